@@ -1,0 +1,116 @@
+"""Sinks as the monitor sees them: one uniform way to hand over a payload.
+
+Any object with ``log_metrics(metrics, step=None)`` is a sink (every TorchRL
+logger is); one with only ``log_scalar(name, value, step=None)`` gets one
+call per metric. A sink whose ``log_metrics`` takes a ``timestamp`` keyword
+receives the wall-clock time of the poll that produced the payload.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+__all__ = ["Sink", "as_sinks"]
+
+
+class Sink:
+    """One sink wrapped for delivery, with its failure-streak state.
+
+    Examples:
+        >>> class Recorder:
+        ...     def __init__(self):
+        ...         self.calls = []
+        ...     def log_scalar(self, name, value, step=None):
+        ...         self.calls.append((name, value, step))
+        >>> recorder = Recorder()
+        >>> Sink(recorder).send({"rb/size": 3.0}, 7, 0.0)
+        >>> recorder.calls
+        [('rb/size', 3.0, 7)]
+    """
+
+    __slots__ = ("failing", "log_metrics", "name", "target", "wants_timestamp")
+
+    def __init__(self, target: Any) -> None:
+        self.target = target
+        self.name = type(target).__name__
+        self.failing = False
+        log_metrics = getattr(target, "log_metrics", None)
+        if callable(log_metrics):
+            self.log_metrics: Callable[..., Any] = log_metrics
+            self.wants_timestamp = _accepts_timestamp(log_metrics)
+            return
+        log_scalar = getattr(target, "log_scalar", None)
+        if callable(log_scalar):
+            self.log_metrics = _scalar_logger(log_scalar)
+            self.wants_timestamp = False
+            return
+        raise TypeError(
+            f"Cannot log to an object of type {type(target).__name__}: a sink needs "
+            "log_metrics(metrics, step=None) or log_scalar(name, value, step=None)."
+        )
+
+    def send(
+        self, payload: dict[str, float], step: int | None, wall_time: float
+    ) -> None:
+        """Hand ``payload`` to the sink; exceptions propagate to the caller."""
+        if self.wants_timestamp:
+            self.log_metrics(payload, step=step, timestamp=wall_time)
+        else:
+            self.log_metrics(payload, step=step)
+
+    def flush(self) -> None:
+        """Flush the sink when it has ``flush()``; never close it."""
+        flush = getattr(self.target, "flush", None)
+        if callable(flush):
+            flush()
+
+
+def as_sinks(logger: Any) -> tuple[Sink, ...]:
+    """Return the sinks of a monitor's ``logger`` argument: one sink or a sequence.
+
+    Examples:
+        >>> class Null:
+        ...     def log_metrics(self, metrics, step=None):
+        ...         pass
+        >>> [sink.name for sink in as_sinks([Null(), Null()])]
+        ['Null', 'Null']
+        >>> as_sinks(42)
+        Traceback (most recent call last):
+        ...
+        TypeError: Cannot log to an object of type int: a sink needs log_metrics(metrics, step=None) or log_scalar(name, value, step=None).
+    """
+    if _is_sink(logger) or not isinstance(logger, Sequence) or isinstance(logger, str):
+        return (Sink(logger),)
+    if not logger:
+        raise ValueError(
+            "LoggerMonitor needs at least one sink, got an empty sequence."
+        )
+    return tuple(Sink(target) for target in logger)
+
+
+def _is_sink(candidate: Any) -> bool:
+    return callable(getattr(candidate, "log_metrics", None)) or callable(
+        getattr(candidate, "log_scalar", None)
+    )
+
+
+def _accepts_timestamp(log_metrics: Callable[..., Any]) -> bool:
+    try:
+        parameters = inspect.signature(log_metrics).parameters
+    except (TypeError, ValueError):
+        return False
+    parameter = parameters.get("timestamp")
+    return parameter is not None and parameter.kind in (
+        inspect.Parameter.KEYWORD_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    )
+
+
+def _scalar_logger(log_scalar: Callable[..., Any]) -> Callable[..., None]:
+    def log_metrics(metrics: Mapping[str, float], step: int | None = None) -> None:
+        for name, value in metrics.items():
+            log_scalar(name, value, step=step)
+
+    return log_metrics

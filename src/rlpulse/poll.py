@@ -1,0 +1,268 @@
+"""The poll logic of one watch: due-ness, baselines and rates.
+
+Plain, deterministic code: every decision takes the monotonic time ``now``
+as an argument, so it is tested without sleeping. The monitor
+(:mod:`rlpulse.monitor`) owns the threads, the clock and delivery.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from rlpulse.schedules import Every, Schedule  # noqa: F401  (Every: doctests)
+from rlpulse.snapshot import counter_value, snapshot_of
+
+__all__ = ["RATE_NAMES", "Watch", "rate_name"]
+
+RATE_NAMES: Mapping[str, str] = {
+    "frames": "frames_per_second",
+    "batches": "batches_per_second",
+    "write_count": "writes_per_second",
+    "worker_frames": "worker_frames_per_second",
+    "sample_calls": "samples_per_second",
+    "samples_returned": "samples_returned_per_second",
+}
+"""Known cumulative counters and the names of their per-second rates."""
+
+
+def rate_name(key: str) -> str:
+    """Return the name of the per-second rate of counter ``key``.
+
+    Examples:
+        >>> rate_name("write_count"), rate_name("episodes")
+        ('writes_per_second', 'episodes_per_second')
+    """
+    return RATE_NAMES.get(key) or f"{key}_per_second"
+
+
+class _CounterPart:
+    """Threshold state of one counter part of a schedule."""
+
+    __slots__ = ("interval", "key", "last_value", "next_threshold")
+
+    def __init__(self, key: str, interval: float) -> None:
+        self.key = key
+        self.interval = interval
+        self.next_threshold: float | None = None
+        self.last_value: float | None = None
+
+    def prime(self, value: float) -> None:
+        self.next_threshold = (value // self.interval + 1) * self.interval
+        self.last_value = value
+
+
+class Watch:
+    """One monitored target: its provider, its schedule and its poll state.
+
+    :meth:`evaluate` turns one raw ``stats()`` result into the payload to
+    log (or ``None`` when not due); :meth:`commit` records a delivered
+    payload as the new baseline. Between the two the monitor delivers.
+
+    Examples:
+        >>> schedule = Every.counter("write_count", 10)
+        >>> watch = Watch("buffer", provider=dict, schedule=schedule)
+        >>> watch.evaluate({"write_count": 3}, now=0.0, force=False)
+        {'buffer/write_count': 3.0}
+        >>> watch.commit(now=0.0)
+        >>> watch.evaluate({"write_count": 7}, now=1.0, force=False) is None
+        True
+        >>> watch.evaluate({"write_count": 12}, now=2.0, force=False)
+        {'buffer/write_count': 12.0, 'buffer/writes_per_second': 4.5}
+        >>> watch.step
+        12
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        provider: Callable[..., Any],
+        target: Any = None,
+        schedule: Schedule | None = None,
+        step_key: str | None = None,
+        stats_kwargs: Mapping[str, Any] | None = None,
+        rate_keys: tuple[str, ...] | None = None,
+        log_on_start: bool = True,
+        log_on_close: bool = True,
+    ) -> None:
+        self.name = name
+        self.target = target
+        self.provider = provider
+        self.stats_kwargs = dict(stats_kwargs or {})
+        self.schedule = schedule
+        parts = () if schedule is None else schedule.parts
+        self.counter_parts = tuple(
+            _CounterPart(part.key, part.interval)
+            for part in parts
+            if part.key is not None
+        )
+        self.seconds_intervals = tuple(
+            part.interval for part in parts if part.kind == "seconds"
+        )
+        if step_key is None and len(self.counter_parts) == 1:
+            step_key = self.counter_parts[0].key
+        self.step_key = step_key
+        self.rate_keys = rate_keys
+        self.log_on_start = log_on_start
+        self.log_on_close = log_on_close
+        # A watch whose schedule is time only can decide before calling
+        # its provider; everything else needs the snapshot.
+        self.clock_gated = bool(self.seconds_intervals) and not self.counter_parts
+        self.baseline: dict[str, float] = {}
+        self.baseline_time: float | None = None
+        self.last_log_time: float | None = None
+        self.has_logged = False
+        self.error_warned = False
+        self.step: int | None = None
+        self._pending: dict[str, float] = {}
+        self._prefixed: dict[str, str] = {}
+        self._prefix = f"{name}/"
+
+    def due_by_clock(self, now: float) -> bool:
+        """Whether a time-only schedule is due at ``now`` (before any provider call).
+
+        Examples:
+            >>> watch = Watch("w", provider=dict, schedule=Every.seconds(5))
+            >>> watch.due_by_clock(0.0)  # never polled: the first poll is needed
+            True
+            >>> watch.evaluate({}, now=0.0, force=False)
+            {}
+            >>> watch.commit(now=0.0)
+            >>> watch.due_by_clock(4.0), watch.due_by_clock(5.0)
+            (False, True)
+        """
+        reference = self.last_log_time
+        if reference is None:
+            reference = self.baseline_time
+        if reference is None:
+            return True
+        elapsed = now - reference
+        return any(elapsed >= interval for interval in self.seconds_intervals)
+
+    def evaluate(self, raw: Any, now: float, force: bool) -> dict[str, float] | None:
+        """Return the payload due for ``raw`` at ``now``, or ``None``.
+
+        A payload is every snapshot entry and every rate, keyed
+        ``"<name>/<metric>"``; :attr:`step` is set alongside. ``force``
+        makes it due whatever the schedule says.
+        """
+        first_poll = self.baseline_time is None
+        counter_parts = self.counter_parts
+        if force or first_poll or not counter_parts:
+            snapshot: dict[str, float] | None = snapshot_of(raw)
+            due = force or self._is_due(snapshot, raw, now, first_poll)
+        else:
+            # Only the counters decide: the whole snapshot is built when due.
+            snapshot = None
+            due = self._is_due(None, raw, now, first_poll)
+        if not due:
+            if first_poll:
+                self.baseline = snapshot if snapshot is not None else snapshot_of(raw)
+                self.baseline_time = now
+            return None
+        if snapshot is None:
+            snapshot = snapshot_of(raw)
+        self._pending = snapshot
+        step_key = self.step_key
+        if step_key is not None and step_key in snapshot:
+            self.step = int(snapshot[step_key])
+        else:
+            self.step = None
+        prefixed = self._prefixed
+        payload: dict[str, float] = {}
+        for key, value in snapshot.items():
+            name = prefixed.get(key)
+            if name is None:
+                name = prefixed[key] = self._prefix + key
+            payload[name] = value
+        baseline_time = self.baseline_time
+        if baseline_time is not None and now > baseline_time:
+            elapsed = now - baseline_time
+            baseline = self.baseline
+            rate_keys = self.rate_keys
+            for key in snapshot if rate_keys is None else rate_keys:
+                if rate_keys is None:
+                    rate = RATE_NAMES.get(key)
+                    if rate is None:
+                        continue
+                else:
+                    rate = rate_name(key)
+                current = snapshot.get(key)
+                previous = baseline.get(key)
+                if current is None or previous is None or current < previous:
+                    continue
+                name = prefixed.get(rate)
+                if name is None:
+                    name = prefixed[rate] = self._prefix + rate
+                payload[name] = (current - previous) / elapsed
+        return payload
+
+    def commit(self, now: float) -> None:
+        """Record the payload last returned by :meth:`evaluate` as delivered at ``now``."""
+        self.baseline = self._pending
+        self.baseline_time = now
+        self.last_log_time = now
+        self.has_logged = True
+
+    def _is_due(
+        self,
+        snapshot: dict[str, float] | None,
+        raw: Any,
+        now: float,
+        first_poll: bool,
+    ) -> bool:
+        if first_poll and not self.has_logged:
+            if self.log_on_start:
+                for part in self.counter_parts:
+                    value = (
+                        snapshot.get(part.key)
+                        if snapshot is not None
+                        else counter_value(raw, part.key)
+                    )
+                    if value is not None:
+                        part.prime(value)
+                return True
+            if self.schedule is None:
+                # log_on_start=False: the first poll only records the baseline.
+                return False
+        if self.schedule is None:
+            return True
+        due = False
+        if self.seconds_intervals:
+            reference = self.last_log_time
+            if reference is None:
+                reference = self.baseline_time
+            if reference is not None:
+                elapsed = now - reference
+                for interval in self.seconds_intervals:
+                    if elapsed >= interval:
+                        due = True
+        reset = False
+        for part in self.counter_parts:
+            value = (
+                snapshot.get(part.key)
+                if snapshot is not None
+                else counter_value(raw, part.key)
+            )
+            if value is None:
+                continue
+            if part.next_threshold is None:
+                part.prime(value)
+                continue
+            last_value = part.last_value
+            if last_value is not None and value < last_value:
+                # A reset (empty(), a state restore): rates and clock restart
+                # from this snapshot.
+                part.prime(value)
+                reset = True
+                continue
+            part.last_value = value
+            if value >= part.next_threshold:
+                part.next_threshold = (value // part.interval + 1) * part.interval
+                due = True
+        if reset:
+            self.baseline = snapshot if snapshot is not None else snapshot_of(raw)
+            self.baseline_time = now
+            return False
+        return due
