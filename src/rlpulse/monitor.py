@@ -233,8 +233,11 @@ class LoggerMonitor:
         """
         logged: dict[str, dict[str, float]] = {}
         with self._lock:
-            started = time.monotonic()
+            started = now = time.monotonic()
             for watch in self._watch_list:
+                # A time-only schedule that is not due costs no provider call.
+                if now < watch.next_due:
+                    continue
                 payload = self._poll(watch, False)
                 if payload is not None:
                     logged[watch.name] = payload
@@ -243,13 +246,9 @@ class LoggerMonitor:
 
     def _poll(self, watch: Watch, force: bool) -> dict[str, float] | None:
         try:
-            now = time.monotonic()
-            if watch.clock_gated and not force and not watch.due_by_clock(now):
-                return None
             self._polls += 1
             kwargs = watch.stats_kwargs
             raw = watch.provider(**kwargs) if kwargs else watch.provider()
-            wall_time = time.time() if self._wants_timestamp else 0.0
             now = time.monotonic()
             payload = watch.evaluate(raw, now, force)
         except Exception as err:
@@ -258,6 +257,7 @@ class LoggerMonitor:
         watch.error_warned = False
         if payload is None:
             return None
+        wall_time = time.time() if self._wants_timestamp else 0.0
         if not self._deliver(watch, payload, wall_time):
             return None
         watch.commit(now)
@@ -272,7 +272,10 @@ class LoggerMonitor:
         step = watch.step
         for sink in self._sinks:
             try:
-                sink.send(payload, step, wall_time)
+                if sink.wants_timestamp:
+                    sink.log_metrics(payload, step=step, timestamp=wall_time)
+                else:
+                    sink.log_metrics(payload, step=step)
             except Exception as err:
                 self._errors += 1
                 if first_error is None:
@@ -288,7 +291,8 @@ class LoggerMonitor:
                     )
                 sink.failing = True
                 continue
-            sink.failing = False
+            if sink.failing:
+                sink.failing = False
             delivered = True
         if first_error is not None and self._on_error == "raise":
             raise first_error

@@ -7,11 +7,12 @@ as an argument, so it is tested without sleeping. The monitor
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from rlpulse.schedules import Every, Schedule  # noqa: F401  (Every: doctests)
-from rlpulse.snapshot import counter_value, snapshot_of
+from rlpulse.snapshot import as_metric, counter_value, snapshot_of
 
 __all__ = ["RATE_NAMES", "Watch", "rate_name"]
 
@@ -106,9 +107,11 @@ class Watch:
         self.rate_keys = rate_keys
         self.log_on_start = log_on_start
         self.log_on_close = log_on_close
-        # A watch whose schedule is time only can decide before calling
-        # its provider; everything else needs the snapshot.
+        # A watch whose schedule is time only decides before calling its
+        # provider: it is skipped until the monotonic time next_due.
         self.clock_gated = bool(self.seconds_intervals) and not self.counter_parts
+        self.min_seconds = min(self.seconds_intervals, default=0.0)
+        self.next_due = -math.inf
         self.baseline: dict[str, float] = {}
         self.baseline_time: float | None = None
         self.last_log_time: float | None = None
@@ -116,11 +119,13 @@ class Watch:
         self.error_warned = False
         self.step: int | None = None
         self._pending: dict[str, float] = {}
-        self._prefixed: dict[str, str] = {}
+        # Per raw key: (snapshot key, payload key, payload key of its rate).
+        self._plan: dict[Any, tuple[str, str, str | None]] = {}
+        self._rated: list[tuple[str, float, str]] = []
         self._prefix = f"{name}/"
 
     def due_by_clock(self, now: float) -> bool:
-        """Whether a time-only schedule is due at ``now`` (before any provider call).
+        """Whether the provider needs calling at ``now``; false only for a time-only schedule not yet due.
 
         Examples:
             >>> watch = Watch("w", provider=dict, schedule=Every.seconds(5))
@@ -132,94 +137,134 @@ class Watch:
             >>> watch.due_by_clock(4.0), watch.due_by_clock(5.0)
             (False, True)
         """
-        reference = self.last_log_time
-        if reference is None:
-            reference = self.baseline_time
-        if reference is None:
-            return True
-        elapsed = now - reference
-        return any(elapsed >= interval for interval in self.seconds_intervals)
+        return now >= self.next_due
 
     def evaluate(self, raw: Any, now: float, force: bool) -> dict[str, float] | None:
         """Return the payload due for ``raw`` at ``now``, or ``None``.
 
         A payload is every snapshot entry and every rate, keyed
         ``"<name>/<metric>"``; :attr:`step` is set alongside. ``force``
-        makes it due whatever the schedule says.
+        makes it due whatever the schedule says. Whether a snapshot is due
+        depends only on its counters: the whole snapshot is built when due
+        (or when it becomes the first baseline).
         """
         first_poll = self.baseline_time is None
-        counter_parts = self.counter_parts
-        if force or first_poll or not counter_parts:
-            snapshot: dict[str, float] | None = snapshot_of(raw)
-            due = force or self._is_due(snapshot, raw, now, first_poll)
-        else:
-            # Only the counters decide: the whole snapshot is built when due.
-            snapshot = None
-            due = self._is_due(None, raw, now, first_poll)
-        if not due:
+        if (
+            not force
+            and (first_poll or self.schedule is not None)
+            and not self._is_due(raw, now, first_poll)
+        ):
             if first_poll:
-                self.baseline = snapshot if snapshot is not None else snapshot_of(raw)
-                self.baseline_time = now
+                self.baseline = snapshot_of(raw)
+                self._set_baseline_time(now)
             return None
-        if snapshot is None:
-            snapshot = snapshot_of(raw)
-        self._pending = snapshot
+        payload = self._payload_of(raw)
+        snapshot = self._pending
         step_key = self.step_key
         if step_key is not None and step_key in snapshot:
             self.step = int(snapshot[step_key])
         else:
             self.step = None
-        prefixed = self._prefixed
-        payload: dict[str, float] = {}
-        for key, value in snapshot.items():
-            name = prefixed.get(key)
-            if name is None:
-                name = prefixed[key] = self._prefix + key
-            payload[name] = value
         baseline_time = self.baseline_time
-        if baseline_time is not None and now > baseline_time:
-            elapsed = now - baseline_time
-            baseline = self.baseline
-            rate_keys = self.rate_keys
-            for key in snapshot if rate_keys is None else rate_keys:
-                if rate_keys is None:
-                    rate = RATE_NAMES.get(key)
-                    if rate is None:
-                        continue
-                else:
-                    rate = rate_name(key)
-                current = snapshot.get(key)
-                previous = baseline.get(key)
-                if current is None or previous is None or current < previous:
+        if baseline_time is None or now <= baseline_time:
+            return payload
+        elapsed = now - baseline_time
+        baseline = self.baseline
+        rate_keys = self.rate_keys
+        if rate_keys is None:
+            rated = self._rated
+        else:
+            rated = [
+                (key, snapshot[key], self._prefix + rate_name(key))
+                for key in rate_keys
+                if key in snapshot
+            ]
+        for key, current, rate in rated:
+            previous = baseline.get(key)
+            if previous is not None and current >= previous:
+                payload[rate] = (current - previous) / elapsed
+        return payload
+
+    def _payload_of(self, raw: Any) -> dict[str, float]:
+        # The snapshot (kept as the pending baseline), the payload and the
+        # default rate candidates in one pass: this runs for every logged
+        # poll. The common value types are tested by exact type first.
+        if type(raw) is not dict:
+            return self._payload_of_snapshot(snapshot_of(raw))
+        plan = self._plan
+        snapshot: dict[str, float] = {}
+        payload: dict[str, float] = {}
+        rated: list[tuple[str, float, str]] = []
+        for key, value in raw.items():
+            kind = type(value)
+            if kind is float:
+                if value - value != 0.0:
                     continue
-                name = prefixed.get(rate)
-                if name is None:
-                    name = prefixed[rate] = self._prefix + rate
-                payload[name] = (current - previous) / elapsed
+            elif kind is int:
+                try:
+                    value = float(value)
+                except OverflowError:
+                    continue
+            elif kind is bool:
+                value = 1.0 if value else 0.0
+            elif kind is dict or isinstance(value, Mapping):
+                return self._payload_of_snapshot(snapshot_of(raw))
+            else:
+                value = as_metric(value)
+                if value is None:
+                    continue
+            entry = plan.get(key)
+            if entry is None:
+                entry = self._plan_key(key)
+            snapshot[entry[0]] = value
+            payload[entry[1]] = value
+            if entry[2] is not None:
+                rated.append((entry[0], value, entry[2]))
+        self._pending = snapshot
+        self._rated = rated
+        return payload
+
+    def _payload_of_snapshot(self, snapshot: dict[str, float]) -> dict[str, float]:
+        plan = self._plan
+        payload: dict[str, float] = {}
+        rated: list[tuple[str, float, str]] = []
+        for key, value in snapshot.items():
+            entry = plan.get(key)
+            if entry is None:
+                entry = self._plan_key(key)
+            payload[entry[1]] = value
+            if entry[2] is not None:
+                rated.append((key, value, entry[2]))
+        self._pending = snapshot
+        self._rated = rated
         return payload
 
     def commit(self, now: float) -> None:
         """Record the payload last returned by :meth:`evaluate` as delivered at ``now``."""
         self.baseline = self._pending
-        self.baseline_time = now
         self.last_log_time = now
         self.has_logged = True
+        self._set_baseline_time(now)
 
-    def _is_due(
-        self,
-        snapshot: dict[str, float] | None,
-        raw: Any,
-        now: float,
-        first_poll: bool,
-    ) -> bool:
+    def _set_baseline_time(self, now: float) -> None:
+        self.baseline_time = now
+        if self.clock_gated:
+            reference = self.last_log_time if self.last_log_time is not None else now
+            self.next_due = reference + self.min_seconds
+
+    def _plan_key(self, key: Any) -> tuple[str, str, str | None]:
+        name = key if type(key) is str else str(key)
+        rate = RATE_NAMES.get(name)
+        prefix = self._prefix
+        entry = (name, prefix + name, None if rate is None else prefix + rate)
+        self._plan[key] = entry
+        return entry
+
+    def _is_due(self, raw: Any, now: float, first_poll: bool) -> bool:
         if first_poll and not self.has_logged:
             if self.log_on_start:
                 for part in self.counter_parts:
-                    value = (
-                        snapshot.get(part.key)
-                        if snapshot is not None
-                        else counter_value(raw, part.key)
-                    )
+                    value = counter_value(raw, part.key)
                     if value is not None:
                         part.prime(value)
                 return True
@@ -240,11 +285,7 @@ class Watch:
                         due = True
         reset = False
         for part in self.counter_parts:
-            value = (
-                snapshot.get(part.key)
-                if snapshot is not None
-                else counter_value(raw, part.key)
-            )
+            value = counter_value(raw, part.key)
             if value is None:
                 continue
             if part.next_threshold is None:
@@ -262,7 +303,7 @@ class Watch:
                 part.next_threshold = (value // part.interval + 1) * part.interval
                 due = True
         if reset:
-            self.baseline = snapshot if snapshot is not None else snapshot_of(raw)
-            self.baseline_time = now
+            self.baseline = snapshot_of(raw)
+            self._set_baseline_time(now)
             return False
         return due

@@ -64,7 +64,7 @@ def snapshot_of(raw: Any) -> dict[str, float]:
         >>> snapshot_of({"frames": 10, "name": "cartpole", "worker_0": {"alive": True}})
         {'frames': 10.0, 'worker_0/alive': 1.0}
     """
-    if not isinstance(raw, Mapping):
+    if type(raw) is not dict and not isinstance(raw, Mapping):
         raise TypeError(
             f"stats() must return a mapping of scalars, got {type(raw).__name__}."
         )
@@ -74,20 +74,30 @@ def snapshot_of(raw: Any) -> dict[str, float]:
 
 
 def _collect(raw: Mapping[Any, Any], prefix: str, into: dict[str, float]) -> None:
+    # The common value types are tested by exact type first: this loop runs
+    # for every entry of every poll, and an ABC isinstance check is slow.
     for key, value in raw.items():
         kind = type(value)
         if kind is float:
-            if value - value == 0.0:
-                into[key if type(key) is str and not prefix else f"{prefix}{key}"] = (
-                    value
-                )
-            continue
-        if isinstance(value, Mapping):
+            if value - value != 0.0:
+                continue
+        elif kind is int:
+            try:
+                value = float(value)
+            except OverflowError:
+                continue
+        elif kind is bool:
+            value = 1.0 if value else 0.0
+        elif kind is dict or isinstance(value, Mapping):
             _collect(value, f"{prefix}{key}/", into)
             continue
-        number = as_metric(value)
-        if number is not None:
-            into[key if type(key) is str and not prefix else f"{prefix}{key}"] = number
+        else:
+            value = _as_metric_slow(value)
+            if value is None:
+                continue
+        if prefix or type(key) is not str:
+            key = f"{prefix}{key}"
+        into[key] = value
 
 
 def counter_value(raw: Any, key: str) -> float | None:
@@ -104,11 +114,16 @@ def counter_value(raw: Any, key: str) -> float | None:
         >>> counter_value({"frames": "many"}, "frames") is None
         True
     """
-    if not isinstance(raw, Mapping):
+    if type(raw) is not dict and not isinstance(raw, Mapping):
         raise TypeError(
             f"stats() must return a mapping of scalars, got {type(raw).__name__}."
         )
     value = raw.get(key)
+    if type(value) is int:
+        try:
+            return float(value)
+        except OverflowError:
+            return None
     if value is None and "/" in key:
         return snapshot_of(raw).get(key)
     return as_metric(value)
