@@ -1,0 +1,29 @@
+"""rlpulse's benchmarks: each section measures one thing and renders its markdown.
+
+``python -m benchmarks`` (``make bench``) runs every section listed in
+:data:`SECTIONS` and writes each one's block into ``docs/benchmarks.md``,
+leaving the other sections' blocks as they are. A section is a module with
+``run(*, quick: bool = False) -> str`` returning its markdown (starting with
+a ``##`` heading); adding one is one new module and one line here.
+"""
+
+from __future__ import annotations
+
+import sys
+
+__all__ = ["SECTIONS", "progress"]
+
+SECTIONS: dict[str, str] = {
+    "monitor": "benchmarks.monitor_overhead",
+}
+"""Section name (as given to ``--only``) → module implementing ``run()``, in document order."""
+
+
+def progress(message: str) -> None:
+    """Print one progress line of a running benchmark, at once.
+
+    Examples:
+        >>> progress("monitor: round 1/15")
+        monitor: round 1/15
+    """
+    print(message, file=sys.stdout, flush=True)
