@@ -1,0 +1,394 @@
+"""LoggerMonitor beyond TorchRL: several sinks, wide values, no wasted polls,
+composite schedules, its own stats() and poll timestamps (SPEC 2.1-2.4, 2.7, 2.10)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from rlpulse import Every, LoggerMonitor
+
+
+class Recorder:
+    """A sink that keeps every call."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[dict[str, float], int | None]] = []
+
+    def log_metrics(
+        self, metrics: Mapping[str, float], step: int | None = None
+    ) -> None:
+        self.calls.append((dict(metrics), step))
+
+
+class TimestampRecorder:
+    def __init__(self) -> None:
+        self.calls: list[tuple[dict[str, float], int | None, float | None]] = []
+
+    def log_metrics(
+        self,
+        metrics: Mapping[str, float],
+        step: int | None = None,
+        *,
+        timestamp: float | None = None,
+    ) -> None:
+        self.calls.append((dict(metrics), step, timestamp))
+
+
+class ScalarOnly:
+    def __init__(self) -> None:
+        self.scalars: list[tuple[str, float, int | None]] = []
+
+    def log_scalar(self, name: str, value: float, step: int | None = None) -> None:
+        self.scalars.append((name, value, step))
+
+
+class Flaky:
+    """A sink that raises while ``failing`` is set."""
+
+    def __init__(self) -> None:
+        self.failing = True
+        self.calls = 0
+
+    def log_metrics(
+        self, metrics: Mapping[str, float], step: int | None = None
+    ) -> None:
+        self.calls += 1
+        if self.failing:
+            raise ConnectionError("backend down")
+
+
+class Counter:
+    """A source counting how often it is polled."""
+
+    def __init__(self) -> None:
+        self.frames = 0
+        self.calls = 0
+
+    def stats(self) -> dict[str, Any]:
+        self.calls += 1
+        return {"frames": self.frames}
+
+
+def rlpulse_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "rlpulse"]
+
+
+def test_every_payload_reaches_every_sink() -> None:
+    first, second = Recorder(), Recorder()
+    monitor = LoggerMonitor([first, second], background=False)
+    monitor.watch(Counter(), name="c")
+    monitor.step()
+    monitor.step()
+    assert first.calls == second.calls
+    assert len(first.calls) == 2
+
+
+def test_a_tuple_of_sinks_works_like_a_list() -> None:
+    first, second = Recorder(), Recorder()
+    monitor = LoggerMonitor((first, second), background=False)
+    monitor.watch(Counter(), name="c")
+    monitor.step()
+    assert len(first.calls) == len(second.calls) == 1
+
+
+def test_a_failing_sink_does_not_stop_delivery_to_the_others(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    flaky, good = Flaky(), Recorder()
+    monitor = LoggerMonitor([flaky, good], background=False)
+    monitor.watch(Counter(), name="c")
+    with caplog.at_level(logging.WARNING):
+        logged = monitor.step()
+        monitor.step()
+    assert "c" in logged
+    assert len(good.calls) == 2
+    assert flaky.calls == 2
+    warnings = rlpulse_warnings(caplog)
+    assert len(warnings) == 1
+    assert "Flaky" in warnings[0]
+    assert "backend down" in warnings[0]
+
+
+def test_a_sink_warns_again_after_it_recovered_and_failed_anew(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    flaky = Flaky()
+    monitor = LoggerMonitor([flaky, Recorder()], background=False)
+    monitor.watch(Counter(), name="c")
+    with caplog.at_level(logging.WARNING):
+        monitor.step()
+        flaky.failing = False
+        monitor.step()
+        flaky.failing = True
+        monitor.step()
+    assert len(rlpulse_warnings(caplog)) == 2
+
+
+def test_one_warning_per_sink_per_failure_streak_across_watches(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monitor = LoggerMonitor([Flaky(), Recorder()], background=False)
+    monitor.watch(Counter(), name="a")
+    monitor.watch(Counter(), name="b")
+    with caplog.at_level(logging.WARNING):
+        monitor.step()
+        monitor.step()
+    assert len(rlpulse_warnings(caplog)) == 1
+
+
+def test_a_watch_whose_every_sink_failed_is_not_in_the_step_result() -> None:
+    flaky = Flaky()
+    monitor = LoggerMonitor(flaky, background=False, on_error="ignore")
+    monitor.watch(Counter(), name="c")
+    assert monitor.step() == {}
+    flaky.failing = False
+    assert "c" in monitor.step()
+
+
+def test_on_error_raise_propagates_a_sink_error_after_the_others_got_it() -> None:
+    good = Recorder()
+    monitor = LoggerMonitor([Flaky(), good], background=False, on_error="raise")
+    monitor.watch(Counter(), name="c")
+    with pytest.raises(ConnectionError, match="backend down"):
+        monitor.step()
+    assert len(good.calls) == 1
+
+
+def test_on_error_ignore_is_silent_for_sinks(caplog: pytest.LogCaptureFixture) -> None:
+    monitor = LoggerMonitor([Flaky(), Recorder()], background=False, on_error="ignore")
+    monitor.watch(Counter(), name="c")
+    with caplog.at_level(logging.DEBUG):
+        monitor.step()
+    assert rlpulse_warnings(caplog) == []
+
+
+def test_a_log_scalar_only_sink_gets_one_call_per_metric() -> None:
+    sink = ScalarOnly()
+    monitor = LoggerMonitor(sink, background=False)
+    monitor.watch(Counter(), name="c", step="frames")
+    monitor.step()
+    assert sink.scalars == [("c/frames", 0.0, 0)]
+
+
+@pytest.mark.parametrize("bad", [object(), 42, "console", [Recorder(), object()]])
+def test_an_object_that_cannot_log_is_refused_at_construction(bad: Any) -> None:
+    with pytest.raises(TypeError, match="log_metrics"):
+        LoggerMonitor(bad, background=False)
+
+
+def test_an_empty_sequence_of_sinks_is_refused() -> None:
+    with pytest.raises(ValueError, match="at least one sink"):
+        LoggerMonitor([], background=False)
+
+
+def test_wide_values_reach_the_sink_as_floats() -> None:
+    sink = Recorder()
+    monitor = LoggerMonitor(sink, background=False)
+    monitor.watch(
+        object(),
+        name="w",
+        stats_fn=lambda: {
+            "np_float": np.float32(0.5),
+            "np_int": np.int64(3),
+            "np_0d": np.array(2.0),
+            "tensor": torch.tensor(7),
+            "nested": {"frames": 5},
+            "huge": 10**400,
+            "text": "skip me",
+        },
+    )
+    monitor.step()
+    metrics, _ = sink.calls[0]
+    assert metrics == {
+        "w/np_float": 0.5,
+        "w/np_int": 3.0,
+        "w/np_0d": 2.0,
+        "w/tensor": 7.0,
+        "w/nested/frames": 5.0,
+    }
+    assert all(type(value) is float for value in metrics.values())
+
+
+def test_a_provider_returning_a_non_mapping_is_an_error_not_a_crash(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sink = Recorder()
+    monitor = LoggerMonitor(sink, background=False)
+    monitor.watch(object(), name="broken", stats_fn=lambda: [1, 2, 3])
+    monitor.watch(Counter(), name="fine")
+    with caplog.at_level(logging.WARNING):
+        logged = monitor.step()
+    assert list(logged) == ["fine"]
+    warnings = rlpulse_warnings(caplog)
+    assert len(warnings) == 1
+    assert "broken" in warnings[0]
+    assert "mapping" in warnings[0]
+
+
+def test_a_seconds_schedule_does_not_call_the_provider_while_not_due() -> None:
+    source = Counter()
+    monitor = LoggerMonitor(Recorder(), background=False)
+    monitor.watch(source, name="c", schedule=Every.seconds(3600))
+    monitor.step()
+    for _ in range(10):
+        monitor.step()
+    assert source.calls == 1
+
+
+def test_a_seconds_schedule_calls_the_provider_again_once_due() -> None:
+    source = Counter()
+    sink = Recorder()
+    monitor = LoggerMonitor(sink, background=False)
+    monitor.watch(source, name="c", schedule=Every.seconds(0.05))
+    monitor.step()
+    deadline = time.monotonic() + 10
+    while source.calls < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+        monitor.step()
+    assert source.calls == 2
+    assert len(sink.calls) == 2
+
+
+def test_a_counter_schedule_polls_every_time() -> None:
+    source = Counter()
+    monitor = LoggerMonitor(Recorder(), background=False)
+    monitor.watch(source, name="c", schedule=Every.counter("frames", 100))
+    for _ in range(5):
+        monitor.step()
+    assert source.calls == 5
+
+
+def test_a_composite_schedule_logs_on_each_counter_threshold() -> None:
+    source = Counter()
+    sink = Recorder()
+    monitor = LoggerMonitor(sink, background=False)
+    monitor.watch(
+        source, name="c", schedule=Every.counter("frames", 10) | Every.seconds(3600)
+    )
+    for frames in (0, 5, 10, 12, 35, 39, 40):
+        source.frames = frames
+        monitor.step()
+    assert [step for _, step in sink.calls] == [0, 10, 35, 40]
+
+
+def test_the_monitor_can_watch_itself() -> None:
+    sink = Recorder()
+    monitor = LoggerMonitor(sink, background=False)
+    monitor.watch(Counter(), name="c")
+    monitor.watch(monitor, name="monitor")
+    monitor.step()
+    monitor.step()
+    metrics, _ = sink.calls[-1]
+    assert metrics["monitor/watches"] == 2.0
+    assert (
+        metrics["monitor/polls"] == 4.0
+    )  # c twice, monitor twice (this poll included)
+    assert metrics["monitor/logged"] == 3.0
+    assert metrics["monitor/errors"] == 0.0
+    assert metrics["monitor/last_poll_duration_s"] >= 0.0
+
+
+def test_monitor_stats_count_errors() -> None:
+    monitor = LoggerMonitor([Flaky(), Recorder()], background=False, on_error="ignore")
+    monitor.watch(object(), name="broken", stats_fn=lambda: 1 / 0)
+    monitor.watch(Counter(), name="c")
+    monitor.step()
+    stats = monitor.stats()
+    assert stats["errors"] == 2  # the broken provider and the flaky sink
+    assert stats["logged"] == 1
+
+
+def test_a_sink_accepting_timestamp_gets_the_poll_wall_time() -> None:
+    sink = TimestampRecorder()
+    monitor = LoggerMonitor(sink, background=False)
+    monitor.watch(Counter(), name="c")
+    before = time.time()
+    monitor.step()
+    after = time.time()
+    ((_, _, timestamp),) = sink.calls
+    assert timestamp is not None
+    assert before <= timestamp <= after
+
+
+def test_a_sink_without_timestamp_is_called_without_it() -> None:
+    plain, stamped = Recorder(), TimestampRecorder()
+    monitor = LoggerMonitor([plain, stamped], background=False)
+    monitor.watch(Counter(), name="c")
+    monitor.step()
+    assert len(plain.calls) == 1
+    assert stamped.calls[0][2] is not None
+
+
+def test_a_schedule_that_is_not_a_schedule_is_refused() -> None:
+    monitor = LoggerMonitor(Recorder(), background=False)
+    with pytest.raises(TypeError, match="schedule"):
+        monitor.watch(Counter(), schedule=5)  # type: ignore[arg-type]
+
+
+def test_final_snapshots_flush_sinks_that_can_flush() -> None:
+    class Flushable(Recorder):
+        flushed = 0
+
+        def flush(self) -> None:
+            self.flushed += 1
+
+    sink = Flushable()
+    monitor = LoggerMonitor(sink, background=False)
+    monitor.watch(Counter(), name="c")
+    monitor.stop()
+    assert len(sink.calls) == 1
+    assert sink.flushed == 1
+
+
+def test_a_failing_flush_follows_on_error(caplog: pytest.LogCaptureFixture) -> None:
+    class BadFlush(Recorder):
+        def flush(self) -> None:
+            raise OSError("disk full")
+
+    monitor = LoggerMonitor(BadFlush(), background=False)
+    with caplog.at_level(logging.WARNING):
+        monitor.stop()
+    assert any("disk full" in message for message in rlpulse_warnings(caplog))
+    raising = LoggerMonitor(BadFlush(), background=False, on_error="raise")
+    with pytest.raises(OSError, match="disk full"):
+        raising.stop()
+
+
+@pytest.mark.timeout(30)
+def test_watch_and_step_from_other_threads_while_polling_in_background() -> None:
+    sink = Recorder()
+    monitor = LoggerMonitor(sink, poll_interval=0.001)
+    errors: list[BaseException] = []
+
+    def churn(index: int) -> None:
+        try:
+            for round_ in range(50):
+                name = monitor.watch(Counter(), name=f"t{index}_{round_}")
+                monitor.step()
+                monitor.unwatch(name)
+        except BaseException as err:  # pragma: no cover - reported below
+            errors.append(err)
+
+    with monitor:
+        threads = [threading.Thread(target=churn, args=(i,)) for i in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert errors == []
+    assert monitor.stats()["watches"] == 0
+    assert sink.calls
+
+
+def test_repr_says_what_the_monitor_holds() -> None:
+    monitor = LoggerMonitor([Recorder(), Recorder()], background=False)
+    monitor.watch(Counter())
+    assert repr(monitor) == "LoggerMonitor(1 watches, 2 sinks, idle)"

@@ -1,0 +1,187 @@
+"""The poll logic of one watch, driven with explicit times (no sleeping)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from rlpulse import AnyOf, Every
+from rlpulse.poll import RATE_NAMES, Watch, rate_name
+
+
+def make_watch(schedule: Any = None, **kwargs: Any) -> Watch:
+    return Watch("w", provider=dict, schedule=schedule, **kwargs)
+
+
+def poll(watch: Watch, raw: dict[str, Any], now: float) -> dict[str, float] | None:
+    """One poll whose payload, if any, is delivered."""
+    payload = watch.evaluate(raw, now, force=False)
+    if payload is not None:
+        watch.commit(now)
+    return payload
+
+
+def test_rate_names_follow_torchrl() -> None:
+    assert RATE_NAMES["write_count"] == "writes_per_second"
+    assert rate_name("sample_calls") == "samples_per_second"
+    assert rate_name("episodes") == "episodes_per_second"
+
+
+def test_rates_are_deltas_over_elapsed_time_since_the_baseline() -> None:
+    watch = make_watch()
+    poll(watch, {"frames": 100, "batches": 1}, now=10.0)
+    payload = poll(watch, {"frames": 400, "batches": 4}, now=12.0)
+    assert payload == {
+        "w/frames": 400.0,
+        "w/batches": 4.0,
+        "w/frames_per_second": 150.0,
+        "w/batches_per_second": 1.5,
+    }
+
+
+def test_no_rates_when_no_time_elapsed() -> None:
+    watch = make_watch()
+    poll(watch, {"frames": 1}, now=5.0)
+    assert poll(watch, {"frames": 2}, now=5.0) == {"w/frames": 2.0}
+
+
+def test_explicit_rate_keys_replace_the_known_counters() -> None:
+    watch = make_watch(rate_keys=("episodes", "missing"))
+    poll(watch, {"frames": 0, "episodes": 2}, now=0.0)
+    payload = poll(watch, {"frames": 10, "episodes": 6}, now=2.0)
+    assert payload == {
+        "w/frames": 10.0,
+        "w/episodes": 6.0,
+        "w/episodes_per_second": 2.0,
+    }
+
+
+def test_a_failed_delivery_keeps_the_previous_baseline() -> None:
+    watch = make_watch()
+    poll(watch, {"frames": 0}, now=0.0)
+    assert watch.evaluate({"frames": 50}, 1.0, force=False) is not None  # not committed
+    payload = poll(watch, {"frames": 100}, now=2.0)
+    assert payload is not None
+    assert payload["w/frames_per_second"] == 50.0
+
+
+def test_a_composite_schedule_logs_on_counter_thresholds() -> None:
+    watch = make_watch(Every.counter("frames", 100) | Every.seconds(60))
+    assert poll(watch, {"frames": 0}, now=0.0) is not None  # log_on_start
+    assert poll(watch, {"frames": 99}, now=1.0) is None
+    assert poll(watch, {"frames": 100}, now=2.0) is not None
+    assert poll(watch, {"frames": 150}, now=3.0) is None
+    assert poll(watch, {"frames": 420}, now=4.0) is not None  # several thresholds: once
+    assert poll(watch, {"frames": 499}, now=5.0) is None
+    assert (
+        poll(watch, {"frames": 500}, now=6.0) is not None
+    )  # thresholds stay multiples
+
+
+def test_a_composite_schedule_logs_at_least_every_interval_seconds() -> None:
+    watch = make_watch(Every.counter("frames", 1000) | Every.seconds(10))
+    poll(watch, {"frames": 0}, now=0.0)
+    assert poll(watch, {"frames": 5}, now=9.0) is None
+    assert poll(watch, {"frames": 6}, now=10.0) is not None
+
+
+def test_composite_seconds_count_from_the_last_log_whatever_caused_it() -> None:
+    watch = make_watch(Every.counter("frames", 100) | Every.seconds(10))
+    poll(watch, {"frames": 0}, now=0.0)
+    assert poll(watch, {"frames": 100}, now=8.0) is not None  # counter-caused log
+    assert poll(watch, {"frames": 110}, now=12.0) is None  # only 4 s since that log
+    assert poll(watch, {"frames": 120}, now=18.0) is not None
+
+
+def test_a_composite_schedule_with_one_counter_steps_on_that_counter() -> None:
+    watch = make_watch(Every.seconds(5) | Every.counter("write_count", 10))
+    poll(watch, {"write_count": 37}, now=0.0)
+    assert watch.step == 37
+
+
+def test_a_composite_schedule_with_two_counters_has_no_default_step() -> None:
+    watch = make_watch(Every.counter("frames", 10) | Every.counter("batches", 1))
+    poll(watch, {"frames": 3, "batches": 1}, now=0.0)
+    assert watch.step is None
+    assert watch.step_key is None
+
+
+def test_each_counter_part_keeps_its_own_thresholds() -> None:
+    watch = make_watch(Every.counter("frames", 100) | Every.counter("batches", 5))
+    poll(watch, {"frames": 0, "batches": 0}, now=0.0)
+    assert poll(watch, {"frames": 50, "batches": 4}, now=1.0) is None
+    assert poll(watch, {"frames": 60, "batches": 5}, now=2.0) is not None
+    assert poll(watch, {"frames": 100, "batches": 6}, now=3.0) is not None
+    assert poll(watch, {"frames": 150, "batches": 9}, now=4.0) is None
+
+
+def test_a_counter_reset_in_a_composite_re_baselines_and_logs_nothing() -> None:
+    watch = make_watch(Every.counter("frames", 100) | Every.seconds(5))
+    poll(watch, {"frames": 500}, now=0.0)
+    assert poll(watch, {"frames": 20}, now=6.0) is None  # reset wins over seconds
+    payload = poll(watch, {"frames": 100}, now=8.0)
+    assert payload is not None
+    assert payload["w/frames_per_second"] == 40.0  # since the reset at t=6
+
+
+def test_a_time_only_schedule_is_not_due_by_clock_until_its_interval() -> None:
+    watch = make_watch(Every.seconds(5) | Every.seconds(2))
+    assert watch.clock_gated
+    assert watch.due_by_clock(0.0)
+    poll(watch, {}, now=0.0)
+    assert not watch.due_by_clock(1.9)
+    assert watch.due_by_clock(2.0)
+
+
+def test_a_schedule_with_a_counter_is_never_clock_gated() -> None:
+    watch = make_watch(Every.seconds(5) | Every.counter("frames", 10))
+    assert not watch.clock_gated
+    poll(watch, {"frames": 0}, now=0.0)
+    assert watch.due_by_clock(0.1)
+
+
+def test_a_seconds_schedule_without_log_on_start_is_due_from_its_baseline() -> None:
+    watch = make_watch(Every.seconds(5), log_on_start=False)
+    assert poll(watch, {"frames": 0}, now=0.0) is None
+    assert not watch.due_by_clock(4.0)
+    assert watch.due_by_clock(5.0)
+    payload = poll(watch, {"frames": 50}, now=5.0)
+    assert payload == {"w/frames": 50.0, "w/frames_per_second": 10.0}
+
+
+def test_forced_polls_are_due_whatever_the_schedule() -> None:
+    watch = make_watch(Every.counter("frames", 1000))
+    poll(watch, {"frames": 0}, now=0.0)
+    payload = watch.evaluate({"frames": 10}, 2.0, force=True)
+    assert payload == {"w/frames": 10.0, "w/frames_per_second": 5.0}
+
+
+def test_nested_snapshots_are_flattened_in_the_payload() -> None:
+    watch = make_watch()
+    payload = poll(watch, {"worker_0": {"frames": 3}, "frames": 3}, now=0.0)
+    assert payload == {"w/worker_0/frames": 3.0, "w/frames": 3.0}
+
+
+def test_snapshots_from_non_dict_mappings_are_logged() -> None:
+    class Stats(dict[str, Any]):
+        pass
+
+    watch = make_watch()
+    assert poll(watch, Stats(frames=2), now=0.0) == {"w/frames": 2.0}
+
+
+def test_every_any_flattens_nested_composites() -> None:
+    a, b, c = Every.seconds(1), Every.seconds(2), Every.counter("frames", 3)
+    assert (a | b) | c == Every.any(a, Every.any(b, c))
+    assert isinstance(a | b, AnyOf)
+    assert len({a | b, Every.any(a, b)}) == 1
+
+
+def test_every_any_refuses_what_is_not_a_schedule() -> None:
+    with pytest.raises(TypeError, match="Every"):
+        Every.any(Every.seconds(1), 5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="Every"):
+        AnyOf((Every.seconds(1), "x"))  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="at least one"):
+        Every.any()
