@@ -1,0 +1,352 @@
+"""Summaries of a recorded run: what ``rlpulse show`` prints.
+
+Computing and printing are kept apart: :func:`summarize` (or
+:func:`summarize_file`) turns records into a :class:`RunSummary` of plain
+numbers, and :func:`format_summary` renders one as an aligned table.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlpulse.poll import RATE_NAMES, rate_name
+from rlpulse.records import Record, RunFileError, list_runs, read
+
+__all__ = [
+    "MetricSummary",
+    "RunSummary",
+    "format_duration",
+    "format_number",
+    "format_summary",
+    "summarize",
+    "summarize_file",
+]
+
+# Below ten thousand a number reads best in full (4096, not 4.096k).
+_SUFFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e4, "k"))
+_SUFFIX_SCALES = {"T": 1e12, "G": 1e9, "M": 1e6, "k": 1e3}
+_SIGNIFICANT_DIGITS = 4
+
+
+@dataclass(frozen=True)
+class MetricSummary:
+    """The values one metric took over a run: first, last, extremes and, for counters, the mean rate.
+
+    ``mean_rate`` is ``(last - first) / (last_wall_time - first_wall_time)``
+    for a cumulative counter, and ``None`` for a gauge, for a counter seen at
+    a single instant, or for one that went backwards (a reset) over the run.
+    NaN values count in ``count`` and may be ``first`` or ``last``, but never
+    the extremes.
+
+    >>> metric = MetricSummary(
+    ...     name="collector/frames", count=2, first=0.0, last=500.0,
+    ...     minimum=0.0, maximum=500.0, first_wall_time=10.0, last_wall_time=12.0,
+    ...     is_counter=True, mean_rate=250.0,
+    ... )
+    >>> metric.watch, metric.key
+    ('collector', 'frames')
+    """
+
+    name: str
+    count: int
+    first: float
+    last: float
+    minimum: float
+    maximum: float
+    first_wall_time: float
+    last_wall_time: float
+    is_counter: bool
+    mean_rate: float | None
+
+    @property
+    def watch(self) -> str:
+        """The part of the name before the last ``/`` (empty for a bare name).
+
+        >>> MetricSummary("loss", 1, 0.5, 0.5, 0.5, 0.5, 1.0, 1.0, False, None).watch
+        ''
+        """
+        return self.name.rpartition("/")[0]
+
+    @property
+    def key(self) -> str:
+        """The metric's own name, after the last ``/``.
+
+        >>> MetricSummary("buffer/size", 1, 3.0, 3.0, 3.0, 3.0, 1.0, 1.0, False, None).key
+        'size'
+        """
+        return self.name.rpartition("/")[2]
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One run in numbers: its name, where it is stored, its records and its metrics.
+
+    ``metrics`` are sorted by name, so each watch's metrics sit together.
+    ``start_wall_time`` and ``end_wall_time`` are ``None`` for a run without
+    records.
+
+    >>> summary = summarize(
+    ...     [Record(100.0, None, "buffer/size", 3.0), Record(104.0, None, "buffer/size", 5.0)],
+    ...     run="baseline", source="metrics.db",
+    ... )
+    >>> summary.records, summary.span, [metric.last for metric in summary.metrics]
+    (2, 4.0, [5.0])
+    """
+
+    run: str
+    source: str
+    records: int
+    start_wall_time: float | None
+    end_wall_time: float | None
+    metrics: tuple[MetricSummary, ...]
+
+    @property
+    def span(self) -> float:
+        """Seconds between the first and the last record (``0.0`` without records).
+
+        >>> summarize([], run="empty", source="metrics.db").span
+        0.0
+        """
+        if self.start_wall_time is None or self.end_wall_time is None:
+            return 0.0
+        return self.end_wall_time - self.start_wall_time
+
+
+class _Accumulator:
+    """The running summary of one metric while the records stream past."""
+
+    __slots__ = (
+        "count",
+        "first",
+        "first_wall_time",
+        "last",
+        "last_wall_time",
+        "maximum",
+        "minimum",
+    )
+
+    def __init__(self, record: Record) -> None:
+        self.count = 0
+        self.first = record.value
+        self.first_wall_time = record.wall_time
+        self.last = record.value
+        self.last_wall_time = record.wall_time
+        self.minimum = math.nan
+        self.maximum = math.nan
+
+    def add(self, record: Record) -> None:
+        value = record.value
+        self.count += 1
+        self.last = value
+        self.last_wall_time = record.wall_time
+        if math.isnan(value):
+            return
+        # NaN compares false with everything, so a NaN extreme is replaced at
+        # once by the first real value.
+        if not value >= self.minimum:
+            self.minimum = value
+        if not value <= self.maximum:
+            self.maximum = value
+
+
+def summarize(records: Iterable[Record], *, run: str, source: str) -> RunSummary:
+    """Summarize the records of one run, metric by metric.
+
+    A metric counts as a cumulative counter when the run also holds its rate
+    (``collector/frames`` next to ``collector/frames_per_second``, see
+    :func:`rlpulse.poll.rate_name`) or when its name is a known counter
+    (``frames``, ``write_count``, … in :data:`rlpulse.poll.RATE_NAMES`).
+
+    >>> records = [
+    ...     Record(10.0, 0, "collector/frames", 0.0),
+    ...     Record(10.0, 0, "collector/queue_depth", 4.0),
+    ...     Record(12.0, 500, "collector/frames", 500.0),
+    ...     Record(12.0, 500, "collector/queue_depth", 2.0),
+    ... ]
+    >>> summary = summarize(records, run="baseline", source="metrics.db")
+    >>> [(metric.name, metric.is_counter, metric.mean_rate) for metric in summary.metrics]
+    [('collector/frames', True, 250.0), ('collector/queue_depth', False, None)]
+    """
+    accumulators: dict[str, _Accumulator] = {}
+    count = 0
+    start_wall_time = math.inf
+    end_wall_time = -math.inf
+    for record in records:
+        count += 1
+        start_wall_time = min(start_wall_time, record.wall_time)
+        end_wall_time = max(end_wall_time, record.wall_time)
+        accumulator = accumulators.get(record.name)
+        if accumulator is None:
+            accumulator = accumulators[record.name] = _Accumulator(record)
+        accumulator.add(record)
+    names = accumulators.keys()
+    metrics = tuple(
+        _metric_summary(name, accumulators[name], _is_counter(name, names))
+        for name in sorted(names)
+    )
+    return RunSummary(
+        run=run,
+        source=source,
+        records=count,
+        start_wall_time=start_wall_time if count else None,
+        end_wall_time=end_wall_time if count else None,
+        metrics=metrics,
+    )
+
+
+def summarize_file(path: str | os.PathLike[str], run: str | None = None) -> RunSummary:
+    """Summarize a run stored in any file an rlpulse file sink writes.
+
+    For SQLite, ``run`` picks the run and ``None`` means the latest one; a CSV
+    or JSON lines file holds one run, named after the file. Errors are those
+    of :func:`rlpulse.records.read`: ``FileNotFoundError`` for a missing file,
+    :class:`~rlpulse.records.RunFileError` for an empty or corrupt file or an
+    unknown run.
+
+    >>> import tempfile, pathlib
+    >>> from rlpulse.sinks import CSVLogger
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "metrics.csv"
+    ...     with CSVLogger(path) as sink:
+    ...         sink.log_metrics({"buffer/size": 3.0}, step=1, timestamp=100.0)
+    ...         sink.log_metrics({"buffer/size": 5.0}, step=2, timestamp=101.0)
+    ...     summary = summarize_file(path)
+    >>> summary.run, summary.records, summary.metrics[0].maximum
+    ('metrics.csv', 2, 5.0)
+    """
+    path = Path(path)
+    records = read(path, run)
+    if run is None:
+        try:
+            run = list_runs(path)[-1]
+        except RunFileError:
+            run = path.name
+    return summarize(records, run=run, source=str(path))
+
+
+def _is_counter(name: str, names: Iterable[str]) -> bool:
+    watch, separator, key = name.rpartition("/")
+    if key in RATE_NAMES:
+        return True
+    return f"{watch}{separator}{rate_name(key)}" in names
+
+
+def _metric_summary(
+    name: str, accumulator: _Accumulator, is_counter: bool
+) -> MetricSummary:
+    mean_rate = None
+    if is_counter:
+        elapsed = accumulator.last_wall_time - accumulator.first_wall_time
+        increase = accumulator.last - accumulator.first
+        if elapsed > 0 and increase >= 0:
+            mean_rate = increase / elapsed
+    return MetricSummary(
+        name=name,
+        count=accumulator.count,
+        first=accumulator.first,
+        last=accumulator.last,
+        minimum=accumulator.minimum,
+        maximum=accumulator.maximum,
+        first_wall_time=accumulator.first_wall_time,
+        last_wall_time=accumulator.last_wall_time,
+        is_counter=is_counter,
+        mean_rate=mean_rate,
+    )
+
+
+# Printing
+
+
+def format_number(value: float) -> str:
+    """Return ``value`` with four significant digits, from ten thousand on with a k/M/G/T suffix.
+
+    >>> [format_number(v) for v in (0, 7, 0.25, 1 / 3, 4096, 12346, 2.5e6, -3e9)]
+    ['0', '7', '0.25', '0.3333', '4096', '12.35k', '2.5M', '-3G']
+    >>> format_number(9999.7), format_number(float("nan")), format_number(float("inf"))
+    ('10k', 'nan', 'inf')
+    """
+    if value == 0:
+        return "0"
+    if not math.isfinite(value):
+        return str(value)
+    rounded = float(f"{value:.{_SIGNIFICANT_DIGITS}g}")
+    for threshold, suffix in _SUFFIXES:
+        if abs(rounded) >= threshold:
+            scaled = rounded / _SUFFIX_SCALES[suffix]
+            return f"{scaled:.{_SIGNIFICANT_DIGITS}g}{suffix}"
+    return f"{rounded:.{_SIGNIFICANT_DIGITS}g}"
+
+
+def format_duration(seconds: float) -> str:
+    """Return a duration the way people say it: ``2.5 s``, ``3 min 05 s``, ``2 h 07 min``.
+
+    >>> format_duration(2.46), format_duration(185), format_duration(7625)
+    ('2.5 s', '3 min 05 s', '2 h 07 min')
+    """
+    if seconds < 59.95:
+        return f"{seconds:.1f} s"
+    whole_seconds = round(seconds)
+    if whole_seconds < 3600:
+        minutes, rest = divmod(whole_seconds, 60)
+        return f"{minutes} min {rest:02d} s"
+    hours, rest = divmod(whole_seconds, 3600)
+    return f"{hours} h {rest // 60:02d} min"
+
+
+def format_summary(summary: RunSummary) -> str:
+    """Render a run summary as a header line and an aligned table, one metric a row.
+
+    Columns: the last, smallest and largest value, and for counters the mean
+    rate per second over the run. The header names the run and its file, the
+    number of records, the time span and the local start time.
+
+    >>> records = [
+    ...     Record(1700000000.0, 0, "collector/frames", 0.0),
+    ...     Record(1700000000.0, 0, "buffer/utilization", 0.0),
+    ...     Record(1700000004.0, 90000, "collector/frames", 90000.0),
+    ...     Record(1700000004.0, 90000, "buffer/utilization", 0.45),
+    ... ]
+    >>> summary = summarize(records, run="baseline", source="runs/demo.sqlite")
+    >>> print(format_summary(summary))  # doctest: +ELLIPSIS
+    run baseline in runs/demo.sqlite: 4 records over 4.0 s, from ...
+    <BLANKLINE>
+    metric              last  min   max  mean rate/s
+    buffer/utilization  0.45    0  0.45
+    collector/frames     90k    0   90k        22.5k
+    """
+    header = f"run {summary.run} in {summary.source}: "
+    if summary.start_wall_time is None:
+        return header + "no records"
+    started = time.strftime(
+        "%Y-%m-%d %H:%M:%S", time.localtime(summary.start_wall_time)
+    )
+    header += (
+        f"{summary.records} records over {format_duration(summary.span)}, "
+        f"from {started}"
+    )
+    rows = [("metric", "last", "min", "max", "mean rate/s")]
+    for metric in summary.metrics:
+        rate = "" if metric.mean_rate is None else format_number(metric.mean_rate)
+        rows.append(
+            (
+                metric.name,
+                format_number(metric.last),
+                format_number(metric.minimum),
+                format_number(metric.maximum),
+                rate,
+            )
+        )
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    lines = [header, ""]
+    for row in rows:
+        cells = [row[0].ljust(widths[0])]
+        cells += [
+            cell.rjust(width) for cell, width in zip(row[1:], widths[1:], strict=True)
+        ]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
