@@ -6,13 +6,21 @@ rates, and hands the metrics to sinks.
 """
 
 from rlpulse.monitor import LoggerMonitor
+from rlpulse.records import Record, read
 from rlpulse.schedules import AnyOf, Every
+from rlpulse.sinks import ConsoleLogger, CSVLogger, JSONLLogger, SQLiteLogger
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AnyOf",
+    "CSVLogger",
+    "ConsoleLogger",
     "Every",
+    "JSONLLogger",
     "LoggerMonitor",
+    "Record",
+    "SQLiteLogger",
     "__version__",
+    "read",
 ]

@@ -1,0 +1,413 @@
+"""The metrics files rlpulse writes, and reading them back.
+
+Three formats share one record shape, ``Record(wall_time, step, name, value)``:
+
+- SQLite (``SQLiteLogger``): tables ``runs(id, name, start_wall_time)`` and
+  ``metrics(run, wall_time, step, name, value)``, several runs per file.
+- CSV (``CSVLogger``): a long-format file with the header
+  ``wall_time,step,name,value``, one row per metric.
+- JSON lines (``JSONLLogger``): one ``{"wall_time", "step", "metrics"}`` object
+  per payload and line.
+
+CSV and JSON lines files are complete up to their last newline: whatever follows
+it was cut short by a crash, so ``read`` skips it and the sinks remove it before
+appending. This module is the one place that knows the formats; the sinks write
+them through the constants and helpers defined here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import math
+import os
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, NamedTuple
+
+__all__ = [
+    "CSV_FIELDS",
+    "SQLITE_MAGIC",
+    "SQLITE_SCHEMA",
+    "Record",
+    "RunFileError",
+    "list_runs",
+    "open_line_file",
+    "prepare_record_file",
+    "read",
+]
+
+CSV_FIELDS = ("wall_time", "step", "name", "value")
+"""The CSV header, in column order."""
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+"""The first bytes of every SQLite database file."""
+
+SQLITE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    start_wall_time REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS metrics (
+    run INTEGER NOT NULL REFERENCES runs(id),
+    wall_time REAL NOT NULL,
+    step INTEGER,
+    name TEXT NOT NULL,
+    value REAL
+);
+CREATE INDEX IF NOT EXISTS metrics_run ON metrics(run);
+"""
+"""The SQLite tables; ``value`` is NULL only for NaN, which SQLite cannot store.
+
+The index is on ``run`` alone: a logger's rows all land at the end of its run's
+range, one index page per commit. An index on ``(run, name)`` would dirty one
+page per metric name on every commit and make each payload several times
+more expensive to store.
+"""
+
+_TAIL_CHUNK_BYTES = 4096
+
+
+class Record(NamedTuple):
+    """One metric value as stored by a file sink: when, at which step, what, how much.
+
+    ``wall_time`` is seconds since the epoch of the poll that produced it and
+    ``step`` is ``None`` when the payload had no step.
+
+    >>> record = Record(wall_time=1700000000.0, step=3, name="collector/frames", value=96.0)
+    >>> record.name, record.value
+    ('collector/frames', 96.0)
+    """
+
+    wall_time: float
+    step: int | None
+    name: str
+    value: float
+
+
+class RunFileError(ValueError):
+    """A metrics file that cannot be read as asked: empty, corrupt, or without that run.
+
+    Its message is one line naming the file and what is wrong with it.
+
+    >>> import tempfile, pathlib
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     empty = pathlib.Path(tmp) / "metrics.csv"
+    ...     _ = empty.write_text("")
+    ...     try:
+    ...         read(empty)
+    ...     except RunFileError as error:
+    ...         print("is empty" in str(error))
+    True
+    """
+
+
+def read(path: str | os.PathLike[str], run: str | None = None) -> Iterator[Record]:
+    """Iterate over the records of a metrics file written by any rlpulse file sink.
+
+    The format comes from the file's content (the SQLite header), else from its
+    extension (``.csv``, ``.jsonl``), else from its first line. For SQLite,
+    ``run`` names the run to read and ``None`` means the most recently created
+    one; CSV and JSON lines files hold a single run, so ``run`` must be ``None``.
+    Records come in the order they were written. A torn last line in CSV or JSON
+    lines (a write cut short by a crash) is skipped.
+
+    The file is checked before this returns: a missing file raises
+    ``FileNotFoundError``; an empty or corrupt file, or an unknown run, raises
+    ``RunFileError``.
+
+    >>> import tempfile, pathlib
+    >>> from rlpulse import CSVLogger
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "metrics.csv"
+    ...     with CSVLogger(path) as sink:
+    ...         sink.log_metrics({"collector/frames": 96.0}, step=3, timestamp=1.5)
+    ...     list(read(path))
+    [Record(wall_time=1.5, step=3, name='collector/frames', value=96.0)]
+    """
+    path = Path(path)
+    file_format = _detect_format(path)
+    if file_format == "sqlite":
+        return _read_sqlite(path, run)
+    if run is not None:
+        raise RunFileError(
+            f"{path} is a {file_format.upper()} file, which holds a single run: "
+            f"read it with run=None instead of run={run!r}"
+        )
+    if file_format == "csv":
+        return _read_csv(path)
+    return _jsonl_records(path)
+
+
+def list_runs(path: str | os.PathLike[str]) -> list[str]:
+    """Return the names of the runs in an rlpulse SQLite file, oldest first.
+
+    Raises ``FileNotFoundError`` for a missing file and ``RunFileError`` for a
+    file that is not an rlpulse SQLite file.
+
+    >>> import tempfile, pathlib
+    >>> from rlpulse import SQLiteLogger
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "metrics.db"
+    ...     SQLiteLogger(path, run="first").close()
+    ...     SQLiteLogger(path, run="second").close()
+    ...     list_runs(path)
+    ['first', 'second']
+    """
+    path = Path(path)
+    if _detect_format(path) != "sqlite":
+        raise RunFileError(f"{path} is not an rlpulse SQLite file, so it has no runs")
+    with contextlib.closing(_connect_for_reading(path)) as connection:
+        return [name for name, _ in _runs(path, connection)]
+
+
+def prepare_record_file(path: str | os.PathLike[str]) -> Path:
+    """Return ``path`` as a ``Path`` to a file that exists and can be appended to.
+
+    Missing parent directories are created. A path that cannot be written (a
+    directory, a parent that is a file, no permission) raises the matching
+    ``OSError`` with a message naming the path.
+
+    >>> import tempfile, pathlib
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = prepare_record_file(pathlib.Path(tmp) / "new" / "metrics.csv")
+    ...     path.exists(), path.stat().st_size
+    (True, 0)
+    """
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "ab"):
+            pass
+    except OSError as error:
+        raise _unwritable(path, error) from error
+    return path
+
+
+def open_line_file(path: Path) -> IO[str]:
+    """Open a CSV or JSON lines file for appending, first removing a torn last line.
+
+    A last line without its newline was cut short by a crash; appending after
+    it would glue the next line onto it, so it is truncated away. The returned
+    text file writes UTF-8 and ``\\n`` line endings.
+
+    >>> import tempfile, pathlib
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "metrics.jsonl"
+    ...     _ = path.write_text('{"complete": 1}\\n{"cut sho')
+    ...     with open_line_file(path) as file:
+    ...         _ = file.write('{"next": 2}\\n')
+    ...     path.read_text().splitlines()
+    ['{"complete": 1}', '{"next": 2}']
+    """
+    try:
+        _truncate_torn_last_line(path)
+        return open(path, "a", encoding="utf-8", newline="")
+    except OSError as error:
+        raise _unwritable(path, error) from error
+
+
+def _unwritable(path: Path, error: OSError) -> OSError:
+    reason = error.strerror or str(error)
+    message = (
+        f"cannot write metrics to {path}: {reason}; "
+        "give the path of a file in a directory you can write to"
+    )
+    if error.errno is None:
+        return type(error)(message)
+    return type(error)(error.errno, message)
+
+
+def _truncate_torn_last_line(path: Path) -> None:
+    with open(path, "r+b") as file:
+        end = file.seek(0, os.SEEK_END)
+        position = end
+        while position > 0:
+            start = max(0, position - _TAIL_CHUNK_BYTES)
+            file.seek(start)
+            chunk = file.read(position - start)
+            newline = chunk.rfind(b"\n")
+            if newline >= 0:
+                complete_end = start + newline + 1
+                if complete_end != end:
+                    file.truncate(complete_end)
+                return
+            position = start
+        file.truncate(0)
+
+
+def _detect_format(path: Path) -> str:
+    with open(path, "rb") as file:
+        head = file.readline(256)
+    if not head:
+        raise RunFileError(f"{path} is empty: no metrics were written to it")
+    if head.startswith(SQLITE_MAGIC):
+        return "sqlite"
+    suffix = path.suffix.lower()
+    if suffix == ".csv" or head.startswith(",".join(CSV_FIELDS).encode()):
+        return "csv"
+    if suffix == ".jsonl" or head.lstrip().startswith(b"{"):
+        return "jsonl"
+    raise RunFileError(
+        f"{path} is not an rlpulse metrics file: expected SQLite, "
+        "CSV (.csv) or JSON lines (.jsonl)"
+    )
+
+
+# SQLite
+
+
+def _connect_for_reading(path: Path) -> sqlite3.Connection:
+    # mode=rw never creates a missing file, and SQLite itself falls back to
+    # read-only for a write-protected one; a read/write connection also cleans
+    # up the WAL files when it is the last one to close.
+    uri = path.resolve().as_uri() + "?mode=rw"
+    try:
+        connection = sqlite3.connect(uri, uri=True)
+        tables = {
+            name
+            for (name,) in connection.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'"
+            )
+        }
+    except sqlite3.Error as error:
+        raise RunFileError(f"{path} is not a readable SQLite file: {error}") from error
+    if not {"runs", "metrics"} <= tables:
+        connection.close()
+        raise RunFileError(
+            f"{path} is a SQLite file without rlpulse's 'runs' and 'metrics' tables"
+        )
+    return connection
+
+
+def _runs(path: Path, connection: sqlite3.Connection) -> list[tuple[str, int]]:
+    try:
+        return list(connection.execute("SELECT name, id FROM runs ORDER BY id"))
+    except sqlite3.Error as error:
+        raise RunFileError(f"{path} has an unreadable 'runs' table: {error}") from error
+
+
+def _read_sqlite(path: Path, run: str | None) -> Iterator[Record]:
+    with contextlib.closing(_connect_for_reading(path)) as connection:
+        runs = _runs(path, connection)
+    if not runs:
+        raise RunFileError(f"{path} contains no runs")
+    run_ids = dict(runs)
+    if run is None:
+        run_id = runs[-1][1]
+    elif run in run_ids:
+        run_id = run_ids[run]
+    else:
+        available = ", ".join(name for name, _ in runs)
+        raise RunFileError(
+            f"{path} has no run named {run!r}; available runs: {available}"
+        )
+    return _sqlite_records(path, run_id)
+
+
+def _sqlite_records(path: Path, run_id: int) -> Iterator[Record]:
+    with contextlib.closing(_connect_for_reading(path)) as connection:
+        rows = connection.execute(
+            "SELECT wall_time, step, name, value FROM metrics"
+            " WHERE run = ? ORDER BY rowid",
+            (run_id,),
+        )
+        for wall_time, step, name, value in rows:
+            yield Record(wall_time, step, name, math.nan if value is None else value)
+
+
+# CSV and JSON lines
+
+
+class _LineReader:
+    """The lines of a UTF-8 file, remembering whether the last one was complete.
+
+    Lines are decoded one by one so that a torn last line, which may end in the
+    middle of a character, is still handed on (to be dropped) instead of failing.
+    """
+
+    def __init__(self, path: Path, file: IO[bytes]) -> None:
+        self._path = path
+        self._file = file
+        self.number = 0
+        self.last_complete = True
+
+    def __iter__(self) -> Iterator[str]:
+        for raw_line in self._file:
+            self.number += 1
+            self.last_complete = raw_line.endswith(b"\n")
+            try:
+                yield raw_line.decode("utf-8")
+            except UnicodeDecodeError as error:
+                if self.last_complete:
+                    raise RunFileError(
+                        f"{self._path} line {self.number} is not UTF-8 text: {error}"
+                    ) from error
+                yield raw_line.decode("utf-8", errors="replace")
+
+
+def _read_csv(path: Path) -> Iterator[Record]:
+    with open(path, encoding="utf-8", errors="replace", newline="") as file:
+        header = next(csv.reader(file), [])
+    if tuple(header) != CSV_FIELDS:
+        raise RunFileError(
+            f"{path} is not an rlpulse CSV file: its header is "
+            f"{','.join(header)!r}, expected {','.join(CSV_FIELDS)!r}"
+        )
+    return _csv_records(path)
+
+
+def _csv_records(path: Path) -> Iterator[Record]:
+    with open(path, "rb") as file:
+        lines = _LineReader(path, file)
+        rows = csv.reader(lines)
+        next(rows, None)
+        pending: tuple[list[str], int] | None = None
+        for row in rows:
+            if pending is not None:
+                yield _csv_record(path, *pending)
+            pending = (row, lines.number)
+        if pending is not None and lines.last_complete:
+            # A crash right after a newline inside a quoted name leaves a row
+            # that ends with a newline but lacks its closing fields.
+            with contextlib.suppress(RunFileError):
+                yield _csv_record(path, *pending)
+
+
+def _csv_record(path: Path, row: list[str], line_number: int) -> Record:
+    try:
+        wall_time, step, name, value = row
+        return Record(float(wall_time), int(step) if step else None, name, float(value))
+    except ValueError as error:
+        raise RunFileError(
+            f"{path} line {line_number} is not a wall_time,step,name,value row: {row!r}"
+        ) from error
+
+
+def _jsonl_records(path: Path) -> Iterator[Record]:
+    with open(path, "rb") as file:
+        lines = _LineReader(path, file)
+        for line in lines:
+            if lines.last_complete and line.strip():
+                yield from _jsonl_payload(path, line, lines.number)
+
+
+def _jsonl_payload(path: Path, line: str, line_number: int) -> list[Record]:
+    try:
+        payload = json.loads(line)
+        wall_time = float(payload["wall_time"])
+        step = payload["step"]
+        if step is not None and not isinstance(step, int):
+            raise TypeError(f"step {step!r} is not an integer")
+        return [
+            Record(wall_time, step, str(name), float(value))
+            for name, value in payload["metrics"].items()
+        ]
+    except (ValueError, TypeError, KeyError, AttributeError) as error:
+        raise RunFileError(
+            f"{path} line {line_number} is not an rlpulse payload "
+            f'{{"wall_time", "step", "metrics"}}: {error!r}'
+        ) from error
