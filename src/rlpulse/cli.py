@@ -59,6 +59,9 @@ examples:
 """
 
 
+_GIVE_METRICS_FILE = "give the path of a metrics file written by an rlpulse file sink"
+
+
 def _positive_seconds(text: str) -> float:
     try:
         seconds = float(text)
@@ -156,18 +159,6 @@ def main(argv: list[str] | None = None) -> int:
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
         return handler(args)
-    except FileNotFoundError as error:
-        if error.filename is None:
-            return _fail(_describe(error))
-        return _fail(
-            f"{error.filename}: no such file; give the path of a metrics file "
-            "written by an rlpulse file sink"
-        )
-    except IsADirectoryError as error:
-        return _fail(
-            f"{error.filename} is a directory; give the path of a metrics file "
-            "written by an rlpulse file sink"
-        )
     except OSError as error:
         return _fail(_describe(error))
     except (RunFileError, sqlite3.Error) as error:
@@ -180,11 +171,16 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
+    path: Path = args.path
+    if path.is_dir():
+        return _fail(f"{path} is a directory; {_GIVE_METRICS_FILE}")
+    if not path.exists():
+        return _fail(f"{path}: no such file; {_GIVE_METRICS_FILE}")
     if args.runs:
-        for name in list_runs(args.path):
+        for name in list_runs(path):
             print(name)
         return 0
-    print(format_summary(summarize_file(args.path, args.run)))
+    print(format_summary(summarize_file(path, args.run)))
     return 0
 
 

@@ -1,0 +1,547 @@
+"""The ``rlpulse`` command line, run for real: in-process through ``main`` and as a subprocess."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import runpy
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from rlpulse import __version__
+from rlpulse.cli import main
+from rlpulse.records import Record, read
+from rlpulse.sinks import CSVLogger, JSONLLogger, SQLiteLogger
+
+RLPULSE_SCRIPT = Path(sys.executable).with_name("rlpulse")
+
+
+def _write_sqlite_run(path: Path, run: str, frames: float) -> None:
+    with SQLiteLogger(path, run=run) as sink:
+        sink.log_metrics(
+            {"collector/frames": 0.0, "buffer/utilization": 0.5},
+            step=0,
+            timestamp=100.0,
+        )
+        sink.log_metrics(
+            {
+                "collector/frames": frames,
+                "collector/frames_per_second": frames / 4,
+                "buffer/utilization": 0.75,
+            },
+            step=int(frames),
+            timestamp=104.0,
+        )
+
+
+def _table_rows(output: str) -> dict[str, list[str]]:
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("metric ")) + 1
+    end = next((i for i in range(start, len(lines)) if not lines[i]), len(lines))
+    return {line.split()[0]: line.split()[1:] for line in lines[start:end]}
+
+
+def _error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "Traceback" not in captured.err
+    (line,) = captured.err.splitlines()
+    return line
+
+
+# Help and arguments
+
+
+def test_help_explains_the_commands_with_an_example(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+
+    out = capsys.readouterr().out
+    assert exit_info.value.code == 0
+    assert "demo" in out
+    assert "show" in out
+    assert "rlpulse show runs/demo.sqlite" in out
+
+
+@pytest.mark.parametrize(
+    ("command", "example"),
+    [
+        ("demo", "rlpulse demo --seconds 5 --out runs/demo.sqlite"),
+        ("show", "rlpulse show runs/demo.sqlite --run "),
+    ],
+)
+def test_each_command_help_explains_it_with_an_example(
+    capsys: pytest.CaptureFixture[str], command: str, example: str
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main([command, "--help"])
+
+    assert exit_info.value.code == 0
+    assert example in capsys.readouterr().out
+
+
+def test_version_prints_the_package_version(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"rlpulse {__version__}"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["explode"],
+        ["demo", "--seconds", "0"],
+        ["demo", "--seconds", "-2"],
+        ["demo", "--seconds", "soon"],
+        ["demo", "--seconds", "inf"],
+        ["show"],
+        ["show", "metrics.db", "--run", "a", "--runs"],
+    ],
+)
+def test_bad_arguments_exit_with_usage_error_2(
+    capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+
+    assert exit_info.value.code == 2
+    assert "usage: rlpulse" in capsys.readouterr().err
+
+
+def test_python_dash_m_rlpulse_runs_the_command_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "argv", ["rlpulse", "--version"])
+
+    with pytest.raises(SystemExit) as exit_info:
+        runpy.run_module("rlpulse", run_name="__main__")
+
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"rlpulse {__version__}"
+
+
+def test_importing_rlpulse_main_module_does_not_run_the_command_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    sys.modules.pop("rlpulse.__main__", None)
+
+    module = importlib.import_module("rlpulse.__main__")
+
+    assert module.main is main
+    assert capsys.readouterr() == ("", "")
+
+
+# show
+
+
+def test_show_prints_a_table_of_the_latest_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "metrics.db"
+    _write_sqlite_run(path, "first", frames=400.0)
+    _write_sqlite_run(path, "second", frames=40_000.0)
+
+    assert main(["show", str(path)]) == 0
+
+    out = capsys.readouterr().out
+    assert out.startswith(f"run second in {path}: 5 records over 4.0 s, from ")
+    assert _table_rows(out) == {
+        "buffer/utilization": ["0.75", "0.5", "0.75"],
+        "collector/frames": ["40k", "0", "40k", "10k"],
+        "collector/frames_per_second": ["10k", "10k", "10k"],
+    }
+
+
+def test_show_run_picks_the_named_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "metrics.db"
+    _write_sqlite_run(path, "first", frames=400.0)
+    _write_sqlite_run(path, "second", frames=40_000.0)
+
+    assert main(["show", str(path), "--run", "first"]) == 0
+
+    out = capsys.readouterr().out
+    assert out.startswith(f"run first in {path}:")
+    assert _table_rows(out)["collector/frames"] == ["400", "0", "400", "100"]
+
+
+def test_show_runs_lists_the_runs_oldest_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "metrics.db"
+    _write_sqlite_run(path, "first", frames=400.0)
+    _write_sqlite_run(path, "second", frames=400.0)
+
+    assert main(["show", str(path), "--runs"]) == 0
+
+    assert capsys.readouterr().out.splitlines() == ["first", "second"]
+
+
+def test_show_reads_a_csv_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "metrics.csv"
+    with CSVLogger(path) as sink:
+        sink.log_metrics({"buffer/write_count": 0.0}, step=0, timestamp=10.0)
+        sink.log_metrics({"buffer/write_count": 50.0}, step=50, timestamp=20.0)
+
+    assert main(["show", str(path)]) == 0
+
+    out = capsys.readouterr().out
+    assert out.startswith(f"run metrics.csv in {path}: 2 records over 10.0 s")
+    assert _table_rows(out) == {"buffer/write_count": ["50", "0", "50", "5"]}
+
+
+def test_show_reads_a_json_lines_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "metrics.jsonl"
+    with JSONLLogger(path) as sink:
+        sink.log_metrics({"learner/loss": 0.5}, timestamp=10.0)
+        sink.log_metrics({"learner/loss": 0.125}, timestamp=11.0)
+
+    assert main(["show", str(path)]) == 0
+
+    assert _table_rows(capsys.readouterr().out) == {
+        "learner/loss": ["0.125", "0.125", "0.5"]
+    }
+
+
+def test_show_of_a_run_without_records_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "metrics.db"
+    SQLiteLogger(path, run="idle").close()
+
+    assert main(["show", str(path)]) == 0
+
+    assert capsys.readouterr().out == f"run idle in {path}: no records\n"
+
+
+# show: errors
+
+
+def test_show_of_a_missing_file_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "missing.db"
+
+    assert main(["show", str(path)]) == 2
+
+    line = _error_line(capsys)
+    assert line.startswith("rlpulse: error: ")
+    assert str(path) in line
+    assert "no such file" in line
+
+
+def test_show_of_an_empty_file_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "metrics.db"
+    path.write_bytes(b"")
+
+    assert main(["show", str(path)]) == 2
+
+    assert _error_line(capsys).startswith("rlpulse: error: ")
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("metrics.db", b"SQLite format 3\x00" + b"\xff" * 200),
+        ("metrics.csv", b"not,a,metrics,header\n1,2,3,4\n"),
+        ("metrics.jsonl", b'{"wall_time": "late"}\n'),
+        ("notes.txt", b"just some notes\n"),
+    ],
+)
+def test_show_of_a_corrupt_file_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, content: bytes
+) -> None:
+    path = tmp_path / name
+    path.write_bytes(content)
+
+    assert main(["show", str(path)]) == 2
+
+    assert _error_line(capsys).startswith("rlpulse: error: ")
+
+
+def test_show_of_an_unknown_run_is_a_one_line_error_naming_the_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "metrics.db"
+    _write_sqlite_run(path, "first", frames=400.0)
+
+    assert main(["show", str(path), "--run", "other"]) == 2
+
+    line = _error_line(capsys)
+    assert "'other'" in line
+    assert "first" in line
+
+
+def test_show_run_of_a_single_run_file_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "metrics.csv"
+    with CSVLogger(path) as sink:
+        sink.log_metrics({"a/x": 1.0})
+
+    assert main(["show", str(path), "--run", "first"]) == 2
+
+    assert "single run" in _error_line(capsys)
+
+
+def test_show_runs_of_a_file_that_is_not_sqlite_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "metrics.csv"
+    with CSVLogger(path) as sink:
+        sink.log_metrics({"a/x": 1.0})
+
+    assert main(["show", str(path), "--runs"]) == 2
+
+    assert "no runs" in _error_line(capsys)
+
+
+def test_show_of_a_directory_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["show", str(tmp_path)]) == 2
+
+    assert "is a directory" in _error_line(capsys)
+
+
+def test_show_of_a_path_the_system_refuses_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    too_long = tmp_path / ("x" * 300 + ".sqlite")
+
+    assert main(["show", str(too_long)]) == 2
+
+    line = _error_line(capsys)
+    assert line.startswith("rlpulse: error: ")
+    assert str(too_long) in line
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
+def test_show_of_an_unreadable_file_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "metrics.csv"
+    path.write_text("wall_time,step,name,value\n")
+    path.chmod(0)
+
+    assert main(["show", str(path)]) == 2
+
+    assert str(path) in _error_line(capsys)
+
+
+# demo
+
+
+@pytest.mark.timeout(60)
+def test_demo_records_a_run_and_prints_its_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "demo.sqlite"
+
+    assert main(["demo", "--seconds", "1", "--out", str(path)]) == 0
+
+    captured = capsys.readouterr()
+    rows = _table_rows(captured.out)
+    assert {"collector/frames", "buffer/size", "learner/updates"} <= rows.keys()
+    assert captured.out.splitlines()[-1] == f"See it again with: rlpulse show {path}"
+    assert " collector  frames=" in captured.err
+    assert any(record.name == "collector/frames" for record in read(path))
+
+
+@pytest.mark.timeout(60)
+def test_demo_writes_to_runs_demo_sqlite_by_default(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+
+    assert main(["demo", "--seconds", "0.2"]) == 0
+
+    assert (tmp_path / "runs" / "demo.sqlite").is_file()
+    out = capsys.readouterr().out
+    assert out.splitlines()[-1] == "See it again with: rlpulse show runs/demo.sqlite"
+
+
+def test_demo_into_an_unwritable_path_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    not_a_directory = tmp_path / "file"
+    not_a_directory.write_text("")
+
+    assert main(["demo", "--out", str(not_a_directory / "demo.sqlite")]) == 2
+
+    line = _error_line(capsys)
+    assert line.startswith("rlpulse: error: ")
+    assert str(not_a_directory) in line
+
+
+def test_demo_into_a_file_that_is_not_sqlite_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "notes.sqlite"
+    path.write_text("these are my notes, not a database\n" * 10)
+
+    assert main(["demo", "--out", str(path)]) == 2
+
+    assert _error_line(capsys).startswith("rlpulse: error: ")
+    assert path.read_text().startswith("these are my notes")
+
+
+def test_demo_into_a_directory_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["demo", "--out", str(tmp_path)]) == 2
+
+    line = _error_line(capsys)
+    assert line.startswith("rlpulse: error: ")
+    assert str(tmp_path) in line
+
+
+def test_demo_into_a_dangling_symlink_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    link = tmp_path / "demo.sqlite"
+    link.symlink_to(tmp_path / "gone" / "demo.sqlite")
+
+    assert main(["demo", "--out", str(link)]) == 2
+
+    line = _error_line(capsys)
+    assert line.startswith("rlpulse: error: ")
+    assert str(link) in line
+
+
+# Real subprocesses
+
+
+def _names(records: list[Record], name: str) -> list[float]:
+    return [record.value for record in records if record.name == name]
+
+
+@pytest.mark.timeout(90)
+def test_demo_and_show_as_real_commands(tmp_path: Path) -> None:
+    path = tmp_path / "runs" / "demo.sqlite"
+
+    demo = subprocess.run(
+        [sys.executable, "-m", "rlpulse", "demo", "--seconds", "2", "--out", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert demo.returncode == 0, demo.stderr
+    records = list(read(path))
+    frames = _names(records, "collector/frames")
+    assert len(frames) >= 2
+    assert frames == sorted(frames)
+    assert frames[-1] > frames[0]
+    assert _names(records, "collector/frames_per_second")
+    assert all(rate > 0 for rate in _names(records, "collector/frames_per_second"))
+    (capacity,) = set(_names(records, "buffer/capacity"))
+    assert all(size <= capacity for size in _names(records, "buffer/size"))
+    # Final snapshots: taken after the pipeline stopped, so both watches agree.
+    assert _names(records, "buffer/write_count")[-1] == frames[-1]
+    assert f"See it again with: rlpulse show {path}" in demo.stdout
+
+    show = subprocess.run(
+        [str(RLPULSE_SCRIPT), "show", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert show.returncode == 0, show.stderr
+    assert show.stdout.startswith("run ")
+    assert f"{len(records)} records over " in show.stdout.splitlines()[0]
+    rows = _table_rows(show.stdout)
+    assert (
+        rows["collector/frames"][0] == _table_rows(demo.stdout)["collector/frames"][0]
+    )
+    assert len(rows["collector/frames"]) == 4  # last, min, max and the mean rate
+
+
+@pytest.mark.timeout(60)
+def test_show_error_as_a_real_command_has_no_traceback(tmp_path: Path) -> None:
+    show = subprocess.run(
+        [str(RLPULSE_SCRIPT), "show", str(tmp_path / "missing.sqlite")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+    assert show.returncode == 2
+    assert show.stdout == ""
+    assert show.stderr.startswith("rlpulse: error: ")
+    assert len(show.stderr.splitlines()) == 1
+
+
+def _restore_default_sigint() -> None:
+    # A shell that ran the tests in the background may have left SIGINT
+    # ignored; Python then installs no KeyboardInterrupt handler in the child.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.mark.timeout(90)
+def test_ctrl_c_ends_the_demo_early_with_final_snapshots_and_summary(
+    tmp_path: Path, wait_until: Callable[..., bool]
+) -> None:
+    path = tmp_path / "demo.sqlite"
+    demo = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "rlpulse",
+            "demo",
+            "--seconds",
+            "60",
+            "--out",
+            str(path),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        preexec_fn=_restore_default_sigint,
+    )
+    try:
+        assert demo.stdout is not None
+        assert demo.stdout.readline().startswith("rlpulse demo: ")
+        assert wait_until(
+            lambda: any(r.name == "collector/frames" for r in read(path)), 30
+        )
+        demo.send_signal(signal.SIGINT)
+        out, _ = demo.communicate(timeout=30)
+    finally:
+        demo.kill()
+        demo.wait()
+
+    assert demo.returncode == 0
+    assert "Stopped early after " in out
+    assert "collector/frames " in out
+    assert out.splitlines()[-1] == f"See it again with: rlpulse show {path}"
+    records = list(read(path))
+    # Neither 10,000 frames nor 5 s passed: only the forced final snapshot,
+    # logged with rates, carries the collector's frame rate.
+    assert _names(records, "collector/frames_per_second")
+    assert (
+        _names(records, "buffer/write_count")[-1]
+        == _names(records, "collector/frames")[-1]
+    )

@@ -1,0 +1,384 @@
+"""The demo pipeline: ring buffer, producer and consumer on their own, then monitored together."""
+
+from __future__ import annotations
+
+import io
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from rlpulse.demo import Consumer, DemoResult, Producer, RingBuffer, run_demo
+from rlpulse.records import Record, list_runs, read
+
+# RingBuffer
+
+
+def test_ring_buffer_keeps_only_the_newest_capacity_items() -> None:
+    buffer: RingBuffer[int] = RingBuffer(capacity=3, seed=0)
+
+    buffer.extend([1, 2, 3, 4, 5])
+
+    assert len(buffer) == 3
+    assert set(buffer.sample(200)) == {3, 4, 5}
+
+
+def test_ring_buffer_stats_count_every_write_and_sample_call() -> None:
+    buffer: RingBuffer[int] = RingBuffer(capacity=4)
+    buffer.extend([1, 2, 3])
+    buffer.extend([4, 5, 6])
+    buffer.sample(2)
+    buffer.sample(2)
+
+    assert buffer.stats() == {
+        "size": 4,
+        "write_count": 6,
+        "capacity": 4,
+        "utilization": 1.0,
+        "sample_calls": 2,
+    }
+
+
+def test_ring_buffer_utilization_is_size_over_capacity() -> None:
+    buffer: RingBuffer[str] = RingBuffer(capacity=8)
+
+    buffer.extend(["a", "b"])
+
+    assert buffer.stats()["utilization"] == 0.25
+
+
+def test_ring_buffer_sampling_is_reproducible_with_a_seed() -> None:
+    first: RingBuffer[int] = RingBuffer(capacity=100, seed=7)
+    second: RingBuffer[int] = RingBuffer(capacity=100, seed=7)
+    first.extend(range(100))
+    second.extend(range(100))
+
+    assert first.sample(20) == second.sample(20)
+
+
+def test_ring_buffer_sample_returns_the_requested_batch_size() -> None:
+    buffer: RingBuffer[int] = RingBuffer(capacity=10)
+    buffer.extend([1, 2])
+
+    assert len(buffer.sample(5)) == 5
+
+
+def test_sampling_an_empty_ring_buffer_raises_value_error() -> None:
+    with pytest.raises(ValueError, match="empty RingBuffer"):
+        RingBuffer[int](capacity=3).sample(1)
+
+
+def test_sampling_a_non_positive_batch_raises_value_error() -> None:
+    buffer: RingBuffer[int] = RingBuffer(capacity=3)
+    buffer.extend([1])
+
+    with pytest.raises(ValueError, match="batch_size must be at least 1"):
+        buffer.sample(0)
+
+
+@pytest.mark.parametrize("capacity", [0, -5, 2.5])
+def test_ring_buffer_rejects_a_capacity_that_is_not_a_positive_whole_number(
+    capacity: int,
+) -> None:
+    with pytest.raises(ValueError, match="capacity must be a positive whole number"):
+        RingBuffer[int](capacity=capacity)
+
+
+# Producer
+
+
+def test_producer_collect_writes_one_batch_of_consecutively_numbered_frames() -> None:
+    buffer: RingBuffer[int] = RingBuffer(capacity=100, seed=0)
+    producer = Producer(buffer, batch_size=5)
+
+    producer.collect()
+    producer.collect()
+
+    assert set(buffer.sample(500)) == set(range(10))
+    assert producer.stats() == {"frames": 10, "batches": 2}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"frames_per_second": 0}, "frames_per_second must be positive"),
+        ({"frames_per_second": float("nan")}, "frames_per_second must be positive"),
+        ({"batch_size": 0}, "batch_size must be at least 1"),
+    ],
+)
+def test_producer_rejects_bad_pacing(kwargs: dict[str, float], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Producer(RingBuffer(capacity=10), **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.timeout(30)
+def test_started_producer_writes_frames_until_stopped(
+    wait_until: Callable[..., bool],
+) -> None:
+    buffer: RingBuffer[int] = RingBuffer(capacity=10_000)
+    producer = Producer(buffer, frames_per_second=5000, batch_size=50)
+
+    producer.start()
+    try:
+        assert wait_until(lambda: producer.stats()["frames"] >= 500)
+    finally:
+        producer.stop()
+    frames_at_stop = producer.stats()["frames"]
+
+    assert not producer.running
+    assert buffer.stats()["write_count"] == frames_at_stop
+    time.sleep(0.05)
+    assert producer.stats()["frames"] == frames_at_stop
+
+
+@pytest.mark.timeout(30)
+def test_producer_paces_itself_to_its_frame_rate() -> None:
+    producer = Producer(RingBuffer(capacity=100), frames_per_second=100, batch_size=10)
+
+    producer.start()
+    try:
+        time.sleep(0.3)
+    finally:
+        producer.stop()
+
+    # About 4 batches in 0.3 s at 10 batches/s; unpaced it would be thousands.
+    assert 1 <= producer.stats()["batches"] <= 20
+
+
+@pytest.mark.timeout(30)
+def test_producer_asked_for_more_than_it_can_do_runs_flat_out_and_still_stops(
+    wait_until: Callable[..., bool],
+) -> None:
+    producer = Producer(RingBuffer(capacity=100), frames_per_second=1e12, batch_size=1)
+
+    producer.start()
+    try:
+        assert wait_until(lambda: producer.stats()["frames"] >= 1000)
+    finally:
+        producer.stop()
+
+    assert not producer.running
+
+
+@pytest.mark.timeout(30)
+def test_starting_a_running_producer_raises_runtime_error() -> None:
+    producer = Producer(RingBuffer(capacity=100))
+    producer.start()
+    try:
+        with pytest.raises(RuntimeError, match="already running"):
+            producer.start()
+    finally:
+        producer.stop()
+
+
+def test_stopping_a_producer_that_never_started_does_nothing() -> None:
+    producer = Producer(RingBuffer(capacity=100))
+
+    producer.stop()
+
+    assert producer.stats() == {"frames": 0, "batches": 0}
+
+
+@pytest.mark.timeout(30)
+def test_stopped_producer_can_be_started_again(
+    wait_until: Callable[..., bool],
+) -> None:
+    producer = Producer(RingBuffer(capacity=1000), frames_per_second=5000)
+    producer.start()
+    producer.stop()
+    frames_after_first_run = producer.stats()["frames"]
+
+    producer.start()
+    try:
+        assert wait_until(lambda: producer.stats()["frames"] > frames_after_first_run)
+    finally:
+        producer.stop()
+
+
+# Consumer
+
+
+def test_consumer_waits_until_the_buffer_holds_a_full_batch() -> None:
+    buffer: RingBuffer[int] = RingBuffer(capacity=100)
+    consumer = Consumer(buffer, batch_size=8)
+    buffer.extend(range(7))
+
+    assert consumer.update() is False
+    assert buffer.stats()["sample_calls"] == 0
+    assert consumer.stats() == {"updates": 0, "frames_sampled": 0}
+
+
+def test_consumer_update_samples_one_batch() -> None:
+    buffer: RingBuffer[int] = RingBuffer(capacity=100)
+    consumer = Consumer(buffer, batch_size=8)
+    buffer.extend(range(8))
+
+    assert consumer.update() is True
+    assert consumer.update() is True
+    assert buffer.stats()["sample_calls"] == 2
+    assert consumer.stats() == {"updates": 2, "frames_sampled": 16}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"updates_per_second": -1}, "updates_per_second must be positive"),
+        ({"batch_size": 0}, "batch_size must be at least 1"),
+    ],
+)
+def test_consumer_rejects_bad_pacing(kwargs: dict[str, float], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Consumer(RingBuffer(capacity=10), **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.timeout(30)
+def test_started_consumer_samples_from_a_filling_buffer(
+    wait_until: Callable[..., bool],
+) -> None:
+    buffer: RingBuffer[int] = RingBuffer(capacity=1000)
+    consumer = Consumer(buffer, batch_size=16, updates_per_second=200)
+    consumer.start()
+    try:
+        buffer.extend(range(16))
+        assert wait_until(lambda: consumer.stats()["updates"] >= 3)
+    finally:
+        consumer.stop()
+
+    assert buffer.stats()["sample_calls"] == consumer.stats()["updates"]
+
+
+# The monitored demo
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    result: DemoResult
+    records: list[Record]
+    stdout: str
+    console: str
+
+    def values(self, name: str) -> list[float]:
+        return [record.value for record in self.records if record.name == name]
+
+    def last_wall_time(self, watch: str) -> float:
+        return max(r.wall_time for r in self.records if r.name.startswith(watch))
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
+    path = tmp_path_factory.mktemp("demo") / "runs" / "demo.sqlite"
+    stdout = io.StringIO()
+    console = io.StringIO()
+    result = run_demo(1.5, path, poll_interval=0.1, stdout=stdout, console=console)
+    return DemoRun(
+        result, list(read(result.path)), stdout.getvalue(), console.getvalue()
+    )
+
+
+@pytest.mark.timeout(60)
+def test_demo_records_collector_frames_that_increase(demo_run: DemoRun) -> None:
+    frames = demo_run.values("collector/frames")
+
+    assert len(frames) >= 2
+    assert frames == sorted(frames)
+    assert frames[-1] > frames[0]
+
+
+@pytest.mark.timeout(60)
+def test_demo_records_a_positive_collector_frame_rate(demo_run: DemoRun) -> None:
+    rates = demo_run.values("collector/frames_per_second")
+
+    assert rates
+    assert all(rate > 0 for rate in rates)
+
+
+@pytest.mark.timeout(60)
+def test_demo_buffer_size_never_exceeds_its_capacity(demo_run: DemoRun) -> None:
+    sizes = demo_run.values("buffer/size")
+    (capacity,) = set(demo_run.values("buffer/capacity"))
+
+    assert sizes
+    assert all(0 <= size <= capacity for size in sizes)
+
+
+@pytest.mark.timeout(60)
+def test_demo_logs_final_snapshots_after_the_pipeline_stopped(
+    demo_run: DemoRun,
+) -> None:
+    frames = demo_run.result.frames
+
+    assert demo_run.values("collector/frames")[-1] == frames
+    assert demo_run.values("buffer/write_count")[-1] == frames
+    assert (
+        demo_run.values("learner/updates")[-1]
+        == demo_run.values("buffer/sample_calls")[-1]
+    )
+
+
+@pytest.mark.timeout(60)
+def test_demo_steps_the_buffer_by_its_write_count(demo_run: DemoRun) -> None:
+    buffer_records = [r for r in demo_run.records if r.name == "buffer/write_count"]
+
+    assert all(record.step == record.value for record in buffer_records)
+
+
+@pytest.mark.timeout(60)
+def test_demo_logs_the_learner_update_rate(demo_run: DemoRun) -> None:
+    assert demo_run.values("learner/updates_per_second")
+
+
+@pytest.mark.timeout(60)
+def test_demo_runs_for_about_the_requested_time(demo_run: DemoRun) -> None:
+    assert 1.5 <= demo_run.result.seconds < 30
+    assert not demo_run.result.interrupted
+
+
+@pytest.mark.timeout(60)
+def test_demo_prints_a_progress_line_naming_duration_and_file(
+    demo_run: DemoRun,
+) -> None:
+    first_line = demo_run.stdout.splitlines()[0]
+
+    assert "1.5 s" in first_line
+    assert str(demo_run.result.path) in first_line
+    assert demo_run.result.run in first_line
+
+
+@pytest.mark.timeout(60)
+def test_demo_prints_the_summary_of_its_run_and_how_to_show_it_again(
+    demo_run: DemoRun,
+) -> None:
+    lines = demo_run.stdout.splitlines()
+
+    assert f"run {demo_run.result.run} in {demo_run.result.path}" in demo_run.stdout
+    assert any(line.startswith("collector/frames ") for line in lines)
+    assert lines[-1] == f"See it again with: rlpulse show {demo_run.result.path}"
+
+
+@pytest.mark.timeout(60)
+def test_demo_prints_each_payload_on_the_console(demo_run: DemoRun) -> None:
+    console_lines = demo_run.console.splitlines()
+
+    assert any(" collector  frames=" in line for line in console_lines)
+    assert any(" buffer  size=" in line for line in console_lines)
+
+
+@pytest.mark.timeout(60)
+def test_demo_adds_a_new_run_to_an_existing_file(
+    demo_run: DemoRun,
+) -> None:
+    result = run_demo(
+        0.2, demo_run.result.path, stdout=io.StringIO(), console=io.StringIO()
+    )
+
+    assert list_runs(result.path)[-2:] == [demo_run.result.run, result.run]
+
+
+@pytest.mark.parametrize("seconds", [0, -1.0])
+def test_demo_rejects_a_non_positive_duration(tmp_path: Path, seconds: float) -> None:
+    with pytest.raises(ValueError, match="seconds must be positive"):
+        run_demo(seconds, tmp_path / "demo.sqlite")
+
+    assert not (tmp_path / "demo.sqlite").exists()

@@ -1,0 +1,376 @@
+"""Run summaries: what ``rlpulse show`` computes from the records, and how it prints them."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from rlpulse.records import Record, RunFileError
+from rlpulse.sinks import CSVLogger, JSONLLogger, SQLiteLogger
+from rlpulse.summary import (
+    MetricSummary,
+    RunSummary,
+    format_duration,
+    format_number,
+    format_summary,
+    summarize,
+    summarize_file,
+)
+
+
+def _summary(records: list[Record]) -> RunSummary:
+    return summarize(records, run="baseline", source="metrics.db")
+
+
+def _metric(summary: RunSummary, name: str) -> MetricSummary:
+    (metric,) = [metric for metric in summary.metrics if metric.name == name]
+    return metric
+
+
+# Computing
+
+
+def test_metric_summary_holds_first_last_and_extremes_in_record_order() -> None:
+    summary = _summary(
+        [
+            Record(1.0, None, "buffer/size", 5.0),
+            Record(2.0, None, "buffer/size", 9.0),
+            Record(3.0, None, "buffer/size", 2.0),
+            Record(4.0, None, "buffer/size", 4.0),
+        ]
+    )
+
+    metric = _metric(summary, "buffer/size")
+
+    assert (metric.first, metric.last, metric.minimum, metric.maximum) == (
+        5.0,
+        4.0,
+        2.0,
+        9.0,
+    )
+    assert metric.count == 4
+    assert (metric.first_wall_time, metric.last_wall_time) == (1.0, 4.0)
+
+
+def test_counter_whose_rate_is_logged_gets_the_mean_rate_over_its_wall_time_span() -> (
+    None
+):
+    summary = _summary(
+        [
+            Record(10.0, 0, "learner/updates", 100.0),
+            Record(10.0, 0, "learner/other", 1.0),
+            Record(14.0, 4, "learner/updates", 300.0),
+            Record(14.0, 4, "learner/updates_per_second", 50.0),
+            Record(20.0, 4, "learner/other", 1.0),
+        ]
+    )
+
+    updates = _metric(summary, "learner/updates")
+
+    assert updates.is_counter
+    assert updates.mean_rate == pytest.approx(50.0)
+
+
+def test_known_counter_name_is_a_counter_even_without_its_rate() -> None:
+    summary = _summary(
+        [
+            Record(0.0, 0, "buffer/write_count", 0.0),
+            Record(2.0, 10, "buffer/write_count", 10.0),
+        ]
+    )
+
+    write_count = _metric(summary, "buffer/write_count")
+
+    assert write_count.is_counter
+    assert write_count.mean_rate == pytest.approx(5.0)
+
+
+def test_bare_counter_name_without_watch_prefix_is_recognised() -> None:
+    summary = _summary(
+        [
+            Record(0.0, None, "episodes", 0.0),
+            Record(0.0, None, "episodes_per_second", 0.0),
+            Record(4.0, None, "episodes", 2.0),
+        ]
+    )
+
+    assert _metric(summary, "episodes").mean_rate == pytest.approx(0.5)
+
+
+def test_gauge_has_no_mean_rate() -> None:
+    summary = _summary(
+        [
+            Record(0.0, None, "buffer/utilization", 0.1),
+            Record(5.0, None, "buffer/utilization", 0.9),
+        ]
+    )
+
+    utilization = _metric(summary, "buffer/utilization")
+
+    assert not utilization.is_counter
+    assert utilization.mean_rate is None
+
+
+def test_rate_metric_itself_is_not_a_counter() -> None:
+    summary = _summary(
+        [
+            Record(0.0, None, "collector/frames", 0.0),
+            Record(1.0, None, "collector/frames", 10.0),
+            Record(1.0, None, "collector/frames_per_second", 10.0),
+        ]
+    )
+
+    assert not _metric(summary, "collector/frames_per_second").is_counter
+
+
+def test_counter_seen_at_a_single_instant_has_no_mean_rate() -> None:
+    summary = _summary([Record(3.0, 7, "collector/frames", 700.0)])
+
+    frames = _metric(summary, "collector/frames")
+
+    assert frames.is_counter
+    assert frames.mean_rate is None
+
+
+def test_counter_that_went_backwards_over_the_run_has_no_mean_rate() -> None:
+    summary = _summary(
+        [
+            Record(0.0, None, "buffer/write_count", 500.0),
+            Record(1.0, None, "buffer/write_count", 20.0),
+        ]
+    )
+
+    assert _metric(summary, "buffer/write_count").mean_rate is None
+
+
+def test_nan_values_are_left_out_of_the_extremes() -> None:
+    summary = _summary(
+        [
+            Record(0.0, None, "learner/loss", math.nan),
+            Record(1.0, None, "learner/loss", 0.5),
+            Record(2.0, None, "learner/loss", math.nan),
+            Record(3.0, None, "learner/loss", 0.25),
+        ]
+    )
+
+    loss = _metric(summary, "learner/loss")
+
+    assert (loss.minimum, loss.maximum, loss.count) == (0.25, 0.5, 4)
+
+
+def test_metric_that_is_only_nan_has_nan_extremes() -> None:
+    summary = _summary([Record(0.0, None, "learner/loss", math.nan)])
+
+    loss = _metric(summary, "learner/loss")
+
+    assert math.isnan(loss.minimum)
+    assert math.isnan(loss.maximum)
+
+
+def test_run_summary_counts_records_and_spans_first_to_last_wall_time() -> None:
+    summary = _summary(
+        [
+            Record(100.0, None, "a/x", 1.0),
+            Record(103.5, None, "b/y", 1.0),
+            Record(101.0, None, "a/x", 2.0),
+        ]
+    )
+
+    assert summary.records == 3
+    assert (summary.start_wall_time, summary.end_wall_time) == (100.0, 103.5)
+    assert summary.span == 3.5
+
+
+def test_metrics_are_sorted_by_name_so_each_watch_sits_together() -> None:
+    summary = _summary(
+        [
+            Record(0.0, None, "collector/frames", 1.0),
+            Record(0.0, None, "buffer/size", 1.0),
+            Record(0.0, None, "collector/batches", 1.0),
+        ]
+    )
+
+    assert [metric.name for metric in summary.metrics] == [
+        "buffer/size",
+        "collector/batches",
+        "collector/frames",
+    ]
+
+
+def test_run_without_records_has_no_metrics_and_no_span() -> None:
+    summary = _summary([])
+
+    assert (summary.records, summary.metrics, summary.span) == (0, (), 0.0)
+    assert summary.start_wall_time is None
+
+
+# Reading files
+
+
+def test_summarize_file_of_sqlite_shows_the_latest_run_by_default(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "metrics.db"
+    with SQLiteLogger(path, run="first") as sink:
+        sink.log_metrics({"collector/frames": 1.0}, timestamp=1.0)
+    with SQLiteLogger(path, run="second") as sink:
+        sink.log_metrics({"collector/frames": 2.0}, timestamp=2.0)
+
+    summary = summarize_file(path)
+
+    assert summary.run == "second"
+    assert _metric(summary, "collector/frames").last == 2.0
+
+
+def test_summarize_file_of_sqlite_shows_the_named_run(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.db"
+    with SQLiteLogger(path, run="first") as sink:
+        sink.log_metrics({"collector/frames": 1.0}, timestamp=1.0)
+    with SQLiteLogger(path, run="second") as sink:
+        sink.log_metrics({"collector/frames": 2.0}, timestamp=2.0)
+
+    summary = summarize_file(path, run="first")
+
+    assert summary.run == "first"
+    assert _metric(summary, "collector/frames").last == 1.0
+
+
+def test_summarize_file_names_a_csv_run_after_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.csv"
+    with CSVLogger(path) as sink:
+        sink.log_metrics({"buffer/size": 3.0}, step=1, timestamp=5.0)
+
+    summary = summarize_file(path)
+
+    assert (summary.run, summary.source, summary.records) == (
+        "metrics.csv",
+        str(path),
+        1,
+    )
+
+
+def test_summarize_file_reads_json_lines(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    with JSONLLogger(path) as sink:
+        sink.log_metrics({"buffer/size": 3.0, "buffer/capacity": 8.0}, timestamp=5.0)
+
+    summary = summarize_file(path)
+
+    assert [metric.name for metric in summary.metrics] == [
+        "buffer/capacity",
+        "buffer/size",
+    ]
+
+
+def test_summarize_file_of_missing_file_raises_file_not_found(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        summarize_file(tmp_path / "missing.db")
+
+
+def test_summarize_file_of_unknown_run_raises_run_file_error(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.db"
+    SQLiteLogger(path, run="first").close()
+
+    with pytest.raises(RunFileError, match="no run named 'other'"):
+        summarize_file(path, run="other")
+
+
+# Printing
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (0.0, "0"),
+        (-0.0, "0"),
+        (3.0, "3"),
+        (0.5, "0.5"),
+        (2 / 3, "0.6667"),
+        (0.000123456, "0.0001235"),
+        (4096.0, "4096"),
+        (9999.0, "9999"),
+        (9999.7, "10k"),
+        (10_000.0, "10k"),
+        (123_456.0, "123.5k"),
+        (999_999.0, "1M"),
+        (2_500_000.0, "2.5M"),
+        (7.25e9, "7.25G"),
+        (1.5e12, "1.5T"),
+        (-42_000.0, "-42k"),
+        (math.nan, "nan"),
+        (math.inf, "inf"),
+        (-math.inf, "-inf"),
+    ],
+)
+def test_format_number_keeps_four_significant_digits_with_a_suffix_from_ten_thousand(
+    value: float, text: str
+) -> None:
+    assert format_number(value) == text
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (0.0, "0.0 s"),
+        (2.46, "2.5 s"),
+        (59.9, "59.9 s"),
+        (59.97, "1 min 00 s"),
+        (185.0, "3 min 05 s"),
+        (3599.4, "59 min 59 s"),
+        (3600.0, "1 h 00 min"),
+        (7625.0, "2 h 07 min"),
+    ],
+)
+def test_format_duration_reads_like_speech(seconds: float, text: str) -> None:
+    assert format_duration(seconds) == text
+
+
+def _demo_like_summary() -> RunSummary:
+    return summarize(
+        [
+            Record(1000.0, 0, "collector/frames", 0.0),
+            Record(1000.0, 0, "collector/frames_per_second", 3900.0),
+            Record(1000.0, 0, "buffer/utilization", 0.0),
+            Record(1010.0, 40_000, "collector/frames", 40_000.0),
+            Record(1010.0, 40_000, "collector/frames_per_second", 4100.0),
+            Record(1010.0, 40_000, "buffer/utilization", 1.0),
+        ],
+        run="demo-run",
+        source="runs/demo.sqlite",
+    )
+
+
+def test_format_summary_header_names_run_file_record_count_and_span() -> None:
+    header = format_summary(_demo_like_summary()).splitlines()[0]
+
+    assert header.startswith("run demo-run in runs/demo.sqlite: 6 records over 10.0 s")
+
+
+def test_format_summary_has_one_row_per_metric_with_last_min_max_and_rate() -> None:
+    lines = format_summary(_demo_like_summary()).splitlines()
+
+    rows = {line.split()[0]: line.split()[1:] for line in lines[3:]}
+
+    assert lines[2].split() == ["metric", "last", "min", "max", "mean", "rate/s"]
+    assert rows == {
+        "buffer/utilization": ["1", "0", "1"],
+        "collector/frames": ["40k", "0", "40k", "4000"],
+        "collector/frames_per_second": ["4100", "3900", "4100"],
+    }
+
+
+def test_format_summary_right_aligns_the_value_columns() -> None:
+    lines = format_summary(_demo_like_summary()).splitlines()[2:]
+
+    max_column_ends = {list(re.finditer(r"\S+", line))[3].end() for line in lines}
+
+    assert len(max_column_ends) == 1
+
+
+def test_format_summary_of_a_run_without_records_says_so() -> None:
+    text = format_summary(summarize([], run="empty", source="metrics.db"))
+
+    assert text == "run empty in metrics.db: no records"
