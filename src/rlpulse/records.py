@@ -216,8 +216,6 @@ def _unwritable(path: Path, error: OSError) -> OSError:
         f"cannot write metrics to {path}: {reason}; "
         "give the path of a file in a directory you can write to"
     )
-    if error.errno is None:
-        return type(error)(message)
     return type(error)(error.errno, message)
 
 

@@ -57,8 +57,9 @@ class SQLiteLogger:
         self._lock = threading.Lock()
         # The monitor delivers from its own thread; the lock above serialises
         # every use of the connection.
+        # An absolute path, so that a file named like ":memory:" stays a file.
         self._connection: sqlite3.Connection | None = sqlite3.connect(
-            self.path, isolation_level=None, check_same_thread=False
+            self.path.absolute(), isolation_level=None, check_same_thread=False
         )
         try:
             self._run_id, self.run = self._open_run(self._connection, run)
@@ -68,9 +69,6 @@ class SQLiteLogger:
                 f"cannot store metrics in {self.path}: {error}; "
                 "give the path of an rlpulse SQLite file or of a new file"
             ) from error
-        except BaseException:
-            self._connection.close()
-            raise
 
     def _open_run(
         self, connection: sqlite3.Connection, run: str | None
@@ -81,13 +79,13 @@ class SQLiteLogger:
                 f"the file cannot use WAL journal mode (it is in {mode!r} mode)"
             )
         connection.execute("PRAGMA synchronous = NORMAL")
-        connection.executescript(SQLITE_SCHEMA)
         columns = {row[1] for row in connection.execute("PRAGMA table_info(metrics)")}
-        if not columns >= _METRICS_COLUMNS:
+        if columns and not columns >= _METRICS_COLUMNS:
             raise sqlite3.OperationalError(
                 f"its 'metrics' table has columns {sorted(columns)}, "
                 f"not {sorted(_METRICS_COLUMNS)}"
             )
+        connection.executescript(SQLITE_SCHEMA)
         start_wall_time = time.time()
         if run is not None:
             connection.execute(

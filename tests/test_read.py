@@ -1,0 +1,344 @@
+"""rlpulse.read and list_runs: any file sink's output back as records."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from rlpulse import CSVLogger, JSONLLogger, Record, SQLiteLogger, read
+from rlpulse.records import RunFileError, list_runs
+
+FILE_SINKS = {
+    "metrics.db": SQLiteLogger,
+    "metrics.csv": CSVLogger,
+    "metrics.jsonl": JSONLLogger,
+}
+
+
+def write_two_payloads(path: Path, sink_type: type) -> None:
+    with sink_type(path) as sink:
+        sink.log_metrics(
+            {"collector/frames": 96.0, "collector/batches": 3.0}, step=3, timestamp=1.5
+        )
+        sink.log_metrics({"buffer/size": 5.0}, timestamp=2.5)
+
+
+TWO_PAYLOADS = [
+    Record(1.5, 3, "collector/frames", 96.0),
+    Record(1.5, 3, "collector/batches", 3.0),
+    Record(2.5, None, "buffer/size", 5.0),
+]
+
+
+@pytest.mark.parametrize("file_name", FILE_SINKS)
+def test_every_file_sink_reads_back_the_same_records(
+    tmp_path: Path, file_name: str
+) -> None:
+    path = tmp_path / file_name
+    write_two_payloads(path, FILE_SINKS[file_name])
+
+    records = list(read(path))
+
+    assert records == TWO_PAYLOADS
+    assert all(isinstance(record, Record) for record in records)
+
+
+@pytest.mark.parametrize("file_name", FILE_SINKS)
+def test_format_is_recognised_whatever_the_extension(
+    tmp_path: Path, file_name: str
+) -> None:
+    path = tmp_path / file_name
+    write_two_payloads(path, FILE_SINKS[file_name])
+    renamed = path.rename(tmp_path / "metrics.log")
+
+    assert list(read(str(renamed))) == TWO_PAYLOADS
+
+
+def test_sqlite_content_wins_over_a_csv_extension(tmp_path: Path) -> None:
+    path = tmp_path / "actually_sqlite.csv"
+    write_two_payloads(path, SQLiteLogger)
+
+    assert list(read(path)) == TWO_PAYLOADS
+
+
+def test_sqlite_without_run_reads_the_latest_run(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.db"
+    for run in ("first", "second"):
+        with SQLiteLogger(path, run=run) as sink:
+            sink.log_metrics({"x/run": 1.0 if run == "first" else 2.0})
+    with SQLiteLogger(path, run="first") as sink:
+        sink.log_metrics({"x/run": 1.0})
+
+    assert [record.value for record in read(path)] == [2.0]
+    assert [record.value for record in read(path, run="first")] == [1.0, 1.0]
+
+
+def test_unknown_run_raises_listing_the_available_runs(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.db"
+    SQLiteLogger(path, run="alpha").close()
+    SQLiteLogger(path, run="beta").close()
+
+    with pytest.raises(
+        RunFileError, match="no run named 'gamma'; available runs: alpha, beta"
+    ):
+        read(path, run="gamma")
+
+
+def test_list_runs_names_runs_oldest_first(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.db"
+    for run in ("b", "a", "c"):
+        SQLiteLogger(path, run=run).close()
+
+    assert list_runs(path) == ["b", "a", "c"]
+
+
+@pytest.mark.parametrize("file_name", ["metrics.csv", "metrics.jsonl"])
+def test_list_runs_refuses_files_that_hold_no_runs(
+    tmp_path: Path, file_name: str
+) -> None:
+    path = tmp_path / file_name
+    write_two_payloads(path, FILE_SINKS[file_name])
+
+    with pytest.raises(RunFileError, match="not an rlpulse SQLite file"):
+        list_runs(path)
+
+
+@pytest.mark.parametrize("file_name", ["metrics.csv", "metrics.jsonl"])
+def test_single_run_files_accept_only_run_none(tmp_path: Path, file_name: str) -> None:
+    path = tmp_path / file_name
+    write_two_payloads(path, FILE_SINKS[file_name])
+
+    with pytest.raises(RunFileError, match="single run: read it with run=None"):
+        read(path, run="anything")
+
+
+def test_missing_file_raises_file_not_found_at_the_call(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        read(tmp_path / "missing.db")
+    with pytest.raises(FileNotFoundError):
+        list_runs(tmp_path / "missing.db")
+
+
+@pytest.mark.parametrize("file_name", ["metrics.db", "metrics.csv", "metrics.jsonl"])
+def test_empty_file_raises_one_line_error_at_the_call(
+    tmp_path: Path, file_name: str
+) -> None:
+    path = tmp_path / file_name
+    path.write_bytes(b"")
+
+    with pytest.raises(RunFileError, match="is empty") as error:
+        read(path)
+    assert "\n" not in str(error.value)
+    assert str(path) in str(error.value)
+
+
+def test_file_of_unknown_format_raises(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text("shopping list\n")
+
+    with pytest.raises(RunFileError, match="not an rlpulse metrics file"):
+        read(path)
+
+
+def test_corrupt_sqlite_file_raises(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.db"
+    path.write_bytes(b"SQLite format 3\x00" + b"\xff" * 4000)
+
+    with pytest.raises(RunFileError, match="not a readable SQLite file"):
+        read(path)
+
+
+def test_sqlite_file_without_rlpulse_tables_raises(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    connection = sqlite3.connect(path)
+    connection.execute("CREATE TABLE things (x)")
+    connection.commit()
+    connection.close()
+
+    with pytest.raises(
+        RunFileError, match="without rlpulse's 'runs' and 'metrics' tables"
+    ):
+        read(path)
+    with pytest.raises(RunFileError, match="without rlpulse's"):
+        list_runs(path)
+
+
+def test_sqlite_file_with_a_broken_runs_table_raises(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    connection = sqlite3.connect(path)
+    connection.execute("CREATE TABLE runs (label TEXT)")
+    connection.execute("CREATE TABLE metrics (x)")
+    connection.commit()
+    connection.close()
+
+    with pytest.raises(RunFileError, match="unreadable 'runs' table"):
+        read(path)
+
+
+def test_sqlite_file_with_no_runs_raises(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.db"
+    SQLiteLogger(path, run="gone").close()
+    connection = sqlite3.connect(path)
+    connection.execute("DELETE FROM runs")
+    connection.commit()
+    connection.close()
+
+    with pytest.raises(RunFileError, match="contains no runs"):
+        read(path)
+
+
+def test_reading_leaves_no_wal_files_behind(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.db"
+    write_two_payloads(path, SQLiteLogger)
+
+    list(read(path))
+
+    assert sorted(item.name for item in tmp_path.iterdir()) == ["metrics.db"]
+
+
+def test_csv_with_a_foreign_header_raises(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.csv"
+    path.write_text("step,value\n1,2.0\n")
+
+    with pytest.raises(RunFileError, match="its header is 'step,value'"):
+        read(path)
+
+
+def test_csv_torn_last_row_is_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.csv"
+    write_two_payloads(path, CSVLogger)
+    with open(path, "a", encoding="utf-8") as file:
+        file.write("3.5,,buffer/size,6.2")
+
+    assert list(read(path)) == TWO_PAYLOADS
+
+
+def test_csv_row_torn_inside_a_quoted_name_is_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.csv"
+    write_two_payloads(path, CSVLogger)
+    with open(path, "a", encoding="utf-8") as file:
+        file.write('3.5,,"two\n')
+
+    assert list(read(path)) == TWO_PAYLOADS
+
+
+def test_csv_torn_in_the_middle_of_a_character_is_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.csv"
+    write_two_payloads(path, CSVLogger)
+    with open(path, "ab") as file:
+        file.write("3.5,,x/é".encode()[:-1])
+
+    assert list(read(path)) == TWO_PAYLOADS
+
+
+def test_csv_malformed_row_before_the_end_raises_naming_its_line(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "metrics.csv"
+    path.write_text("wall_time,step,name,value\n1.0,,x/v,1.0\n1.0,,x/v\n2.0,,x/v,2.0\n")
+
+    records = read(path)
+    with pytest.raises(
+        RunFileError, match="line 3 is not a wall_time,step,name,value row"
+    ):
+        list(records)
+
+
+def test_csv_non_utf8_row_before_the_end_raises(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.csv"
+    path.write_bytes(b"wall_time,step,name,value\n1.0,,\xff\xfe,1.0\n2.0,,x/v,2.0\n")
+
+    with pytest.raises(RunFileError, match="line 2 is not UTF-8 text"):
+        list(read(path))
+
+
+def test_jsonl_torn_last_line_is_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    write_two_payloads(path, JSONLLogger)
+    with open(path, "a", encoding="utf-8") as file:
+        file.write('{"wall_time": 3.5, "step": null, "metrics": {"buffer/si')
+
+    assert list(read(path)) == TWO_PAYLOADS
+
+
+def test_jsonl_blank_lines_are_ignored(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('\n{"wall_time": 1.0, "step": 2, "metrics": {"x/v": 3.0}}\n\n')
+
+    assert list(read(path)) == [Record(1.0, 2, "x/v", 3.0)]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "not json",
+        "[1, 2]",
+        '{"wall_time": 1.0, "step": null}',
+        '{"wall_time": "soon", "step": null, "metrics": {}}',
+        '{"wall_time": 1.0, "step": 1.5, "metrics": {}}',
+        '{"wall_time": 1.0, "step": null, "metrics": {"x/v": "high"}}',
+        '{"wall_time": 1.0, "step": null, "metrics": [1.0]}',
+    ],
+)
+def test_jsonl_malformed_line_before_the_end_raises_naming_its_line(
+    tmp_path: Path, line: str
+) -> None:
+    path = tmp_path / "metrics.jsonl"
+    good = '{"wall_time": 1.0, "step": null, "metrics": {"x/v": 1.0}}'
+    path.write_text(f"{good}\n{line}\n{good}\n")
+
+    with pytest.raises(RunFileError, match="line 2 is not an rlpulse payload"):
+        list(read(path))
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    import rlpulse
+
+    sink = getattr(rlpulse, sys.argv[1])(sys.argv[2])
+    step = 0
+    while True:
+        sink.log_metrics(
+            {f"writer/metric_{index}": float(step) for index in range(20)}, step=step
+        )
+        print(step, flush=True)
+        step += 1
+    """
+)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("file_name", FILE_SINKS)
+def test_every_payload_a_killed_writer_reported_is_read_back(
+    tmp_path: Path, file_name: str
+) -> None:
+    path = tmp_path / file_name
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, FILE_SINKS[file_name].__name__, str(path)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert writer.stdout is not None
+    reported = []
+    try:
+        while len(reported) < 200:
+            line = writer.stdout.readline()
+            assert line, "the writer exited before reporting 200 payloads"
+            reported.append(int(line))
+    finally:
+        os.kill(writer.pid, signal.SIGKILL)
+        remaining, _ = writer.communicate(timeout=30)
+    reported += [int(line) for line in remaining.split()]
+    assert writer.returncode == -signal.SIGKILL
+
+    steps = [record.step for record in read(path) if record.name == "writer/metric_0"]
+    assert steps[: len(reported)] == reported
+    assert steps == list(range(len(steps)))

@@ -1,0 +1,256 @@
+"""CSVLogger: one long-format file, read back raw and through rlpulse.read."""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from rlpulse import CSVLogger, Record, read
+from rlpulse.records import RunFileError
+
+
+def csv_rows(path: Path) -> list[list[str]]:
+    with open(path, newline="", encoding="utf-8") as file:
+        return list(csv.reader(file))
+
+
+def test_each_metric_is_one_row_under_the_header(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.csv"
+    with CSVLogger(path) as sink:
+        sink.log_metrics(
+            {"collector/frames": 96.0, "collector/batches": 3.0}, step=3, timestamp=10.5
+        )
+        sink.log_metrics({"buffer/size": 5.0}, timestamp=11.0)
+
+    assert csv_rows(path) == [
+        ["wall_time", "step", "name", "value"],
+        ["10.5", "3", "collector/frames", "96.0"],
+        ["10.5", "3", "collector/batches", "3.0"],
+        ["11.0", "", "buffer/size", "5.0"],
+    ]
+
+
+def test_payloads_are_read_back_with_step_and_timestamp(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.csv"
+    with CSVLogger(path) as sink:
+        sink.log_metrics({"collector/frames": 96.0}, step=3, timestamp=10.5)
+        sink.log_metrics({"buffer/size": 5.0}, timestamp=11.0)
+
+    assert list(read(path)) == [
+        Record(10.5, 3, "collector/frames", 96.0),
+        Record(11.0, None, "buffer/size", 5.0),
+    ]
+
+
+def test_values_and_timestamps_round_trip_exactly(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.csv"
+    wall_time = 1_700_000_000.123456
+    values = {"x/third": 1 / 3, "x/tiny": 1e-300, "x/inf": -math.inf}
+    with CSVLogger(path) as sink:
+        sink.log_metrics(values, timestamp=wall_time)
+
+    records = list(read(path))
+    assert {record.name: record.value for record in records} == values
+    assert {record.wall_time for record in records} == {wall_time}
+
+
+def test_nan_round_trips(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.csv"
+    with CSVLogger(path) as sink:
+        sink.log_metrics({"x/nan": math.nan})
+
+    (record,) = read(path)
+    assert math.isnan(record.value)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "comma,name",
+        'quote"name',
+        '"quoted"',
+        "new\nline",
+        "carriage\rreturn",
+        " padded ",
+        "",
+    ],
+)
+def test_any_metric_name_round_trips(tmp_path: Path, name: str) -> None:
+    path = tmp_path / "metrics.csv"
+    with CSVLogger(path) as sink:
+        sink.log_metrics({name: 1.0, "after": 2.0}, step=1)
+
+    assert [record.name for record in read(path)] == [name, "after"]
+    assert [row[2] for row in csv_rows(path)[1:]] == [name, "after"]
+
+
+def test_reopening_appends_without_a_second_header(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.csv"
+    with CSVLogger(path) as sink:
+        sink.log_metrics({"x/v": 1.0}, timestamp=1.0)
+    with CSVLogger(path) as sink:
+        sink.log_metrics({"x/v": 2.0}, timestamp=2.0)
+
+    rows = csv_rows(path)
+    assert rows.count(["wall_time", "step", "name", "value"]) == 1
+    assert [record.value for record in read(path)] == [1.0, 2.0]
+
+
+def test_each_payload_is_in_the_file_before_log_metrics_returns(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.csv"
+    with CSVLogger(path) as sink:
+        for count in range(1, 4):
+            sink.log_metrics({"x/v": float(count)})
+            assert [record.value for record in read(path)] == [
+                float(v) for v in range(1, count + 1)
+            ]
+
+
+def test_empty_payload_writes_no_row(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.csv"
+    with CSVLogger(path) as sink:
+        sink.log_metrics({})
+
+    assert csv_rows(path) == [["wall_time", "step", "name", "value"]]
+    assert list(read(path)) == []
+
+
+def test_timestamp_defaults_to_the_time_of_the_call(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.csv"
+    before = time.time()
+    with CSVLogger(path) as sink:
+        sink.log_metrics({"x/v": 1.0})
+    after = time.time()
+
+    (record,) = read(path)
+    assert before <= record.wall_time <= after
+
+
+def test_reopening_after_a_torn_write_removes_the_torn_row(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.csv"
+    with CSVLogger(path) as sink:
+        sink.log_metrics({"x/v": 1.0}, timestamp=1.0)
+    with open(path, "a", encoding="utf-8") as file:
+        file.write("2.0,,x/v,3.14")
+
+    with CSVLogger(path) as sink:
+        sink.log_metrics({"x/v": 4.0}, timestamp=4.0)
+
+    assert [(record.wall_time, record.value) for record in read(path)] == [
+        (1.0, 1.0),
+        (4.0, 4.0),
+    ]
+
+
+def test_reopening_a_file_torn_inside_its_header_starts_it_afresh(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "metrics.csv"
+    path.write_text("wall_time,st")
+
+    with CSVLogger(path) as sink:
+        sink.log_metrics({"x/v": 1.0}, timestamp=1.0)
+
+    assert list(read(path)) == [Record(1.0, None, "x/v", 1.0)]
+
+
+def test_existing_file_with_another_header_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.csv"
+    path.write_text("step,value\n1,2.0\n")
+
+    with pytest.raises(RunFileError, match="not an rlpulse CSV file"):
+        CSVLogger(path)
+    assert path.read_text() == "step,value\n1,2.0\n"
+
+
+def test_payloads_logged_from_other_threads_are_all_written_whole(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "metrics.csv"
+    payload = {f"x/metric_{index}": float(index) for index in range(20)}
+    with CSVLogger(path) as sink:
+
+        def log_payloads() -> None:
+            for step in range(50):
+                sink.log_metrics(payload, step=step)
+
+        threads = [threading.Thread(target=log_payloads) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+
+    records = list(read(path))
+    assert len(records) == 4 * 50 * 20
+    for start in range(0, len(records), 20):
+        assert [record.name for record in records[start : start + 20]] == list(payload)
+
+
+def test_close_twice_is_harmless(tmp_path: Path) -> None:
+    sink = CSVLogger(tmp_path / "metrics.csv")
+    sink.close()
+    sink.close()
+
+
+def test_logging_after_close_raises_naming_the_file(tmp_path: Path) -> None:
+    sink = CSVLogger(tmp_path / "metrics.csv")
+    sink.close()
+
+    with pytest.raises(RuntimeError, match="closed") as error:
+        sink.log_metrics({"x/v": 1.0})
+    assert str(tmp_path) in str(error.value)
+    with pytest.raises(RuntimeError, match="closed"):
+        sink.flush()
+
+
+def test_flush_keeps_the_logger_usable(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.csv"
+    with CSVLogger(path) as sink:
+        sink.log_metrics({"x/v": 1.0})
+        sink.flush()
+        sink.log_metrics({"x/v": 2.0})
+
+    assert [record.value for record in read(path)] == [1.0, 2.0]
+
+
+def test_logger_exposes_its_path(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.csv"
+    with CSVLogger(str(path)) as sink:
+        assert sink.path == path
+        assert repr(sink) == f"CSVLogger({str(path)!r})"
+
+
+def test_missing_parent_directories_are_created(tmp_path: Path) -> None:
+    path = tmp_path / "runs" / "today" / "metrics.csv"
+    CSVLogger(path).close()
+
+    assert csv_rows(path) == [["wall_time", "step", "name", "value"]]
+
+
+def test_directory_as_path_raises_naming_it(tmp_path: Path) -> None:
+    with pytest.raises(IsADirectoryError, match=str(tmp_path)):
+        CSVLogger(tmp_path)
+
+
+def test_path_under_a_file_raises_naming_it(tmp_path: Path) -> None:
+    blocker = tmp_path / "not_a_directory"
+    blocker.write_text("")
+
+    with pytest.raises(OSError, match=r"not_a_directory/metrics\.csv"):
+        CSVLogger(blocker / "metrics.csv")
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
+def test_file_without_write_permission_raises_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.csv"
+    path.write_text("wall_time,step,name,value\n")
+    path.chmod(0o400)
+
+    with pytest.raises(PermissionError, match=r"metrics\.csv"):
+        CSVLogger(path)

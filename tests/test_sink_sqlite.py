@@ -1,0 +1,327 @@
+"""SQLiteLogger: the embedded default store, read back raw and through rlpulse.read."""
+
+from __future__ import annotations
+
+import math
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from rlpulse import Record, SQLiteLogger, read
+from rlpulse.records import RunFileError, list_runs
+
+RUN_NAME_FORMAT = "%Y-%m-%d_%H-%M-%S"
+
+
+def rows(path: Path, query: str, *parameters: object) -> list[tuple[object, ...]]:
+    with sqlite3.connect(path) as connection:
+        return list(connection.execute(query, parameters))
+
+
+def test_payload_is_read_back_with_its_step_and_timestamp(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.db"
+    with SQLiteLogger(path, run="r") as sink:
+        sink.log_metrics(
+            {"collector/frames": 96.0, "collector/batches": 3.0}, step=3, timestamp=10.5
+        )
+
+    assert list(read(path)) == [
+        Record(10.5, 3, "collector/frames", 96.0),
+        Record(10.5, 3, "collector/batches", 3.0),
+    ]
+
+
+def test_metrics_table_holds_one_row_per_metric_referencing_the_run(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "metrics.db"
+    with SQLiteLogger(path, run="r") as sink:
+        sink.log_metrics({"buffer/size": 5.0}, step=None, timestamp=2.0)
+
+    assert rows(
+        path,
+        "SELECT r.name, m.wall_time, m.step, m.name, m.value FROM metrics m JOIN runs r ON r.id = m.run",
+    ) == [("r", 2.0, None, "buffer/size", 5.0)]
+
+
+def test_run_records_its_start_wall_time(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.db"
+    before = time.time()
+    SQLiteLogger(path, run="r").close()
+
+    ((start_wall_time,),) = rows(
+        path, "SELECT start_wall_time FROM runs WHERE name = 'r'"
+    )
+    assert isinstance(start_wall_time, float)
+    assert start_wall_time >= before - 1.0
+
+
+def test_file_is_in_wal_journal_mode(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.db"
+    SQLiteLogger(path).close()
+
+    assert rows(path, "PRAGMA journal_mode") == [("wal",)]
+
+
+def test_metrics_are_indexed_by_run(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.db"
+    SQLiteLogger(path).close()
+
+    indexed_columns = rows(path, "SELECT name FROM pragma_index_info('metrics_run')")
+    assert indexed_columns == [("run",)]
+
+
+def test_each_payload_is_readable_by_another_connection_while_the_logger_is_open(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "metrics.db"
+    with SQLiteLogger(path) as sink, sqlite3.connect(path) as reader:
+        for count in range(1, 4):
+            sink.log_metrics({"buffer/size": float(count)})
+            assert reader.execute("SELECT COUNT(*) FROM metrics").fetchone() == (count,)
+        assert [record.value for record in read(path)] == [1.0, 2.0, 3.0]
+
+
+def test_new_run_is_named_after_the_local_time(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.db"
+    before = time.strftime(RUN_NAME_FORMAT)
+    with SQLiteLogger(path) as sink:
+        name = sink.run
+    after = time.strftime(RUN_NAME_FORMAT)
+
+    assert before <= name <= after
+    assert list_runs(path) == [name]
+
+
+def test_new_run_name_is_uniquified_when_taken(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.db"
+    now = time.time()
+    taken = [
+        time.strftime(RUN_NAME_FORMAT, time.localtime(now + offset))
+        for offset in range(60)
+    ]
+    for name in taken:
+        SQLiteLogger(path, run=name).close()
+
+    with SQLiteLogger(path) as sink:
+        name = sink.run
+
+    assert name.endswith("_1")
+    assert name.removesuffix("_1") in taken
+
+
+def test_new_runs_in_one_file_get_distinct_names(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.db"
+    names = []
+    for _ in range(3):
+        with SQLiteLogger(path) as sink:
+            names.append(sink.run)
+
+    assert len(set(names)) == 3
+    assert list_runs(path) == names
+
+
+def test_an_existing_run_name_appends_to_that_run(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.db"
+    with SQLiteLogger(path, run="resumed") as sink:
+        sink.log_metrics({"learner/loss": 1.0}, step=1)
+    with SQLiteLogger(path, run="resumed") as sink:
+        sink.log_metrics({"learner/loss": 0.5}, step=2)
+
+    assert list_runs(path) == ["resumed"]
+    assert [(record.step, record.value) for record in read(path, run="resumed")] == [
+        (1, 1.0),
+        (2, 0.5),
+    ]
+
+
+def test_runs_in_one_file_are_read_separately(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.db"
+    with SQLiteLogger(path, run="a") as first, SQLiteLogger(path, run="b") as second:
+        first.log_metrics({"x/v": 1.0})
+        second.log_metrics({"x/v": 2.0})
+        first.log_metrics({"x/v": 3.0})
+
+    assert [record.value for record in read(path, run="a")] == [1.0, 3.0]
+    assert [record.value for record in read(path, run="b")] == [2.0]
+
+
+def test_logger_exposes_its_path_and_run(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.db"
+    with SQLiteLogger(str(path), run="named") as sink:
+        assert (sink.path, sink.run) == (path, "named")
+        assert repr(sink) == f"SQLiteLogger({str(path)!r}, run='named')"
+
+
+def test_timestamp_defaults_to_the_time_of_the_call(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.db"
+    before = time.time()
+    with SQLiteLogger(path) as sink:
+        sink.log_metrics({"x/v": 1.0})
+    after = time.time()
+
+    (record,) = read(path)
+    assert before <= record.wall_time <= after
+
+
+def test_large_payload_is_stored_whole(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.db"
+    payload = {f"workers/worker_{index}/frames": float(index) for index in range(1500)}
+    with SQLiteLogger(path) as sink:
+        sink.log_metrics(payload, step=7)
+
+    assert {record.name: record.value for record in read(path)} == payload
+
+
+def test_payload_with_a_non_numeric_value_stores_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.db"
+    with SQLiteLogger(path) as sink:
+        with pytest.raises(ValueError, match="could not convert"):
+            sink.log_metrics({"x/good": 1.0, "x/bad": "many"})  # type: ignore[dict-item]
+        sink.log_metrics({})
+
+    assert list(read(path)) == []
+
+
+def test_large_payload_failing_part_way_stores_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.db"
+    payload: dict[object, float] = {f"x/metric_{index}": 1.0 for index in range(900)}
+    payload[("not", "a", "name")] = 1.0
+    with SQLiteLogger(path) as sink:
+        with pytest.raises(sqlite3.Error):
+            sink.log_metrics(payload)  # type: ignore[arg-type]
+        sink.log_metrics({"x/after": 2.0})
+
+    assert [record.name for record in read(path)] == ["x/after"]
+
+
+def test_file_named_like_an_in_memory_database_is_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with SQLiteLogger(":memory:") as sink:
+        sink.log_metrics({"x/v": 1.0})
+
+    assert [record.value for record in read(tmp_path / ":memory:")] == [1.0]
+
+
+def test_nan_is_read_back_as_nan_and_infinity_as_infinity(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.db"
+    with SQLiteLogger(path) as sink:
+        sink.log_metrics({"x/nan": math.nan, "x/inf": math.inf})
+
+    values = {record.name: record.value for record in read(path)}
+    assert math.isnan(values["x/nan"])
+    assert values["x/inf"] == math.inf
+
+
+def test_payloads_logged_from_other_threads_are_all_stored(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.db"
+    with SQLiteLogger(path) as sink:
+
+        def log_steps(thread_index: int) -> None:
+            for step in range(50):
+                sink.log_metrics(
+                    {f"thread_{thread_index}/step": float(step)}, step=step
+                )
+
+        threads = [
+            threading.Thread(target=log_steps, args=(index,)) for index in range(4)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=30)
+
+    records = list(read(path))
+    assert len(records) == 200
+    for index in range(4):
+        steps = [
+            record.step for record in records if record.name == f"thread_{index}/step"
+        ]
+        assert steps == list(range(50))
+
+
+def test_close_twice_is_harmless(tmp_path: Path) -> None:
+    sink = SQLiteLogger(tmp_path / "metrics.db")
+    sink.close()
+    sink.close()
+
+
+def test_logging_after_close_raises_naming_the_file(tmp_path: Path) -> None:
+    sink = SQLiteLogger(tmp_path / "metrics.db", run="r")
+    sink.close()
+
+    with pytest.raises(RuntimeError, match="closed") as error:
+        sink.log_metrics({"x/v": 1.0})
+    assert str(tmp_path) in str(error.value)
+    with pytest.raises(RuntimeError, match="closed"):
+        sink.flush()
+
+
+def test_flush_keeps_the_logger_usable(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.db"
+    with SQLiteLogger(path) as sink:
+        sink.log_metrics({"x/v": 1.0})
+        sink.flush()
+        sink.log_metrics({"x/v": 2.0})
+
+    assert [record.value for record in read(path)] == [1.0, 2.0]
+
+
+def test_missing_parent_directories_are_created(tmp_path: Path) -> None:
+    path = tmp_path / "runs" / "today" / "metrics.db"
+    SQLiteLogger(path).close()
+
+    assert path.is_file()
+
+
+def test_directory_as_path_raises_naming_it(tmp_path: Path) -> None:
+    with pytest.raises(IsADirectoryError, match=str(tmp_path)):
+        SQLiteLogger(tmp_path)
+
+
+def test_path_under_a_file_raises_naming_it(tmp_path: Path) -> None:
+    blocker = tmp_path / "not_a_directory"
+    blocker.write_text("")
+    path = blocker / "metrics.db"
+
+    with pytest.raises(OSError, match=r"not_a_directory/metrics\.db"):
+        SQLiteLogger(path)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
+def test_path_without_write_permission_raises_naming_it(tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+
+    with pytest.raises(PermissionError, match="locked"):
+        SQLiteLogger(locked / "metrics.db")
+
+
+def test_file_that_is_not_sqlite_raises_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.db"
+    path.write_text("wall_time,step,name,value\n" * 100)
+
+    with pytest.raises(RunFileError, match=r"metrics\.db"):
+        SQLiteLogger(path)
+
+
+def test_sqlite_file_with_another_metrics_table_raises(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE metrics (label TEXT)")
+    connection.close()
+
+    with pytest.raises(RunFileError, match="columns"):
+        SQLiteLogger(path)
+
+
+@pytest.mark.parametrize("run", ["", 7])
+def test_run_that_is_not_a_non_empty_string_raises(tmp_path: Path, run: object) -> None:
+    with pytest.raises(ValueError, match="non-empty string"):
+        SQLiteLogger(tmp_path / "metrics.db", run=run)  # type: ignore[arg-type]
