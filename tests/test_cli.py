@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from rlpulse import __version__
+from rlpulse import Record, __version__, read
 from rlpulse.cli import main
-from rlpulse.records import Record, read
 from rlpulse.sinks import CSVLogger, JSONLLogger, SQLiteLogger
 
 RLPULSE_SCRIPT = Path(sys.executable).with_name("rlpulse")

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from rlpulse import Record, read
 from rlpulse.demo import Consumer, DemoResult, Producer, RingBuffer, run_demo
-from rlpulse.records import Record, list_runs, read
+from rlpulse.records import list_runs
 
 # RingBuffer
 

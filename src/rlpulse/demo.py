@@ -143,7 +143,7 @@ class RingBuffer(Generic[Item]):
 
 
 class _PacedThread:
-    """A daemon thread calling ``work()`` at a steady rate until stopped."""
+    """A daemon thread calling ``_work()`` at a steady rate until stopped."""
 
     def __init__(self, interval: float, thread_name: str) -> None:
         self._interval = interval
@@ -151,16 +151,29 @@ class _PacedThread:
         self._stop_event = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def work(self) -> None:
+    def _work(self) -> None:
         raise NotImplementedError  # pragma: no cover
 
     @property
     def running(self) -> bool:
-        """Whether the thread has been started and not yet stopped."""
+        """Whether the thread has been started and not yet stopped.
+
+        >>> Producer(RingBuffer(capacity=10)).running
+        False
+        """
         return self._thread is not None
 
     def start(self) -> None:
-        """Start the thread; calling ``work()`` begins at once."""
+        """Start the thread; the first step runs at once, the next ones at the set pace.
+
+        >>> producer = Producer(RingBuffer(capacity=1000))
+        >>> producer.start()
+        >>> producer.running
+        True
+        >>> producer.stop()
+        >>> producer.running
+        False
+        """
         if self._thread is not None:
             raise RuntimeError(
                 f"{type(self).__name__} is already running: stop() it first"
@@ -172,7 +185,15 @@ class _PacedThread:
         self._thread.start()
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Stop the thread and wait up to ``timeout`` seconds for it; stopping again does nothing."""
+        """Stop the thread and wait up to ``timeout`` seconds for it; stopping again does nothing.
+
+        >>> consumer = Consumer(RingBuffer(capacity=10))
+        >>> consumer.start()
+        >>> consumer.stop()
+        >>> consumer.stop()
+        >>> consumer.running
+        False
+        """
         thread = self._thread
         if thread is None:
             return
@@ -183,7 +204,7 @@ class _PacedThread:
     def _run(self) -> None:
         next_due = time.monotonic()
         while not self._stop_event.is_set():
-            self.work()
+            self._work()
             next_due += self._interval
             delay = next_due - time.monotonic()
             if delay > 0:
@@ -242,8 +263,7 @@ class Producer(_PacedThread):
         self._batches += 1
         return self.batch_size
 
-    def work(self) -> None:
-        """One step of the thread: :meth:`collect` one batch."""
+    def _work(self) -> None:
         self.collect()
 
     def stats(self) -> dict[str, float]:
@@ -306,8 +326,7 @@ class Consumer(_PacedThread):
         self._frames_sampled += len(batch)
         return True
 
-    def work(self) -> None:
-        """One step of the thread: one :meth:`update`."""
+    def _work(self) -> None:
         self.update()
 
     def stats(self) -> dict[str, float]:
