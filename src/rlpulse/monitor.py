@@ -2,21 +2,27 @@
 
 :class:`LoggerMonitor` is a drop-in replacement for TorchRL's
 ``torchrl.record.loggers.monitoring.LoggerMonitor``. The per-watch poll
-logic lives in :mod:`rlpulse.poll`; this module owns the thread, the clock,
-error handling and delivery.
+logic lives in :mod:`rlpulse.poll`, the background threads in
+:mod:`rlpulse.background`, the per-sink queues in :mod:`rlpulse.queues`;
+this module ties them together: registration, one poll of one watch,
+error handling, delivery and the lifecycle.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, Literal
 
+from rlpulse import lifecycle
+from rlpulse.background import Poller, Run
 from rlpulse.delivery import Sink, as_sinks
 from rlpulse.poll import Watch
+from rlpulse.queues import SinkQueue
 from rlpulse.schedules import AnyOf, Every, Schedule
 
 __all__ = ["LoggerMonitor"]
@@ -37,6 +43,11 @@ class LoggerMonitor:
     sink. Nothing runs on the watched objects' hot paths. The monitor never
     owns its sinks or its targets: stopping it leaves both running.
 
+    In background mode a hung ``stats()`` call or a hung sink stalls nobody
+    else: a provider call that overruns ``poll_timeout`` is left behind
+    (its watch skipped until the call returns), each sink is fed from its
+    own bounded queue, and :meth:`stop` returns within ``stop_timeout``.
+
     Args:
         logger: a sink — any object with ``log_metrics(metrics, step=None)``
             (every TorchRL logger) or ``log_scalar(name, value, step=None)``
@@ -51,6 +62,13 @@ class LoggerMonitor:
             through the ``rlpulse`` logger per failure streak), ``"raise"``
             (propagates; in background mode that ends the polling thread) or
             ``"ignore"``.
+        poll_timeout: seconds one provider call may take in background mode
+            before its watch is skipped as hung (default ``5.0``; ``None``
+            waits forever). ``watch(..., poll_timeout=...)`` overrides it.
+        stop_timeout: seconds :meth:`stop` may take, final snapshots and
+            draining included; ``None`` means ``max(5, 2 * poll_interval)``.
+        queue_size: payloads each sink's queue holds in background mode
+            before the oldest is dropped (default ``1000``).
 
     Examples:
         >>> class Buffer:
@@ -82,6 +100,9 @@ class LoggerMonitor:
         poll_interval: float = 1.0,
         background: bool = True,
         on_error: Literal["warn", "raise", "ignore"] = "warn",
+        poll_timeout: float | None = 5.0,
+        stop_timeout: float | None = None,
+        queue_size: int = 1000,
     ) -> None:
         if on_error not in _ON_ERROR:
             raise ValueError(
@@ -90,23 +111,42 @@ class LoggerMonitor:
             )
         if poll_interval <= 0:
             raise ValueError(f"poll_interval must be positive, got {poll_interval}.")
+        _check_timeout("poll_timeout", poll_timeout)
+        _check_timeout("stop_timeout", stop_timeout)
+        if queue_size < 1:
+            raise ValueError(f"queue_size must be at least 1, got {queue_size}.")
         self._sinks = as_sinks(logger)
         self._wants_timestamp = any(sink.wants_timestamp for sink in self._sinks)
         self._poll_interval = float(poll_interval)
         self._background = background
         self._on_error = on_error
+        self._poll_timeout = poll_timeout
+        self._stop_timeout = (
+            max(5.0, 2 * self._poll_interval) if stop_timeout is None else stop_timeout
+        )
+        self._queue_size = queue_size
         self._watches: dict[str, Watch] = {}
         self._watch_list: tuple[Watch, ...] = ()
-        # One lock serialises registration and polling, so that once
-        # unwatch() returns no poll of that watch is still in flight.
-        self._lock = threading.RLock()
-        self._stop_event = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._stopped = False
         self._polls = 0
         self._logged = 0
         self._errors = 0
+        self._timeouts = 0
+        self._dropped = 0
         self._last_poll_duration = 0.0
+        self._setup_state()
+        lifecycle.track(self)
+
+    def _setup_state(self) -> None:
+        # Everything a forked child must not inherit from its parent's threads.
+        self._lock = threading.RLock()
+        self._poll_lock = threading.Lock()
+        self._poller: Poller | None = None
+        self._queues: tuple[SinkQueue, ...] = ()
+        self._deliver = self._deliver_now
+        self._started = False
+        self._stopped = False
+        self._sink_error: BaseException | None = None
+        self._polling: Watch | None = None
 
     # -- registration -----------------------------------------------------
 
@@ -122,6 +162,7 @@ class LoggerMonitor:
         rate_keys: tuple[str, ...] | None = None,
         log_on_start: bool = True,
         log_on_close: bool = True,
+        poll_timeout: float | None = None,
     ) -> str:
         """Register ``target`` for monitoring and return its watch name.
 
@@ -147,6 +188,8 @@ class LoggerMonitor:
                 When ``False``, the first poll records the baseline only, so
                 the first logged snapshot carries rates.
             log_on_close: log a final snapshot on :meth:`stop`.
+            poll_timeout: this watch's bound on one provider call in
+                background mode, overriding the monitor's.
 
         Examples:
             >>> class Collector:
@@ -177,6 +220,7 @@ class LoggerMonitor:
                 "schedule must be an Every schedule (or a composite of them), "
                 f"got {type(schedule).__name__}."
             )
+        _check_timeout("poll_timeout", poll_timeout)
         with self._lock:
             if name is None:
                 base = type(target).__name__.lower()
@@ -197,6 +241,9 @@ class LoggerMonitor:
                 rate_keys=tuple(rate_keys) if rate_keys is not None else None,
                 log_on_start=log_on_start,
                 log_on_close=log_on_close,
+                poll_timeout=self._poll_timeout
+                if poll_timeout is None
+                else poll_timeout,
             )
             self._watch_list = tuple(self._watches.values())
         return name
@@ -204,7 +251,8 @@ class LoggerMonitor:
     def unwatch(self, name: str) -> None:
         """Stop monitoring watch ``name``; the target itself is not touched.
 
-        Once this returns, nothing more is logged for that watch.
+        Once this returns, nothing more is logged for that watch: a poll of
+        it still in flight on another thread delivers nothing.
 
         Examples:
             >>> class Null:
@@ -217,10 +265,28 @@ class LoggerMonitor:
             KeyError: "No watch named 'missing'."
         """
         with self._lock:
-            if name not in self._watches:
+            watch = self._watches.pop(name, None)
+            if watch is None:
                 raise KeyError(f"No watch named {name!r}.")
-            del self._watches[name]
             self._watch_list = tuple(self._watches.values())
+            watch.active = False
+        self._wait_while_polling(watch)
+
+    def _wait_while_polling(self, watch: Watch) -> None:
+        # A poll that read `active` before unwatch() cleared it may still be
+        # delivering; wait for it, unless it is the caller's own poll or a
+        # provider call left behind as hung (which re-checks `active`).
+        if threading.current_thread() is self._polling_thread:
+            return
+        poller = self._poller
+        deadline = time.monotonic() + (watch.poll_timeout or self._stop_timeout)
+        while time.monotonic() < deadline:
+            in_flight = self._polling is watch or (
+                poller is not None and poller.polling(watch)
+            )
+            if not in_flight or watch.hung:
+                return
+            time.sleep(0.0005)
 
     # -- polling ----------------------------------------------------------
 
@@ -228,28 +294,54 @@ class LoggerMonitor:
         """Poll every watch once, in registration order, and log those that are due.
 
         Returns ``{watch name: logged payload}`` for the watches logged
-        during this call (``{}`` when none were). In manual mode this is the
-        only way the monitor polls; the background thread calls it too.
+        during this call (``{}`` when none were). In manual mode every sink
+        has been called before this returns. On a started background
+        monitor the poll runs on the monitor's thread (so it never races
+        it) and payloads go through the sinks' queues.
         """
+        poller = self._poller
+        if poller is not None and not poller.is_worker():
+            run = Run(self._watch_list, force=False)
+            poller.request(run)
+            while not run.done.wait(0.05):
+                if not poller.alive:
+                    break
+            if run.error is not None:
+                raise run.error
+            return run.logged
+        return self._step_inline()
+
+    def _step_inline(self) -> dict[str, dict[str, float]]:
         logged: dict[str, dict[str, float]] = {}
-        with self._lock:
-            started = now = time.monotonic()
-            for watch in self._watch_list:
-                # A time-only schedule that is not due costs no provider call.
-                if now < watch.next_due:
-                    continue
-                payload = self._poll(watch, False)
-                if payload is not None:
-                    logged[watch.name] = payload
-            self._last_poll_duration = time.monotonic() - started
+        with self._poll_lock:
+            self._polling_thread = threading.current_thread()
+            try:
+                started = now = time.monotonic()
+                for watch in self._watch_list:
+                    # A time-only schedule that is not due costs no provider call.
+                    if now < watch.next_due:
+                        continue
+                    self._polling = watch
+                    payload = self._poll(watch, False)
+                    if payload is not None:
+                        logged[watch.name] = payload
+                self._last_poll_duration = time.monotonic() - started
+            finally:
+                self._polling = None
+                self._polling_thread = None
         return logged
 
+    _polling_thread: threading.Thread | None = None
+
     def _poll(self, watch: Watch, force: bool) -> dict[str, float] | None:
+        """Poll one watch; return its payload when logged."""
         try:
             self._polls += 1
             kwargs = watch.stats_kwargs
             raw = watch.provider(**kwargs) if kwargs else watch.provider()
             now = time.monotonic()
+            if not watch.active:
+                return None
             payload = watch.evaluate(raw, now, force)
         except Exception as err:
             self._failed(watch, err)
@@ -264,7 +356,7 @@ class LoggerMonitor:
         self._logged += 1
         return payload
 
-    def _deliver(
+    def _deliver_now(
         self, watch: Watch, payload: dict[str, float], wall_time: float
     ) -> bool:
         delivered = False
@@ -277,19 +369,9 @@ class LoggerMonitor:
                 else:
                     sink.log_metrics(payload, step=step)
             except Exception as err:
-                self._errors += 1
                 if first_error is None:
                     first_error = err
-                if self._on_error == "warn" and not sink.failing:
-                    logger.warning(
-                        "LoggerMonitor failed to log watch %r to sink %s: %r. "
-                        "Further errors of this sink will be silent until it "
-                        "recovers.",
-                        watch.name,
-                        sink.name,
-                        err,
-                    )
-                sink.failing = True
+                self._sink_failed(sink, watch.name, err)
                 continue
             if sink.failing:
                 sink.failing = False
@@ -297,6 +379,20 @@ class LoggerMonitor:
         if first_error is not None and self._on_error == "raise":
             raise first_error
         return delivered
+
+    def _enqueue(
+        self, watch: Watch, payload: dict[str, float], wall_time: float
+    ) -> bool:
+        item = (payload, watch.step, wall_time, watch.name)
+        for queue in self._queues:
+            queue.put(item)
+        return True
+
+    def _wake_queues(self) -> None:
+        for queue in self._queues:
+            queue.wake()
+
+    # -- failures ---------------------------------------------------------
 
     def _failed(self, watch: Watch, err: Exception) -> None:
         self._errors += 1
@@ -311,6 +407,56 @@ class LoggerMonitor:
             )
         watch.error_warned = True
 
+    def _sink_failed(self, sink: Sink, watch_name: str, err: Exception) -> None:
+        self._errors += 1
+        if self._on_error == "raise" and self._queues:
+            # Raised on the polling thread at its next poll, ending it.
+            self._sink_error = err
+        if self._on_error == "warn" and not sink.failing:
+            if watch_name:
+                logger.warning(
+                    "LoggerMonitor failed to log watch %r to sink %s: %r. Further "
+                    "errors of this sink will be silent until it recovers.",
+                    watch_name,
+                    sink.name,
+                    err,
+                )
+            else:
+                logger.warning(
+                    "LoggerMonitor failed to flush sink %s: %r.", sink.name, err
+                )
+        sink.failing = True
+
+    def _sink_recovered(self, sink: Sink) -> None:
+        if sink.failing:
+            sink.failing = False
+
+    def _queue_dropped(self, queue: SinkQueue) -> None:
+        self._dropped += 1
+        if not queue.dropping and self._on_error == "warn":
+            logger.warning(
+                "LoggerMonitor dropped the oldest pending payload of sink %s: its "
+                "queue of %d is full (the sink is slower than the polls). Further "
+                "drops are counted silently until the queue has room again.",
+                queue.sink.name,
+                queue.size,
+            )
+
+    def _hung(self, watch: Watch) -> None:
+        self._timeouts += 1
+        if self._on_error != "ignore":
+            logger.warning(
+                "LoggerMonitor skipped watch %r: its stats() call has not returned "
+                "within poll_timeout=%ss. The other watches go on; this one is "
+                "polled again once the call returns.",
+                watch.name,
+                watch.poll_timeout,
+            )
+
+    def _pending_sink_error(self) -> BaseException | None:
+        error, self._sink_error = self._sink_error, None
+        return error
+
     # -- lifecycle --------------------------------------------------------
 
     def start(self) -> LoggerMonitor:
@@ -319,13 +465,34 @@ class LoggerMonitor:
         The first background poll happens one ``poll_interval`` after start.
         A stopped monitor can be started again. Returns the monitor.
         """
-        self._stopped = False
-        if self._background and self._thread is None:
-            self._stop_event.clear()
-            self._thread = threading.Thread(
-                target=self._run, name="rlpulse-LoggerMonitor", daemon=True
+        with self._lock:
+            self._stopped = False
+            self._started = True
+            if not self._background or self._poller is not None:
+                return self
+            self._queues = tuple(
+                SinkQueue(
+                    sink,
+                    size=self._queue_size,
+                    on_failure=self._sink_failed,
+                    on_success=self._sink_recovered,
+                    on_drop=self._queue_dropped,
+                )
+                for sink in self._sinks
             )
-            self._thread.start()
+            for queue in self._queues:
+                queue.start()
+            self._deliver = self._enqueue
+            self._poller = Poller(
+                poll=self._poll,
+                watches=lambda: self._watch_list,
+                interval=self._poll_interval,
+                after_run=self._wake_queues,
+                on_hung=self._hung,
+                pending_error=self._pending_sink_error,
+            )
+            self._poller.start()
+            lifecycle.running(self)
         return self
 
     def stop(self, *, log_final: bool | None = None) -> None:
@@ -333,44 +500,99 @@ class LoggerMonitor:
 
         A final snapshot is forced — logged whatever the schedule says, with
         rates — for every watch whose ``log_on_close`` is true; ``log_final``
-        overrides that setting when not ``None``. Calling :meth:`stop` again
-        without an intervening :meth:`start` does nothing. Sinks are flushed
-        where they can be, never closed.
+        overrides that setting when not ``None``. A watch whose provider is
+        hung gets none, and is named in a warning. Calling :meth:`stop` again
+        without an intervening :meth:`start` does nothing. Returns within
+        ``stop_timeout`` seconds, final snapshots and pending payloads
+        included; sinks are flushed where they can be, never closed.
         """
-        self._stop_event.set()
-        thread = self._thread
-        stuck = False
-        if thread is not None:
-            thread.join(timeout=max(5.0, 2 * self._poll_interval))
-            stuck = thread.is_alive()
-            self._thread = None
+        deadline = time.monotonic() + self._stop_timeout
+        with self._lock:
+            poller, self._poller = self._poller, None
+            lifecycle.stopped(self)
+        if poller is not None:
+            poller.stop(deadline=deadline - 0.4 * self._stop_timeout)
         if self._stopped:
             return
         self._stopped = True
-        if stuck:
-            logger.warning(
-                "LoggerMonitor could not join its polling thread within the stop "
-                "timeout (a stats() call is probably hanging); skipping the final "
-                "snapshots to avoid polling concurrently with the stuck thread."
-            )
-            return
-        with self._lock:
-            for watch in self._watch_list:
-                should_log = watch.log_on_close if log_final is None else log_final
-                if should_log:
-                    self._poll(watch, True)
+        watches = [
+            watch
+            for watch in self._watch_list
+            if (watch.log_on_close if log_final is None else log_final)
+        ]
+        for watch in watches:
+            if watch.hung:
+                logger.warning(
+                    "LoggerMonitor logged no final snapshot of watch %r: its "
+                    "stats() call is still hung.",
+                    watch.name,
+                )
+        self._final_snapshots(watches, deadline - 0.2 * self._stop_timeout)
+        queues, self._queues = self._queues, ()
+        self._deliver = self._deliver_now
+        if queues:
+            for queue in queues:
+                queue.wake()
+            for queue in queues:
+                if not queue.close(deadline):
+                    self._dropped += len(queue.pending)
+                    logger.warning(
+                        "LoggerMonitor stopped without draining sink %s: it did "
+                        "not return within stop_timeout=%ss; %d pending payloads "
+                        "were dropped.",
+                        queue.sink.name,
+                        self._stop_timeout,
+                        len(queue.pending),
+                    )
+        else:
             for sink in self._sinks:
                 try:
                     sink.flush()
                 except Exception as err:
-                    self._failed_flush(sink, err)
+                    self._sink_failed(sink, "", err)
+                    if self._on_error == "raise":
+                        raise
 
-    def _failed_flush(self, sink: Sink, err: Exception) -> None:
-        self._errors += 1
-        if self._on_error == "raise":
-            raise err
-        if self._on_error == "warn":
-            logger.warning("LoggerMonitor failed to flush sink %s: %r.", sink.name, err)
+    def _final_snapshots(self, watches: list[Watch], deadline: float) -> None:
+        pending = [watch for watch in watches if not watch.hung]
+        if not pending:
+            return
+        run = Run(pending, force=True, deadline=deadline)
+        finisher = Poller(
+            poll=self._poll,
+            watches=lambda: pending,
+            interval=self._poll_interval,
+            after_run=self._wake_queues,
+            on_hung=self._hung_at_stop,
+            pending_error=self._pending_sink_error,
+        )
+        finisher.run_final(run)
+        for watch in run.unfinished:
+            if not watch.hung:
+                logger.warning(
+                    "LoggerMonitor logged no final snapshot of watch %r: "
+                    "stop_timeout=%ss ran out first.",
+                    watch.name,
+                    self._stop_timeout,
+                )
+        if run.error is not None:
+            raise run.error
+
+    def _hung_at_stop(self, watch: Watch) -> None:
+        self._timeouts += 1
+        logger.warning(
+            "LoggerMonitor logged no final snapshot of watch %r: its stats() call "
+            "did not return within poll_timeout=%ss.",
+            watch.name,
+            watch.poll_timeout,
+        )
+
+    def _after_fork_in_child(self) -> None:
+        for watch in self._watch_list:
+            if watch.hung:
+                watch.resume()
+        self._setup_state()
+        self._stopped = True
 
     def __enter__(self) -> LoggerMonitor:
         return self.start()
@@ -383,18 +605,17 @@ class LoggerMonitor:
     ) -> None:
         self.stop()
 
-    def _run(self) -> None:
-        while not self._stop_event.wait(self._poll_interval):
-            self.step()
-
     # -- introspection ----------------------------------------------------
 
     def stats(self) -> dict[str, float]:
         """Return the monitor's own counters and gauges, so it can watch itself.
 
         ``watches`` (gauge), ``polls`` (provider calls), ``logged``
-        (payloads delivered), ``errors`` (failed polls and sink calls) and
-        ``last_poll_duration_s`` (the last :meth:`step`).
+        (payloads produced), ``errors`` (failed polls and sink calls),
+        ``timeouts`` (provider calls that overran ``poll_timeout``),
+        ``dropped`` (payloads dropped from full sink queues),
+        ``hung`` (watches whose call is outstanding), ``queued`` (payloads
+        waiting in sink queues) and ``last_poll_duration_s``.
 
         Examples:
             >>> class Null:
@@ -413,12 +634,23 @@ class LoggerMonitor:
             "polls": self._polls,
             "logged": self._logged,
             "errors": self._errors,
+            "timeouts": self._timeouts,
+            "dropped": self._dropped,
+            "hung": sum(1 for watch in self._watch_list if watch.hung),
+            "queued": sum(len(queue.pending) for queue in self._queues),
             "last_poll_duration_s": self._last_poll_duration,
         }
 
     def __repr__(self) -> str:
-        state = "running" if self._thread is not None else "idle"
+        state = "running" if self._poller is not None else "idle"
         return (
             f"LoggerMonitor({len(self._watch_list)} watches, "
             f"{len(self._sinks)} sinks, {state})"
+        )
+
+
+def _check_timeout(name: str, value: float | None) -> None:
+    if value is not None and not (value > 0 and math.isfinite(value)):
+        raise ValueError(
+            f"{name} must be a positive number of seconds or None, got {value!r}."
         )

@@ -86,8 +86,14 @@ class Watch:
         rate_keys: tuple[str, ...] | None = None,
         log_on_start: bool = True,
         log_on_close: bool = True,
+        poll_timeout: float | None = None,
     ) -> None:
         self.name = name
+        self.poll_timeout = poll_timeout
+        # Cleared by unwatch(): a poll in flight then delivers nothing.
+        self.active = True
+        # Set while a provider call has overrun poll_timeout (background mode).
+        self.hung = False
         self.target = target
         self.provider = provider
         self.stats_kwargs = dict(stats_kwargs or {})
@@ -246,11 +252,29 @@ class Watch:
         self.has_logged = True
         self._set_baseline_time(now)
 
+    def mark_hung(self) -> None:
+        """Skip this watch while its overrunning provider call is outstanding."""
+        self.hung = True
+        self.next_due = math.inf
+
+    def resume(self) -> None:
+        """Poll this watch again: its provider call returned."""
+        self.hung = False
+        self._set_next_due()
+
     def _set_baseline_time(self, now: float) -> None:
         self.baseline_time = now
         if self.clock_gated:
-            reference = self.last_log_time if self.last_log_time is not None else now
-            self.next_due = reference + self.min_seconds
+            self._set_next_due()
+
+    def _set_next_due(self) -> None:
+        if not self.clock_gated:
+            self.next_due = -math.inf
+            return
+        reference = self.last_log_time
+        if reference is None:
+            reference = self.baseline_time
+        self.next_due = -math.inf if reference is None else reference + self.min_seconds
 
     def _plan_key(self, key: Any) -> tuple[str, str, str | None]:
         name = key if type(key) is str else str(key)

@@ -1,0 +1,321 @@
+"""The background threads: a worker that polls on a timer, and a watchdog.
+
+Provider calls run inline on the worker thread — no thread hand-off per
+call. The watchdog samples which call the worker is in; when one call has
+lasted longer than its watch's ``poll_timeout``, the watch is marked hung
+and a fresh worker carries on with the rest of the poll, so the other
+watches are delayed by about one ``poll_timeout``, once. The abandoned
+worker finishes its call whenever it returns, un-marks the watch (which
+then resumes by itself) and exits.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+
+from rlpulse.poll import Watch
+
+__all__ = ["Poller", "Run"]
+
+Poll = Callable[[Watch, bool], "dict[str, float] | None"]
+
+
+class Run:
+    """One pass of polls over a list of watches, possibly finished by a later worker.
+
+    Examples:
+        >>> run = Run((), force=False)
+        >>> run.done.is_set(), run.logged
+        (False, {})
+    """
+
+    __slots__ = (
+        "current",
+        "deadline",
+        "done",
+        "error",
+        "force",
+        "index",
+        "logged",
+        "watches",
+    )
+
+    def __init__(
+        self, watches: Sequence[Watch], *, force: bool, deadline: float | None = None
+    ) -> None:
+        self.watches = watches
+        self.force = force
+        self.deadline = deadline
+        self.index = 0
+        self.logged: dict[str, dict[str, float]] = {}
+        self.current: Watch | None = None
+        self.error: BaseException | None = None
+        self.done = threading.Event()
+
+    @property
+    def unfinished(self) -> list[Watch]:
+        """The watches this run has not reached (yet)."""
+        return list(self.watches[self.index :])
+
+
+class Poller:
+    """The worker and watchdog threads of one background monitor.
+
+    ``poll(watch, force)`` polls one watch and returns its payload, if
+    logged. ``watches()`` gives the current registration. ``on_hung(watch)``
+    is told of each hung call, ``on_error(error)`` of an exception that ends
+    polling (``on_error="raise"``). ``pending_error()`` returns an error
+    raised elsewhere (by a sink) that must end polling.
+    """
+
+    def __init__(
+        self,
+        *,
+        poll: Poll,
+        watches: Callable[[], Sequence[Watch]],
+        interval: float,
+        after_run: Callable[[], None],
+        on_hung: Callable[[Watch], None],
+        pending_error: Callable[[], BaseException | None],
+    ) -> None:
+        self._poll = poll
+        self._watches = watches
+        self._interval = interval
+        self._after_run = after_run
+        self._on_hung = on_hung
+        self._pending_error = pending_error
+        self._generation = 0
+        self._stopping = False
+        self._wake = threading.Event()
+        self._watchdog_wake = threading.Event()
+        self._requests: deque[Run] = deque()
+        self._active: Run | None = None
+        # What the watchdog last saw: (run, watch, first seen at).
+        self._seen: tuple[Run, Watch, float] | None = None
+        self._replace_lock = threading.Lock()
+        self._worker: threading.Thread | None = None
+        self._watchdog: threading.Thread | None = None
+        self._next_tick = 0.0
+
+    # -- control ----------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the worker (first poll one interval from now) and the watchdog."""
+        self._next_tick = time.monotonic() + self._interval
+        self._worker = self._spawn(None, self._generation, one_shot=False)
+        self._watchdog = threading.Thread(
+            target=self._watch_loop, name="rlpulse-watchdog", daemon=True
+        )
+        self._watchdog.start()
+
+    @property
+    def alive(self) -> bool:
+        """Whether a worker is polling."""
+        worker = self._worker
+        return worker is not None and worker.is_alive()
+
+    def is_worker(self) -> bool:
+        """Whether the calling thread is this poller's worker."""
+        return threading.current_thread() is self._worker
+
+    def polling(self, watch: Watch) -> bool:
+        """Whether the live worker is polling ``watch`` right now."""
+        run = self._active
+        return run is not None and run.current is watch
+
+    def request(self, run: Run) -> None:
+        """Have the worker execute ``run`` as soon as it can."""
+        self._requests.append(run)
+        self._wake.set()
+
+    def stop(self, deadline: float) -> bool:
+        """Stop polling; wait for the worker until ``deadline``.
+
+        The watchdog keeps replacing hung workers meanwhile. Returns whether
+        the worker ended in time; if not, it is abandoned and the watch it
+        was polling is marked hung.
+        """
+        self._stopping = True
+        self._wake.set()
+        while True:
+            worker = self._worker
+            if worker is None or worker is threading.current_thread():
+                break
+            worker.join(min(0.05, max(0.0, deadline - time.monotonic())))
+            if not worker.is_alive() and worker is self._worker:
+                break
+            if time.monotonic() >= deadline:
+                self._abandon_active()
+                self._finish()
+                return False
+        self._finish()
+        return True
+
+    def run_final(self, run: Run) -> None:
+        """Execute a forced ``run`` on a one-shot worker, supervised from this thread.
+
+        Returns when the run is done or at ``run.deadline``; watches not
+        reached remain in ``run.unfinished``.
+        """
+        self._spawn(run, self._generation, one_shot=True)
+        deadline = run.deadline if run.deadline is not None else math.inf
+        while not run.done.wait(min(self._check_period(), 0.05)):
+            self._check(run)
+            if time.monotonic() >= deadline:
+                self._abandon_active()
+                break
+        self._active = None
+
+    def _finish(self) -> None:
+        self._watchdog_wake.set()
+        watchdog = self._watchdog
+        if watchdog is not None and watchdog is not threading.current_thread():
+            watchdog.join(1.0)
+        self._watchdog = None
+        self._worker = None
+        for run in self._requests:
+            run.done.set()
+        self._requests.clear()
+
+    # -- worker -----------------------------------------------------------
+
+    def _spawn(
+        self, run: Run | None, generation: int, *, one_shot: bool
+    ) -> threading.Thread:
+        worker = threading.Thread(
+            target=self._work,
+            args=(run, generation, one_shot),
+            name="rlpulse-poller",
+            daemon=True,
+        )
+        worker.start()
+        return worker
+
+    def _work(self, run: Run | None, generation: int, one_shot: bool) -> None:
+        if run is not None and not self._execute(run, generation):
+            return
+        if one_shot:
+            return
+        while True:
+            if self._stopping or self._generation != generation:
+                return
+            timeout = self._next_tick - time.monotonic()
+            if timeout > 0 and not self._requests:
+                self._wake.wait(timeout)
+                self._wake.clear()
+                continue
+            while self._requests:
+                request = self._requests.popleft()
+                if not self._execute(request, generation):
+                    return
+            if self._stopping:
+                return
+            if time.monotonic() < self._next_tick:
+                continue
+            error = self._pending_error()
+            if error is not None:
+                raise error
+            tick = Run(self._watches(), force=False)
+            if not self._execute(tick, generation):
+                return
+            if tick.error is not None:
+                raise tick.error
+            self._next_tick = time.monotonic() + self._interval
+
+    def _execute(self, run: Run, generation: int) -> bool:
+        """Poll the rest of ``run``; False when this worker was abandoned meanwhile."""
+        self._active = run
+        poll = self._poll
+        watches = run.watches
+        force = run.force
+        deadline = run.deadline
+        logged = run.logged
+        now = time.monotonic()
+        watch: Watch | None = None
+        try:
+            for index in range(run.index, len(watches)):
+                watch = watches[index]
+                # A hung watch has next_due = inf; a time-only schedule that
+                # is not due is not polled at all. A forced poll skips only
+                # hung watches.
+                if now < watch.next_due and (not force or watch.hung):
+                    continue
+                if deadline is not None and time.monotonic() >= deadline:
+                    break
+                run.index = index + 1
+                run.current = watch
+                payload = poll(watch, force)
+                if self._generation != generation:
+                    watch.resume()
+                    return False
+                if payload is not None:
+                    logged[watch.name] = payload
+            else:
+                run.index = len(watches)
+        except BaseException as err:
+            if self._generation != generation:
+                if watch is not None:
+                    watch.resume()
+                return False
+            run.error = err
+        run.current = None
+        self._active = None
+        self._after_run()
+        run.done.set()
+        return True
+
+    # -- watchdog ---------------------------------------------------------
+
+    def _check_period(self) -> float:
+        timeouts = [w.poll_timeout for w in self._watches() if w.poll_timeout]
+        shortest = min(timeouts, default=1.0)
+        return min(1.0, max(0.002, shortest / 10))
+
+    def _watch_loop(self) -> None:
+        while not self._stopping or self._worker is not None:
+            if self._watchdog_wake.wait(self._check_period()):
+                return
+            run = self._active
+            if run is not None:
+                self._check(run)
+
+    def _check(self, run: Run) -> None:
+        watch = run.current
+        if watch is None or watch.poll_timeout is None:
+            self._seen = None
+            return
+        now = time.monotonic()
+        seen = self._seen
+        if seen is None or seen[0] is not run or seen[1] is not watch:
+            self._seen = (run, watch, now)
+            return
+        if now - seen[2] >= watch.poll_timeout and run.current is watch:
+            self._replace(run, watch)
+
+    def _replace(self, run: Run, watch: Watch) -> None:
+        with self._replace_lock:
+            if run.current is not watch or run.done.is_set():
+                return
+            watch.mark_hung()
+            self._seen = None
+            self._generation += 1
+            generation = self._generation
+            run.current = None
+            self._on_hung(watch)
+            if run.force:
+                self._spawn(run, generation, one_shot=True)
+            else:
+                self._worker = self._spawn(run, generation, one_shot=False)
+
+    def _abandon_active(self) -> None:
+        with self._replace_lock:
+            run = self._active
+            self._generation += 1
+            if run is not None and run.current is not None:
+                run.current.mark_hung()
+                self._on_hung(run.current)
+                run.current = None

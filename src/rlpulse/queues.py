@@ -1,0 +1,135 @@
+"""Per-sink bounded queues: in background mode each sink is fed from its own.
+
+The polling thread appends a payload to every sink's queue and moves on; a
+sender thread per sink delivers them in order. A slow or hung sink delays
+only its own queue. A full queue drops its oldest payload, counted, so
+memory stays bounded whatever the sink does.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+
+from rlpulse.delivery import Sink
+
+__all__ = ["Item", "SinkQueue"]
+
+Item = tuple[dict[str, float], int | None, float, str]
+"""One queued payload: ``(payload, step, wall_time, watch name)``."""
+
+
+class SinkQueue:
+    """One sink's bounded queue and the thread that drains it.
+
+    ``on_failure(sink, watch_name, error)`` is called from the sender
+    thread when the sink raises, ``on_success(sink)`` when it delivers, and
+    ``on_drop(queue)`` from the producer when the queue overflows.
+
+    Examples:
+        >>> class Printer:
+        ...     def log_metrics(self, metrics, step=None):
+        ...         print(step, metrics)
+        >>> queue = SinkQueue(Sink(Printer()), size=8)
+        >>> queue.start()
+        >>> queue.put(({"rb/size": 1.0}, 3, 0.0, "rb"))
+        >>> queue.wake()
+        >>> queue.close(deadline=time.monotonic() + 5)
+        3 {'rb/size': 1.0}
+        True
+    """
+
+    def __init__(
+        self,
+        sink: Sink,
+        *,
+        size: int,
+        on_failure: Callable[[Sink, str, Exception], None] | None = None,
+        on_success: Callable[[Sink], None] | None = None,
+        on_drop: Callable[[SinkQueue], None] | None = None,
+    ) -> None:
+        self.sink = sink
+        self.size = size
+        self.pending: deque[Item] = deque()
+        self.dropped = 0
+        self.dropping = False
+        self._on_failure = on_failure
+        self._on_success = on_success
+        self._on_drop = on_drop
+        self._wakeup = threading.Event()
+        self._closing = False
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Start the sender thread."""
+        self._thread = threading.Thread(
+            target=self._send_loop, name=f"rlpulse-sink-{self.sink.name}", daemon=True
+        )
+        self._thread.start()
+
+    def put(self, item: Item) -> None:
+        """Queue ``item``, dropping the oldest pending one when full."""
+        pending = self.pending
+        if len(pending) >= self.size:
+            try:
+                pending.popleft()
+            except IndexError:  # the sender took it meanwhile
+                pass
+            else:
+                self.dropped += 1
+                if self._on_drop is not None:
+                    self._on_drop(self)
+                self.dropping = True
+        elif self.dropping:
+            self.dropping = False
+        pending.append(item)
+
+    def wake(self) -> None:
+        """Tell the sender there is work (once per poll, not per payload)."""
+        if self.pending:
+            self._wakeup.set()
+
+    @property
+    def busy(self) -> bool:
+        """Whether the sender is still running."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def close(self, deadline: float) -> bool:
+        """Drain what is pending, flush the sink, stop the sender; by ``deadline``.
+
+        Returns whether the sender finished in time. The sink is never
+        closed.
+        """
+        self._closing = True
+        self._wakeup.set()
+        thread = self._thread
+        if thread is None:
+            return True
+        thread.join(max(0.0, deadline - time.monotonic()))
+        return not thread.is_alive()
+
+    def _send_loop(self) -> None:
+        pending = self.pending
+        sink = self.sink
+        while True:
+            self._wakeup.wait()
+            self._wakeup.clear()
+            while pending:
+                payload, step, wall_time, watch_name = pending.popleft()
+                try:
+                    sink.send(payload, step, wall_time)
+                except Exception as err:
+                    if self._on_failure is not None:
+                        self._on_failure(sink, watch_name, err)
+                    continue
+                if self._on_success is not None:
+                    self._on_success(sink)
+            if self._closing:
+                try:
+                    sink.flush()
+                except Exception as err:
+                    if self._on_failure is not None:
+                        self._on_failure(sink, "", err)
+                return
