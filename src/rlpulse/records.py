@@ -89,9 +89,11 @@ class Record(NamedTuple):
 
 
 class RunFileError(ValueError):
-    """A metrics file that cannot be read as asked: empty, corrupt, or without that run.
+    """A metrics file that cannot be used as asked: empty, corrupt, foreign, or without that run.
 
-    Its message is one line naming the file and what is wrong with it.
+    Raised by ``read`` and ``list_runs``, and by a sink given an existing file
+    of another format. Its message is one line naming the file and what is
+    wrong with it.
 
     >>> import tempfile, pathlib
     >>> with tempfile.TemporaryDirectory() as tmp:

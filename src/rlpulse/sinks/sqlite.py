@@ -79,6 +79,10 @@ class SQLiteLogger:
                 f"the file cannot use WAL journal mode (it is in {mode!r} mode)"
             )
         connection.execute("PRAGMA synchronous = NORMAL")
+        # Checkpoints are where WAL mode syncs to disk; every 4000 pages (a WAL
+        # of up to 16 MB at the default page size) instead of SQLite's 1000
+        # keeps that cost a small share of each payload.
+        connection.execute("PRAGMA wal_autocheckpoint = 4000")
         columns = {row[1] for row in connection.execute("PRAGMA table_info(metrics)")}
         if columns and not columns >= _METRICS_COLUMNS:
             raise sqlite3.OperationalError(
