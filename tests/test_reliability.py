@@ -1,0 +1,487 @@
+"""A hung target or sink stalls nobody else; stop is bounded; exit and fork (SPEC 2.5, 2.6).
+
+Every test here runs real threads (and some real processes) under a hard
+deadline, so a regression fails instead of hanging.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import rlpulse
+from rlpulse import Every, LoggerMonitor
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class Recorder:
+    """A thread-safe sink keeping every payload."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.calls: list[tuple[dict[str, float], int | None]] = []
+
+    def log_metrics(
+        self, metrics: Mapping[str, float], step: int | None = None
+    ) -> None:
+        with self.lock:
+            self.calls.append((dict(metrics), step))
+
+    def names(self) -> set[str]:
+        with self.lock:
+            return {key.split("/")[0] for metrics, _ in self.calls for key in metrics}
+
+    def count(self, watch: str) -> int:
+        with self.lock:
+            return sum(1 for metrics, _ in self.calls if f"{watch}/frames" in metrics)
+
+
+class Source:
+    def __init__(self) -> None:
+        self.frames = 0
+
+    def stats(self) -> dict[str, float]:
+        self.frames += 1
+        return {"frames": self.frames}
+
+
+class Blocking:
+    """A source whose stats() blocks until released (or for ``seconds``)."""
+
+    def __init__(self, seconds: float | None = None, block_after: int = 0) -> None:
+        self.release = threading.Event()
+        self.seconds = seconds
+        self.block_after = block_after
+        self.calls = 0
+        self.returned = 0
+
+    def stats(self) -> dict[str, float]:
+        self.calls += 1
+        if self.calls > self.block_after:
+            self.release.wait(self.seconds)
+        self.returned += 1
+        return {"frames": self.calls}
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return condition()
+
+
+def rlpulse_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "rlpulse"]
+
+
+def test_a_stats_call_that_blocks_forever_stalls_no_other_watch(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sink = Recorder()
+    hung = Blocking(block_after=1)
+    monitor = LoggerMonitor(sink, poll_interval=0.02, poll_timeout=0.2, stop_timeout=2)
+    monitor.watch(hung, name="hung")
+    monitor.watch(Source(), name="healthy")
+    with caplog.at_level(logging.WARNING):
+        monitor.start()
+        assert wait_until(lambda: monitor.stats()["hung"] == 1)
+        logged_when_hung = sink.count("healthy")
+        assert wait_until(lambda: sink.count("healthy") >= logged_when_hung + 20)
+        started = time.monotonic()
+        monitor.stop()
+        stop_took = time.monotonic() - started
+    hung.release.set()
+    assert stop_took < 2.5
+    assert monitor.stats()["timeouts"] == 1
+    messages = rlpulse_warnings(caplog)
+    assert (
+        sum("'hung'" in message and "poll_timeout" in message for message in messages)
+        == 1
+    )
+    assert any("no final snapshot of watch 'hung'" in message for message in messages)
+
+
+def test_the_hung_watch_is_not_polled_again_while_its_call_is_outstanding() -> None:
+    hung = Blocking(block_after=1)
+    monitor = LoggerMonitor(Recorder(), poll_interval=0.01, poll_timeout=0.1)
+    monitor.watch(hung, name="hung")
+    with monitor:
+        assert wait_until(lambda: monitor.stats()["hung"] == 1)
+        time.sleep(0.3)
+        assert hung.calls == 2
+    hung.release.set()
+
+
+def test_a_stats_call_that_blocks_for_twice_the_timeout_then_recovers(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sink = Recorder()
+    slow = Blocking(seconds=0.4, block_after=1)
+    monitor = LoggerMonitor(sink, poll_interval=0.02, poll_timeout=0.2)
+    monitor.watch(slow, name="slow")
+    monitor.watch(Source(), name="healthy")
+    with caplog.at_level(logging.WARNING), monitor:
+        assert wait_until(lambda: monitor.stats()["timeouts"] >= 1)
+        slow.release.set()  # from now on its calls return at once
+        calls_at_recovery = slow.calls
+        assert wait_until(lambda: slow.calls >= calls_at_recovery + 5)
+        assert wait_until(lambda: monitor.stats()["hung"] == 0)
+    assert sink.count("slow") >= 5
+    assert monitor.stats()["timeouts"] == 1
+
+
+def test_a_per_watch_poll_timeout_overrides_the_monitor_one() -> None:
+    slow = Blocking(seconds=0.3, block_after=1)
+    monitor = LoggerMonitor(Recorder(), poll_interval=0.02, poll_timeout=5.0)
+    monitor.watch(slow, name="slow", poll_timeout=0.05)
+    with monitor:
+        assert wait_until(lambda: monitor.stats()["timeouts"] >= 1)
+
+
+def test_no_timeout_when_poll_timeout_is_none() -> None:
+    slow = Blocking(seconds=0.3, block_after=1)
+    monitor = LoggerMonitor(Recorder(), poll_interval=0.02, poll_timeout=None)
+    monitor.watch(slow, name="slow")
+    with monitor:
+        assert wait_until(lambda: slow.returned >= 2)
+    assert monitor.stats()["timeouts"] == 0
+
+
+def test_a_slow_sink_delays_neither_polls_nor_the_fast_sink() -> None:
+    class Sleepy:
+        calls = 0
+
+        def log_metrics(
+            self, metrics: Mapping[str, float], step: int | None = None
+        ) -> None:
+            self.calls += 1
+            time.sleep(1.0)
+
+    sleepy, fast = Sleepy(), Recorder()
+    monitor = LoggerMonitor([sleepy, fast], poll_interval=0.01, stop_timeout=3)
+    monitor.watch(Source(), name="source")
+    with monitor:
+        assert wait_until(lambda: fast.count("source") >= 50, timeout=10)
+        assert sleepy.calls <= 3
+
+
+def test_a_sink_that_raises_every_call_warns_once_and_others_get_everything(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Broken:
+        def log_metrics(
+            self, metrics: Mapping[str, float], step: int | None = None
+        ) -> None:
+            raise RuntimeError("sink exploded")
+
+    good = Recorder()
+    monitor = LoggerMonitor([Broken(), good], poll_interval=0.01)
+    monitor.watch(Source(), name="source")
+    with caplog.at_level(logging.WARNING), monitor:
+        assert wait_until(lambda: good.count("source") >= 20)
+    warnings = [m for m in rlpulse_warnings(caplog) if "sink exploded" in m]
+    assert len(warnings) == 1
+    assert "Broken" in warnings[0]
+    assert monitor.stats()["errors"] >= 20
+
+
+def test_a_full_queue_drops_the_oldest_payload_and_counts_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    gate = threading.Event()
+
+    class Stuck:
+        def log_metrics(
+            self, metrics: Mapping[str, float], step: int | None = None
+        ) -> None:
+            gate.wait()
+
+    monitor = LoggerMonitor(
+        [Stuck(), Recorder()], poll_interval=0.005, queue_size=5, stop_timeout=1
+    )
+    monitor.watch(Source(), name="source")
+    with caplog.at_level(logging.WARNING):
+        monitor.start()
+        assert wait_until(lambda: monitor.stats()["dropped"] >= 10)
+        assert monitor.stats()["queued"] <= 5 + 5  # Stuck's queue stays bounded
+        monitor.stop()
+    gate.set()
+    drop_warnings = [m for m in rlpulse_warnings(caplog) if "dropped the oldest" in m]
+    assert len(drop_warnings) == 1
+    assert "Stuck" in drop_warnings[0]
+
+
+def test_stop_returns_in_time_while_a_sink_blocks_forever(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    gate = threading.Event()
+
+    class Frozen:
+        def log_metrics(
+            self, metrics: Mapping[str, float], step: int | None = None
+        ) -> None:
+            gate.wait()
+
+    good = Recorder()
+    monitor = LoggerMonitor([Frozen(), good], poll_interval=0.01, stop_timeout=1.0)
+    monitor.watch(Source(), name="source")
+    with caplog.at_level(logging.WARNING):
+        monitor.start()
+        assert wait_until(lambda: good.count("source") >= 3)
+        started = time.monotonic()
+        monitor.stop()
+        took = time.monotonic() - started
+    gate.set()
+    assert took < 1.5
+    assert any("without draining sink Frozen" in m for m in rlpulse_warnings(caplog))
+    final, _ = good.calls[-1]
+    assert "source/frames_per_second" in final  # the final snapshot, with rates
+
+
+def test_stop_logs_final_snapshots_of_every_watch_that_is_not_hung() -> None:
+    sink = Recorder()
+    hung = Blocking(block_after=1)
+    monitor = LoggerMonitor(sink, poll_interval=0.02, poll_timeout=0.1, stop_timeout=2)
+    monitor.watch(Source(), name="first")
+    monitor.watch(hung, name="hung")
+    monitor.watch(Source(), name="last")
+    monitor.start()
+    assert wait_until(lambda: monitor.stats()["hung"] == 1)
+    before = {name: sink.count(name) for name in ("first", "last")}
+    monitor.stop()
+    hung.release.set()
+    assert (
+        sink.count("first") == before["first"] + 1
+        or sink.count("first") > before["first"]
+    )
+    assert sink.count("last") > before["last"]
+
+
+def test_a_final_snapshot_that_hangs_at_stop_does_not_block_the_others(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sink = Recorder()
+    hangs_at_stop = Blocking(block_after=1)
+    monitor = LoggerMonitor(sink, background=False, poll_timeout=0.2, stop_timeout=3)
+    monitor.watch(hangs_at_stop, name="stuck")
+    monitor.watch(Source(), name="after")
+    monitor.step()
+    with caplog.at_level(logging.WARNING):
+        started = time.monotonic()
+        monitor.stop()
+        took = time.monotonic() - started
+    hangs_at_stop.release.set()
+    assert took < 3.5
+    assert sink.count("after") == 2
+    assert any("'stuck'" in m for m in rlpulse_warnings(caplog))
+
+
+def test_once_unwatch_returns_nothing_more_is_logged_for_that_watch() -> None:
+    # Payloads carry the source's call count: one produced by a call made
+    # after unwatch() returned would carry more frames than seen then.
+    sink = Recorder()
+    monitor = LoggerMonitor(sink, poll_interval=0.001)
+    with monitor:
+        sources = []
+        for round_ in range(30):
+            source = Source()
+            name = monitor.watch(source, name=f"w{round_}")
+            time.sleep(0.003)
+            monitor.unwatch(name)
+            sources.append((name, source, source.frames))
+    for name, source, frames_at_unwatch in sources:
+        with sink.lock:
+            logged = [
+                m[f"{name}/frames"] for m, _ in sink.calls if f"{name}/frames" in m
+            ]
+        assert all(frames <= frames_at_unwatch for frames in logged), name
+
+
+def test_four_threads_churning_watch_and_unwatch_during_fast_polling() -> None:
+    sink = Recorder()
+    monitor = LoggerMonitor(sink, poll_interval=0.001)
+    errors: list[BaseException] = []
+    stop_at = time.monotonic() + 2.0
+
+    def churn(index: int) -> None:
+        round_ = 0
+        try:
+            while time.monotonic() < stop_at:
+                name = monitor.watch(Source(), name=f"t{index}_{round_}")
+                if round_ % 3 == 0:
+                    monitor.step()
+                monitor.unwatch(name)
+                round_ += 1
+        except BaseException as err:  # reported below
+            errors.append(err)
+
+    monitor.watch(Source(), name="steady")
+    with monitor:
+        threads = [threading.Thread(target=churn, args=(i,)) for i in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+    assert errors == []
+    assert monitor.stats()["watches"] == 1
+    assert sink.count("steady") > 10
+
+
+def test_step_from_another_thread_polls_on_the_monitor_thread() -> None:
+    seen: list[str] = []
+
+    def provider() -> dict[str, float]:
+        seen.append(threading.current_thread().name)
+        return {"frames": 1}
+
+    monitor = LoggerMonitor(Recorder(), poll_interval=3600)
+    monitor.watch(object(), name="w", stats_fn=provider)
+    with monitor:
+        logged = monitor.step()
+    assert "w" in logged
+    assert seen[0] == "rlpulse-poller"
+
+
+def test_on_error_raise_with_a_failing_sink_ends_background_polling() -> None:
+    class Broken:
+        def log_metrics(
+            self, metrics: Mapping[str, float], step: int | None = None
+        ) -> None:
+            raise RuntimeError("boom")
+
+    source = Source()
+    previous_hook = threading.excepthook
+    raised: list[BaseException | None] = []
+    threading.excepthook = lambda args: raised.append(args.exc_value)
+    try:
+        monitor = LoggerMonitor(Broken(), poll_interval=0.01, on_error="raise")
+        monitor.watch(source, name="s")
+        monitor.start()
+        assert wait_until(lambda: bool(raised))
+        frames = source.frames
+        time.sleep(0.1)
+        assert source.frames == frames  # polling ended
+        monitor.stop(log_final=False)
+    finally:
+        threading.excepthook = previous_hook
+    assert isinstance(raised[0], RuntimeError)
+
+
+def test_a_dropped_monitor_is_collected() -> None:
+    import gc
+    import weakref
+
+    monitor = LoggerMonitor(Recorder(), background=False)
+    monitor.watch(Source())
+    reference = weakref.ref(monitor)
+    del monitor
+    gc.collect()
+    assert reference() is None
+
+
+def test_a_script_that_exits_without_stop_still_logs_its_final_snapshot(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "run.sqlite"
+    script = textwrap.dedent(
+        f"""
+        from rlpulse import Every, LoggerMonitor, SQLiteLogger
+
+        class Source:
+            frames = 0
+            def stats(self):
+                self.frames += 7
+                return {{"frames": self.frames}}
+
+        monitor = LoggerMonitor(SQLiteLogger({str(store)!r}), poll_interval=3600)
+        monitor.watch(Source(), name="src", schedule=Every.seconds(3600))
+        monitor.start()
+        print("started", flush=True)
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    records = list(rlpulse.read(store))
+    frames = [r.value for r in records if r.name == "src/frames"]
+    assert frames == [7.0]  # never polled while running: only the exit hook's final one
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_inherits_an_inert_monitor_that_can_start_again() -> None:
+    sink = Recorder()
+    monitor = LoggerMonitor(sink, poll_interval=0.001)
+    monitor.watch(Source(), name="s")
+    monitor.start()
+    assert wait_until(lambda: sink.count("s") > 5)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        code = 1
+        try:
+            child_sink = Recorder()
+            inert = repr(monitor).endswith("idle)")
+            monitor._sinks[0].target.calls.clear()
+            time.sleep(0.05)
+            quiet = sink.count("s") == 0
+            monitor.stop()  # nothing to stop: inert
+            monitor._sinks = (rlpulse.delivery.Sink(child_sink),)
+            monitor.start()
+            started = wait_until(lambda: child_sink.count("s") > 2, timeout=10)
+            monitor.stop()
+            code = 0 if (inert and quiet and started) else 3
+            os.write(write_end, f"{inert} {quiet} {started}".encode())
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    _, status = os.waitpid(pid, 0)
+    report = os.read(read_end, 100).decode()
+    os.close(read_end)
+    monitor.stop()
+    assert os.waitstatus_to_exitcode(status) == 0, report
+
+
+def test_bad_timeouts_and_queue_sizes_are_refused() -> None:
+    with pytest.raises(ValueError, match="poll_timeout"):
+        LoggerMonitor(Recorder(), poll_timeout=0)
+    with pytest.raises(ValueError, match="stop_timeout"):
+        LoggerMonitor(Recorder(), stop_timeout=-1)
+    with pytest.raises(ValueError, match="queue_size"):
+        LoggerMonitor(Recorder(), queue_size=0)
+    monitor = LoggerMonitor(Recorder(), background=False)
+    with pytest.raises(ValueError, match="poll_timeout"):
+        monitor.watch(Source(), poll_timeout=float("inf"))
+
+
+def test_monitor_stats_show_queues_and_hung_watches() -> None:
+    stats: dict[str, Any] = LoggerMonitor(Recorder(), background=False).stats()
+    assert {"timeouts", "dropped", "hung", "queued"} <= set(stats)
+
+
+def test_a_seconds_schedule_in_background_is_polled_once_per_interval() -> None:
+    calls: list[float] = []
+
+    def provider() -> dict[str, float]:
+        calls.append(time.monotonic())
+        return {"frames": len(calls)}
+
+    monitor = LoggerMonitor(Recorder(), poll_interval=0.005)
+    monitor.watch(object(), name="w", stats_fn=provider, schedule=Every.seconds(0.2))
+    with monitor:
+        time.sleep(0.7)
+    # first poll, ~3 due polls, and the final snapshot; never one per 5 ms
+    assert 3 <= len(calls) <= 7
