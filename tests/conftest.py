@@ -1,0 +1,51 @@
+"""Fixtures shared across the test suite."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+import pytest
+
+
+@pytest.fixture
+def wait_until() -> Callable[..., bool]:
+    """Return ``wait(condition, timeout=10.0)``: poll until true or the deadline.
+
+    Background threads on a loaded machine can be slow to get scheduled, so
+    tests wait for what they expect under a generous deadline instead of
+    sleeping a fixed time.
+    """
+
+    def wait(
+        condition: Callable[[], bool], timeout: float = 10.0, interval: float = 0.01
+    ) -> bool:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(interval)
+        return True
+
+    return wait
+
+
+@pytest.fixture
+def warning_messages(caplog: pytest.LogCaptureFixture) -> Callable[..., list[str]]:
+    """Return ``messages(containing="")``: the warnings logged so far, at root level.
+
+    Records reach the root logger from every thread, so this sees warnings
+    emitted by background threads too (a logger that does not propagate has
+    to be made to for the duration of the test).
+    """
+    caplog.set_level(logging.WARNING)
+
+    def messages(containing: str = "") -> list[str]:
+        return [
+            record.getMessage()
+            for record in caplog.records
+            if record.levelno >= logging.WARNING and containing in record.getMessage()
+        ]
+
+    return messages
