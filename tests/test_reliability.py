@@ -263,10 +263,7 @@ def test_stop_logs_final_snapshots_of_every_watch_that_is_not_hung() -> None:
     before = {name: sink.count(name) for name in ("first", "last")}
     monitor.stop()
     hung.release.set()
-    assert (
-        sink.count("first") == before["first"] + 1
-        or sink.count("first") > before["first"]
-    )
+    assert sink.count("first") > before["first"]
     assert sink.count("last") > before["last"]
 
 
@@ -301,8 +298,8 @@ def test_once_unwatch_returns_nothing_more_is_logged_for_that_watch() -> None:
             name = monitor.watch(source, name=f"w{round_}")
             time.sleep(0.003)
             monitor.unwatch(name)
-            sources.append((name, source, source.frames))
-    for name, source, frames_at_unwatch in sources:
+            sources.append((name, source.frames))
+    for name, frames_at_unwatch in sources:
         with sink.lock:
             logged = [
                 m[f"{name}/frames"] for m, _ in sink.calls if f"{name}/frames" in m
