@@ -15,6 +15,7 @@ import os
 import platform
 import statistics
 import sys
+import textwrap
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -94,6 +95,9 @@ class Case:
     ``schedule`` receives the implementation's ``Every`` class and returns
     the schedule for every watch (``None``: log every poll). ``budget`` is
     the highest acceptable ratio of rlpulse's cost to TorchRL's.
+    ``logs_every_poll`` says whether every timed poll logs (else none does),
+    which the benchmark checks so that it never times a monitor skipping
+    its work.
 
     Examples:
         >>> CASES[1].schedule(rlpulse.Every)
@@ -103,19 +107,22 @@ class Case:
     label: str
     schedule: Callable[[Any], Any]
     budget: float
+    logs_every_poll: bool
 
 
 CASES: tuple[Case, ...] = (
-    Case("(a) every poll logged (no schedule)", lambda every: None, 0.7),
+    Case("(a) every poll logged (no schedule)", lambda every: None, 0.7, True),
     Case(
         "(b) seconds schedule not due (`Every.seconds(3600)`)",
         lambda every: every.seconds(3600),
         0.2,
+        False,
     ),
     Case(
         '(c) counter schedule not due (`Every.counter("frames", 10**12)`)',
         lambda every: every.counter("frames", 10**12),
         0.5,
+        False,
     ),
 )
 """The three cases of the monitor-overhead table, with their budgets."""
@@ -166,14 +173,19 @@ class CaseResult:
         return statistics.median(self.rlpulse_ns)
 
     @property
-    def ratio(self) -> float:
-        """Median over rounds of rlpulse's cost divided by TorchRL's in the same round."""
-        # Pairing each rlpulse round with the TorchRL round run just before
-        # it cancels the slow drifts of a shared machine.
-        return statistics.median(
+    def ratios(self) -> tuple[float, ...]:
+        """Per round, rlpulse's cost divided by TorchRL's in the round just before."""
+        return tuple(
             ours / theirs
             for ours, theirs in zip(self.rlpulse_ns, self.torchrl_ns, strict=True)
         )
+
+    @property
+    def ratio(self) -> float:
+        """Median of the per-round ratios."""
+        # Pairing each rlpulse round with the TorchRL round run just before
+        # it cancels the slow drifts of a shared machine.
+        return statistics.median(self.ratios)
 
     @property
     def within_budget(self) -> bool:
@@ -194,6 +206,7 @@ class _Rig:
                 source, name=f"collector_{index}", schedule=case.schedule(every_class)
             )
         self.polls_per_step = settings.watches
+        self.last_logged: dict[str, dict[str, float]] = {}
 
     def warm_up(self, steps: int) -> None:
         # The first step logs every watch (log_on_start); it is not the
@@ -207,16 +220,18 @@ class _Rig:
         advance = self._advance
         clock = time.perf_counter_ns
         elapsed = 0
+        logged: dict[str, dict[str, float]] = {}
         gc.collect()
         gc.disable()
         try:
             for _ in range(steps):
                 advance()
                 started = clock()
-                step()
+                logged = step()
                 elapsed += clock() - started
         finally:
             gc.enable()
+        self.last_logged = logged
         return elapsed / (steps * self.polls_per_step)
 
     def _advance(self) -> None:
@@ -254,6 +269,7 @@ def measure(
         for round_index in range(settings.rounds):
             torchrl_ns.append(torchrl_rig.time_round(settings.steps))
             rlpulse_ns.append(rlpulse_rig.time_round(settings.steps))
+            _check_work_done(case, torchrl_rig, rlpulse_rig)
             report(
                 f"monitor {case.label[:3]} round {round_index + 1}/{settings.rounds}: "
                 f"TorchRL {torchrl_ns[-1]:,.0f} ns/poll, "
@@ -261,6 +277,26 @@ def measure(
             )
         results.append(CaseResult(case, tuple(torchrl_ns), tuple(rlpulse_ns)))
     return tuple(results)
+
+
+def _check_work_done(case: Case, torchrl_rig: _Rig, rlpulse_rig: _Rig) -> None:
+    # Both monitors must have done the same observable work, or the ratio
+    # compares different things.
+    expected = torchrl_rig.polls_per_step if case.logs_every_poll else 0
+    for name, rig in (("TorchRL", torchrl_rig), ("rlpulse", rlpulse_rig)):
+        if len(rig.last_logged) != expected:
+            raise RuntimeError(
+                f"{case.label}: {name}'s last timed step logged "
+                f"{len(rig.last_logged)} watches, expected {expected}; the "
+                "benchmark would not measure what it says."
+            )
+    for watch_name, payload in torchrl_rig.last_logged.items():
+        if set(payload) != set(rlpulse_rig.last_logged[watch_name]):
+            raise RuntimeError(
+                f"{case.label}: the payloads of watch {watch_name!r} differ: "
+                f"TorchRL logs {sorted(payload)}, rlpulse logs "
+                f"{sorted(rlpulse_rig.last_logged[watch_name])}."
+            )
 
 
 def table(results: tuple[CaseResult, ...]) -> str:
@@ -297,31 +333,47 @@ def render(results: tuple[CaseResult, ...], settings: Settings) -> str:
     """
     import torchrl
 
-    return f"""\
-## Monitor overhead: rlpulse against TorchRL's `LoggerMonitor`
-
-The cost of one poll of one watch, in nanoseconds, for rlpulse's
-`LoggerMonitor` and TorchRL's (`torchrl.record.loggers.monitoring`) side by
-side in one process. Each monitor has {settings.watches} watches on
-collector-like sources whose `stats()` builds a fresh six-key dict (`frames`,
-`batches`, `frames_per_batch`, `workers_alive`, `elapsed_s`,
-`frames_in_flight`) from attributes, logs to a sink whose `log_metrics` does
-nothing, and is driven by explicit `step()` calls (`background=False`). Between
-steps every source collects one batch (its counters advance); that is not
-timed. Each round times {settings.steps} steps with `time.perf_counter_ns`
-and the garbage collector disabled, after {settings.warmup_steps} untimed
-warm-up steps (the first logs every watch, as `log_on_start` asks). Rounds
-alternate TorchRL, rlpulse, TorchRL, rlpulse, … for {settings.rounds} rounds
-each; the costs are the medians over rounds, the ratio the median of the
-per-round ratios (each rlpulse round against the TorchRL round just before
-it). The budget is the highest acceptable ratio.
-
-{table(results)}
-
-Measured on {platform.system()} {platform.machine()} ({os.cpu_count()} CPUs), Python
-{platform.python_version()}, TorchRL {torchrl.__version__}, rlpulse
-{rlpulse.__version__}. Rerun with `python -m benchmarks --only monitor`.
-"""
+    method = (
+        "The cost of one poll of one watch, in nanoseconds, for rlpulse's "
+        "`LoggerMonitor` and TorchRL's (`torchrl.record.loggers.monitoring`) "
+        f"side by side in one process. Each monitor has {settings.watches} "
+        "watches on collector-like sources whose `stats()` builds a fresh "
+        "six-key dict (`frames`, `batches`, `frames_per_batch`, "
+        "`workers_alive`, `elapsed_s`, `frames_in_flight`) from attributes, "
+        "logs to a sink whose `log_metrics` does nothing, and is driven by "
+        "explicit `step()` calls (`background=False`). Between steps every "
+        "source collects one batch (its counters advance); that is not timed. "
+        f"Each round times {settings.steps} steps with `time.perf_counter_ns` "
+        f"and the garbage collector disabled, after {settings.warmup_steps} "
+        "untimed warm-up steps (the first logs every watch, as `log_on_start` "
+        "asks). Rounds alternate TorchRL, rlpulse, TorchRL, rlpulse, … for "
+        f"{settings.rounds} rounds each; the costs are the medians over rounds, "
+        "the ratio the median of the per-round ratios (each rlpulse round "
+        "against the TorchRL round just before it). The budget is the highest "
+        "acceptable ratio; both monitors are checked to have logged the same "
+        "payload keys (case a) or nothing (cases b and c)."
+    )
+    spread = "Per-round ratios ranged " + "; ".join(
+        f"{result.case.label[:3]} {min(result.ratios):.2f}–{max(result.ratios):.2f}"
+        for result in results
+    )
+    machine = (
+        f"Measured on {platform.system()} {platform.machine()} "
+        f"({os.cpu_count()} CPUs), Python {platform.python_version()}, "
+        f"TorchRL {torchrl.__version__}, rlpulse {rlpulse.__version__}."
+    )
+    return (
+        "\n\n".join(
+            [
+                "## Monitor overhead: rlpulse against TorchRL's `LoggerMonitor`",
+                textwrap.fill(method, width=79, break_on_hyphens=False),
+                table(results),
+                textwrap.fill(spread + ". " + machine, width=79, break_on_hyphens=False)
+                + "\nRerun with `python -m benchmarks --only monitor`.",
+            ]
+        )
+        + "\n"
+    )
 
 
 def run(*, quick: bool = False) -> str:

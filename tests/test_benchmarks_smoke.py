@@ -13,6 +13,7 @@ from benchmarks import SECTIONS
 from benchmarks.__main__ import main, split_sections, write_section
 from benchmarks.monitor_overhead import (
     CASES,
+    Case,
     CaseResult,
     CollectorLike,
     Settings,
@@ -46,6 +47,14 @@ def test_monitor_section_renders_a_row_per_case_with_a_verdict(
         f"| {case.label}" for case in CASES
     ]
     assert all(row.endswith(("| pass |", "| **OVER BUDGET** |")) for row in rows)
+
+
+def test_a_case_whose_monitors_skip_the_expected_logging_is_refused() -> None:
+    never_due_but_labelled_logging = Case(
+        "(x) mislabelled", lambda every: every.seconds(3600), 1.0, True
+    )
+    with pytest.raises(RuntimeError, match="logged 0 watches, expected 3"):
+        measure(TINY, cases=(never_due_but_labelled_logging,), report=print)
 
 
 def test_ratio_over_budget_is_reported_as_over_budget() -> None:
