@@ -9,6 +9,7 @@ from rlpulse.monitor import LoggerMonitor
 from rlpulse.records import Record, read
 from rlpulse.schedules import AnyOf, Every
 from rlpulse.sinks import ConsoleLogger, CSVLogger, JSONLLogger, SQLiteLogger
+from rlpulse.sinks.registry import open_sink
 
 __version__ = "0.1.0"
 
@@ -22,5 +23,6 @@ __all__ = [
     "Record",
     "SQLiteLogger",
     "__version__",
+    "open_sink",
     "read",
 ]

@@ -1,0 +1,256 @@
+"""MLflow: every payload one ``log_batch`` call into an MLflow run.
+
+Needs the ``mlflow`` extra (``pip install 'rlpulse[mlflow]'``: the
+``mlflow-skinny`` client with what a local SQLite tracking store needs);
+MLflow is imported when an :class:`MLflowLogger` is created, never by
+``import rlpulse``.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+import time
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any
+
+__all__ = ["MLflowLogger"]
+
+# MLflow's own limit on metrics per log_batch request, for when its module
+# that defines it cannot be imported.
+_DEFAULT_METRICS_PER_BATCH = 1000
+# Characters MLflow accepts in a metric name on every platform.
+_INVALID_KEY_CHARACTERS = re.compile(r"[^/\w.\- ]")
+
+
+class MLflowLogger:
+    """A sink that logs every payload into an MLflow run, one ``log_batch`` per payload.
+
+    Which run: ``run_id`` names an existing run; otherwise, when neither
+    ``experiment`` nor ``tracking_uri`` is given and an MLflow run is active
+    in the calling thread (``mlflow.start_run()``), that run; otherwise a new
+    run in ``experiment`` (an experiment name, created when missing; MLflow's
+    default experiment when ``None``), which the logger owns and ends as
+    ``FINISHED`` on ``close()``. A run it was given is left running.
+    ``tracking_uri`` is where MLflow stores runs (``sqlite:///mlflow.db``, a
+    tracking server's ``http://host:5000``, ...; MLflow's default when
+    ``None``).
+
+    Each metric keeps its key as the MLflow metric name (characters MLflow
+    rejects become ``_``), at the payload's step (``0`` when it has none) and
+    with the poll's wall-clock time as its timestamp, in milliseconds.
+    Payloads larger than MLflow's batch limit are split into several
+    ``log_batch`` calls. A tracking store that fails raises from
+    ``log_metrics``, so the monitor's ``on_error`` decides what happens.
+
+    >>> import tempfile, pathlib
+    >>> from rlpulse.sinks.mlflow import MLflowLogger
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     uri = f"sqlite:///{pathlib.Path(tmp) / 'mlflow.db'}"
+    ...     with MLflowLogger(experiment="demo", tracking_uri=uri) as sink:
+    ...         sink.log_metrics({"collector/frames": 96.0}, step=3, timestamp=1.5)
+    ...     history = sink.client.get_metric_history(sink.run_id, "collector/frames")
+    ...     [(metric.value, metric.step, metric.timestamp) for metric in history]
+    [(96.0, 3, 1500)]
+    """
+
+    def __init__(
+        self,
+        run_id: str | None = None,
+        experiment: str | None = None,
+        tracking_uri: str | None = None,
+    ) -> None:
+        if run_id is not None and experiment is not None:
+            raise ValueError(
+                f"MLflowLogger got both run_id={run_id!r} and experiment="
+                f"{experiment!r}; an existing run already belongs to an experiment: "
+                "give run_id to log into that run, or experiment to start a new one"
+            )
+        backend = _import_backend()
+        self._metric_class: Any = backend.Metric
+        self._metrics_per_batch: int = backend.metrics_per_batch
+        self.client: Any = backend.MlflowClient(tracking_uri=tracking_uri)
+        """The ``MlflowClient`` the logger writes through."""
+        self.tracking_uri: str = (
+            backend.get_tracking_uri() if tracking_uri is None else tracking_uri
+        )
+        """Where the run is stored: the ``tracking_uri`` given, else MLflow's default."""
+        self._lock = threading.Lock()
+        self._closed = False
+        self._owns_run = False
+        if run_id is not None:
+            self._check_run_exists(run_id, backend.MlflowException)
+            self.run_id: str = run_id
+            return
+        active_run = backend.active_run()
+        if experiment is None and tracking_uri is None and active_run is not None:
+            self.run_id = active_run.info.run_id
+            return
+        experiment_id = (
+            "0" if experiment is None else self._experiment_id(experiment, backend)
+        )
+        self.run_id = self.client.create_run(experiment_id).info.run_id
+        self._owns_run = True
+
+    def _check_run_exists(self, run_id: str, mlflow_exception: Any) -> None:
+        try:
+            self.client.get_run(run_id)
+        except mlflow_exception as error:
+            if getattr(error, "error_code", None) != "RESOURCE_DOES_NOT_EXIST":
+                raise
+            raise ValueError(
+                f"MLflow has no run {run_id!r} at {self.tracking_uri}; give the id "
+                "of an existing run there, or run_id=None to start a new run"
+            ) from error
+
+    def _experiment_id(self, name: str, backend: Any) -> str:
+        found = self.client.get_experiment_by_name(name)
+        if found is not None:
+            return str(found.experiment_id)
+        try:
+            return str(self.client.create_experiment(name))
+        except backend.MlflowException as error:
+            # Another process may have created it between the two calls.
+            found = self.client.get_experiment_by_name(name)
+            if found is None:
+                raise error from None
+            return str(found.experiment_id)
+
+    def log_metrics(
+        self,
+        metrics: Mapping[str, float],
+        step: int | None = None,
+        *,
+        timestamp: float | None = None,
+    ) -> None:
+        """Log one payload with ``log_batch``: every metric at ``step`` (``0`` when ``None``).
+
+        ``timestamp`` is the wall-clock time of the poll that produced the
+        payload (now when ``None``); MLflow stores it in milliseconds.
+
+        >>> import tempfile, pathlib
+        >>> from rlpulse.sinks.mlflow import MLflowLogger
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     uri = f"sqlite:///{pathlib.Path(tmp) / 'mlflow.db'}"
+        ...     with MLflowLogger(tracking_uri=uri) as sink:
+        ...         sink.log_metrics({"buffer/size": 10.0, "buffer/writes": 4.0})
+        ...         sorted(sink.client.get_run(sink.run_id).data.metrics.items())
+        [('buffer/size', 10.0), ('buffer/writes', 4.0)]
+        """
+        wall_time = time.time() if timestamp is None else float(timestamp)
+        timestamp_ms = round(wall_time * 1000)
+        metric_step = 0 if step is None else int(step)
+        entries = [
+            self._metric_class(
+                _mlflow_key(name), float(value), timestamp_ms, metric_step
+            )
+            for name, value in metrics.items()
+        ]
+        with self._lock:
+            self._check_open()
+            for start in range(0, len(entries), self._metrics_per_batch):
+                self.client.log_batch(
+                    self.run_id,
+                    metrics=entries[start : start + self._metrics_per_batch],
+                    synchronous=True,
+                )
+
+    def flush(self) -> None:
+        """Do nothing more: every payload is stored when ``log_metrics`` returns.
+
+        >>> import tempfile, pathlib
+        >>> from rlpulse.sinks.mlflow import MLflowLogger
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     uri = f"sqlite:///{pathlib.Path(tmp) / 'mlflow.db'}"
+        ...     with MLflowLogger(tracking_uri=uri) as sink:
+        ...         sink.flush()
+        """
+        with self._lock:
+            self._check_open()
+
+    def close(self) -> None:
+        """End the run as ``FINISHED`` when the logger started it; idempotent.
+
+        A run the logger was given (``run_id``, or the active run) keeps running.
+
+        >>> import tempfile, pathlib
+        >>> from rlpulse.sinks.mlflow import MLflowLogger
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     uri = f"sqlite:///{pathlib.Path(tmp) / 'mlflow.db'}"
+        ...     sink = MLflowLogger(tracking_uri=uri)
+        ...     sink.close()
+        ...     sink.close()
+        ...     sink.client.get_run(sink.run_id).info.status
+        'FINISHED'
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._owns_run:
+                self.client.set_terminated(self.run_id, "FINISHED")
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(
+                f"MLflowLogger for run {self.run_id} is closed; "
+                "create a new MLflowLogger to keep logging"
+            )
+
+    def __enter__(self) -> MLflowLogger:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"MLflowLogger(run_id={self.run_id!r})"
+
+
+@functools.lru_cache(maxsize=4096)
+def _mlflow_key(name: str) -> str:
+    # MLflow also refuses names that a path normalisation would change
+    # ("a//b", "a/./b", "/a"), so empty and dot-only segments are replaced.
+    segments = _INVALID_KEY_CHARACTERS.sub("_", name).split("/")
+    return "/".join(
+        segment if segment.strip(".") else "_" * max(len(segment), 1)
+        for segment in segments
+    )
+
+
+class _Backend:
+    """What the logger uses from MLflow, imported together."""
+
+    def __init__(self) -> None:
+        from mlflow.entities import Metric
+        from mlflow.exceptions import MlflowException
+        from mlflow.tracking import MlflowClient, get_tracking_uri
+        from mlflow.tracking.fluent import active_run
+
+        self.Metric = Metric
+        self.MlflowException = MlflowException
+        self.MlflowClient = MlflowClient
+        self.active_run = active_run
+        self.get_tracking_uri = get_tracking_uri
+        try:
+            from mlflow.utils.validation import MAX_METRICS_PER_BATCH
+        except ImportError:  # pragma: no cover - present in every MLflow 2 and 3
+            MAX_METRICS_PER_BATCH = _DEFAULT_METRICS_PER_BATCH
+        self.metrics_per_batch = int(MAX_METRICS_PER_BATCH)
+
+
+def _import_backend() -> Any:
+    try:
+        return _Backend()
+    except ImportError as error:
+        raise ImportError(
+            "MLflowLogger needs MLflow, which is not installed: "
+            "pip install 'rlpulse[mlflow]'"
+        ) from error

@@ -1,0 +1,192 @@
+"""Sinks from a string: ``open_sink("sqlite:runs/a.sqlite")`` for scripts and the command line.
+
+A spec is ``SCHEME:TARGET``. Each scheme is one opener in :data:`SCHEMES`,
+which imports its sink's module only when used, so opening a file sink never
+imports an optional backend:
+
+- ``sqlite:PATH``: ``SQLiteLogger(PATH)``, a new run in that file;
+- ``csv:PATH``: ``CSVLogger(PATH)``; ``jsonl:PATH``: ``JSONLLogger(PATH)``;
+- ``console:`` (or ``console:stderr``), ``console:stdout``: ``ConsoleLogger``
+  on standard error or output;
+- ``tensorboard:DIR``: ``TensorBoardLogger(DIR)``;
+- ``mlflow:URI``: ``MLflowLogger(tracking_uri=URI)`` (``mlflow:`` for
+  MLflow's default tracking URI or the active run);
+- ``wandb:PROJECT``: ``WandbLogger(project=PROJECT)`` (``wandb:`` for the
+  current run, else a new one);
+- ``prometheus:PORT``: ``PrometheusExporter(port=PORT)`` on the loopback
+  interface (``prometheus:`` for a free port); ``prometheus:ADDR:PORT``
+  serves on ``ADDR``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping
+from types import TracebackType
+from typing import Protocol, TypeVar
+
+__all__ = ["SCHEMES", "MetricSink", "open_sink"]
+
+_SinkT = TypeVar("_SinkT", bound="MetricSink")
+
+
+class MetricSink(Protocol):
+    """What every rlpulse sink offers: ``log_metrics`` with a timestamp, ``flush``, ``close``, ``with``.
+
+    >>> import io
+    >>> from rlpulse import ConsoleLogger
+    >>> sink: MetricSink = ConsoleLogger(io.StringIO())
+    >>> sink.close()
+    """
+
+    def log_metrics(
+        self,
+        metrics: Mapping[str, float],
+        step: int | None = None,
+        *,
+        timestamp: float | None = None,
+    ) -> None:
+        """Consume one payload, produced by a poll at wall-clock time ``timestamp``."""
+
+    def flush(self) -> None:
+        """Make what was logged visible to the sink's readers."""
+
+    def close(self) -> None:
+        """Release the sink's resources; closing again does nothing."""
+
+    def __enter__(self: _SinkT) -> _SinkT:
+        """Return the sink itself."""
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Close the sink."""
+
+
+def _needs_target(scheme: str, target: str, example: str) -> str:
+    if not target:
+        raise ValueError(
+            f"sink spec '{scheme}:' needs a target after the colon, as in {example!r}"
+        )
+    return target
+
+
+def _open_sqlite(target: str) -> MetricSink:
+    from rlpulse.sinks.sqlite import SQLiteLogger
+
+    return SQLiteLogger(_needs_target("sqlite", target, "sqlite:runs/metrics.sqlite"))
+
+
+def _open_csv(target: str) -> MetricSink:
+    from rlpulse.sinks.csv import CSVLogger
+
+    return CSVLogger(_needs_target("csv", target, "csv:runs/metrics.csv"))
+
+
+def _open_jsonl(target: str) -> MetricSink:
+    from rlpulse.sinks.jsonl import JSONLLogger
+
+    return JSONLLogger(_needs_target("jsonl", target, "jsonl:runs/metrics.jsonl"))
+
+
+def _open_console(target: str) -> MetricSink:
+    from rlpulse.sinks.console import ConsoleLogger
+
+    if target in ("", "stderr"):
+        return ConsoleLogger()
+    if target == "stdout":
+        return ConsoleLogger(sys.stdout)
+    raise ValueError(
+        f"sink spec 'console:{target}' names no stream; use 'console:' or "
+        "'console:stderr' for standard error, 'console:stdout' for standard output"
+    )
+
+
+def _open_tensorboard(target: str) -> MetricSink:
+    from rlpulse.sinks.tensorboard import TensorBoardLogger
+
+    return TensorBoardLogger(
+        _needs_target("tensorboard", target, "tensorboard:runs/tensorboard")
+    )
+
+
+def _open_mlflow(target: str) -> MetricSink:
+    from rlpulse.sinks.mlflow import MLflowLogger
+
+    return MLflowLogger(tracking_uri=target or None)
+
+
+def _open_wandb(target: str) -> MetricSink:
+    from rlpulse.sinks.wandb import WandbLogger
+
+    return WandbLogger(project=target) if target else WandbLogger()
+
+
+def _open_prometheus(target: str) -> MetricSink:
+    from rlpulse.sinks.prometheus import PrometheusExporter
+
+    address, _, port_text = target.rpartition(":")
+    address = address.removeprefix("[").removesuffix("]")
+    try:
+        port = int(port_text) if port_text else 0
+    except ValueError:
+        raise ValueError(
+            f"sink spec 'prometheus:{target}' has no port number at its end; write "
+            "'prometheus:PORT' (as in 'prometheus:9100', 0 for a free port) or "
+            "'prometheus:ADDR:PORT'"
+        ) from None
+    if address:
+        return PrometheusExporter(port=port, addr=address)
+    return PrometheusExporter(port=port)
+
+
+SCHEMES: dict[str, Callable[[str], MetricSink]] = {
+    "sqlite": _open_sqlite,
+    "csv": _open_csv,
+    "jsonl": _open_jsonl,
+    "console": _open_console,
+    "tensorboard": _open_tensorboard,
+    "mlflow": _open_mlflow,
+    "wandb": _open_wandb,
+    "prometheus": _open_prometheus,
+}
+"""Scheme → opener: the function that builds a sink from the spec's target."""
+
+
+def open_sink(spec: str) -> MetricSink:
+    """Return a new sink built from a ``SCHEME:TARGET`` spec (see :data:`SCHEMES`).
+
+    The caller owns the sink and closes it.
+
+    >>> import tempfile, pathlib
+    >>> from rlpulse import open_sink
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     with open_sink(f"csv:{pathlib.Path(tmp) / 'metrics.csv'}") as sink:
+    ...         sink.log_metrics({"collector/frames": 96.0}, step=3, timestamp=1.5)
+    ...     print(type(sink).__name__, sink.path.name)
+    CSVLogger metrics.csv
+    >>> open_sink("postgres:db")
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown sink scheme 'postgres' in 'postgres:db'; known schemes: console, csv, jsonl, mlflow, prometheus, sqlite, tensorboard, wandb
+    """
+    if not isinstance(spec, str):
+        raise TypeError(
+            f"a sink spec is a string 'SCHEME:TARGET', got {type(spec).__name__}"
+        )
+    scheme, separator, target = spec.partition(":")
+    known = ", ".join(sorted(SCHEMES))
+    if not separator:
+        raise ValueError(
+            f"sink spec {spec!r} has no scheme; write SCHEME:TARGET "
+            f"(as in 'sqlite:runs/metrics.sqlite') with one of: {known}"
+        )
+    opener = SCHEMES.get(scheme.strip().lower())
+    if opener is None:
+        raise ValueError(
+            f"unknown sink scheme {scheme!r} in {spec!r}; known schemes: {known}"
+        )
+    return opener(target)

@@ -1,0 +1,171 @@
+"""Weights & Biases: every payload one history row of a W&B run, each watch on its own x-axis.
+
+Needs the ``wandb`` extra (``pip install 'rlpulse[wandb]'``); wandb is
+imported when a :class:`WandbLogger` is created, never by ``import rlpulse``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any
+
+__all__ = ["WandbLogger"]
+
+
+class WandbLogger:
+    """A sink that logs every payload as one row of a W&B run's history.
+
+    Which run: ``run`` when given; else the current ``wandb.run``; else a new
+    run from ``wandb.init(**init_kwargs)``, which the logger owns and finishes
+    on ``close()``. A run it was given, or found current, is left running.
+    ``init_kwargs`` only start a run, so they cannot be combined with a given
+    or current run.
+
+    Different watches step on different counters (a collector's frames, a
+    buffer's writes), and W&B drops rows whose shared ``step`` goes
+    backwards; so the logger never passes ``step=`` to ``run.log``. Instead
+    each watch (the part of a key before the first ``/``) gets its own x-axis,
+    the metric ``<watch>/step``: when a watch's first payload with a step
+    arrives, the logger calls ``define_metric("<watch>/*",
+    step_metric="<watch>/step")``, and every payload with a step carries it
+    as ``<watch>/step``. The poll's wall-clock time becomes the row's
+    ``_timestamp``, W&B's wall-time axis.
+
+    >>> import tempfile
+    >>> from rlpulse.sinks.wandb import WandbLogger
+    >>> QUIET = {"console": "off", "silent": True}
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     with WandbLogger(project="demo", dir=tmp, mode="offline", settings=QUIET) as sink:
+    ...         sink.log_metrics({"collector/frames": 96.0}, step=96, timestamp=1.5)
+    ...         sink.run.summary["collector/frames"], sink.run.summary["collector/step"]
+    (96, 96)
+    """
+
+    def __init__(self, run: Any = None, **init_kwargs: Any) -> None:
+        wandb = _import_backend()
+        self._lock = threading.Lock()
+        self._closed = False
+        self._watches_with_x_axis: set[str] = set()
+        self._owns_run = False
+        if run is None:
+            run = wandb.run
+            if run is not None and init_kwargs:
+                raise ValueError(
+                    f"a W&B run is already active ({run.id}); WandbLogger logs into "
+                    "it when given no wandb.init arguments: drop the arguments "
+                    f"{sorted(init_kwargs)}, or finish that run first"
+                )
+        elif init_kwargs:
+            raise ValueError(
+                f"WandbLogger got a run and wandb.init arguments {sorted(init_kwargs)}; "
+                "the arguments only start a new run: give one or the other"
+            )
+        if run is None:
+            run = wandb.init(**init_kwargs)
+            self._owns_run = True
+        self.run: Any = run
+        """The W&B run the logger writes to."""
+
+    def log_metrics(
+        self,
+        metrics: Mapping[str, float],
+        step: int | None = None,
+        *,
+        timestamp: float | None = None,
+    ) -> None:
+        """Log one payload as one history row; ``step`` goes to each watch's ``<watch>/step``.
+
+        ``timestamp`` is the wall-clock time of the poll that produced the
+        payload (now when ``None``); it is the row's ``_timestamp``.
+
+        >>> import tempfile
+        >>> from rlpulse.sinks.wandb import WandbLogger
+        >>> QUIET = {"console": "off", "silent": True}
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     with WandbLogger(project="demo", dir=tmp, mode="offline", settings=QUIET) as sink:
+        ...         sink.log_metrics({"buffer/size": 10.0, "buffer/writes": 4.0})
+        ...         sink.run.summary["buffer/size"]
+        10
+        """
+        row: dict[str, float] = {name: float(value) for name, value in metrics.items()}
+        with self._lock:
+            self._check_open()
+            if step is not None:
+                for watch in {
+                    name.partition("/")[0] for name in metrics if "/" in name
+                }:
+                    step_metric = f"{watch}/step"
+                    if watch not in self._watches_with_x_axis:
+                        self.run.define_metric(step_metric)
+                        self.run.define_metric(f"{watch}/*", step_metric=step_metric)
+                        self._watches_with_x_axis.add(watch)
+                    row[step_metric] = int(step)
+            row["_timestamp"] = time.time() if timestamp is None else float(timestamp)
+            self.run.log(row)
+
+    def flush(self) -> None:
+        """Do nothing more: W&B sends every row on its own, in the background.
+
+        >>> import tempfile
+        >>> from rlpulse.sinks.wandb import WandbLogger
+        >>> QUIET = {"console": "off", "silent": True}
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     with WandbLogger(project="demo", dir=tmp, mode="offline", settings=QUIET) as sink:
+        ...         sink.flush()
+        """
+        with self._lock:
+            self._check_open()
+
+    def close(self) -> None:
+        """Finish the run when the logger started it; idempotent.
+
+        A run the logger was given, or found current, keeps running.
+
+        >>> import tempfile
+        >>> from rlpulse.sinks.wandb import WandbLogger
+        >>> QUIET = {"console": "off", "silent": True}
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     sink = WandbLogger(project="demo", dir=tmp, mode="offline", settings=QUIET)
+        ...     sink.close()
+        ...     sink.close()
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._owns_run:
+                self.run.finish()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(
+                "WandbLogger is closed; create a new WandbLogger to keep logging"
+            )
+
+    def __enter__(self) -> WandbLogger:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"WandbLogger(run={getattr(self.run, 'id', None)!r})"
+
+
+def _import_backend() -> Any:
+    try:
+        import wandb
+    except ImportError as error:
+        raise ImportError(
+            "WandbLogger needs wandb, which is not installed: "
+            "pip install 'rlpulse[wandb]'"
+        ) from error
+    return wandb
