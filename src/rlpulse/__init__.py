@@ -10,6 +10,7 @@ from rlpulse.records import Record, read
 from rlpulse.schedules import AnyOf, Every
 from rlpulse.sinks import ConsoleLogger, CSVLogger, JSONLLogger, SQLiteLogger
 from rlpulse.sinks.registry import open_sink
+from rlpulse.sources import SharedCounters, Tally
 
 __version__ = "0.1.0"
 
@@ -22,6 +23,8 @@ __all__ = [
     "LoggerMonitor",
     "Record",
     "SQLiteLogger",
+    "SharedCounters",
+    "Tally",
     "__version__",
     "open_sink",
     "read",

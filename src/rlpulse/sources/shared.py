@@ -1,0 +1,515 @@
+"""Per-worker counters in one shared-memory segment: free to write, instant to read.
+
+Asking each worker process for its numbers over a pipe costs a round trip
+per worker per poll and waits behind the worker's current batch. Here the
+parent creates one ``multiprocessing.shared_memory`` segment; each worker
+writes its own float64 slots in place (no lock, no message), and the parent
+reads every worker's slots in one copy, whatever the workers are doing.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import weakref
+from collections.abc import Iterable
+from multiprocessing import shared_memory
+from types import TracebackType
+from typing import Any, cast
+
+__all__ = ["SharedCounters", "WorkerCounters"]
+
+_SLOT_BYTES = 8  # one float64
+_NEVER = float("nan")  # the heartbeat slot of a worker that has not beaten yet
+
+
+def _clock() -> float:
+    # Heartbeats are stamped in the workers and aged in the reader, so the
+    # clock must be one clock for every process of the machine.
+    # time.monotonic() is CLOCK_MONOTONIC on Linux (system-wide, since boot;
+    # mach_absolute_time and QueryPerformanceCounter elsewhere, system-wide
+    # too), and unlike time.time() it never jumps when the wall clock is
+    # set or slewed, which would fake a dead worker or revive one.
+    return time.monotonic()
+
+
+class SharedCounters:
+    """Counters, gauges and heartbeats of worker processes, in one shared-memory segment.
+
+    Create it in the parent, pass it to the worker processes (it pickles
+    under the ``spawn``, ``fork`` and ``forkserver`` start methods alike),
+    and in worker ``i`` write through ``counters.worker(i)``: ``inc(key,
+    n=1)`` for a counter, ``set(key, value)`` for a gauge, ``heartbeat()``
+    to say the worker is making progress. Each worker is the only writer of
+    its own slots, so writes take no lock and send no message. The parent
+    (or any process holding the object) reads with :meth:`stats`, without
+    waiting for any worker — a :class:`~rlpulse.LoggerMonitor` watches it
+    directly.
+
+    ``stats()`` returns each counter and gauge summed over the workers, then
+    ``workers_alive`` (workers whose last heartbeat is younger than
+    ``liveness`` seconds), then per worker ``worker_<i>/<key>`` and
+    ``worker_<i>/heartbeat_age_s`` (absent until the worker's first
+    heartbeat). A worker that dies, even by ``SIGKILL``, leaves its last
+    values readable and drops out of ``workers_alive`` once its heartbeat is
+    older than ``liveness``.
+
+    :meth:`close` in the creating process unlinks the segment; if it is
+    never called, the segment is unlinked when the object is collected or
+    the process exits. In any other process ``close()`` only detaches.
+
+    Args:
+        workers: how many workers write (indices ``0`` to ``workers - 1``).
+        counters: names of the cumulative counters each worker increments.
+        gauges: names of the gauges each worker sets.
+        liveness: seconds after its last heartbeat that a worker still
+            counts as alive (default ``5.0``).
+
+    Examples:
+        >>> counters = SharedCounters(2, counters=("frames",), gauges=("queue",))
+        >>> writer = counters.worker(1)
+        >>> writer.inc("frames", 200)
+        >>> writer.set("queue", 3)
+        >>> writer.heartbeat()
+        >>> stats = counters.stats()
+        >>> stats["frames"], stats["worker_1/frames"], stats["workers_alive"]
+        (200.0, 200.0, 1)
+        >>> counters.close()
+    """
+
+    def __init__(
+        self,
+        workers: int,
+        counters: Iterable[str] = (),
+        gauges: Iterable[str] = (),
+        liveness: float = 5.0,
+    ) -> None:
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise ValueError(
+                f"SharedCounters(workers={workers!r}): workers must be an int >= 1, "
+                "the number of worker processes that will write."
+            )
+        counter_names = _names(counters, "counters")
+        gauge_names = _names(gauges, "gauges")
+        duplicated = sorted(set(counter_names) & set(gauge_names))
+        if duplicated:
+            raise ValueError(
+                f"SharedCounters: {duplicated} listed as both counters and gauges; "
+                "give each key one kind."
+            )
+        if isinstance(liveness, bool) or not isinstance(liveness, (int, float)):
+            raise TypeError(
+                f"SharedCounters(liveness={liveness!r}) must be a number of seconds."
+            )
+        if not liveness > 0:
+            raise ValueError(
+                f"SharedCounters(liveness={liveness!r}) must be strictly positive: "
+                "it is how many seconds a worker stays alive after its last heartbeat."
+            )
+        keys = counter_names + gauge_names
+        slots = workers * (len(keys) + 1)
+        memory = shared_memory.SharedMemory(create=True, size=slots * _SLOT_BYTES)
+        self._setup(
+            memory, workers, counter_names, gauge_names, float(liveness), os.getpid()
+        )
+        view = self._live_view()
+        for heartbeat_slot in range(self._heartbeats_start, slots):
+            view[heartbeat_slot] = _NEVER
+
+    def _setup(
+        self,
+        memory: shared_memory.SharedMemory,
+        workers: int,
+        counters: tuple[str, ...],
+        gauges: tuple[str, ...],
+        liveness: float,
+        owner_pid: int,
+    ) -> None:
+        self._memory = memory
+        self._workers = workers
+        self._counters = counters
+        self._gauges = gauges
+        self._keys = counters + gauges
+        self._liveness = liveness
+        self._owner_pid = owner_pid
+        self._view: memoryview[float] | None = cast(memoryview, memory.buf).cast("d")
+        # Worker i's keys occupy one row of slots; the heartbeats follow all
+        # rows, so that the keys' slots map one to one onto precomputed names.
+        self._row = len(self._keys)
+        self._heartbeats_start = workers * self._row
+        self._slot_names = [
+            f"worker_{index}/{key}" for index in range(workers) for key in self._keys
+        ]
+        self._age_names = [
+            f"worker_{index}/heartbeat_age_s" for index in range(workers)
+        ]
+        self._finalizer = weakref.finalize(
+            self, _release, memory, self._view, owner_pid
+        )
+
+    @property
+    def workers(self) -> int:
+        """How many workers write (indices ``0`` to ``workers - 1``).
+
+        Examples:
+            >>> with SharedCounters(4) as counters:
+            ...     counters.workers
+            4
+        """
+        return self._workers
+
+    @property
+    def counters(self) -> tuple[str, ...]:
+        """The counter names, in order.
+
+        Examples:
+            >>> with SharedCounters(1, counters=("frames", "episodes")) as counters:
+            ...     counters.counters
+            ('frames', 'episodes')
+        """
+        return self._counters
+
+    @property
+    def gauges(self) -> tuple[str, ...]:
+        """The gauge names, in order.
+
+        Examples:
+            >>> with SharedCounters(1, gauges=("queue",)) as counters:
+            ...     counters.gauges
+            ('queue',)
+        """
+        return self._gauges
+
+    @property
+    def liveness(self) -> float:
+        """Seconds after its last heartbeat that a worker still counts as alive.
+
+        Examples:
+            >>> with SharedCounters(1, liveness=2) as counters:
+            ...     counters.liveness
+            2.0
+        """
+        return self._liveness
+
+    @property
+    def name(self) -> str:
+        """The shared-memory segment's name (under ``/dev/shm`` on Linux).
+
+        Examples:
+            >>> with SharedCounters(1) as counters:
+            ...     isinstance(counters.name, str)
+            True
+        """
+        return self._memory.name
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called in this process.
+
+        Examples:
+            >>> counters = SharedCounters(1)
+            >>> counters.close()
+            >>> counters.closed
+            True
+        """
+        return self._view is None
+
+    def worker(self, index: int) -> WorkerCounters:
+        """Return the writer of worker ``index``'s slots.
+
+        Call it in the worker process that owns ``index``; one process (one
+        thread) should write each index.
+
+        Examples:
+            >>> with SharedCounters(2, counters=("frames",)) as counters:
+            ...     counters.worker(0).inc("frames", 5)
+            ...     counters.stats()["worker_0/frames"]
+            5.0
+        """
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise TypeError(
+                f"SharedCounters.worker({index!r}): the worker index must be an int "
+                f"in 0..{self._workers - 1}."
+            )
+        if not 0 <= index < self._workers:
+            raise IndexError(
+                f"SharedCounters.worker({index}): no such worker; valid indices are "
+                f"0..{self._workers - 1} (created with workers={self._workers})."
+            )
+        return WorkerCounters(self, index)
+
+    def stats(self) -> dict[str, float]:
+        """Return sums over workers, ``workers_alive``, and every worker's slots and heartbeat age.
+
+        Reads all slots in one copy; never waits for a worker.
+
+        Examples:
+            >>> with SharedCounters(2, counters=("frames",)) as counters:
+            ...     counters.worker(0).inc("frames", 3)
+            ...     counters.worker(1).inc("frames", 4)
+            ...     counters.stats()
+            {'frames': 7.0, 'workers_alive': 0, 'worker_0/frames': 3.0, 'worker_1/frames': 4.0}
+        """
+        values = self._live_view().tolist()
+        # Read after the copy, so that no heartbeat in it is newer than now.
+        now = _clock()
+        row = self._row
+        keys_end = self._heartbeats_start
+        snapshot: dict[str, float] = {
+            key: sum(values[column:keys_end:row])
+            for column, key in enumerate(self._keys)
+        }
+        alive = 0
+        ages: dict[str, float] = {}
+        for age_name, beat in zip(self._age_names, values[keys_end:], strict=True):
+            # NaN (never beaten) compares false with everything.
+            if beat == beat:
+                age = now - beat
+                ages[age_name] = age
+                alive += age < self._liveness
+        snapshot["workers_alive"] = alive
+        snapshot.update(zip(self._slot_names, values[:keys_end], strict=True))
+        snapshot.update(ages)
+        return snapshot
+
+    def close(self) -> None:
+        """Detach from the segment, and unlink it if this process created it; idempotent.
+
+        Writers of this object in the same process stop working; workers in
+        other processes keep their own attachment until they exit.
+
+        Examples:
+            >>> import os, sys
+            >>> counters = SharedCounters(1)
+            >>> path = f"/dev/shm/{counters.name}"
+            >>> os.path.exists(path) or not sys.platform.startswith("linux")
+            True
+            >>> counters.close()
+            >>> counters.close()
+            >>> os.path.exists(path)
+            False
+        """
+        self._view = None
+        self._finalizer()
+
+    def __enter__(self) -> SharedCounters:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"name={self.name!r}"
+        return (
+            f"SharedCounters(workers={self._workers}, counters={self._counters}, "
+            f"gauges={self._gauges}, liveness={self._liveness}, {state})"
+        )
+
+    def __getstate__(self) -> dict[str, Any]:
+        self._live_view()
+        return {
+            "name": self._memory.name,
+            "workers": self._workers,
+            "counters": self._counters,
+            "gauges": self._gauges,
+            "liveness": self._liveness,
+            "owner_pid": self._owner_pid,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._setup(
+            _attach(state["name"]),
+            state["workers"],
+            state["counters"],
+            state["gauges"],
+            state["liveness"],
+            state["owner_pid"],
+        )
+
+    def _live_view(self) -> memoryview[float]:
+        view = self._view
+        if view is None:
+            raise ValueError(
+                "SharedCounters is closed in this process; create a new one, or "
+                "stop using it (unwatch it) before closing it."
+            )
+        return view
+
+
+class WorkerCounters:
+    """The writer of one worker's slots in a :class:`SharedCounters` segment.
+
+    Returned by :meth:`SharedCounters.worker`. ``inc`` and ``set`` write one
+    float64 slot in place; ``heartbeat`` stamps the worker's clock slot.
+    Nothing is locked or sent. Pickles as a reference to the same slots.
+
+    Examples:
+        >>> with SharedCounters(1, counters=("episodes",)) as counters:
+        ...     writer = counters.worker(0)
+        ...     writer.inc("episodes")
+        ...     writer.heartbeat()
+        ...     stats = counters.stats()
+        ...     stats["episodes"], stats["workers_alive"]
+        (1.0, 1)
+    """
+
+    __slots__ = (
+        "_counter_slots",
+        "_gauge_slots",
+        "_heartbeat_slot",
+        "_index",
+        "_shared",
+        "_view",
+    )
+
+    def __init__(self, shared: SharedCounters, index: int) -> None:
+        self._shared = shared
+        self._index = index
+        # The segment's own view: closing the segment releases it, and a
+        # write through a released view raises instead of touching memory.
+        self._view = shared._live_view()
+        first = index * shared._row
+        self._counter_slots = {
+            key: first + column for column, key in enumerate(shared.counters)
+        }
+        self._gauge_slots = {
+            key: first + len(shared.counters) + column
+            for column, key in enumerate(shared.gauges)
+        }
+        self._heartbeat_slot = shared._heartbeats_start + index
+
+    @property
+    def index(self) -> int:
+        """The worker index whose slots this writer writes.
+
+        Examples:
+            >>> with SharedCounters(3) as counters:
+            ...     counters.worker(2).index
+            2
+        """
+        return self._index
+
+    def inc(self, key: str, n: float = 1) -> None:
+        """Add ``n`` (default 1) to this worker's counter ``key``.
+
+        Examples:
+            >>> with SharedCounters(1, counters=("frames",)) as counters:
+            ...     counters.worker(0).inc("frames", 32)
+            ...     counters.stats()["frames"]
+            32.0
+        """
+        try:
+            self._view[self._counter_slots[key]] += n
+        except KeyError:
+            raise self._unknown(key, "counter") from None
+        except (TypeError, ValueError):
+            raise self._failure("inc", key, n) from None
+
+    def set(self, key: str, value: float) -> None:
+        """Set this worker's gauge ``key`` to ``value``.
+
+        Examples:
+            >>> with SharedCounters(1, gauges=("queue",)) as counters:
+            ...     counters.worker(0).set("queue", 7)
+            ...     counters.stats()["queue"]
+            7.0
+        """
+        try:
+            self._view[self._gauge_slots[key]] = value
+        except KeyError:
+            raise self._unknown(key, "gauge") from None
+        except (TypeError, ValueError):
+            raise self._failure("set", key, value) from None
+
+    def heartbeat(self) -> None:
+        """Stamp this worker's heartbeat with the current time: it is making progress.
+
+        Examples:
+            >>> with SharedCounters(1) as counters:
+            ...     counters.worker(0).heartbeat()
+            ...     counters.stats()["worker_0/heartbeat_age_s"] < 60
+            True
+        """
+        try:
+            self._view[self._heartbeat_slot] = _clock()
+        except ValueError:
+            raise self._failure("heartbeat", None, None) from None
+
+    def __repr__(self) -> str:
+        return f"WorkerCounters(index={self._index}, shared={self._shared!r})"
+
+    def __reduce__(self) -> tuple[Any, tuple[SharedCounters, int]]:
+        return (SharedCounters.worker, (self._shared, self._index))
+
+    def _unknown(self, key: str, kind: str) -> KeyError:
+        shared = self._shared
+        valid = shared.counters if kind == "counter" else shared.gauges
+        other = shared.gauges if kind == "counter" else shared.counters
+        hint = ""
+        if key in other:
+            method = "set()" if kind == "counter" else "inc()"
+            hint = f" {key!r} is a {'gauge' if kind == 'counter' else 'counter'}: use {method}."
+        return KeyError(
+            f"unknown {kind} {key!r} for SharedCounters; valid {kind}s: "
+            f"{list(valid)}.{hint}"
+        )
+
+    def _failure(self, method: str, key: str | None, value: object) -> Exception:
+        if self._shared.closed:
+            return ValueError(
+                f"WorkerCounters.{method}(): the SharedCounters was closed in this "
+                "process; keep it open while workers write."
+            )
+        return TypeError(
+            f"WorkerCounters.{method}({key!r}, {value!r}): the value must be a real number."
+        )
+
+
+def _names(keys: Iterable[str], argument: str) -> tuple[str, ...]:
+    if isinstance(keys, str):
+        raise TypeError(
+            f"SharedCounters({argument}={keys!r}): pass a sequence of names, "
+            f"e.g. {argument}=({keys!r},)."
+        )
+    names = tuple(keys)
+    for name in names:
+        if not isinstance(name, str) or not name:
+            raise TypeError(
+                f"SharedCounters({argument}=...): every name must be a non-empty "
+                f"string, got {name!r}."
+            )
+        if name == "workers_alive" or name.startswith("worker_"):
+            raise ValueError(
+                f"SharedCounters({argument}=...): {name!r} is reserved for the "
+                "per-worker and liveness entries of stats(); choose another name."
+            )
+    if len(set(names)) != len(names):
+        raise ValueError(f"SharedCounters({argument}={names!r}): names must be unique.")
+    return names
+
+
+def _attach(name: str) -> shared_memory.SharedMemory:
+    if sys.version_info >= (3, 13):
+        return shared_memory.SharedMemory(name=name, track=False)
+    # Before 3.13 attaching registers the segment with this process's
+    # resource tracker. A process started by multiprocessing shares its
+    # parent's tracker, where registering an already registered name
+    # changes nothing, so the creator's unlink stays the only clean-up.
+    return shared_memory.SharedMemory(name=name)
+
+
+def _release(
+    memory: shared_memory.SharedMemory, view: memoryview[float], owner_pid: int
+) -> None:
+    # The cast view must be released before the mapping can close. A child
+    # made by fork inherits the creator's object but must not unlink it.
+    view.release()
+    memory.close()
+    if os.getpid() == owner_pid:
+        memory.unlink()

@@ -1,0 +1,237 @@
+"""A push-side accumulator for values only the hot path sees.
+
+Pull-based monitoring reads what objects already know about themselves; an
+episode's return, a loss or a batch's latency exists only for a moment in
+the training loop. :class:`Tally` keeps such values where a monitor can pull
+them: the loop writes (``inc``, ``set``, ``observe``), each call O(1); any
+number of readers call ``stats()``.
+"""
+
+from __future__ import annotations
+
+from typing import SupportsFloat
+
+__all__ = ["Tally"]
+
+_OBSERVED_SUFFIXES = ("_count", "_mean", "_min", "_max", "_last")
+
+
+class _Window:
+    """The most recent observations of one key, in a ring, and how many there were."""
+
+    __slots__ = ("count", "values")
+
+    def __init__(self) -> None:
+        self.values: list[float] = []
+        self.count = 0
+
+
+class Tally:
+    """A cheap accumulator of counters, gauges and windowed observations, pulled by ``stats()``.
+
+    Use it for values a monitor cannot pull from an object because only the
+    training loop sees them: episode returns, losses, latencies. The loop
+    writes; a :class:`~rlpulse.LoggerMonitor` watching the tally reads.
+
+    - ``inc(key, n=1)`` adds ``n`` to the cumulative counter ``key``;
+    - ``set(key, value)`` sets the gauge ``key`` to its latest value;
+    - ``observe(key, value)`` records one observation of ``key``.
+
+    ``stats()`` returns every counter and gauge under its own name and, for
+    each observed key, ``<key>_count`` (observations ever recorded) and
+    ``<key>_mean``, ``<key>_min``, ``<key>_max`` and ``<key>_last`` over the
+    most recent ``window`` observations.
+
+    One thread may write while any number of threads read: every writer call
+    is O(1) and touches only memory the readers copy atomically; the window's
+    mean, minimum and maximum are computed by the reader. Values are
+    converted with ``float()`` when written, so a tensor is read (a CUDA
+    tensor synchronises its device) and never kept alive by the tally.
+
+    A name belongs to one kind: using a counter's name as a gauge, or a name
+    an observed key produces (``loss_mean`` once ``loss`` is observed), raises
+    ``ValueError``.
+
+    Args:
+        window: how many of the most recent observations of each key the
+            ``_mean``, ``_min``, ``_max`` and ``_last`` entries cover
+            (default ``100``).
+
+    Examples:
+        >>> tally = Tally(window=3)
+        >>> tally.inc("updates")
+        >>> tally.set("learning_rate", 0.001)
+        >>> for episode_return in (10.0, 20.0, 30.0, 40.0):
+        ...     tally.observe("episode_return", episode_return)
+        >>> stats = tally.stats()
+        >>> stats["updates"], stats["learning_rate"]
+        (1, 0.001)
+        >>> stats["episode_return_count"], stats["episode_return_mean"]
+        (4, 30.0)
+        >>> stats["episode_return_min"], stats["episode_return_max"], stats["episode_return_last"]
+        (20.0, 40.0, 40.0)
+    """
+
+    def __init__(self, window: int = 100) -> None:
+        if isinstance(window, bool) or not isinstance(window, int):
+            raise TypeError(
+                f"Tally(window=...) must be an int, got {type(window).__name__}; "
+                "pass how many recent observations each key keeps, e.g. window=100."
+            )
+        if window < 1:
+            raise ValueError(
+                f"Tally(window={window}) must be at least 1: it is how many "
+                "recent observations each key keeps."
+            )
+        self._window = window
+        self._counters: dict[str, float] = {}
+        self._gauges: dict[str, float] = {}
+        self._windows: dict[str, _Window] = {}
+        # Which kind owns every name that stats() can return, so that two
+        # kinds never silently write the same entry.
+        self._owners: dict[str, str] = {}
+
+    @property
+    def window(self) -> int:
+        """How many recent observations of each key the windowed entries cover.
+
+        Examples:
+            >>> Tally(window=10).window
+            10
+        """
+        return self._window
+
+    def inc(self, key: str, n: float = 1) -> None:
+        """Add ``n`` (default 1) to the cumulative counter ``key``, created at 0 on first use.
+
+        Examples:
+            >>> tally = Tally()
+            >>> tally.inc("frames", 200)
+            >>> tally.inc("frames", 200)
+            >>> tally.stats()
+            {'frames': 400}
+        """
+        counters = self._counters
+        try:
+            counters[key] += n
+        except KeyError:
+            try:
+                start = 0 + n
+            except TypeError:
+                raise _bad_increment(key, n) from None
+            self._claim(key, "counter", (key,))
+            counters[key] = start
+        except TypeError:
+            raise _bad_increment(key, n) from None
+
+    def set(self, key: str, value: SupportsFloat) -> None:
+        """Set the gauge ``key`` to ``value`` (converted with ``float()``).
+
+        Examples:
+            >>> tally = Tally()
+            >>> tally.set("queue_depth", 3)
+            >>> tally.set("queue_depth", 5)
+            >>> tally.stats()
+            {'queue_depth': 5.0}
+        """
+        number = _as_float(value, "set", key)
+        gauges = self._gauges
+        if key not in gauges:
+            self._claim(key, "gauge", (key,))
+        gauges[key] = number
+
+    def observe(self, key: str, value: SupportsFloat) -> None:
+        """Record one observation ``value`` (converted with ``float()``) of ``key``.
+
+        Examples:
+            >>> tally = Tally()
+            >>> tally.observe("loss", 0.5)
+            >>> tally.observe("loss", 0.25)
+            >>> tally.stats()["loss_mean"], tally.stats()["loss_last"]
+            (0.375, 0.25)
+        """
+        number = _as_float(value, "observe", key)
+        window = self._windows.get(key)
+        if window is None:
+            self._claim(
+                key,
+                "observed key",
+                tuple(key + suffix for suffix in _OBSERVED_SUFFIXES),
+            )
+            window = self._windows[key] = _Window()
+        count = window.count
+        # The value lands before the count moves on, so a reader that read
+        # the count always finds that many observations in the ring.
+        if count < self._window:
+            window.values.append(number)
+        else:
+            window.values[count % self._window] = number
+        window.count = count + 1
+
+    def stats(self) -> dict[str, float]:
+        """Return the counters, the gauges and each observed key's count and window summary.
+
+        Side-effect free and safe to call from any thread while one thread
+        writes. Costs O(window) per observed key.
+
+        Examples:
+            >>> tally = Tally()
+            >>> tally.stats()
+            {}
+            >>> tally.observe("latency_s", 0.02)
+            >>> tally.stats()
+            {'latency_s_count': 1, 'latency_s_mean': 0.02, 'latency_s_min': 0.02, 'latency_s_max': 0.02, 'latency_s_last': 0.02}
+        """
+        # dict.copy() and list slicing copy in one step that a writer
+        # thread cannot interleave with; iterating the live containers
+        # could see them change size.
+        snapshot: dict[str, float] = self._counters.copy()
+        snapshot.update(self._gauges.copy())
+        for key, window in self._windows.copy().items():
+            count = window.count
+            values = window.values[:]
+            snapshot[key + "_count"] = count
+            snapshot[key + "_mean"] = sum(values) / len(values)
+            snapshot[key + "_min"] = min(values)
+            snapshot[key + "_max"] = max(values)
+            snapshot[key + "_last"] = values[(count - 1) % self._window]
+        return snapshot
+
+    def __repr__(self) -> str:
+        return (
+            f"Tally(window={self._window}, counters={len(self._counters)}, "
+            f"gauges={len(self._gauges)}, observed={len(self._windows)})"
+        )
+
+    def _claim(self, key: str, kind: str, names: tuple[str, ...]) -> None:
+        if not isinstance(key, str) or not key:
+            raise TypeError(
+                f"Tally keys must be non-empty strings, got {key!r}; name the "
+                "value, e.g. tally.observe('episode_return', ...)."
+            )
+        for name in names:
+            owner = self._owners.get(name)
+            if owner is not None:
+                raise ValueError(
+                    f"Tally key {key!r} cannot be used as a {kind}: the entry "
+                    f"{name!r} already belongs to {owner}; give the {kind} "
+                    "another name."
+                )
+        for name in names:
+            self._owners[name] = f"the {kind} {key!r}"
+
+
+def _as_float(value: SupportsFloat, method: str, key: str) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"Tally.{method}({key!r}, {value!r}): the value must be a real "
+            "number (anything float() accepts)."
+        ) from None
+
+
+def _bad_increment(key: str, n: object) -> TypeError:
+    return TypeError(
+        f"Tally.inc({key!r}, n={n!r}): n must be a number to add to the counter."
+    )
