@@ -146,7 +146,6 @@ class LoggerMonitor:
         self._started = False
         self._stopped = False
         self._sink_error: BaseException | None = None
-        self._polling: Watch | None = None
 
     # -- registration -----------------------------------------------------
 
@@ -279,12 +278,15 @@ class LoggerMonitor:
         if threading.current_thread() is self._polling_thread:
             return
         poller = self._poller
-        deadline = time.monotonic() + (watch.poll_timeout or self._stop_timeout)
-        while time.monotonic() < deadline:
-            in_flight = self._polling is watch or (
-                poller is not None and poller.polling(watch)
-            )
-            if not in_flight or watch.hung:
+        wait = watch.poll_timeout or self._stop_timeout
+        if poller is None:
+            # An inline step() on another thread holds the poll lock.
+            if self._poll_lock.acquire(timeout=wait):
+                self._poll_lock.release()
+            return
+        deadline = time.monotonic() + wait
+        while poller.polling(watch) and not watch.hung:
+            if time.monotonic() >= deadline:
                 return
             time.sleep(0.0005)
 
@@ -321,13 +323,11 @@ class LoggerMonitor:
                     # A time-only schedule that is not due costs no provider call.
                     if now < watch.next_due:
                         continue
-                    self._polling = watch
                     payload = self._poll(watch, False)
                     if payload is not None:
                         logged[watch.name] = payload
                 self._last_poll_duration = time.monotonic() - started
             finally:
-                self._polling = None
                 self._polling_thread = None
         return logged
 

@@ -107,6 +107,11 @@ class Watch:
         self.seconds_intervals = tuple(
             part.interval for part in parts if part.kind == "seconds"
         )
+        self._only_counter = (
+            self.counter_parts[0]
+            if len(self.counter_parts) == 1 and not self.seconds_intervals
+            else None
+        )
         if step_key is None and len(self.counter_parts) == 1:
             step_key = self.counter_parts[0].key
         self.step_key = step_key
@@ -154,6 +159,23 @@ class Watch:
         depends only on its counters: the whole snapshot is built when due
         (or when it becomes the first baseline).
         """
+        part = self._only_counter
+        if part is not None and not force and type(raw) is dict:
+            # The common case of a counter schedule: below its threshold, no
+            # reset. Anything else takes the general path.
+            value: Any = raw.get(part.key)
+            kind = type(value)
+            threshold = part.next_threshold
+            last_value = part.last_value
+            if (
+                (kind is int or (kind is float and value - value == 0.0))
+                and threshold is not None
+                and value < threshold
+                and (last_value is None or value >= last_value)
+                and self.baseline_time is not None
+            ):
+                part.last_value = value
+                return None
         first_poll = self.baseline_time is None
         if (
             not force
