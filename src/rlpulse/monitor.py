@@ -127,6 +127,7 @@ class LoggerMonitor:
         self._queue_size = queue_size
         self._watches: dict[str, Watch] = {}
         self._watch_list: tuple[Watch, ...] = ()
+        self._rounds = 0
         self._polls = 0
         self._logged = 0
         self._errors = 0
@@ -327,6 +328,7 @@ class LoggerMonitor:
                     if payload is not None:
                         logged[watch.name] = payload
                 self._last_poll_duration = time.monotonic() - started
+                self._rounds += 1
             finally:
                 self._polling_thread = None
         return logged
@@ -388,7 +390,8 @@ class LoggerMonitor:
             queue.put(item)
         return True
 
-    def _wake_queues(self) -> None:
+    def _finished_run(self) -> None:
+        self._rounds += 1
         for queue in self._queues:
             queue.wake()
 
@@ -487,7 +490,7 @@ class LoggerMonitor:
                 poll=self._poll,
                 watches=lambda: self._watch_list,
                 interval=self._poll_interval,
-                after_run=self._wake_queues,
+                after_run=self._finished_run,
                 on_hung=self._hung,
                 pending_error=self._pending_sink_error,
             )
@@ -562,7 +565,7 @@ class LoggerMonitor:
             poll=self._poll,
             watches=lambda: pending,
             interval=self._poll_interval,
-            after_run=self._wake_queues,
+            after_run=self._finished_run,
             on_hung=self._hung_at_stop,
             pending_error=self._pending_sink_error,
         )
@@ -610,7 +613,8 @@ class LoggerMonitor:
     def stats(self) -> dict[str, float]:
         """Return the monitor's own counters and gauges, so it can watch itself.
 
-        ``watches`` (gauge), ``polls`` (provider calls), ``logged``
+        ``watches`` (gauge), ``rounds`` (polls of every watch: :meth:`step`
+        calls and background polls), ``polls`` (provider calls), ``logged``
         (payloads produced), ``errors`` (failed polls and sink calls),
         ``timeouts`` (provider calls that overran ``poll_timeout``),
         ``dropped`` (payloads dropped from full sink queues),
@@ -631,6 +635,7 @@ class LoggerMonitor:
         """
         return {
             "watches": len(self._watch_list),
+            "rounds": self._rounds,
             "polls": self._polls,
             "logged": self._logged,
             "errors": self._errors,
