@@ -1,0 +1,215 @@
+"""open_sink: sinks from SCHEME:TARGET specs, and optional backends imported only when used."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+import textwrap
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+import rlpulse
+from rlpulse import CSVLogger, JSONLLogger, SQLiteLogger, open_sink, read
+from rlpulse.sinks.console import ConsoleLogger
+from rlpulse.sinks.registry import SCHEMES
+
+BACKENDS = ("tensorboardX", "wandb", "mlflow", "prometheus_client")
+
+
+def run_python(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    ("scheme", "sink_class", "file_name"),
+    [
+        ("sqlite", SQLiteLogger, "metrics.sqlite"),
+        ("csv", CSVLogger, "metrics.csv"),
+        ("jsonl", JSONLLogger, "metrics.jsonl"),
+    ],
+)
+def test_a_file_scheme_opens_its_sink_on_the_path(
+    tmp_path: Path, scheme: str, sink_class: type, file_name: str
+) -> None:
+    path = tmp_path / file_name
+    with open_sink(f"{scheme}:{path}") as sink:
+        assert isinstance(sink, sink_class)
+        sink.log_metrics({"collector/frames": 96.0}, step=3, timestamp=1.5)
+    assert list(read(path)) == [rlpulse.Record(1.5, 3, "collector/frames", 96.0)]
+
+
+@pytest.mark.parametrize(
+    ("spec", "stream_name"),
+    [
+        ("console:", "stderr"),
+        ("console:stderr", "stderr"),
+        ("console:stdout", "stdout"),
+    ],
+)
+def test_a_console_spec_writes_to_the_named_stream(
+    spec: str, stream_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stream = io.StringIO()
+    monkeypatch.setattr(sys, stream_name, stream)
+    with open_sink(spec) as sink:
+        assert isinstance(sink, ConsoleLogger)
+        sink.log_metrics({"collector/frames": 96.0}, step=3)
+    assert "frames=96" in stream.getvalue()
+
+
+def test_a_tensorboard_spec_opens_a_tensorboard_logger_on_the_directory(
+    tmp_path: Path,
+) -> None:
+    from rlpulse.sinks.tensorboard import TensorBoardLogger
+
+    with open_sink(f"tensorboard:{tmp_path / 'tb'}") as sink:
+        assert isinstance(sink, TensorBoardLogger)
+        assert sink.log_dir == tmp_path / "tb"
+
+
+def test_an_mlflow_spec_opens_an_mlflow_logger_on_the_tracking_uri(
+    tmp_path: Path,
+) -> None:
+    from rlpulse.sinks.mlflow import MLflowLogger
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    with open_sink(f"mlflow:{uri}") as sink:
+        assert isinstance(sink, MLflowLogger)
+        assert sink.tracking_uri == uri
+
+
+def test_a_wandb_spec_opens_a_wandb_logger_on_a_new_run_of_the_project(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rlpulse.sinks.wandb import WandbLogger
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("WANDB_CONSOLE", "off")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("WANDB_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("WANDB_DATA_DIR", str(tmp_path / "data"))
+    with open_sink("wandb:rlpulse-tests") as sink:
+        assert isinstance(sink, WandbLogger)
+        assert sink.run.project == "rlpulse-tests"
+    with open_sink("wandb:") as sink:
+        assert isinstance(sink, WandbLogger)
+
+
+@pytest.mark.parametrize(
+    ("spec", "url_start"),
+    [
+        ("prometheus:0", "http://127.0.0.1:"),
+        ("prometheus:", "http://127.0.0.1:"),
+        ("prometheus:127.0.0.1:0", "http://127.0.0.1:"),
+        ("prometheus:[127.0.0.1]:0", "http://127.0.0.1:"),
+    ],
+)
+def test_a_prometheus_spec_serves_on_the_port_and_address(
+    spec: str, url_start: str
+) -> None:
+    from rlpulse.sinks.prometheus import PrometheusExporter
+
+    with open_sink(spec) as sink:
+        assert isinstance(sink, PrometheusExporter)
+        assert sink.url is not None
+        assert sink.url.startswith(url_start)
+        sink.log_metrics({"collector/frames": 96.0})
+        page = urllib.request.urlopen(sink.url, timeout=10).read().decode()
+    assert 'rlpulse_frames{watch="collector"} 96.0' in page
+
+
+def test_a_prometheus_spec_without_a_port_number_is_refused() -> None:
+    with pytest.raises(ValueError, match="has no port number at its end"):
+        open_sink("prometheus:localhost")
+
+
+def test_an_unknown_scheme_is_a_one_line_error_listing_the_known_ones() -> None:
+    with pytest.raises(ValueError, match="unknown sink scheme") as error:
+        open_sink("postgres:metrics")
+    message = str(error.value)
+    assert "\n" not in message
+    assert "unknown sink scheme 'postgres'" in message
+    assert message.endswith("known schemes: " + ", ".join(sorted(SCHEMES)))
+
+
+def test_a_spec_without_a_scheme_is_refused_with_the_form_to_use() -> None:
+    with pytest.raises(ValueError, match="has no scheme; write SCHEME:TARGET"):
+        open_sink("runs/metrics.sqlite")
+
+
+def test_a_spec_that_is_not_a_string_is_refused() -> None:
+    with pytest.raises(TypeError, match="a sink spec is a string"):
+        open_sink(Path("runs/metrics.sqlite"))  # type: ignore[arg-type]
+
+
+def test_the_scheme_is_read_case_insensitively(tmp_path: Path) -> None:
+    with open_sink(f"CSV:{tmp_path / 'metrics.csv'}") as sink:
+        assert isinstance(sink, CSVLogger)
+
+
+@pytest.mark.parametrize("scheme", ["sqlite", "csv", "jsonl", "tensorboard"])
+def test_a_scheme_that_needs_a_path_refuses_an_empty_target(scheme: str) -> None:
+    with pytest.raises(ValueError, match=f"'{scheme}:' needs a target"):
+        open_sink(f"{scheme}:")
+
+
+def test_a_console_spec_naming_no_stream_is_refused() -> None:
+    with pytest.raises(ValueError, match="names no stream"):
+        open_sink("console:stdlog")
+
+
+@pytest.mark.timeout(60)
+def test_importing_rlpulse_and_its_sinks_imports_no_optional_backend() -> None:
+    completed = run_python(
+        f"""
+        import sys
+        import rlpulse, rlpulse.sinks, rlpulse.sinks.registry
+        import rlpulse.sinks.tensorboard, rlpulse.sinks.wandb
+        import rlpulse.sinks.mlflow, rlpulse.sinks.prometheus
+        print(sorted(name for name in {BACKENDS!r} if name in sys.modules))
+        """
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.strip() == "[]"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("backend", "module", "construct", "extra"),
+    [
+        ("tensorboardX", "tensorboard", "TensorBoardLogger('tb')", "tensorboard"),
+        ("wandb", "wandb", "WandbLogger(mode='offline')", "wandb"),
+        ("mlflow", "mlflow", "MLflowLogger(tracking_uri='sqlite:///m.db')", "mlflow"),
+        ("prometheus_client", "prometheus", "PrometheusExporter()", "prometheus"),
+    ],
+)
+def test_without_its_backend_a_sink_raises_import_error_naming_the_extra(
+    tmp_path: Path, backend: str, module: str, construct: str, extra: str
+) -> None:
+    class_name = construct.partition("(")[0]
+    completed = run_python(
+        f"""
+        import os, sys
+        os.chdir({str(tmp_path)!r})
+        sys.modules[{backend!r}] = None  # as if it were not installed
+        from rlpulse.sinks.{module} import {class_name}
+        try:
+            {construct}
+        except ImportError as error:
+            print(error)
+        """
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert f"pip install 'rlpulse[{extra}]'" in completed.stdout
+    assert class_name in completed.stdout
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,211 @@
+"""MLflowLogger: runs in a local SQLite tracking store, read back with MlflowClient."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import mlflow
+import pytest
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+
+from rlpulse import LoggerMonitor
+from rlpulse.sinks.mlflow import MLflowLogger
+
+
+@pytest.fixture(scope="module")
+def tracking_uri(tmp_path_factory: pytest.TempPathFactory) -> str:
+    # Creating a SQLite tracking store runs MLflow's migrations, which takes
+    # seconds: the tests of this module share one store, each with its own runs.
+    path = tmp_path_factory.mktemp("mlflow") / "mlflow.db"
+    return f"sqlite:///{path}"
+
+
+@pytest.fixture(scope="module")
+def client(tracking_uri: str) -> MlflowClient:
+    return MlflowClient(tracking_uri=tracking_uri)
+
+
+def history(
+    client: MlflowClient, run_id: str, key: str
+) -> list[tuple[float, int, int]]:
+    return [
+        (metric.value, metric.step, metric.timestamp)
+        for metric in client.get_metric_history(run_id, key)
+    ]
+
+
+class Buffer:
+    def __init__(self) -> None:
+        self.write_count = 0
+
+    def stats(self) -> dict[str, float]:
+        return {"write_count": self.write_count, "size": min(self.write_count, 100)}
+
+
+def test_each_metric_is_stored_at_its_step_with_the_poll_time_in_milliseconds(
+    tracking_uri: str, client: MlflowClient
+) -> None:
+    with MLflowLogger(experiment="history", tracking_uri=tracking_uri) as sink:
+        sink.log_metrics(
+            {"collector/frames": 96.0, "collector/workers": 4.0},
+            step=96,
+            timestamp=1000.25,
+        )
+        sink.log_metrics(
+            {"collector/frames": 192.0, "collector/workers": 3.0},
+            step=192,
+            timestamp=1001.5,
+        )
+
+    assert history(client, sink.run_id, "collector/frames") == [
+        (96.0, 96, 1000250),
+        (192.0, 192, 1001500),
+    ]
+    assert history(client, sink.run_id, "collector/workers") == [
+        (4.0, 96, 1000250),
+        (3.0, 192, 1001500),
+    ]
+
+
+def test_a_payload_without_a_step_is_stored_at_step_zero(
+    tracking_uri: str, client: MlflowClient
+) -> None:
+    with MLflowLogger(tracking_uri=tracking_uri) as sink:
+        sink.log_metrics({"buffer/size": 7.0}, timestamp=2.0)
+    assert history(client, sink.run_id, "buffer/size") == [(7.0, 0, 2000)]
+
+
+def test_a_monitor_polling_a_buffer_logs_its_counters_and_rates(
+    tracking_uri: str, client: MlflowClient
+) -> None:
+    buffer = Buffer()
+    with MLflowLogger(experiment="monitored", tracking_uri=tracking_uri) as sink:
+        monitor = LoggerMonitor(sink, background=False)
+        monitor.watch(buffer, step=None)
+        monitor.step()
+        buffer.write_count = 40
+        monitor.step()
+
+    metrics = client.get_run(sink.run_id).data.metrics
+    assert metrics["buffer/write_count"] == 40.0
+    assert metrics["buffer/size"] == 40.0
+    assert metrics["buffer/writes_per_second"] > 0
+    assert [
+        value for value, _, _ in history(client, sink.run_id, "buffer/write_count")
+    ] == [0.0, 40.0]
+
+
+def test_a_payload_beyond_mlflows_batch_limit_is_stored_whole(
+    tracking_uri: str, client: MlflowClient
+) -> None:
+    payload = {f"workers/worker_{index}_frames": float(index) for index in range(1500)}
+    with MLflowLogger(tracking_uri=tracking_uri) as sink:
+        sink.log_metrics(payload, step=1, timestamp=3.0)
+    assert client.get_run(sink.run_id).data.metrics == payload
+
+
+def test_a_new_run_is_started_in_the_named_experiment_and_finished_on_close(
+    tracking_uri: str, client: MlflowClient
+) -> None:
+    first = MLflowLogger(experiment="lifecycle", tracking_uri=tracking_uri)
+    second = MLflowLogger(experiment="lifecycle", tracking_uri=tracking_uri)
+    assert client.get_run(first.run_id).info.status == "RUNNING"
+    first.close()
+    second.close()
+    experiment = client.get_experiment_by_name("lifecycle")
+    assert experiment is not None
+    for sink in (first, second):
+        run = client.get_run(sink.run_id)
+        assert run.info.experiment_id == experiment.experiment_id
+        assert run.info.status == "FINISHED"
+    assert first.run_id != second.run_id
+
+
+def test_a_given_run_is_logged_into_and_left_running(
+    tracking_uri: str, client: MlflowClient
+) -> None:
+    run_id = client.create_run("0").info.run_id
+    with MLflowLogger(run_id=run_id, tracking_uri=tracking_uri) as sink:
+        sink.log_metrics({"learner/loss": 0.5}, step=1, timestamp=4.0)
+    assert repr(sink) == f"MLflowLogger(run_id={run_id!r})"
+    assert history(client, run_id, "learner/loss") == [(0.5, 1, 4000)]
+    assert client.get_run(run_id).info.status == "RUNNING"
+
+
+def test_the_active_run_is_logged_into_when_no_run_is_named(
+    tracking_uri: str, client: MlflowClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", tracking_uri)
+    with mlflow.start_run() as active:
+        with MLflowLogger() as sink:
+            sink.log_metrics({"env/fps": 30.0}, timestamp=5.0)
+        assert sink.run_id == active.info.run_id
+        assert sink.tracking_uri == tracking_uri
+        assert client.get_run(active.info.run_id).info.status == "RUNNING"
+    assert history(client, active.info.run_id, "env/fps") == [(30.0, 0, 5000)]
+
+
+def test_an_unknown_run_id_is_refused_at_construction(tracking_uri: str) -> None:
+    with pytest.raises(ValueError, match="MLflow has no run 'f00' at sqlite:///"):
+        MLflowLogger(run_id="f00", tracking_uri=tracking_uri)
+
+
+def test_a_run_id_together_with_an_experiment_is_refused(tracking_uri: str) -> None:
+    with pytest.raises(
+        ValueError, match="give run_id to log into that run, or experiment"
+    ):
+        MLflowLogger(run_id="f00", experiment="other", tracking_uri=tracking_uri)
+
+
+def test_names_mlflow_would_reject_are_stored_under_valid_names(
+    tracking_uri: str, client: MlflowClient
+) -> None:
+    with MLflowLogger(tracking_uri=tracking_uri) as sink:
+        sink.log_metrics(
+            {"env/return:mean": 1.0, "env//frames": 2.0, "env/./x": 3.0, "env/..": 4.0},
+            step=1,
+        )
+    assert client.get_run(sink.run_id).data.metrics == {
+        "env/return_mean": 1.0,
+        "env/_/frames": 2.0,
+        "env/_/x": 3.0,
+        "env/__": 4.0,
+    }
+
+
+def test_a_failing_tracking_store_warns_through_the_monitor(
+    tracking_uri: str,
+    client: MlflowClient,
+    warning_messages: Callable[..., list[str]],
+) -> None:
+    sink = MLflowLogger(tracking_uri=tracking_uri)
+    # A deleted run is refused by the store itself: every later write fails.
+    client.delete_run(sink.run_id)
+    monitor = LoggerMonitor(sink, background=False, on_error="warn")
+    monitor.watch(Buffer())
+    assert monitor.step() == {}
+    assert any("MLflowLogger" in message for message in warning_messages())
+
+
+def test_a_failing_tracking_store_raises_through_the_monitor_when_asked(
+    tracking_uri: str, client: MlflowClient
+) -> None:
+    sink = MLflowLogger(tracking_uri=tracking_uri)
+    client.delete_run(sink.run_id)
+    monitor = LoggerMonitor(sink, background=False, on_error="raise")
+    monitor.watch(Buffer())
+    with pytest.raises(MlflowException):
+        monitor.step()
+
+
+def test_closing_twice_is_allowed_and_logging_after_close_raises(
+    tracking_uri: str,
+) -> None:
+    sink = MLflowLogger(tracking_uri=tracking_uri)
+    sink.close()
+    sink.close()
+    with pytest.raises(RuntimeError, match="is closed"):
+        sink.log_metrics({"buffer/size": 1.0})
+    with pytest.raises(RuntimeError, match="is closed"):
+        sink.flush()

@@ -1,0 +1,145 @@
+"""TensorBoardLogger: event files read back with TensorBoard's own EventAccumulator."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from rlpulse import Every, LoggerMonitor
+from rlpulse.sinks.tensorboard import TensorBoardLogger
+
+
+def read_scalars(log_dir: Path) -> dict[str, list[tuple[float, int, float]]]:
+    """Return ``{tag: [(wall_time, step, value), ...]}`` as TensorBoard loads them."""
+    accumulator = EventAccumulator(str(log_dir))
+    accumulator.Reload()
+    return {
+        tag: [
+            (event.wall_time, event.step, event.value)
+            for event in accumulator.Scalars(tag)
+        ]
+        for tag in accumulator.Tags()["scalars"]
+    }
+
+
+class Collector:
+    def __init__(self) -> None:
+        self.frames = 0
+
+    def stats(self) -> dict[str, float]:
+        return {"frames": self.frames, "workers_alive": 4}
+
+
+def test_every_metric_is_a_scalar_at_the_payload_step_with_the_poll_wall_time(
+    tmp_path: Path,
+) -> None:
+    with TensorBoardLogger(tmp_path) as sink:
+        sink.log_metrics(
+            {"collector/frames": 96.0, "collector/workers": 4.0},
+            step=96,
+            timestamp=1000.25,
+        )
+        sink.log_metrics(
+            {"collector/frames": 192.0, "collector/workers": 3.0},
+            step=192,
+            timestamp=1001.5,
+        )
+
+    assert read_scalars(tmp_path) == {
+        "collector/frames": [(1000.25, 96, 96.0), (1001.5, 192, 192.0)],
+        "collector/workers": [(1000.25, 96, 4.0), (1001.5, 192, 3.0)],
+    }
+
+
+def test_a_monitor_polling_a_collector_writes_its_metrics_and_rates(
+    tmp_path: Path,
+) -> None:
+    collector = Collector()
+    with TensorBoardLogger(tmp_path) as sink:
+        monitor = LoggerMonitor(sink, background=False)
+        monitor.watch(collector, schedule=Every.counter("frames", 100))
+        before = time.time()
+        monitor.step()
+        collector.frames = 250
+        monitor.step()
+        after = time.time()
+
+    scalars = read_scalars(tmp_path)
+    assert [step for _, step, _ in scalars["collector/frames"]] == [0, 250]
+    assert [value for _, _, value in scalars["collector/frames"]] == [0.0, 250.0]
+    # The first payload has no baseline yet, so the rate starts at the second.
+    assert [step for _, step, _ in scalars["collector/frames_per_second"]] == [250]
+    assert scalars["collector/frames_per_second"][0][2] > 0
+    wall_times = [wall_time for wall_time, _, _ in scalars["collector/frames"]]
+    assert before <= wall_times[0] <= wall_times[1] <= after
+
+
+def test_payloads_without_a_step_are_numbered_per_watch(tmp_path: Path) -> None:
+    with TensorBoardLogger(tmp_path) as sink:
+        sink.log_metrics({"buffer/size": 1.0}, timestamp=1.0)
+        sink.log_metrics({"buffer/size": 2.0, "env/fps": 30.0}, timestamp=2.0)
+        sink.log_metrics(
+            {"buffer/size": 3.0, "buffer/size_per_second": 1.0}, timestamp=3.0
+        )
+
+    scalars = read_scalars(tmp_path)
+    assert scalars["buffer/size"] == [(1.0, 0, 1.0), (2.0, 1, 2.0), (3.0, 2, 3.0)]
+    assert scalars["buffer/size_per_second"] == [(3.0, 2, 1.0)]
+    assert scalars["env/fps"] == [(2.0, 0, 30.0)]
+
+
+def test_a_logged_payload_is_readable_before_the_logger_is_closed(
+    tmp_path: Path,
+) -> None:
+    with TensorBoardLogger(tmp_path) as sink:
+        sink.log_metrics({"learner/loss": 0.5}, step=1, timestamp=5.0)
+        assert read_scalars(tmp_path) == {"learner/loss": [(5.0, 1, 0.5)]}
+
+
+def test_two_loggers_on_one_directory_keep_both_event_files(tmp_path: Path) -> None:
+    with TensorBoardLogger(tmp_path) as first, TensorBoardLogger(tmp_path) as second:
+        first.log_metrics({"collector/frames": 1.0}, step=1, timestamp=1.0)
+        second.log_metrics({"collector/frames": 2.0}, step=2, timestamp=2.0)
+
+    assert len(list(tmp_path.glob("events.out.tfevents.*"))) == 2
+    assert read_scalars(tmp_path) == {
+        "collector/frames": [(1.0, 1, 1.0), (2.0, 2, 2.0)]
+    }
+
+
+def test_the_log_dir_is_created_when_missing(tmp_path: Path) -> None:
+    log_dir = tmp_path / "runs" / "tensorboard"
+    with TensorBoardLogger(log_dir) as sink:
+        sink.log_metrics({"collector/frames": 1.0}, step=1)
+    assert read_scalars(log_dir)["collector/frames"][0][1:] == (1, 1.0)
+
+
+def test_a_log_dir_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    not_a_directory = tmp_path / "events"
+    not_a_directory.write_text("")
+    with pytest.raises(NotADirectoryError, match="is a file; give a directory"):
+        TensorBoardLogger(not_a_directory)
+
+
+def test_closing_twice_is_allowed_and_logging_after_close_raises(
+    tmp_path: Path,
+) -> None:
+    sink = TensorBoardLogger(tmp_path)
+    sink.close()
+    sink.close()
+    with pytest.raises(RuntimeError, match="is closed"):
+        sink.log_metrics({"collector/frames": 1.0}, step=1)
+    with pytest.raises(RuntimeError, match="is closed"):
+        sink.flush()
+
+
+def test_an_empty_payload_writes_no_scalar(tmp_path: Path) -> None:
+    with TensorBoardLogger(tmp_path) as sink:
+        sink.log_metrics({}, step=1)
+        sink.log_metrics({})
+        sink.flush()
+    assert read_scalars(tmp_path) == {}
+    assert repr(sink) == f"TensorBoardLogger({str(tmp_path)!r})"
