@@ -124,7 +124,7 @@ class SharedCounters:
         counters: tuple[str, ...],
         gauges: tuple[str, ...],
         liveness: float,
-        owner_pid: int,
+        unlink_in: int | None,
     ) -> None:
         self._memory = memory
         self._workers = workers
@@ -132,7 +132,6 @@ class SharedCounters:
         self._gauges = gauges
         self._keys = counters + gauges
         self._liveness = liveness
-        self._owner_pid = owner_pid
         self._view: memoryview[float] | None = cast(memoryview, memory.buf).cast("d")
         # Worker i's keys occupy one row of slots; the heartbeats follow all
         # rows, so that the keys' slots map one to one onto precomputed names.
@@ -145,7 +144,7 @@ class SharedCounters:
             f"worker_{index}/heartbeat_age_s" for index in range(workers)
         ]
         self._finalizer = weakref.finalize(
-            self, _release, memory, self._view, owner_pid
+            self, _release, memory, self._view, unlink_in
         )
 
     @property
@@ -319,7 +318,6 @@ class SharedCounters:
             "counters": self._counters,
             "gauges": self._gauges,
             "liveness": self._liveness,
-            "owner_pid": self._owner_pid,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -329,7 +327,8 @@ class SharedCounters:
             state["counters"],
             state["gauges"],
             state["liveness"],
-            state["owner_pid"],
+            # A copy only attaches: the segment is the original's to unlink.
+            None,
         )
 
     def _live_view(self) -> memoryview[float]:
@@ -505,11 +504,12 @@ def _attach(name: str) -> shared_memory.SharedMemory:
 
 
 def _release(
-    memory: shared_memory.SharedMemory, view: memoryview[float], owner_pid: int
+    memory: shared_memory.SharedMemory, view: memoryview[float], unlink_in: int | None
 ) -> None:
     # The cast view must be released before the mapping can close. A child
-    # made by fork inherits the creator's object but must not unlink it.
+    # made by fork inherits the creator's object, and with it this
+    # finalizer, but must not unlink the segment its parent still uses.
     view.release()
     memory.close()
-    if os.getpid() == owner_pid:
+    if unlink_in == os.getpid():
         memory.unlink()

@@ -119,7 +119,7 @@ class Tally:
                 start = 0 + n
             except TypeError:
                 raise _bad_increment(key, n) from None
-            self._claim(key, "counter", (key,))
+            self._claim(key, "counter", ("",))
             counters[key] = start
         except TypeError:
             raise _bad_increment(key, n) from None
@@ -137,7 +137,7 @@ class Tally:
         number = _as_float(value, "set", key)
         gauges = self._gauges
         if key not in gauges:
-            self._claim(key, "gauge", (key,))
+            self._claim(key, "gauge", ("",))
         gauges[key] = number
 
     def observe(self, key: str, value: SupportsFloat) -> None:
@@ -153,11 +153,7 @@ class Tally:
         number = _as_float(value, "observe", key)
         window = self._windows.get(key)
         if window is None:
-            self._claim(
-                key,
-                "observed key",
-                tuple(key + suffix for suffix in _OBSERVED_SUFFIXES),
-            )
+            self._claim(key, "observed key", _OBSERVED_SUFFIXES)
             window = self._windows[key] = _Window()
         count = window.count
         # The value lands before the count moves on, so a reader that read
@@ -203,12 +199,13 @@ class Tally:
             f"gauges={len(self._gauges)}, observed={len(self._windows)})"
         )
 
-    def _claim(self, key: str, kind: str, names: tuple[str, ...]) -> None:
+    def _claim(self, key: str, kind: str, suffixes: tuple[str, ...]) -> None:
         if not isinstance(key, str) or not key:
             raise TypeError(
                 f"Tally keys must be non-empty strings, got {key!r}; name the "
                 "value, e.g. tally.observe('episode_return', ...)."
             )
+        names = [key + suffix for suffix in suffixes]
         for name in names:
             owner = self._owners.get(name)
             if owner is not None:

@@ -316,10 +316,6 @@ class SharedCountersTransform(Transform):  # type: ignore[misc]
         self.writer.heartbeat()
         return tensordict_reset
 
-    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
-        """Pass ``tensordict`` through unchanged: the transform only counts environment steps."""
-        return tensordict
-
     def extra_repr(self) -> str:
         return f"worker={self.writer.index}"
 

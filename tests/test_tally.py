@@ -1,0 +1,240 @@
+"""Tally: counters, gauges and windowed observations pushed by the hot path, pulled by stats()."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+
+import rlpulse
+from rlpulse import JSONLLogger, LoggerMonitor, Tally
+
+
+def test_counters_add_up_from_zero() -> None:
+    tally = Tally()
+    tally.inc("updates")
+    tally.inc("updates")
+    tally.inc("frames", 200)
+    tally.inc("frames", 56)
+    assert tally.stats() == {"updates": 2, "frames": 256}
+
+
+def test_a_gauge_reports_its_latest_value_as_a_float() -> None:
+    tally = Tally()
+    tally.set("learning_rate", 1)
+    tally.set("learning_rate", 0.5)
+    assert tally.stats() == {"learning_rate": 0.5}
+    assert type(tally.stats()["learning_rate"]) is float
+
+
+def test_an_observed_key_reports_count_mean_min_max_and_last() -> None:
+    tally = Tally()
+    for value in (3.0, 1.0, 2.0):
+        tally.observe("loss", value)
+    assert tally.stats() == {
+        "loss_count": 3,
+        "loss_mean": 2.0,
+        "loss_min": 1.0,
+        "loss_max": 3.0,
+        "loss_last": 2.0,
+    }
+
+
+def test_the_summary_covers_only_the_most_recent_window_while_the_count_is_cumulative() -> (
+    None
+):
+    tally = Tally(window=4)
+    for value in range(1, 11):
+        tally.observe("episode_return", value)
+    stats = tally.stats()
+    assert stats["episode_return_count"] == 10
+    assert stats["episode_return_min"] == 7.0
+    assert stats["episode_return_max"] == 10.0
+    assert stats["episode_return_mean"] == 8.5
+    assert stats["episode_return_last"] == 10.0
+
+
+def test_a_window_of_one_reports_the_last_observation_only() -> None:
+    tally = Tally(window=1)
+    tally.observe("latency_s", 0.5)
+    tally.observe("latency_s", 0.25)
+    stats = tally.stats()
+    assert (
+        stats["latency_s_mean"],
+        stats["latency_s_min"],
+        stats["latency_s_max"],
+    ) == (
+        0.25,
+        0.25,
+        0.25,
+    )
+    assert stats["latency_s_count"] == 2
+
+
+def test_tensors_are_read_into_floats_when_recorded() -> None:
+    tally = Tally()
+    loss = torch.tensor(0.75) * 2
+    tally.observe("loss", loss)
+    tally.set("grad_norm", torch.tensor(3.0))
+    stats = tally.stats()
+    assert stats["loss_last"] == 1.5
+    assert type(stats["loss_last"]) is float
+    assert type(stats["grad_norm"]) is float
+
+
+def test_stats_returns_a_fresh_snapshot_each_call() -> None:
+    tally = Tally()
+    tally.inc("updates")
+    first = tally.stats()
+    first["updates"] = 100
+    tally.inc("updates")
+    assert tally.stats()["updates"] == 2
+
+
+def test_a_counter_name_cannot_become_a_gauge() -> None:
+    tally = Tally()
+    tally.inc("episodes")
+    with pytest.raises(ValueError, match=r"'episodes'.*already belongs to the counter"):
+        tally.set("episodes", 3)
+
+
+def test_a_name_an_observed_key_produces_cannot_be_a_counter() -> None:
+    tally = Tally()
+    tally.observe("loss", 1.0)
+    with pytest.raises(ValueError, match=r"'loss_mean'.*observed key 'loss'"):
+        tally.inc("loss_mean")
+
+
+def test_observing_a_key_whose_entries_are_taken_is_refused() -> None:
+    tally = Tally()
+    tally.set("loss_max", 2.0)
+    with pytest.raises(ValueError, match="cannot be used as a observed key"):
+        tally.observe("loss", 1.0)
+
+
+@pytest.mark.parametrize(
+    ("write", "message"),
+    [
+        (lambda tally: tally.inc("frames", "ten"), r"Tally.inc\('frames', n='ten'\)"),
+        (lambda tally: tally.set("queue", "full"), r"Tally.set\('queue', 'full'\)"),
+        (lambda tally: tally.observe("loss", None), r"Tally.observe\('loss', None\)"),
+    ],
+    ids=["inc", "set", "observe"],
+)
+def test_a_value_that_is_not_a_number_is_refused_with_the_call_named(
+    write: object, message: str
+) -> None:
+    tally = Tally()
+    with pytest.raises(TypeError, match=message):
+        write(tally)  # type: ignore[operator]
+    assert tally.stats() == {}
+
+
+def test_a_bad_increment_of_an_existing_counter_leaves_it_unchanged() -> None:
+    tally = Tally()
+    tally.inc("frames", 10)
+    with pytest.raises(TypeError, match="n must be a number"):
+        tally.inc("frames", [1])  # type: ignore[arg-type]
+    assert tally.stats() == {"frames": 10}
+
+
+def test_a_refused_first_write_does_not_reserve_the_name() -> None:
+    tally = Tally()
+    with pytest.raises(TypeError):
+        tally.set("queue", "full")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        tally.inc("frames", "ten")  # type: ignore[arg-type]
+    tally.set("queue", 2)
+    tally.inc("frames", 10)
+    assert tally.stats() == {"queue": 2.0, "frames": 10}
+
+
+@pytest.mark.parametrize("key", ["", 7, None])
+def test_keys_must_be_non_empty_strings(key: object) -> None:
+    with pytest.raises(TypeError, match="non-empty strings"):
+        Tally().observe(key, 1.0)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("window", [0, -3])
+def test_a_window_below_one_is_refused(window: int) -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        Tally(window=window)
+
+
+@pytest.mark.parametrize("window", [2.5, True, "100"])
+def test_a_window_that_is_not_an_int_is_refused(window: object) -> None:
+    with pytest.raises(TypeError, match="must be an int"):
+        Tally(window=window)  # type: ignore[arg-type]
+
+
+def test_window_and_repr_describe_the_tally() -> None:
+    tally = Tally(window=8)
+    tally.inc("updates")
+    tally.observe("loss", 1.0)
+    assert tally.window == 8
+    assert repr(tally) == "Tally(window=8, counters=1, gauges=0, observed=1)"
+
+
+@pytest.mark.timeout(60)
+def test_readers_see_consistent_snapshots_while_one_thread_writes() -> None:
+    tally = Tally(window=16)
+    writes = 20_000
+    finished = threading.Event()
+    failures: list[BaseException] = []
+
+    def write() -> None:
+        for index in range(writes):
+            tally.inc("steps")
+            tally.observe("value", float(index))
+            # New keys appear while readers copy the containers.
+            if index % 1000 == 0:
+                tally.set(f"gauge_{index}", index)
+                tally.observe(f"observed_{index}", index)
+        finished.set()
+
+    def read() -> None:
+        previous_steps = 0
+        try:
+            while not finished.is_set():
+                stats = tally.stats()
+                steps = stats.get("steps", 0)
+                assert steps >= previous_steps
+                previous_steps = steps
+                if "value_count" in stats:
+                    assert (
+                        stats["value_min"] <= stats["value_mean"] <= stats["value_max"]
+                    )
+                    assert stats["value_max"] - stats["value_min"] <= 16
+        except BaseException as error:
+            failures.append(error)
+
+    readers = [threading.Thread(target=read) for _ in range(3)]
+    writer = threading.Thread(target=write)
+    for thread in (*readers, writer):
+        thread.start()
+    for thread in (writer, *readers):
+        thread.join(timeout=50)
+    assert failures == []
+    stats = tally.stats()
+    assert stats["steps"] == writes
+    assert stats["value_count"] == writes
+    assert stats["value_last"] == writes - 1
+    assert stats["value_min"] == writes - 16
+
+
+def test_a_monitor_logs_the_tally_with_its_window_summaries(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    tally = Tally()
+    with JSONLLogger(path) as sink:
+        monitor = LoggerMonitor(sink, background=False)
+        monitor.watch(tally, name="training")
+        tally.inc("updates", 3)
+        for episode_return in (10.0, 30.0):
+            tally.observe("episode_return", episode_return)
+        monitor.step()
+    logged = {record.name: record.value for record in rlpulse.read(path)}
+    assert logged["training/updates"] == 3.0
+    assert logged["training/episode_return_mean"] == 20.0
+    assert logged["training/episode_return_count"] == 2.0
