@@ -21,6 +21,7 @@ from typing import Any, Literal
 from rlpulse import lifecycle
 from rlpulse.background import Poller, Run
 from rlpulse.delivery import Sink, as_sinks
+from rlpulse.hazards import background_hazard
 from rlpulse.poll import Watch
 from rlpulse.queues import SinkQueue
 from rlpulse.schedules import AnyOf, Every, Schedule
@@ -163,6 +164,9 @@ class LoggerMonitor:
         log_on_start: bool = True,
         log_on_close: bool = True,
         poll_timeout: float | None = None,
+        aggregate: tuple[str, ...] | list[str] = (),
+        stall_after: float | None = None,
+        progress_key: str | None = None,
     ) -> str:
         """Register ``target`` for monitoring and return its watch name.
 
@@ -190,6 +194,17 @@ class LoggerMonitor:
             log_on_close: log a final snapshot on :meth:`stop`.
             poll_timeout: this watch's bound on one provider call in
                 background mode, overriding the monitor's.
+            aggregate: any of ``"mean"``, ``"min"``, ``"max"``: for every
+                snapshot entry that is not a rate key, also log
+                ``<key>_mean`` (…) over all polls since the previous logged
+                snapshot, this one included — a gauge polled at 1 Hz but
+                logged every 30 s keeps its shape.
+            stall_after: seconds without progress after which payloads carry
+                ``<name>/stalled = 1.0`` (else ``0.0``) and one warning per
+                stall episode names the watch and how long it is stuck.
+            progress_key: the counter that shows progress for
+                ``stall_after``; defaults to the schedule's counter, else
+                the step key.
 
         Examples:
             >>> class Collector:
@@ -231,6 +246,8 @@ class LoggerMonitor:
                     name = f"{base}_{suffix}"
             elif name in self._watches:
                 raise ValueError(f"A watch named {name!r} is already registered.")
+            if self._poller is not None:
+                _refuse_hazard(target, stats_fn, stats_kwargs or {})
             self._watches[name] = Watch(
                 name,
                 provider=stats_fn,
@@ -244,6 +261,10 @@ class LoggerMonitor:
                 poll_timeout=self._poll_timeout
                 if poll_timeout is None
                 else poll_timeout,
+                aggregate=tuple(aggregate),
+                stall_after=stall_after,
+                progress_key=progress_key,
+                on_stall=self._stalled,
             )
             self._watch_list = tuple(self._watches.values())
         return name
@@ -456,6 +477,18 @@ class LoggerMonitor:
                 watch.poll_timeout,
             )
 
+    def _stalled(self, watch: Watch, stuck_for: float) -> None:
+        logger.warning(
+            "LoggerMonitor: watch %r has made no progress (%s) for %.1fs "
+            "(stall_after=%ss); its payloads carry %s/stalled = 1.0 until it "
+            "moves again.",
+            watch.name,
+            watch.progress_key,
+            stuck_for,
+            watch.stall_after,
+            watch.name,
+        )
+
     def _pending_sink_error(self) -> BaseException | None:
         error, self._sink_error = self._sink_error, None
         return error
@@ -469,6 +502,9 @@ class LoggerMonitor:
         A stopped monitor can be started again. Returns the monitor.
         """
         with self._lock:
+            if self._background and self._poller is None:
+                for watch in self._watch_list:
+                    _refuse_hazard(watch.target, watch.provider, watch.stats_kwargs)
             self._stopped = False
             self._started = True
             if not self._background or self._poller is not None:
@@ -652,6 +688,12 @@ class LoggerMonitor:
             f"LoggerMonitor({len(self._watch_list)} watches, "
             f"{len(self._sinks)} sinks, {state})"
         )
+
+
+def _refuse_hazard(target: Any, provider: Any, stats_kwargs: Mapping[str, Any]) -> None:
+    reason = background_hazard(target, provider, stats_kwargs)
+    if reason is not None:
+        raise ValueError(f"A background LoggerMonitor refuses this watch: {reason}")
 
 
 def _check_timeout(name: str, value: float | None) -> None:

@@ -14,7 +14,10 @@ from typing import Any
 from rlpulse.schedules import Every, Schedule  # noqa: F401  (Every: doctests)
 from rlpulse.snapshot import as_metric, counter_value, snapshot_of
 
-__all__ = ["RATE_NAMES", "Watch", "rate_name"]
+__all__ = ["AGGREGATES", "RATE_NAMES", "Watch", "rate_name"]
+
+AGGREGATES = ("mean", "min", "max")
+"""What ``watch(..., aggregate=...)`` can compute over the polls between logs."""
 
 RATE_NAMES: Mapping[str, str] = {
     "frames": "frames_per_second",
@@ -87,7 +90,20 @@ class Watch:
         log_on_start: bool = True,
         log_on_close: bool = True,
         poll_timeout: float | None = None,
+        aggregate: tuple[str, ...] = (),
+        stall_after: float | None = None,
+        progress_key: str | None = None,
+        on_stall: Callable[[Watch, float], None] | None = None,
     ) -> None:
+        unknown = [name for name in aggregate if name not in AGGREGATES]
+        if unknown:
+            raise ValueError(
+                f"Unknown aggregate {unknown[0]!r}: choose from {', '.join(AGGREGATES)}."
+            )
+        if stall_after is not None and not stall_after > 0:
+            raise ValueError(
+                f"stall_after must be a positive number of seconds, got {stall_after!r}."
+            )
         self.name = name
         self.poll_timeout = poll_timeout
         # Cleared by unwatch(): a poll in flight then delivers nothing.
@@ -115,12 +131,37 @@ class Watch:
         if step_key is None and len(self.counter_parts) == 1:
             step_key = self.counter_parts[0].key
         self.step_key = step_key
+        self.aggregate = tuple(aggregate)
+        self.stall_after = stall_after
+        if stall_after is not None:
+            progress_key = progress_key or (
+                self.counter_parts[0].key if len(self.counter_parts) == 1 else step_key
+            )
+            if progress_key is None:
+                raise ValueError(
+                    f"Watch {name!r}: stall detection needs a progress counter; pass "
+                    "progress_key=, a counter schedule or step=."
+                )
+        self.progress_key = progress_key
+        self.on_stall = on_stall
+        self.stalled = False
+        self._progress: float | None = None
+        self._progress_time: float | None = None
+        self._accumulated: dict[str, list[float]] = {}
+        # Aggregation and stall detection need every poll: no shortcut.
+        self.every_poll = bool(self.aggregate) or stall_after is not None
+        if self.every_poll:
+            self._only_counter = None
         self.rate_keys = rate_keys
         self.log_on_start = log_on_start
         self.log_on_close = log_on_close
         # A watch whose schedule is time only decides before calling its
         # provider: it is skipped until the monotonic time next_due.
-        self.clock_gated = bool(self.seconds_intervals) and not self.counter_parts
+        self.clock_gated = (
+            bool(self.seconds_intervals)
+            and not self.counter_parts
+            and not self.every_poll
+        )
         self.min_seconds = min(self.seconds_intervals, default=0.0)
         self.next_due = -math.inf
         self.baseline: dict[str, float] = {}
@@ -176,6 +217,7 @@ class Watch:
             ):
                 part.last_value = value
                 return None
+        observed = self._observe(snapshot_of(raw), now) if self.every_poll else None
         first_poll = self.baseline_time is None
         if (
             not force
@@ -183,10 +225,14 @@ class Watch:
             and not self._is_due(raw, now, first_poll)
         ):
             if first_poll:
-                self.baseline = snapshot_of(raw)
+                self.baseline = snapshot_of(raw) if observed is None else observed
                 self._set_baseline_time(now)
             return None
-        payload = self._payload_of(raw)
+        if observed is None:
+            payload = self._payload_of(raw)
+        else:
+            payload = self._payload_of_snapshot(observed)
+            self._add_observations(payload)
         snapshot = self._pending
         step_key = self.step_key
         if step_key is not None and step_key in snapshot:
@@ -267,8 +313,62 @@ class Watch:
         self._rated = rated
         return payload
 
+    def _observe(self, snapshot: dict[str, float], now: float) -> dict[str, float]:
+        if self.aggregate:
+            counters = RATE_NAMES if self.rate_keys is None else self.rate_keys
+            accumulated = self._accumulated
+            for key, value in snapshot.items():
+                if key in counters:
+                    continue
+                seen = accumulated.get(key)
+                if seen is None:
+                    accumulated[key] = [1.0, value, value, value]
+                else:
+                    seen[0] += 1.0
+                    seen[1] += value
+                    if value < seen[2]:
+                        seen[2] = value
+                    if value > seen[3]:
+                        seen[3] = value
+        if self.stall_after is not None:
+            self._observe_progress(snapshot.get(self.progress_key or ""), now)
+        return snapshot
+
+    def _observe_progress(self, progress: float | None, now: float) -> None:
+        previous = self._progress
+        if progress is not None:
+            self._progress = progress
+        if self._progress_time is None or (
+            progress is not None and (previous is None or progress != previous)
+        ):
+            # The first poll, progress, or a reset (a decrease): the clock
+            # restarts.
+            self._progress_time = now
+            self.stalled = False
+            return
+        stuck_for = now - self._progress_time
+        if not self.stalled and stuck_for >= (self.stall_after or math.inf):
+            self.stalled = True
+            if self.on_stall is not None:
+                self.on_stall(self, stuck_for)
+
+    def _add_observations(self, payload: dict[str, float]) -> None:
+        prefix = self._prefix
+        for key, (count, total, low, high) in self._accumulated.items():
+            for aggregate in self.aggregate:
+                if aggregate == "mean":
+                    value = total / count
+                elif aggregate == "min":
+                    value = low
+                else:
+                    value = high
+                payload[f"{prefix}{key}_{aggregate}"] = value
+        if self.stall_after is not None:
+            payload[f"{prefix}stalled"] = 1.0 if self.stalled else 0.0
+
     def commit(self, now: float) -> None:
         """Record the payload last returned by :meth:`evaluate` as delivered at ``now``."""
+        self._accumulated = {}
         self.baseline = self._pending
         self.last_log_time = now
         self.has_logged = True

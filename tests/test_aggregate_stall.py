@@ -1,0 +1,160 @@
+"""Gauge aggregation between logs and stall detection (SPEC 2.8, 2.9)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from rlpulse import Every, LoggerMonitor
+from rlpulse.poll import Watch
+
+
+def poll(watch: Watch, raw: dict[str, Any], now: float) -> dict[str, float] | None:
+    payload = watch.evaluate(raw, now, force=False)
+    if payload is not None:
+        watch.commit(now)
+    return payload
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.calls: list[dict[str, float]] = []
+
+    def log_metrics(
+        self, metrics: Mapping[str, float], step: int | None = None
+    ) -> None:
+        self.calls.append(dict(metrics))
+
+
+def test_gauges_are_aggregated_over_the_polls_between_logs() -> None:
+    watch = Watch(
+        "rb",
+        provider=dict,
+        schedule=Every.seconds(10),
+        aggregate=("mean", "min", "max"),
+    )
+    poll(watch, {"size": 4, "write_count": 0}, now=0.0)
+    for now, size in ((1.0, 10), (2.0, 2), (3.0, 6)):
+        assert poll(watch, {"size": size, "write_count": now}, now=now) is None
+    payload = poll(watch, {"size": 8, "write_count": 10}, now=10.0)
+    assert payload is not None
+    assert payload["rb/size_mean"] == pytest.approx((10 + 2 + 6 + 8) / 4)
+    assert payload["rb/size_min"] == 2.0
+    assert payload["rb/size_max"] == 10.0
+    assert "rb/write_count_mean" not in payload  # a counter is not a gauge
+
+
+def test_aggregates_restart_after_each_logged_snapshot() -> None:
+    watch = Watch("q", provider=dict, aggregate=("max",))
+    poll(watch, {"depth": 50}, now=0.0)
+    payload = poll(watch, {"depth": 3}, now=1.0)
+    assert payload is not None
+    assert payload["q/depth_max"] == 3.0
+
+
+def test_aggregates_skip_explicit_rate_keys() -> None:
+    watch = Watch("w", provider=dict, aggregate=("mean",), rate_keys=("episodes",))
+    payload = poll(watch, {"episodes": 3, "frames": 9}, now=0.0)
+    assert payload is not None
+    assert "w/episodes_mean" not in payload
+    assert payload["w/frames_mean"] == 9.0
+
+
+def test_an_unknown_aggregate_is_refused_with_the_choices() -> None:
+    with pytest.raises(ValueError, match="mean, min, max"):
+        Watch("w", provider=dict, aggregate=("median",))
+
+
+def test_an_aggregating_seconds_watch_is_polled_every_time() -> None:
+    calls = []
+
+    def provider() -> dict[str, float]:
+        calls.append(1)
+        return {"size": float(len(calls))}
+
+    monitor = LoggerMonitor(Recorder(), background=False)
+    monitor.watch(
+        object(),
+        name="rb",
+        stats_fn=provider,
+        schedule=Every.seconds(3600),
+        aggregate=["mean"],
+    )
+    for _ in range(5):
+        monitor.step()
+    assert len(calls) == 5
+
+
+def test_a_counter_that_stops_increasing_marks_the_watch_stalled() -> None:
+    stalls: list[float] = []
+    watch = Watch(
+        "collector",
+        provider=dict,
+        schedule=Every.counter("frames", 1000),
+        stall_after=5.0,
+        on_stall=lambda _, stuck_for: stalls.append(stuck_for),
+    )
+    first = poll(watch, {"frames": 0}, now=0.0)
+    assert first is not None
+    assert first["collector/stalled"] == 0.0
+    poll(watch, {"frames": 10}, now=1.0)
+    poll(watch, {"frames": 10}, now=4.0)
+    assert not watch.stalled
+    poll(watch, {"frames": 10}, now=6.5)
+    assert watch.stalled
+    assert stalls == [5.5]
+    poll(watch, {"frames": 10}, now=9.0)
+    assert stalls == [5.5]  # one warning per episode
+    payload = watch.evaluate({"frames": 10}, 10.0, force=True)
+    assert payload is not None
+    assert payload["collector/stalled"] == 1.0
+    watch.commit(10.0)
+    poll(watch, {"frames": 20}, now=11.0)
+    assert not watch.stalled
+    poll(watch, {"frames": 20}, now=17.0)
+    assert stalls == [5.5, 6.0]  # a new episode
+
+
+def test_a_counter_reset_is_not_a_stall() -> None:
+    watch = Watch("c", provider=dict, stall_after=2.0, progress_key="frames")
+    poll(watch, {"frames": 100}, now=0.0)
+    poll(watch, {"frames": 5}, now=1.5)
+    poll(watch, {"frames": 5}, now=3.0)
+    assert not watch.stalled
+
+
+def test_stall_detection_needs_a_progress_counter() -> None:
+    with pytest.raises(ValueError, match="progress_key"):
+        Watch("w", provider=dict, stall_after=1.0)
+
+
+def test_stall_after_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="stall_after"):
+        Watch("w", provider=dict, stall_after=0, progress_key="frames")
+
+
+def test_the_monitor_warns_once_per_stall_episode(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Frozen:
+        def stats(self) -> dict[str, float]:
+            return {"frames": 7}
+
+    sink = Recorder()
+    monitor = LoggerMonitor(sink, background=False)
+    monitor.watch(Frozen(), name="collector", step="frames", stall_after=0.01)
+    with caplog.at_level(logging.WARNING):
+        monitor.step()
+        time.sleep(0.05)
+        monitor.step()
+        monitor.step()
+    warnings = [
+        r.getMessage() for r in caplog.records if "no progress" in r.getMessage()
+    ]
+    assert len(warnings) == 1
+    assert "'collector'" in warnings[0]
+    assert sink.calls[-1]["collector/stalled"] == 1.0
