@@ -1,0 +1,361 @@
+"""SharedCounters: per-worker slots in one shared-memory segment, written by real processes."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import rlpulse
+from rlpulse import JSONLLogger, LoggerMonitor, SharedCounters
+from rlpulse.sources import WorkerCounters
+
+linux_only = pytest.mark.skipif(
+    not Path("/dev/shm").is_dir(), reason="segments are visible under /dev/shm on Linux"
+)
+
+START_METHODS = [
+    method
+    for method in ("spawn", "fork", "forkserver")
+    if method in multiprocessing.get_all_start_methods()
+]
+
+# Run as its own program, so that its resource tracker ends with it and any
+# warning it prints at shutdown lands in the captured stderr.
+WORKERS_PROGRAM = textwrap.dedent(
+    """
+    import json
+    import multiprocessing
+    import sys
+
+    from rlpulse import SharedCounters
+
+
+    def work(counters, index):
+        writer = counters.worker(index)
+        writer.inc("frames", 100 * (index + 1))
+        writer.inc("frames", 1)
+        writer.set("queue", index + 0.5)
+        writer.heartbeat()
+
+
+    if __name__ == "__main__":
+        method, close = sys.argv[1], sys.argv[2] == "close"
+        context = multiprocessing.get_context(method)
+        counters = SharedCounters(2, counters=("frames",), gauges=("queue",))
+        processes = [
+            context.Process(target=work, args=(counters, index)) for index in range(2)
+        ]
+        for process in processes:
+            process.start()
+        for process in processes:
+            process.join(30)
+        print(json.dumps({
+            "name": counters.name,
+            "exitcodes": [process.exitcode for process in processes],
+            "stats": counters.stats(),
+        }))
+        if close:
+            counters.close()
+    """
+)
+
+
+def _run_workers_program(tmp_path: Path, method: str, close: bool) -> dict[str, object]:
+    program = tmp_path / "workers.py"
+    program.write_text(WORKERS_PROGRAM)
+    completed = subprocess.run(
+        [sys.executable, str(program), method, "close" if close else "keep"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stderr == ""
+    result: dict[str, object] = json.loads(completed.stdout)
+    return result
+
+
+def _write_until_killed(counters: SharedCounters, index: int) -> None:
+    writer = counters.worker(index)
+    while True:
+        writer.inc("frames")
+        writer.heartbeat()
+        time.sleep(0.001)
+
+
+def test_stats_sum_each_key_over_workers_and_list_every_workers_slots() -> None:
+    with SharedCounters(
+        3, counters=("frames", "episodes"), gauges=("queue",)
+    ) as counters:
+        for index in range(3):
+            writer = counters.worker(index)
+            writer.inc("frames", 10 * (index + 1))
+            writer.inc("episodes")
+            writer.set("queue", index)
+        stats = counters.stats()
+    assert stats["frames"] == 60.0
+    assert stats["episodes"] == 3.0
+    assert stats["queue"] == 3.0
+    assert [stats[f"worker_{index}/frames"] for index in range(3)] == [10.0, 20.0, 30.0]
+    assert [stats[f"worker_{index}/queue"] for index in range(3)] == [0.0, 1.0, 2.0]
+
+
+def test_a_gauge_keeps_the_last_value_set() -> None:
+    with SharedCounters(1, gauges=("queue",)) as counters:
+        writer = counters.worker(0)
+        writer.set("queue", 5)
+        writer.set("queue", 2.5)
+        assert counters.stats()["worker_0/queue"] == 2.5
+
+
+def test_a_worker_has_no_heartbeat_age_and_is_not_alive_before_its_first_heartbeat() -> (
+    None
+):
+    with SharedCounters(2, counters=("frames",)) as counters:
+        counters.worker(0).heartbeat()
+        stats = counters.stats()
+    assert stats["workers_alive"] == 1
+    assert 0.0 <= stats["worker_0/heartbeat_age_s"] < 60.0
+    assert "worker_1/heartbeat_age_s" not in stats
+
+
+def test_a_worker_drops_out_of_workers_alive_once_its_heartbeat_is_older_than_liveness(
+    wait_until: Callable[..., bool],
+) -> None:
+    with SharedCounters(2, liveness=0.2) as counters:
+        counters.worker(0).heartbeat()
+        counters.worker(1).heartbeat()
+        assert counters.stats()["workers_alive"] == 2
+        assert wait_until(lambda: counters.stats()["workers_alive"] == 0)
+        assert counters.stats()["worker_0/heartbeat_age_s"] >= 0.2
+        counters.worker(1).heartbeat()
+        assert counters.stats()["workers_alive"] == 1
+
+
+def test_the_monitor_watches_shared_counters_directly_with_frame_rates(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "metrics.jsonl"
+    with SharedCounters(2, counters=("frames",)) as counters, JSONLLogger(path) as sink:
+        writer = counters.worker(1)
+        monitor = LoggerMonitor(sink, background=False)
+        monitor.watch(counters, name="workers")
+        writer.inc("frames", 100)
+        writer.heartbeat()
+        monitor.step()
+        time.sleep(0.01)
+        writer.inc("frames", 100)
+        monitor.step()
+    last = {record.name: record.value for record in rlpulse.read(path)}
+    assert last["workers/frames"] == 200.0
+    assert last["workers/worker_1/frames"] == 200.0
+    assert last["workers/workers_alive"] == 1.0
+    assert last["workers/frames_per_second"] > 0
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("method", START_METHODS)
+def test_workers_started_by_each_start_method_write_their_own_slots_without_warnings(
+    tmp_path: Path, method: str
+) -> None:
+    result = _run_workers_program(tmp_path, method, close=True)
+    assert result["exitcodes"] == [0, 0]
+    stats = result["stats"]
+    assert isinstance(stats, dict)
+    assert stats["worker_0/frames"] == 101.0
+    assert stats["worker_1/frames"] == 201.0
+    assert stats["queue"] == 2.0
+    assert stats["workers_alive"] == 2
+    assert not Path("/dev/shm", str(result["name"])).exists()
+
+
+@linux_only
+@pytest.mark.timeout(120)
+def test_the_segment_is_unlinked_when_the_creating_process_exits_without_close(
+    tmp_path: Path,
+) -> None:
+    result = _run_workers_program(tmp_path, "spawn", close=False)
+    assert result["exitcodes"] == [0, 0]
+    assert not Path("/dev/shm", str(result["name"])).exists()
+
+
+@pytest.mark.timeout(60)
+def test_a_sigkilled_worker_leaves_readable_slots_and_drops_out_of_workers_alive(
+    wait_until: Callable[..., bool],
+) -> None:
+    context = multiprocessing.get_context("spawn")
+    with SharedCounters(2, counters=("frames",), liveness=0.5) as counters:
+        worker = context.Process(target=_write_until_killed, args=(counters, 1))
+        worker.start()
+        try:
+            assert wait_until(
+                lambda: counters.stats()["workers_alive"] == 1, timeout=30
+            )
+            assert wait_until(lambda: counters.stats()["worker_1/frames"] >= 10)
+        finally:
+            os.kill(worker.pid, signal.SIGKILL)  # type: ignore[arg-type]
+            worker.join(10)
+        assert worker.exitcode == -signal.SIGKILL
+        frames_at_death = counters.stats()["worker_1/frames"]
+        assert frames_at_death >= 10
+        assert wait_until(lambda: counters.stats()["workers_alive"] == 0, timeout=5)
+        stats = counters.stats()
+        assert stats["worker_1/frames"] == frames_at_death
+        assert stats["frames"] == frames_at_death
+        assert stats["worker_1/heartbeat_age_s"] >= 0.5
+
+
+def test_an_unknown_counter_is_refused_with_the_valid_counters() -> None:
+    with SharedCounters(
+        1, counters=("frames", "episodes"), gauges=("queue",)
+    ) as counters:
+        writer = counters.worker(0)
+        with pytest.raises(
+            KeyError, match=r"unknown counter 'frame'.*\['frames', 'episodes'\]"
+        ):
+            writer.inc("frame")
+
+
+def test_incrementing_a_gauge_says_to_set_it() -> None:
+    counters = SharedCounters(1, counters=("frames",), gauges=("queue",))
+    with counters, pytest.raises(KeyError, match=r"'queue' is a gauge: use set\(\)"):
+        counters.worker(0).inc("queue")
+
+
+def test_setting_a_counter_says_to_increment_it() -> None:
+    counters = SharedCounters(1, counters=("frames",), gauges=("queue",))
+    message = r"unknown gauge 'frames'.*\['queue'\].*use inc\(\)"
+    with counters, pytest.raises(KeyError, match=message):
+        counters.worker(0).set("frames", 3)
+
+
+def test_an_unknown_worker_index_is_refused_with_the_valid_range() -> None:
+    with SharedCounters(2) as counters:
+        with pytest.raises(IndexError, match=r"valid indices are 0\.\.1"):
+            counters.worker(2)
+        with pytest.raises(IndexError, match=r"0\.\.1"):
+            counters.worker(-1)
+
+
+@pytest.mark.parametrize("index", ["0", 1.0, True])
+def test_a_worker_index_that_is_not_an_int_is_refused(index: object) -> None:
+    with (
+        SharedCounters(2) as counters,
+        pytest.raises(TypeError, match=r"an int in 0\.\.1"),
+    ):
+        counters.worker(index)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("method", "value"), [("inc", "many"), ("set", None)], ids=["inc", "set"]
+)
+def test_a_value_that_is_not_a_number_is_refused(method: str, value: object) -> None:
+    with SharedCounters(1, counters=("frames",), gauges=("queue",)) as counters:
+        writer = counters.worker(0)
+        key = "frames" if method == "inc" else "queue"
+        with pytest.raises(TypeError, match="must be a real number"):
+            getattr(writer, method)(key, value)
+        assert counters.stats()[key] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("arguments", "error", "message"),
+    [
+        ({"workers": 0}, ValueError, "workers must be an int >= 1"),
+        ({"workers": 2.0}, ValueError, "workers must be an int >= 1"),
+        ({"workers": 1, "counters": "frames"}, TypeError, r"counters=\('frames',\)"),
+        ({"workers": 1, "gauges": ("",)}, TypeError, "non-empty string"),
+        ({"workers": 1, "counters": ("a", "a")}, ValueError, "must be unique"),
+        (
+            {"workers": 1, "counters": ("a",), "gauges": ("a",)},
+            ValueError,
+            "both counters and gauges",
+        ),
+        ({"workers": 1, "gauges": ("workers_alive",)}, ValueError, "reserved"),
+        ({"workers": 1, "counters": ("worker_frames",)}, ValueError, "reserved"),
+        ({"workers": 1, "liveness": 0}, ValueError, "strictly positive"),
+        ({"workers": 1, "liveness": "5"}, TypeError, "number of seconds"),
+    ],
+)
+def test_invalid_construction_is_refused_with_what_to_do(
+    arguments: dict[str, object], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        SharedCounters(**arguments)  # type: ignore[arg-type]
+
+
+def test_the_layout_is_readable_back() -> None:
+    with SharedCounters(
+        3, counters=["frames"], gauges=["queue"], liveness=2
+    ) as counters:
+        assert counters.workers == 3
+        assert counters.counters == ("frames",)
+        assert counters.gauges == ("queue",)
+        assert counters.liveness == 2.0
+        assert counters.worker(2).index == 2
+        assert repr(counters).startswith(
+            "SharedCounters(workers=3, counters=('frames',)"
+        )
+        assert "WorkerCounters(index=2" in repr(counters.worker(2))
+
+
+@linux_only
+def test_close_unlinks_the_segment_and_is_idempotent() -> None:
+    counters = SharedCounters(2, counters=("frames",))
+    segment = Path("/dev/shm", counters.name)
+    assert segment.exists()
+    counters.close()
+    counters.close()
+    assert counters.closed
+    assert not segment.exists()
+    assert "closed" in repr(counters)
+
+
+def test_a_closed_segment_refuses_reads_writes_and_pickling() -> None:
+    counters = SharedCounters(1, counters=("frames",), gauges=("queue",))
+    writer = counters.worker(0)
+    counters.close()
+    with pytest.raises(ValueError, match="closed"):
+        counters.stats()
+    with pytest.raises(ValueError, match="closed"):
+        writer.inc("frames")
+    with pytest.raises(ValueError, match="closed"):
+        writer.set("queue", 1)
+    with pytest.raises(ValueError, match="closed"):
+        writer.heartbeat()
+    with pytest.raises(ValueError, match="closed"):
+        counters.worker(0)
+    with pytest.raises(ValueError, match="closed"):
+        pickle.dumps(counters)
+
+
+@linux_only
+def test_a_copy_shares_the_slots_and_closing_it_keeps_the_segment() -> None:
+    with SharedCounters(2, counters=("frames",)) as counters:
+        copy = pickle.loads(pickle.dumps(counters))
+        copy.worker(1).inc("frames", 7)
+        assert counters.stats()["worker_1/frames"] == 7.0
+        copy.close()
+        assert Path("/dev/shm", counters.name).exists()
+        counters.worker(1).inc("frames")
+        assert counters.stats()["frames"] == 8.0
+
+
+def test_a_pickled_writer_writes_the_same_workers_slots() -> None:
+    with SharedCounters(2, counters=("frames",)) as counters:
+        writer = pickle.loads(pickle.dumps(counters.worker(1)))
+        assert isinstance(writer, WorkerCounters)
+        writer.inc("frames", 3)
+        assert counters.stats()["worker_1/frames"] == 3.0
