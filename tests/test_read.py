@@ -335,7 +335,9 @@ def test_every_payload_a_killed_writer_reported_is_read_back(
             reported.append(int(line))
     finally:
         os.kill(writer.pid, signal.SIGKILL)
-        remaining, _ = writer.communicate(timeout=30)
+        # Read through the text wrapper: it may already hold lines read ahead.
+        remaining = writer.stdout.read()
+        writer.wait(timeout=30)
     reported += [int(line) for line in remaining.split()]
     assert writer.returncode == -signal.SIGKILL
 
