@@ -1,4 +1,4 @@
-"""The benchmark code works: a tiny monitor-overhead run and the document it writes.
+"""The benchmark code works: a tiny monitor-overhead run, in both modes, and the document it writes.
 
 These runs are far too short to mean anything as measurements; they only
 prove that ``python -m benchmarks`` will not crash and keeps other sections.
@@ -13,20 +13,38 @@ from benchmarks import SECTIONS
 from benchmarks.__main__ import main, split_sections, write_section
 from benchmarks.monitor_overhead import (
     CASES,
+    IDLE_CASE,
+    AdvancingCollectorLike,
+    BackgroundResults,
     Case,
     CaseResult,
     CollectorLike,
     Settings,
+    _check_background_work_done,
+    _TorchRLBackgroundRig,
     measure,
+    measure_background,
     render,
 )
 
-TINY = Settings(rounds=1, watches=3, steps=3, warmup_steps=1)
+TINY = Settings(
+    rounds=1,
+    watches=3,
+    steps=3,
+    warmup_steps=1,
+    background_rounds=1,
+    background_window_s=0.02,
+)
 
 
 @pytest.fixture(scope="module")
 def tiny_results() -> tuple[CaseResult, ...]:
     return measure(TINY)
+
+
+@pytest.fixture(scope="module")
+def tiny_background() -> BackgroundResults:
+    return measure_background(TINY)
 
 
 def test_monitor_benchmark_measures_every_case_on_both_monitors(
@@ -38,15 +56,39 @@ def test_monitor_benchmark_measures_every_case_on_both_monitors(
         assert all(ns > 0 for ns in result.torchrl_ns + result.rlpulse_ns)
 
 
-def test_monitor_section_renders_a_row_per_case_with_a_verdict(
+@pytest.mark.timeout(60)
+def test_background_benchmark_measures_every_case_and_an_idle_round_on_both_monitors(
+    tiny_background: BackgroundResults,
+) -> None:
+    assert [result.case for result in tiny_background.cases] == list(CASES)
+    assert tiny_background.idle.case is IDLE_CASE
+    for result in (*tiny_background.cases, tiny_background.idle):
+        assert len(result.torchrl_ns) == len(result.rlpulse_ns) == 1
+        assert all(ns > 0 for ns in result.torchrl_ns + result.rlpulse_ns)
+
+
+def test_monitor_section_renders_a_row_per_case_and_mode_with_a_verdict(
+    tiny_results: tuple[CaseResult, ...], tiny_background: BackgroundResults
+) -> None:
+    markdown = render(tiny_results, TINY, tiny_background)
+    manual, background = markdown.split("### Background mode")
+    for part in (manual, background):
+        rows = [line for line in part.splitlines() if line.startswith("| (")]
+        assert [row.split(" | ")[0] for row in rows] == [
+            f"| {case.label}" for case in CASES
+        ]
+        assert all(row.endswith(("| pass |", "| **OVER BUDGET** |")) for row in rows)
+    assert "An idle round (the same monitors without watches)" in " ".join(
+        background.split()
+    )
+
+
+def test_monitor_section_without_background_results_has_no_background_table(
     tiny_results: tuple[CaseResult, ...],
 ) -> None:
     markdown = render(tiny_results, TINY)
-    rows = [line for line in markdown.splitlines() if line.startswith("| (")]
-    assert [row.split(" | ")[0] for row in rows] == [
-        f"| {case.label}" for case in CASES
-    ]
-    assert all(row.endswith(("| pass |", "| **OVER BUDGET** |")) for row in rows)
+    assert "### Manual mode" in markdown
+    assert "Background mode" not in markdown
 
 
 def test_a_case_whose_monitors_skip_the_expected_logging_is_refused() -> None:
@@ -55,6 +97,55 @@ def test_a_case_whose_monitors_skip_the_expected_logging_is_refused() -> None:
     )
     with pytest.raises(RuntimeError, match="logged 0 watches, expected 3"):
         measure(TINY, cases=(never_due_but_labelled_logging,), report=print)
+
+
+@pytest.mark.timeout(60)
+def test_a_background_case_whose_monitors_skip_the_expected_logging_is_refused() -> (
+    None
+):
+    never_due_but_labelled_logging = Case(
+        "(x) mislabelled", lambda every: every.seconds(3600), 1.0, True
+    )
+    with pytest.raises(RuntimeError, match="logged 0 watches, expected 3"):
+        measure_background(TINY, cases=(never_due_but_labelled_logging,), report=print)
+
+
+def _not_started_torchrl_rig(case: Case) -> _TorchRLBackgroundRig:
+    from torchrl.record.loggers import monitoring
+
+    return _TorchRLBackgroundRig(monitoring.Every, case, TINY.watches)
+
+
+def test_background_rlpulse_payloads_where_none_were_due_are_refused() -> None:
+    rig = _not_started_torchrl_rig(CASES[1])
+    before = {"rounds": 10, "logged": 0, "dropped": 0}
+    after = {"rounds": 12, "logged": 3, "dropped": 0}
+    with pytest.raises(RuntimeError, match="logged 3 payloads in 2 rounds"):
+        _check_background_work_done(CASES[1], rig, before, after)
+
+
+def test_background_rlpulse_dropped_payloads_are_refused() -> None:
+    rig = _not_started_torchrl_rig(CASES[2])
+    before = {"rounds": 10, "logged": 0, "dropped": 0}
+    after = {"rounds": 12, "logged": 0, "dropped": 5}
+    with pytest.raises(RuntimeError, match="dropped 5 payloads"):
+        _check_background_work_done(CASES[2], rig, before, after)
+
+
+def test_torchrl_background_rig_counts_the_rounds_of_its_monitors_thread() -> None:
+    rig = _not_started_torchrl_rig(CASES[0])
+    rig.warm_up()
+    assert rig.rounds() >= 2
+    assert len(rig.counter.last_logged) == TINY.watches
+
+
+def test_settings_refuse_counts_below_one_and_a_window_that_is_not_positive() -> None:
+    with pytest.raises(ValueError, match="background_rounds must be at least 1"):
+        Settings(background_rounds=0)
+    with pytest.raises(ValueError, match="watches must be at least 1"):
+        Settings(watches=0)
+    with pytest.raises(ValueError, match="background_window_s must be a positive"):
+        Settings(background_window_s=float("nan"))
 
 
 def test_ratio_over_budget_is_reported_as_over_budget() -> None:
@@ -72,6 +163,15 @@ def test_collector_like_source_builds_a_fresh_six_key_snapshot_each_call() -> No
     assert len(second) == 6
     assert second["frames"] > first["frames"]
     assert second["batches"] == first["batches"] + 1
+
+
+def test_advancing_source_moves_its_counters_on_at_every_snapshot() -> None:
+    source = AdvancingCollectorLike(frames_per_batch=10)
+    first = source.stats()
+    second = source.stats()
+    assert (first["frames"], first["batches"]) == (10, 1)
+    assert (second["frames"], second["batches"]) == (20, 2)
+    assert set(second) == set(CollectorLike().stats())
 
 
 def test_writing_a_section_keeps_the_other_sections(tmp_path: Path) -> None:
@@ -102,9 +202,12 @@ def test_quick_run_of_the_monitor_section_writes_its_block_and_exits_zero(
     blocks = split_sections(path.read_text())
     assert set(blocks) == {"monitor", "other"}
     assert blocks["monitor"].startswith("## Monitor overhead")
+    assert "### Background mode" in blocks["monitor"]
     printed = capsys.readouterr().out
-    assert "round 1/" in printed
-    assert "| case | TorchRL ns/poll | rlpulse ns/poll |" in printed
+    assert "monitor (a) round 1/" in printed
+    assert "monitor background (a) round 1/" in printed
+    assert "manual mode:\n| case | TorchRL ns/poll | rlpulse ns/poll |" in printed
+    assert "background mode:\n| case | TorchRL ns/poll | rlpulse ns/poll |" in printed
 
 
 def test_only_rejects_an_unknown_section(tmp_path: Path) -> None:
