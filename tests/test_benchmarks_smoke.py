@@ -6,6 +6,7 @@ prove that ``python -m benchmarks`` will not crash and keeps other sections.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,8 @@ def test_background_benchmark_measures_every_case_and_an_idle_round_on_both_moni
 ) -> None:
     assert [result.case for result in tiny_background.cases] == list(CASES)
     assert tiny_background.idle.case is IDLE_CASE
+    expected_logged = TINY.watches * TINY.background_rounds
+    assert tiny_background.payloads >= expected_logged
     for result in (*tiny_background.cases, tiny_background.idle):
         assert len(result.torchrl_ns) == len(result.rlpulse_ns) == 1
         assert all(ns > 0 for ns in result.torchrl_ns + result.rlpulse_ns)
@@ -124,12 +127,22 @@ def test_background_rlpulse_payloads_where_none_were_due_are_refused() -> None:
         _check_background_work_done(CASES[1], rig, before, after)
 
 
-def test_background_rlpulse_dropped_payloads_are_refused() -> None:
-    rig = _not_started_torchrl_rig(CASES[2])
-    before = {"rounds": 10, "logged": 0, "dropped": 0}
-    after = {"rounds": 12, "logged": 0, "dropped": 5}
-    with pytest.raises(RuntimeError, match="dropped 5 payloads"):
-        _check_background_work_done(CASES[2], rig, before, after)
+def test_background_section_reports_payloads_dropped_by_rlpulses_queue(
+    tiny_results: tuple[CaseResult, ...], tiny_background: BackgroundResults
+) -> None:
+    lossy = replace(tiny_background, payloads=1200, dropped=7)
+    text = " ".join(render(tiny_results, TINY, lossy).split())
+    assert "dropped 7 of the 1,200 payloads" in text
+    lossless = replace(tiny_background, payloads=1200, dropped=0)
+    text = " ".join(render(tiny_results, TINY, lossless).split())
+    assert "delivered all 1,200 payloads" in text
+
+
+def test_background_ratio_net_of_the_idle_round_takes_each_monitors_share_off() -> None:
+    idle = CaseResult(IDLE_CASE, torchrl_ns=(50_000.0,), rlpulse_ns=(80_000.0,))
+    result = CaseResult(CASES[2], torchrl_ns=(2_500.0,), rlpulse_ns=(1_800.0,))
+    background = BackgroundResults((result,), idle, payloads=0, dropped=0)
+    assert background.net_ratio(result, watches=100) == pytest.approx(1000 / 2000)
 
 
 def test_torchrl_background_rig_counts_the_rounds_of_its_monitors_thread() -> None:
