@@ -15,6 +15,7 @@ __all__ = ["SECTIONS", "progress"]
 
 SECTIONS: dict[str, str] = {
     "monitor": "benchmarks.monitor_overhead",
+    "sinks": "benchmarks.sinks",
 }
 """Section name (as given to ``--only``) → module implementing ``run()``, in document order."""
 
