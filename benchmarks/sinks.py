@@ -434,7 +434,7 @@ the median over rounds of TorchRL's `CSVLogger` cost divided by the sink's in
 the same round. The file sinks are read back afterwards to check that every
 metric was stored. What each sink does per payload differs: rlpulse's
 `SQLiteLogger` commits one transaction, its `CSVLogger` and `JSONLLogger`
-write and flush one block, its `TensorBoardLogger` writes and flushes one
+write and flush one block, its `TensorBoardLogger` writes one unbuffered
 event; TorchRL's `CSVLogger` writes and flushes one line per metric into one
 file per metric, its `TensorboardLogger` queues one event per metric for a
 background writer. `WandbLogger` hands a row to W&B's local service (offline
