@@ -452,8 +452,11 @@ Measured on {platform.system()} {platform.machine()} ({os.cpu_count()} CPUs), Py
 def run(*, quick: bool = False) -> str:
     """Measure every sink, print the table, and return the section's markdown."""
     settings = Settings.quick() if quick else Settings()
-    # W&B prints to the terminal unless told not to, even offline.
+    # W&B prints to the terminal unless told not to, even offline; W&B and
+    # MLflow report errors and usage over the network unless told not to.
     os.environ.setdefault("WANDB_SILENT", "true")
+    os.environ.setdefault("WANDB_ERROR_REPORTING", "false")
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
     results = measure(settings)
     print(table(results), flush=True)
     for line in missed_budgets(results):

@@ -76,10 +76,11 @@ def test_a_tensorboard_spec_opens_a_tensorboard_logger_on_the_directory(
 
 
 def test_an_mlflow_spec_opens_an_mlflow_logger_on_the_tracking_uri(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from rlpulse.sinks.mlflow import MLflowLogger
 
+    monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     with open_sink(f"mlflow:{uri}") as sink:
         assert isinstance(sink, MLflowLogger)
@@ -94,6 +95,7 @@ def test_a_wandb_spec_opens_a_wandb_logger_on_a_new_run_of_the_project(
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
     monkeypatch.setenv("WANDB_CONSOLE", "off")
+    monkeypatch.setenv("WANDB_ERROR_REPORTING", "false")
     monkeypatch.setenv("WANDB_DIR", str(tmp_path))
     monkeypatch.setenv("WANDB_CONFIG_DIR", str(tmp_path / "config"))
     monkeypatch.setenv("WANDB_CACHE_DIR", str(tmp_path / "cache"))

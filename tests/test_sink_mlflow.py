@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import mlflow
 import pytest
@@ -11,6 +11,14 @@ from mlflow.tracking import MlflowClient
 
 from rlpulse import LoggerMonitor
 from rlpulse.sinks.mlflow import MLflowLogger
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_usage_reports() -> Iterator[None]:
+    # MLflow reports usage over the network unless told not to; tests run offline.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -209,3 +217,17 @@ def test_closing_twice_is_allowed_and_logging_after_close_raises(
         sink.log_metrics({"buffer/size": 1.0})
     with pytest.raises(RuntimeError, match="is closed"):
         sink.flush()
+
+
+def test_a_malformed_run_id_is_refused_with_mlflows_own_error(
+    tracking_uri: str,
+) -> None:
+    with pytest.raises(MlflowException, match="Invalid value"):
+        MLflowLogger(run_id="../x", tracking_uri=tracking_uri)
+
+
+def test_an_experiment_name_mlflow_refuses_raises_mlflows_own_error(
+    tracking_uri: str,
+) -> None:
+    with pytest.raises(MlflowException, match="Invalid experiment name"):
+        MLflowLogger(experiment="", tracking_uri=tracking_uri)
