@@ -16,6 +16,7 @@ summary of the recorded run.
 
 from __future__ import annotations
 
+import abc
 import os
 import random
 import shlex
@@ -142,7 +143,7 @@ class RingBuffer(Generic[Item]):
             }
 
 
-class _PacedThread:
+class _PacedThread(abc.ABC):
     """A daemon thread calling ``_work()`` at a steady rate until stopped."""
 
     def __init__(self, interval: float, thread_name: str) -> None:
@@ -151,8 +152,9 @@ class _PacedThread:
         self._stop_event = threading.Event()
         self._thread: threading.Thread | None = None
 
+    @abc.abstractmethod
     def _work(self) -> None:
-        raise NotImplementedError  # pragma: no cover
+        """One unit of work; subclasses say what."""
 
     @property
     def running(self) -> bool:
