@@ -316,8 +316,12 @@ class SharedCountersTransform(Transform):  # type: ignore[misc]
         self.writer.heartbeat()
         return tensordict_reset
 
-    def extra_repr(self) -> str:
-        return f"worker={self.writer.index}"
+    def __repr__(self) -> str:
+        # TorchRL's Transform.__repr__ shows only its in_keys (none here).
+        return (
+            f"{type(self).__name__}(worker={self.writer.index}, "
+            f"frames_key={self.frames_key!r}, episodes_key={self.episodes_key!r})"
+        )
 
 
 def _per_step(
