@@ -394,7 +394,7 @@ class WorkerCounters:
         """
         return self._index
 
-    def inc(self, key: str, n: float = 1) -> None:
+    def inc(self, key: str, n: float = 1.0) -> None:
         """Add ``n`` (default 1) to this worker's counter ``key``.
 
         Examples:
@@ -403,6 +403,8 @@ class WorkerCounters:
             ...     counters.stats()["frames"]
             32.0
         """
+        # A float default keeps the common inc(key) on the interpreter's
+        # float + float fast path: the slot holds a float64.
         try:
             self._view[self._counter_slots[key]] += n
         except KeyError:
