@@ -451,6 +451,24 @@ def test_a_torchrl_replay_buffer_actor_is_watched_as_an_actor(db: Path) -> None:
     assert _values(db, "replaybuffer/write_count") == [8.0]
 
 
+def test_watching_local_targets_imports_no_ray() -> None:
+    code = (
+        "import sys\n"
+        "from rlpulse import LoggerMonitor, Tally\n"
+        "class Discard:\n"
+        "    def log_metrics(self, metrics, step=None):\n"
+        "        pass\n"
+        "monitor = LoggerMonitor(Discard(), background=False)\n"
+        "monitor.watch(Tally())\n"
+        "monitor.step()\n"
+        "print('ray' in sys.modules, 'rlpulse.sources.ray' in sys.modules)\n"
+    )
+    finished = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
+    )
+    assert finished.stdout.split() == ["False", "False"], finished.stderr
+
+
 def test_the_ray_pipeline_example_logs_every_actor(db: Path, ray_address: str) -> None:
     finished = subprocess.run(
         [
