@@ -211,6 +211,13 @@ def test_a_watch_without_poll_timeout_leaves_a_ray_target_unbounded() -> None:
     assert target.timeout is None
 
 
+def test_a_watch_with_an_invalid_poll_timeout_leaves_its_ray_target_alone() -> None:
+    target = RayTarget(Collector.remote())
+    with pytest.raises(ValueError, match="poll_timeout"):
+        LoggerMonitor(Discard()).watch(target, poll_timeout=-1.0)
+    assert target.timeout is None
+
+
 def test_a_ray_target_describes_its_actor_method_and_timeout() -> None:
     collector = Collector.remote()
     target = RayTarget(collector, method="metrics", timeout=2.0)

@@ -140,6 +140,11 @@ class RayTarget:
         """
         if poll_timeout is None:
             return
+        if not (poll_timeout > 0 and math.isfinite(poll_timeout)):
+            raise ValueError(
+                "poll_timeout must be a positive number of seconds or None, got "
+                f"{poll_timeout!r}."
+            )
         bound = poll_timeout - min(0.25 * poll_timeout, 1.0)
         with self._lock:
             if self._watch_bound is None or bound < self._watch_bound:
