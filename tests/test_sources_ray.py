@@ -341,7 +341,7 @@ def test_a_slow_actor_fails_its_polls_before_the_watchdog_fires(
     wait_until: Callable[..., bool],
     warning_messages: Callable[..., list[str]],
 ) -> None:
-    monitor = LoggerMonitor(Discard(), poll_interval=0.05, poll_timeout=2.0)
+    monitor = LoggerMonitor(Discard(), poll_interval=0.05, poll_timeout=4.0)
     monitor.watch(slow_actor)
     with monitor:
         assert wait_until(
