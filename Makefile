@@ -16,7 +16,7 @@ $(VENV)/.installed-test: $(BIN)/python pyproject.toml $(CONSTRAINTS)
 	touch $@
 
 $(VENV)/.installed-demo: $(BIN)/python pyproject.toml $(CONSTRAINTS)
-	$(PIP) install --quiet -c $(CONSTRAINTS) -e .
+	$(PIP) install --quiet -c $(CONSTRAINTS) -e ".[torchrl,plot]"
 	touch $@
 
 test: lint typecheck pytest

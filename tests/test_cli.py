@@ -16,6 +16,7 @@ import pytest
 from rlpulse import Record, __version__, read
 from rlpulse.cli import main
 from rlpulse.sinks import CSVLogger, JSONLLogger, SQLiteLogger
+from rlpulse.sinks.registry import SCHEMES
 
 RLPULSE_SCRIPT = Path(sys.executable).with_name("rlpulse")
 
@@ -105,6 +106,7 @@ def test_version_prints_the_package_version(
         ["demo", "--seconds", "-2"],
         ["demo", "--seconds", "soon"],
         ["demo", "--seconds", "inf"],
+        ["demo", "--sink"],
         ["show"],
         ["show", "metrics.db", "--run", "a", "--runs"],
     ],
@@ -356,7 +358,7 @@ def test_demo_records_a_run_and_prints_its_summary(
 ) -> None:
     path = tmp_path / "demo.sqlite"
 
-    assert main(["demo", "--seconds", "1", "--out", str(path)]) == 0
+    assert main(["demo", "--synthetic", "--seconds", "1", "--out", str(path)]) == 0
 
     captured = capsys.readouterr()
     rows = _table_rows(captured.out)
@@ -374,9 +376,10 @@ def test_demo_writes_to_runs_demo_sqlite_by_default(
 ) -> None:
     monkeypatch.chdir(tmp_path)
 
-    assert main(["demo", "--seconds", "0.2"]) == 0
+    assert main(["demo", "--synthetic", "--seconds", "0.2"]) == 0
 
     assert (tmp_path / "runs" / "demo.sqlite").is_file()
+    assert (tmp_path / "runs" / "demo.png").is_file()
     out = capsys.readouterr().out
     assert out.splitlines()[-1] == "See it again with: rlpulse show runs/demo.sqlite"
 
@@ -400,7 +403,7 @@ def test_demo_into_a_file_that_is_not_sqlite_is_a_one_line_error(
     path = tmp_path / "notes.sqlite"
     path.write_text("these are my notes, not a database\n" * 10)
 
-    assert main(["demo", "--out", str(path)]) == 2
+    assert main(["demo", "--synthetic", "--out", str(path)]) == 2
 
     assert _error_line(capsys).startswith("rlpulse: error: ")
     assert path.read_text().startswith("these are my notes")
@@ -409,7 +412,7 @@ def test_demo_into_a_file_that_is_not_sqlite_is_a_one_line_error(
 def test_demo_into_a_directory_is_a_one_line_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["demo", "--out", str(tmp_path)]) == 2
+    assert main(["demo", "--synthetic", "--out", str(tmp_path)]) == 2
 
     line = _error_line(capsys)
     assert line.startswith("rlpulse: error: ")
@@ -422,11 +425,132 @@ def test_demo_into_a_dangling_symlink_is_a_one_line_error(
     link = tmp_path / "demo.sqlite"
     link.symlink_to(tmp_path / "gone" / "demo.sqlite")
 
-    assert main(["demo", "--out", str(link)]) == 2
+    assert main(["demo", "--synthetic", "--out", str(link)]) == 2
 
     line = _error_line(capsys)
     assert line.startswith("rlpulse: error: ")
     assert str(link) in line
+
+
+def test_demo_runs_the_torchrl_pipeline_when_torchrl_is_installed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("torchrl")
+    path = tmp_path / "demo.sqlite"
+
+    assert main(["demo", "--seconds", "2", "--out", str(path)]) == 0
+
+    out = capsys.readouterr().out
+    assert out.startswith("rlpulse demo: TorchRL Collector on CartPole-v1")
+    rows = _table_rows(out)
+    assert {"collector/frames", "replay_buffer/write_count", "episodes/episodes"} <= (
+        rows.keys()
+    )
+    assert (tmp_path / "demo.png").is_file()
+    assert out.splitlines()[-1] == f"See it again with: rlpulse show {path}"
+
+
+def test_demo_without_torchrl_says_so_in_one_line_and_runs_the_synthetic_pipeline(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.delitem(sys.modules, "rlpulse.demo_torchrl", raising=False)
+    for name in [name for name in sys.modules if name.partition(".")[0] == "torchrl"]:
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setitem(sys.modules, "torchrl", None)
+    path = tmp_path / "demo.sqlite"
+
+    assert main(["demo", "--seconds", "0.3", "--out", str(path)]) == 0
+
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == (
+        "rlpulse demo: TorchRL is not installed (torchrl is missing; pip install "
+        "'rlpulse[torchrl]'), so this is the synthetic pipeline"
+    )
+    assert lines[1].startswith("rlpulse demo: collector -> ring buffer -> learner")
+    assert any(record.name == "learner/updates" for record in read(path))
+
+
+def test_demo_does_not_hide_a_missing_module_other_than_torchrls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delitem(sys.modules, "rlpulse.demo_torchrl", raising=False)
+    monkeypatch.setitem(sys.modules, "rlpulse.sources.torchrl", None)
+
+    with pytest.raises(ModuleNotFoundError, match=r"rlpulse\.sources\.torchrl"):
+        main(["demo", "--seconds", "0.3", "--out", str(tmp_path / "demo.sqlite")])
+
+
+@pytest.mark.parametrize("pipeline", [[], ["--synthetic"]])
+def test_demo_with_an_unknown_sink_scheme_is_a_one_line_error_listing_the_known_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], pipeline: list[str]
+) -> None:
+    path = tmp_path / "demo.sqlite"
+
+    assert main(["demo", *pipeline, "--out", str(path), "--sink", "kafka:topic"]) == 2
+
+    line = _error_line(capsys)
+    assert line.startswith("rlpulse: error: unknown sink scheme 'kafka'")
+    assert ", ".join(sorted(SCHEMES)) in line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_demo_with_a_sink_spec_without_a_scheme_is_a_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["demo", "--synthetic", "--out", str(tmp_path / "d.sqlite")]
+
+    assert main([*argv, "--sink", "runs/metrics.csv"]) == 2
+
+    assert "has no scheme" in _error_line(capsys)
+
+
+def test_demo_with_a_sink_whose_backend_is_missing_is_a_one_line_error(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.delitem(sys.modules, "rlpulse.sinks.tensorboard", raising=False)
+    monkeypatch.setitem(sys.modules, "tensorboardX", None)
+    argv = ["demo", "--synthetic", "--out", str(tmp_path / "d.sqlite")]
+
+    assert main([*argv, "--sink", f"tensorboard:{tmp_path / 'tb'}"]) == 2
+
+    assert "pip install 'rlpulse[tensorboard]'" in _error_line(capsys)
+    assert not (tmp_path / "d.sqlite").exists()
+
+
+@pytest.mark.timeout(60)
+def test_demo_sink_repeats_for_several_extra_sinks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    csv_path = tmp_path / "demo.csv"
+    jsonl_path = tmp_path / "demo.jsonl"
+    argv = ["demo", "--synthetic", "--seconds", "0.5", "--out", str(tmp_path / "d.db")]
+
+    assert (
+        main([*argv, "--sink", f"csv:{csv_path}", "--sink", f"jsonl:{jsonl_path}"]) == 0
+    )
+
+    stored = sorted(read(tmp_path / "d.db"))
+    assert sorted(read(csv_path)) == stored
+    assert sorted(read(jsonl_path)) == stored
+    assert f"csv:{csv_path}, jsonl:{jsonl_path}" in capsys.readouterr().out
+
+
+def test_demo_help_explains_both_pipelines_and_the_sink_specs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["demo", "--help"])
+
+    out = capsys.readouterr().out
+    assert "CartPole-v1" in out
+    assert "--synthetic" in out
+    assert "--sink SPEC" in out
+    assert ", ".join(sorted(SCHEMES)) in out
+    assert "rlpulse demo --sink csv:runs/demo.csv" in out
 
 
 # Real subprocesses
@@ -441,7 +565,17 @@ def test_demo_and_show_as_real_commands(tmp_path: Path) -> None:
     path = tmp_path / "runs" / "demo.sqlite"
 
     demo = subprocess.run(
-        [sys.executable, "-m", "rlpulse", "demo", "--seconds", "2", "--out", str(path)],
+        [
+            sys.executable,
+            "-m",
+            "rlpulse",
+            "demo",
+            "--synthetic",
+            "--seconds",
+            "2",
+            "--out",
+            str(path),
+        ],
         capture_output=True,
         text=True,
         timeout=60,
@@ -510,6 +644,7 @@ def test_ctrl_c_ends_the_demo_early_with_final_snapshots_and_summary(
             "-m",
             "rlpulse",
             "demo",
+            "--synthetic",
             "--seconds",
             "60",
             "--out",
@@ -542,5 +677,50 @@ def test_ctrl_c_ends_the_demo_early_with_final_snapshots_and_summary(
     assert _names(records, "collector/frames_per_second")
     assert (
         _names(records, "buffer/write_count")[-1]
+        == _names(records, "collector/frames")[-1]
+    )
+
+
+@pytest.mark.timeout(180)
+def test_ctrl_c_ends_the_torchrl_demo_early_with_final_snapshots_and_summary(
+    tmp_path: Path, wait_until: Callable[..., bool]
+) -> None:
+    pytest.importorskip("torchrl")
+    path = tmp_path / "demo.sqlite"
+    demo = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "rlpulse",
+            "demo",
+            "--seconds",
+            "120",
+            "--out",
+            str(path),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        preexec_fn=_restore_default_sigint,
+    )
+    try:
+        assert demo.stdout is not None
+        assert demo.stdout.readline().startswith("rlpulse demo: TorchRL ")
+        assert wait_until(
+            lambda: any(r.name == "collector/frames" for r in read(path)), 60
+        )
+        demo.send_signal(signal.SIGINT)
+        out, _ = demo.communicate(timeout=60)
+    finally:
+        demo.kill()
+        demo.wait()
+
+    assert demo.returncode == 0
+    assert "Stopped early after " in out
+    assert "replay_buffer/write_count " in out
+    assert out.splitlines()[-1] == f"See it again with: rlpulse show {path}"
+    records = list(read(path))
+    assert (
+        _names(records, "replay_buffer/write_count")[-1]
         == _names(records, "collector/frames")[-1]
     )

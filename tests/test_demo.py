@@ -1,8 +1,9 @@
-"""The demo pipeline: ring buffer, producer and consumer on their own, then monitored together."""
+"""The demo pipelines: ring buffer, producer and consumer on their own, monitored together, and the TorchRL pipeline."""
 
 from __future__ import annotations
 
 import io
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -10,9 +11,21 @@ from pathlib import Path
 
 import pytest
 
-from rlpulse import Record, read
-from rlpulse.demo import Consumer, DemoResult, Producer, RingBuffer, run_demo
+from rlpulse import Record, SQLiteLogger, read
+from rlpulse.demo import (
+    Consumer,
+    DemoResult,
+    DemoSinks,
+    Producer,
+    RingBuffer,
+    SinkSpecError,
+    chart_path,
+    run_demo,
+)
 from rlpulse.records import list_runs
+from rlpulse.sinks.registry import SCHEMES
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 # RingBuffer
 
@@ -259,6 +272,7 @@ class DemoRun:
     records: list[Record]
     stdout: str
     console: str
+    extra_records: list[Record]
 
     def values(self, name: str) -> list[float]:
         return [record.value for record in self.records if record.name == name]
@@ -270,11 +284,23 @@ class DemoRun:
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
     path = tmp_path_factory.mktemp("demo") / "runs" / "demo.sqlite"
+    extra = path.with_name("extra.jsonl")
     stdout = io.StringIO()
     console = io.StringIO()
-    result = run_demo(1.5, path, poll_interval=0.1, stdout=stdout, console=console)
+    result = run_demo(
+        1.5,
+        path,
+        sinks=[f"jsonl:{extra}"],
+        poll_interval=0.1,
+        stdout=stdout,
+        console=console,
+    )
     return DemoRun(
-        result, list(read(result.path)), stdout.getvalue(), console.getvalue()
+        result,
+        list(read(result.path)),
+        stdout.getvalue(),
+        console.getvalue(),
+        list(read(extra)),
     )
 
 
@@ -371,7 +397,11 @@ def test_demo_adds_a_new_run_to_an_existing_file(
     demo_run: DemoRun,
 ) -> None:
     result = run_demo(
-        0.2, demo_run.result.path, stdout=io.StringIO(), console=io.StringIO()
+        0.2,
+        demo_run.result.path,
+        chart=False,
+        stdout=io.StringIO(),
+        console=io.StringIO(),
     )
 
     assert list_runs(result.path)[-2:] == [demo_run.result.run, result.run]
@@ -383,3 +413,435 @@ def test_demo_rejects_a_non_positive_duration(tmp_path: Path, seconds: float) ->
         run_demo(seconds, tmp_path / "demo.sqlite")
 
     assert not (tmp_path / "demo.sqlite").exists()
+
+
+@pytest.mark.timeout(60)
+def test_demo_logs_every_payload_to_its_extra_sinks_too(demo_run: DemoRun) -> None:
+    assert sorted(demo_run.extra_records) == sorted(demo_run.records)
+
+
+@pytest.mark.timeout(60)
+def test_demo_names_its_extra_sinks_in_the_progress_line(demo_run: DemoRun) -> None:
+    assert ", jsonl:" in demo_run.stdout.splitlines()[0]
+
+
+@pytest.mark.timeout(60)
+def test_demo_draws_its_chart_next_to_the_store(demo_run: DemoRun) -> None:
+    chart = demo_run.result.chart
+
+    assert chart == demo_run.result.path.with_suffix(".png")
+    assert chart.read_bytes()[:8] == PNG_SIGNATURE
+    assert f"Chart of the run: {chart} (redraw it with: rlpulse plot " in (
+        demo_run.stdout
+    )
+
+
+@pytest.mark.timeout(60)
+def test_demo_without_matplotlib_skips_the_chart_with_a_one_line_note(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in [
+        name for name in sys.modules if name.partition(".")[0] == "matplotlib"
+    ]:
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    stdout = io.StringIO()
+
+    result = run_demo(
+        0.2, tmp_path / "demo.sqlite", stdout=stdout, console=io.StringIO()
+    )
+
+    assert result.chart is None
+    assert not (tmp_path / "demo.png").exists()
+    notes = [line for line in stdout.getvalue().splitlines() if "No chart" in line]
+    assert notes == [
+        "No chart: matplotlib is not installed (pip install 'rlpulse[plot]')."
+    ]
+
+
+@pytest.mark.timeout(60)
+def test_demo_with_chart_false_draws_nothing(tmp_path: Path) -> None:
+    result = run_demo(
+        0.2,
+        tmp_path / "demo.sqlite",
+        chart=False,
+        stdout=io.StringIO(),
+        console=io.StringIO(),
+    )
+
+    assert result.chart is None
+    assert list(tmp_path.iterdir()) == [tmp_path / "demo.sqlite"]
+
+
+def test_chart_path_swaps_the_extension_for_png() -> None:
+    assert chart_path("runs/demo.sqlite") == Path("runs/demo.png")
+    assert chart_path(Path("runs/demo")) == Path("runs/demo.png")
+
+
+def test_chart_path_never_overwrites_the_store() -> None:
+    assert chart_path("runs/demo.png") == Path("runs/demo.png.png")
+
+
+# Demo sinks
+
+
+def _wal(path: Path) -> Path:
+    return path.with_name(path.name + "-wal")
+
+
+def test_demo_sinks_open_the_store_the_console_and_each_spec(tmp_path: Path) -> None:
+    sinks = DemoSinks(
+        tmp_path / "demo.sqlite",
+        [f"csv:{tmp_path / 'demo.csv'}", f"sqlite:{tmp_path / 'copy.sqlite'}"],
+        io.StringIO(),
+    )
+    try:
+        names = [type(sink).__name__ for sink in sinks.all]
+    finally:
+        sinks.close()
+
+    assert names == ["SQLiteLogger", "ConsoleLogger", "CSVLogger", "SQLiteLogger"]
+
+
+def test_demo_sinks_close_closes_every_sink(tmp_path: Path) -> None:
+    sinks = DemoSinks(
+        tmp_path / "demo.sqlite", [f"csv:{tmp_path / 'demo.csv'}"], io.StringIO()
+    )
+
+    sinks.close()
+
+    for sink in (sinks.store, *sinks.extra):
+        with pytest.raises((RuntimeError, ValueError)):
+            sink.log_metrics({"a/b": 1.0})
+
+
+def test_demo_sinks_refuse_an_unknown_scheme_naming_the_known_ones(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(SinkSpecError) as error:
+        DemoSinks(tmp_path / "demo.sqlite", ["postgres:db"])
+
+    assert "unknown sink scheme 'postgres'" in str(error.value)
+    assert ", ".join(sorted(SCHEMES)) in str(error.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_demo_sinks_close_the_sinks_opened_before_a_bad_spec(tmp_path: Path) -> None:
+    opened = tmp_path / "opened.sqlite"
+
+    with pytest.raises(SinkSpecError):
+        DemoSinks(tmp_path / "demo.sqlite", [f"sqlite:{opened}", "csv:"])
+
+    # SQLite removes the write-ahead log when its last connection closes.
+    assert opened.exists()
+    assert not _wal(opened).exists()
+    assert not (tmp_path / "demo.sqlite").exists()
+
+
+def test_demo_sinks_close_the_extra_sinks_when_the_store_cannot_open(
+    tmp_path: Path,
+) -> None:
+    opened = tmp_path / "opened.sqlite"
+    not_sqlite = tmp_path / "notes.sqlite"
+    not_sqlite.write_text("these are my notes\n" * 10)
+
+    with pytest.raises(ValueError, match=r"notes\.sqlite"):
+        DemoSinks(not_sqlite, [f"sqlite:{opened}"])
+
+    assert not _wal(opened).exists()
+
+
+@pytest.mark.timeout(60)
+def test_demo_closes_its_extra_sinks(tmp_path: Path) -> None:
+    extra = tmp_path / "extra.sqlite"
+
+    run_demo(
+        0.2,
+        tmp_path / "demo.sqlite",
+        sinks=[f"sqlite:{extra}"],
+        chart=False,
+        stdout=io.StringIO(),
+        console=io.StringIO(),
+    )
+
+    assert any(record.name == "collector/frames" for record in read(extra))
+    assert not _wal(extra).exists()
+
+
+def test_demo_with_a_bad_sink_spec_records_nothing(tmp_path: Path) -> None:
+    with pytest.raises(SinkSpecError, match="known schemes"):
+        run_demo(0.2, tmp_path / "demo.sqlite", sinks=["nosuch:place"])
+
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_demo_sink_store_is_a_new_run_of_an_existing_file(tmp_path: Path) -> None:
+    path = tmp_path / "demo.sqlite"
+    SQLiteLogger(path, run="earlier").close()
+
+    sinks = DemoSinks(path, console=io.StringIO())
+    sinks.close()
+
+    assert list_runs(path) == ["earlier", sinks.store.run]
+
+
+# The TorchRL pipeline
+
+
+@dataclass(frozen=True)
+class TorchRLDemoRun:
+    result: DemoResult
+    records: list[Record]
+    stdout: str
+    console: str
+    extra_records: list[Record]
+    torch_threads: int
+
+    def values(self, name: str) -> list[float]:
+        return [record.value for record in self.records if record.name == name]
+
+
+@pytest.fixture(scope="module")
+def torchrl_demo_run(tmp_path_factory: pytest.TempPathFactory) -> TorchRLDemoRun:
+    torch = pytest.importorskip("torch")
+    from rlpulse.demo_torchrl import run_torchrl_demo
+
+    path = tmp_path_factory.mktemp("torchrl_demo") / "runs" / "demo.sqlite"
+    extra = path.with_name("extra.csv")
+    stdout = io.StringIO()
+    console = io.StringIO()
+    threads_before = torch.get_num_threads()
+    result = run_torchrl_demo(
+        4.0,
+        path,
+        sinks=[f"csv:{extra}"],
+        frames_per_batch=50,
+        collector_every=200,
+        buffer_every=0.5,
+        poll_interval=0.1,
+        batch_size=16,
+        warmup_frames=100,
+        frames_per_update=8,
+        progress_every=1.0,
+        stdout=stdout,
+        console=console,
+    )
+    assert torch.get_num_threads() == threads_before
+    return TorchRLDemoRun(
+        result,
+        list(read(result.path)),
+        stdout.getvalue(),
+        console.getvalue(),
+        list(read(extra)),
+        threads_before,
+    )
+
+
+@pytest.mark.timeout(120)
+def test_torchrl_demo_records_collector_frames_that_increase(
+    torchrl_demo_run: TorchRLDemoRun,
+) -> None:
+    frames = torchrl_demo_run.values("collector/frames")
+
+    assert len(frames) >= 2
+    assert frames == sorted(frames)
+    assert frames[-1] == torchrl_demo_run.result.frames > frames[0]
+
+
+@pytest.mark.timeout(120)
+def test_torchrl_demo_records_a_positive_collector_frame_rate(
+    torchrl_demo_run: TorchRLDemoRun,
+) -> None:
+    rates = torchrl_demo_run.values("collector/frames_per_second")
+
+    assert rates
+    # The final snapshot, taken once the collector stopped, may see no new frames.
+    assert all(rate > 0 for rate in rates[:-1])
+    assert rates[-1] >= 0
+
+
+@pytest.mark.timeout(120)
+def test_torchrl_demo_steps_the_collector_by_its_frames(
+    torchrl_demo_run: TorchRLDemoRun,
+) -> None:
+    collector = [r for r in torchrl_demo_run.records if r.name == "collector/frames"]
+
+    assert all(record.step == record.value for record in collector)
+
+
+@pytest.mark.timeout(120)
+def test_torchrl_demo_records_every_collected_frame_as_a_buffer_write(
+    torchrl_demo_run: TorchRLDemoRun,
+) -> None:
+    writes = torchrl_demo_run.values("replay_buffer/write_count")
+    buffer_records = [
+        r for r in torchrl_demo_run.records if r.name == "replay_buffer/write_count"
+    ]
+
+    assert writes[-1] == torchrl_demo_run.values("collector/frames")[-1]
+    assert torchrl_demo_run.values("replay_buffer/writes_per_second")
+    assert all(record.step == record.value for record in buffer_records)
+    assert torchrl_demo_run.values("replay_buffer/capacity") == [100_000.0] * len(
+        writes
+    )
+
+
+@pytest.mark.timeout(120)
+def test_torchrl_demo_records_cartpole_episode_returns(
+    torchrl_demo_run: TorchRLDemoRun,
+) -> None:
+    episodes = torchrl_demo_run.values("episodes/episodes")
+    means = torchrl_demo_run.values("episodes/episode_return_mean")
+    lowest = torchrl_demo_run.values("episodes/episode_return_min")
+    highest = torchrl_demo_run.values("episodes/episode_return_max")
+
+    assert episodes[-1] > 0
+    assert means
+    # CartPole pays one point per step; no episode lasts past 500 steps.
+    assert all(
+        1 <= low <= mean <= high <= 500
+        for low, mean, high in zip(lowest, means, highest, strict=True)
+    )
+
+
+@pytest.mark.timeout(120)
+def test_torchrl_demo_learner_trains_on_sampled_batches(
+    torchrl_demo_run: TorchRLDemoRun,
+) -> None:
+    updates = torchrl_demo_run.values("learner/updates")
+    sampled = torchrl_demo_run.values("learner/frames_sampled")
+
+    assert updates[-1] > 0
+    assert sampled[-1] == 16 * updates[-1]
+    assert all(loss >= 0 for loss in torchrl_demo_run.values("learner/loss_mean"))
+
+
+@pytest.mark.timeout(120)
+def test_torchrl_demo_learner_keeps_to_its_replay_ratio(
+    torchrl_demo_run: TorchRLDemoRun,
+) -> None:
+    updates = torchrl_demo_run.values("learner/updates")[-1]
+    frames = torchrl_demo_run.result.frames
+
+    assert updates <= frames / 8 + 1
+
+
+@pytest.mark.timeout(120)
+def test_torchrl_demo_logs_every_payload_to_its_extra_sinks(
+    torchrl_demo_run: TorchRLDemoRun,
+) -> None:
+    assert sorted(torchrl_demo_run.extra_records) == sorted(torchrl_demo_run.records)
+
+
+@pytest.mark.timeout(120)
+def test_torchrl_demo_draws_its_chart_next_to_the_store(
+    torchrl_demo_run: TorchRLDemoRun,
+) -> None:
+    chart = torchrl_demo_run.result.chart
+
+    assert chart == torchrl_demo_run.result.path.with_suffix(".png")
+    assert chart.read_bytes()[:8] == PNG_SIGNATURE
+
+
+@pytest.mark.timeout(120)
+def test_torchrl_demo_prints_progress_lines_while_it_runs(
+    torchrl_demo_run: TorchRLDemoRun,
+) -> None:
+    lines = torchrl_demo_run.stdout.splitlines()
+    progress = [line for line in lines if " frames (" in line and "episodes" in line]
+
+    assert lines[0].startswith("rlpulse demo: TorchRL Collector on CartPole-v1")
+    assert str(torchrl_demo_run.result.path) in lines[0]
+    assert ", csv:" in lines[0]
+    assert len(progress) >= 2
+
+
+@pytest.mark.timeout(120)
+def test_torchrl_demo_prints_the_summary_and_how_to_show_it_again(
+    torchrl_demo_run: TorchRLDemoRun,
+) -> None:
+    lines = torchrl_demo_run.stdout.splitlines()
+    result = torchrl_demo_run.result
+
+    assert f"run {result.run} in {result.path}" in torchrl_demo_run.stdout
+    assert any(line.startswith("replay_buffer/write_count ") for line in lines)
+    assert lines[-1] == f"See it again with: rlpulse show {result.path}"
+
+
+@pytest.mark.timeout(120)
+def test_torchrl_demo_prints_each_payload_on_the_console(
+    torchrl_demo_run: TorchRLDemoRun,
+) -> None:
+    console = torchrl_demo_run.console
+
+    for watch in ("collector", "replay_buffer", "episodes", "learner"):
+        assert f" {watch}  " in console
+
+
+@pytest.mark.timeout(120)
+def test_torchrl_demo_runs_for_about_the_requested_time(
+    torchrl_demo_run: TorchRLDemoRun,
+) -> None:
+    assert 4.0 <= torchrl_demo_run.result.seconds < 90
+    assert not torchrl_demo_run.result.interrupted
+
+
+def test_torchrl_demo_rejects_a_non_positive_duration(tmp_path: Path) -> None:
+    pytest.importorskip("torchrl")
+    from rlpulse.demo_torchrl import run_torchrl_demo
+
+    with pytest.raises(ValueError, match="seconds must be positive"):
+        run_torchrl_demo(0, tmp_path / "demo.sqlite")
+
+    assert not (tmp_path / "demo.sqlite").exists()
+
+
+def test_torchrl_demo_with_a_bad_sink_spec_records_nothing(tmp_path: Path) -> None:
+    pytest.importorskip("torchrl")
+    from rlpulse.demo_torchrl import run_torchrl_demo
+
+    with pytest.raises(SinkSpecError, match="known schemes"):
+        run_torchrl_demo(1.0, tmp_path / "demo.sqlite", sinks=["nosuch:place"])
+
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"batch_size": 0}, "batch_size must be at least 1"),
+        ({"frames_per_update": 0}, "frames_per_update must be positive"),
+    ],
+)
+def test_dqn_learner_rejects_bad_settings(
+    kwargs: dict[str, float], message: str
+) -> None:
+    pytest.importorskip("torchrl")
+    from torchrl.data import LazyTensorStorage, OneHot, ReplayBuffer
+
+    from rlpulse.demo_torchrl import DQNLearner
+
+    buffer = ReplayBuffer(storage=LazyTensorStorage(10))
+    with pytest.raises(ValueError, match=message):
+        DQNLearner(buffer, OneHot(2), observation_size=4, **kwargs)  # type: ignore[arg-type]
+
+
+def test_dqn_learner_stats_have_no_loss_before_the_first_update() -> None:
+    pytest.importorskip("torchrl")
+    from torchrl.data import LazyTensorStorage, OneHot, ReplayBuffer
+
+    from rlpulse.demo_torchrl import DQNLearner
+
+    learner = DQNLearner(
+        ReplayBuffer(storage=LazyTensorStorage(10)), OneHot(2), observation_size=4
+    )
+
+    assert learner.stats() == {"updates": 0, "frames_sampled": 0}
+
+
+def test_episode_stats_of_an_empty_tally_count_no_episodes() -> None:
+    pytest.importorskip("torchrl")
+    from rlpulse import Tally
+    from rlpulse.demo_torchrl import episode_stats
+
+    assert episode_stats(Tally()) == {"episodes": 0}

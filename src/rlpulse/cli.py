@@ -1,9 +1,11 @@
-"""The ``rlpulse`` command line: ``rlpulse demo`` and ``rlpulse show``.
+"""The ``rlpulse`` command line: ``rlpulse demo``, ``rlpulse show`` and ``rlpulse plot``.
 
 This module owns the arguments and turns the errors users can cause (a
-missing or corrupt file, an unknown run, an unwritable path) into one line
-on standard error and exit code 2. What the commands do lives in
-:mod:`rlpulse.demo` and :mod:`rlpulse.summary`.
+missing or corrupt file, an unknown run, an unwritable path, a sink spec
+with an unknown scheme, a missing optional dependency) into one line on
+standard error and exit code 2. What the commands do lives in
+:mod:`rlpulse.demo` (and :mod:`rlpulse.demo_torchrl`),
+:mod:`rlpulse.summary` and :mod:`rlpulse.plot`.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rlpulse import __version__
-from rlpulse.demo import DEFAULT_OUT, run_demo
+from rlpulse.demo import DEFAULT_OUT, SinkSpecError, run_demo
+from rlpulse.plot import PlotError, plot_file
 from rlpulse.records import RunFileError, list_runs
+from rlpulse.sinks.registry import SCHEMES
 from rlpulse.summary import format_summary, summarize_file
 
 __all__ = ["build_parser", "main"]
@@ -29,18 +33,31 @@ Run a monitored demo pipeline, then look at what it recorded:
 
   rlpulse demo --seconds 10
   rlpulse show runs/demo.sqlite
+  rlpulse plot runs/demo.sqlite -o runs/demo.png
 """
 
 _DEMO_DESCRIPTION = f"""\
-Run a self-contained, monitored data pipeline (standard library only): a
-collector thread writes a few thousand frames per second, in batches, into a
-bounded ring buffer that a learner thread samples from. A background
-LoggerMonitor polls their stats() into a new run of a SQLite file and prints
-each payload on standard error. At the end (or on Ctrl-C) the monitor logs
-final snapshots and the summary of the run is printed.
+Run a monitored reinforcement-learning data pipeline and record it.
 
-example:
+With TorchRL installed (pip install 'rlpulse[torchrl]'): a TorchRL Collector
+steps gymnasium's CartPole-v1 with a random policy from its own thread into
+a ReplayBuffer, a small DQN learner samples it, and an EpisodeTally records
+episode returns. Without TorchRL, or with --synthetic, a standard-library
+stand-in runs instead: a collector thread, a ring buffer and a learner
+thread.
+
+A background LoggerMonitor polls their stats() into a new run of a SQLite
+file (--out), prints each payload on standard error and feeds any extra
+sinks (--sink). At the end (or on Ctrl-C) it logs final snapshots; the
+summary of the run is printed and its chart drawn next to the SQLite file
+(with matplotlib: pip install 'rlpulse[plot]').
+
+Sink specs are SCHEME:TARGET, with SCHEME one of {", ".join(sorted(SCHEMES))}.
+
+examples:
   rlpulse demo --seconds 5 --out {DEFAULT_OUT}
+  rlpulse demo --sink csv:runs/demo.csv --sink tensorboard:runs/tensorboard
+  rlpulse demo --synthetic --seconds 10
 """
 
 _SHOW_DESCRIPTION = """\
@@ -58,6 +75,27 @@ examples:
   rlpulse show metrics.csv
 """
 
+
+_PLOT_DESCRIPTION = """\
+Draw a recorded run into an image: one panel per watch (the part of a metric
+name before the first '/'), its rates (per second, solid lines) and gauges
+(dashed, on a right-hand axis when the panel also has rates) over the time
+since the run started, or over the logged step with --x step. A cumulative
+counter is drawn through its rate; metrics that never changed are listed
+above their panel. Axes whose lines differ widely in size are logarithmic.
+
+RUN is a file written by SQLiteLogger, CSVLogger or JSONLLogger; --run picks
+a run of a SQLite file (default: the latest). --match keeps only the metrics
+whose name matches PATTERN: a glob (matched against the whole name) when it
+holds *, ? or [, a substring otherwise. The image format follows the
+extension of FILE (.png, .svg, .pdf). Needs matplotlib:
+pip install 'rlpulse[plot]'.
+
+examples:
+  rlpulse plot runs/demo.sqlite -o runs/demo.png
+  rlpulse plot runs/demo.sqlite -o collector.png --match 'collector/*'
+  rlpulse plot metrics.csv -o rates.png --match _per_second --x step
+"""
 
 _GIVE_METRICS_FILE = "give the path of a metrics file written by an rlpulse file sink"
 
@@ -102,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--seconds",
         type=_positive_seconds,
-        default=10.0,
+        default=30.0,
         help="how long to run (default: %(default)g)",
     )
     demo.add_argument(
@@ -110,7 +148,22 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         default=DEFAULT_OUT,
         metavar="FILE",
-        help="SQLite file to record the run in (default: %(default)s)",
+        help="SQLite file to record the run in; the chart goes next to it, "
+        "with .png (default: %(default)s)",
+    )
+    demo.add_argument(
+        "--sink",
+        action="append",
+        default=[],
+        dest="sinks",
+        metavar="SPEC",
+        help="also log to the sink SCHEME:TARGET (as in csv:runs/demo.csv); "
+        "repeat for more",
+    )
+    demo.add_argument(
+        "--synthetic",
+        action="store_true",
+        help="run the standard-library pipeline even when TorchRL is installed",
     )
     demo.set_defaults(handler=_demo)
 
@@ -138,6 +191,45 @@ def build_parser() -> argparse.ArgumentParser:
         help="list the runs of a SQLite file, oldest first, instead",
     )
     show.set_defaults(handler=_show)
+
+    plot = commands.add_parser(
+        "plot",
+        help="draw a recorded run into an image",
+        description=_PLOT_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    plot.add_argument(
+        "path",
+        type=Path,
+        metavar="RUN",
+        help="metrics file written by an rlpulse file sink (SQLite, CSV, JSON lines)",
+    )
+    plot.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        required=True,
+        metavar="FILE",
+        help="image file to write (.png, .svg or .pdf)",
+    )
+    plot.add_argument(
+        "--match",
+        metavar="PATTERN",
+        help="only metrics whose name matches: a glob with *, ? or [, else a substring",
+    )
+    plot.add_argument(
+        "--x",
+        choices=("time", "step"),
+        default="time",
+        help="the x axis: time since the start of the run, or the logged step "
+        "(default: %(default)s)",
+    )
+    plot.add_argument(
+        "--run",
+        metavar="NAME",
+        help="which run of a SQLite file to draw (default: the latest)",
+    )
+    plot.set_defaults(handler=_plot)
     return parser
 
 
@@ -161,12 +253,45 @@ def main(argv: list[str] | None = None) -> int:
         return handler(args)
     except OSError as error:
         return _fail(_describe(error))
-    except (RunFileError, sqlite3.Error) as error:
+    except (RunFileError, PlotError, SinkSpecError, sqlite3.Error) as error:
         return _fail(str(error))
 
 
+_TORCHRL_MODULES = frozenset({"torch", "torchrl", "tensordict", "gymnasium"})
+
+
 def _demo(args: argparse.Namespace) -> int:
-    run_demo(args.seconds, args.out)
+    if not args.synthetic:
+        try:
+            from rlpulse.demo_torchrl import run_torchrl_demo
+        except ModuleNotFoundError as error:
+            missing = (error.name or "").partition(".")[0]
+            if missing not in _TORCHRL_MODULES:
+                raise
+            print(
+                f"rlpulse demo: TorchRL is not installed ({missing} is "
+                "missing; pip install 'rlpulse[torchrl]'), so this is the "
+                "synthetic pipeline",
+                flush=True,
+            )
+        else:
+            run_torchrl_demo(args.seconds, args.out, sinks=args.sinks)
+            return 0
+    run_demo(args.seconds, args.out, sinks=args.sinks)
+    return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    path: Path = args.path
+    if path.is_dir():
+        return _fail(f"{path} is a directory; {_GIVE_METRICS_FILE}")
+    if not path.exists():
+        return _fail(f"{path}: no such file; {_GIVE_METRICS_FILE}")
+    try:
+        written = plot_file(path, args.output, run=args.run, match=args.match, x=args.x)
+    except ImportError as error:
+        return _fail(str(error))
+    print(f"wrote {written}")
     return 0
 
 

@@ -1,6 +1,11 @@
-"""A self-contained, monitored data pipeline: what ``rlpulse demo`` runs.
+"""The monitored pipelines of ``rlpulse demo``: the synthetic one, and what every demo shares.
 
-Three standard-library stand-ins for the parts of a reinforcement-learning
+``rlpulse demo`` runs a TorchRL pipeline when TorchRL is installed (see
+:mod:`rlpulse.demo_torchrl`) and this module's synthetic one otherwise, or
+with ``--synthetic``. Both record through :class:`DemoSinks` and end with
+:func:`report`: the summary of the run and its chart.
+
+The synthetic pipeline is three standard-library stand-ins for the parts of a reinforcement-learning
 data pipeline, each with a TorchRL-style ``stats()`` snapshot:
 
 - :class:`Producer` plays a data collector: a thread writing frames in
@@ -9,14 +14,15 @@ data pipeline, each with a TorchRL-style ``stats()`` snapshot:
 - :class:`Consumer` plays a learner: a thread sampling batches.
 
 :func:`run_demo` wires them to a background :class:`~rlpulse.LoggerMonitor`
-writing to an :class:`~rlpulse.sinks.SQLiteLogger` and a
-:class:`~rlpulse.sinks.ConsoleLogger`, runs them for a while and prints the
-summary of the recorded run.
+writing to an :class:`~rlpulse.sinks.SQLiteLogger`, a
+:class:`~rlpulse.sinks.ConsoleLogger` and any extra sinks, runs them for a
+while and prints the summary of the recorded run.
 """
 
 from __future__ import annotations
 
 import abc
+import contextlib
 import os
 import random
 import shlex
@@ -29,8 +35,10 @@ from pathlib import Path
 from typing import Generic, TextIO, TypeVar
 
 from rlpulse.monitor import LoggerMonitor
+from rlpulse.plot import INSTALL_HINT, plot_file
 from rlpulse.schedules import Every
 from rlpulse.sinks import ConsoleLogger, SQLiteLogger
+from rlpulse.sinks.registry import MetricSink, open_sink
 from rlpulse.summary import (
     format_duration,
     format_number,
@@ -42,8 +50,12 @@ __all__ = [
     "DEFAULT_OUT",
     "Consumer",
     "DemoResult",
+    "DemoSinks",
     "Producer",
     "RingBuffer",
+    "SinkSpecError",
+    "chart_path",
+    "report",
     "run_demo",
 ]
 
@@ -344,8 +356,9 @@ class Consumer(_PacedThread):
 class DemoResult:
     """What one demo run did: where it wrote, under which run name, for how long.
 
-    ``frames`` is the number of frames the producer wrote in all, and
-    ``interrupted`` tells whether Ctrl-C ended the run early.
+    ``frames`` is the number of frames the collector wrote in all,
+    ``interrupted`` tells whether Ctrl-C ended the run early, and ``chart`` is
+    the image drawn of the run (``None`` when matplotlib is not installed).
 
     >>> DemoResult(Path("runs/demo.sqlite"), "baseline", 2.0, 8000, False).run
     'baseline'
@@ -356,35 +369,193 @@ class DemoResult:
     seconds: float
     frames: int
     interrupted: bool
+    chart: Path | None = None
+
+
+class SinkSpecError(ValueError):
+    """A demo's extra sink spec that cannot be opened: unknown scheme, bad target, backend not installed.
+
+    Its message is one line that names the spec and says what to do.
+
+    >>> import io, tempfile, pathlib
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     try:
+    ...         DemoSinks(pathlib.Path(tmp) / "demo.sqlite", ["postgres:db"])
+    ...     except SinkSpecError as error:
+    ...         print(str(error).split(";")[0])
+    unknown sink scheme 'postgres' in 'postgres:db'
+    """
+
+
+class DemoSinks:
+    """The sinks of one demo run: a new run of the SQLite store, the console, and extra sinks from specs.
+
+    Extra sinks are built with :func:`rlpulse.open_sink` from ``SCHEME:TARGET``
+    specs (``csv:runs/demo.csv``, ``tensorboard:runs/tb``, …). Everything is
+    opened here and closed by :meth:`close`; when one cannot be opened, the
+    ones already open are closed before the error propagates: a
+    :class:`SinkSpecError` for a bad spec or a backend that is not installed,
+    an ``OSError`` for an unwritable path.
+
+    >>> import io, tempfile, pathlib
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     sinks = DemoSinks(pathlib.Path(tmp) / "demo.sqlite",
+    ...                       [f"csv:{pathlib.Path(tmp) / 'demo.csv'}"], io.StringIO())
+    ...     [type(sink).__name__ for sink in sinks.all]
+    ...     sinks.close()
+    ['SQLiteLogger', 'ConsoleLogger', 'CSVLogger']
+    """
+
+    def __init__(
+        self,
+        out: str | os.PathLike[str],
+        specs: Sequence[str] = (),
+        console: TextIO | None = None,
+    ) -> None:
+        self.extra: list[MetricSink] = []
+        try:
+            for spec in specs:
+                try:
+                    self.extra.append(open_sink(spec))
+                except (ValueError, ImportError) as error:
+                    raise SinkSpecError(str(error)) from error
+            self.store = SQLiteLogger(out)
+        except BaseException:
+            self._close_all(self.extra)
+            raise
+        self.console = ConsoleLogger(console)
+
+    @property
+    def all(self) -> list[MetricSink]:
+        """The store, the console and the extra sinks, in that order.
+
+        >>> import io, tempfile, pathlib
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     sinks = DemoSinks(pathlib.Path(tmp) / "demo.sqlite", console=io.StringIO())
+        ...     len(sinks.all)
+        ...     sinks.close()
+        2
+        """
+        return [self.store, self.console, *self.extra]
+
+    def close(self) -> None:
+        """Close every sink, even when closing one of them fails; closing again does nothing.
+
+        >>> import io, tempfile, pathlib
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     sinks = DemoSinks(pathlib.Path(tmp) / "demo.sqlite", console=io.StringIO())
+        ...     sinks.close()
+        ...     sinks.close()
+        """
+        self._close_all(self.all)
+
+    @staticmethod
+    def _close_all(sinks: Sequence[MetricSink]) -> None:
+        # An exit stack runs every callback even when one raises, then
+        # re-raises; callbacks run last in, first out.
+        with contextlib.ExitStack() as stack:
+            for sink in reversed(sinks):
+                stack.callback(sink.close)
+
+
+def chart_path(out: str | os.PathLike[str]) -> Path:
+    """Where a demo writing to ``out`` draws its chart: the same name with ``.png``.
+
+    >>> chart_path("runs/demo.sqlite"), chart_path("runs/demo.png")
+    (PosixPath('runs/demo.png'), PosixPath('runs/demo.png.png'))
+    """
+    out = Path(out)
+    chart = out.with_suffix(".png")
+    return chart if chart != out else out.with_name(out.name + ".png")
+
+
+def report(
+    sinks: DemoSinks,
+    out: str | os.PathLike[str],
+    *,
+    elapsed: float,
+    interrupted: bool,
+    stdout: TextIO,
+    chart: bool = True,
+) -> Path | None:
+    """Print how a demo run ended: its summary, its chart, how to see it again; return the chart's path.
+
+    The chart is drawn next to ``out`` (see :func:`chart_path`) with
+    :func:`rlpulse.plot.plot_file`; without matplotlib, or with
+    ``chart=False``, it is skipped (with a one-line note in the first case)
+    and ``None`` is returned. The last line printed is always the
+    ``rlpulse show`` command that prints the summary again.
+
+    >>> import io, tempfile, pathlib
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     out = pathlib.Path(tmp) / "demo.sqlite"
+    ...     sinks = DemoSinks(out, console=io.StringIO())
+    ...     sinks.store.log_metrics({"collector/frames": 96.0}, step=3)
+    ...     sinks.close()
+    ...     output = io.StringIO()
+    ...     report(sinks, out, elapsed=1.0, interrupted=True, stdout=output, chart=False)
+    ...     print(output.getvalue().splitlines()[0])
+    Stopped early after 1.0 s.
+    """
+    if interrupted:
+        print(f"Stopped early after {format_duration(elapsed)}.", file=stdout)
+    store = sinks.store
+    print(file=stdout)
+    print(format_summary(summarize_file(store.path, store.run)), file=stdout)
+    print(file=stdout)
+    quoted_out = shlex.quote(os.fspath(out))
+    drawn: Path | None = None
+    if chart:
+        target = chart_path(out)
+        try:
+            drawn = plot_file(store.path, target, run=store.run)
+        except ImportError:
+            print(
+                f"No chart: matplotlib is not installed ({INSTALL_HINT}).",
+                file=stdout,
+            )
+        else:
+            print(
+                f"Chart of the run: {target} (redraw it with: rlpulse plot "
+                f"{quoted_out} -o {shlex.quote(os.fspath(target))})",
+                file=stdout,
+            )
+    print(f"See it again with: rlpulse show {quoted_out}", file=stdout, flush=True)
+    return drawn
 
 
 def run_demo(
-    seconds: float = 10.0,
+    seconds: float = 30.0,
     out: str | os.PathLike[str] = DEFAULT_OUT,
     *,
+    sinks: Sequence[str] = (),
     poll_interval: float = 0.25,
     frames_per_second: float = 4000.0,
+    chart: bool = True,
     stdout: TextIO | None = None,
     console: TextIO | None = None,
 ) -> DemoResult:
-    """Run the monitored demo pipeline for ``seconds``, then print the summary of its run.
+    """Run the synthetic demo pipeline (standard library only) for ``seconds``, then print the summary of its run.
 
     A :class:`Producer` fills a :class:`RingBuffer` that a :class:`Consumer`
     samples from, while a background :class:`~rlpulse.LoggerMonitor`
     (polling every ``poll_interval`` seconds) logs them as ``collector``
     (every 10,000 frames, and at least every 5 s), ``buffer`` (every second,
     at step ``write_count``) and ``learner`` (every 2 s) into a new run of the
-    SQLite file ``out`` and onto ``console`` (standard error by default).
-    A progress line, the run's summary and how to show it again go to
-    ``stdout`` (standard output by default). Ctrl-C ends the run early; the
-    threads and the monitor are stopped either way, so every watch's final
+    SQLite file ``out``, onto ``console`` (standard error by default) and into
+    every extra sink opened from the ``sinks`` specs (see :class:`DemoSinks`).
+    A progress line, the run's summary, the chart (``chart=True``, drawn
+    next to ``out`` when matplotlib is installed, see :func:`report`) and how
+    to show the run again go to ``stdout`` (standard output by default).
+    Ctrl-C ends the run early; the threads and the monitor are stopped and
+    every sink the demo opened is closed either way, so every watch's final
     snapshot is recorded.
 
     >>> import io, tempfile, pathlib
     >>> from rlpulse.records import read
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     output = io.StringIO()
-    ...     result = run_demo(0.3, pathlib.Path(tmp) / "demo.sqlite",
+    ...     result = run_demo(0.3, pathlib.Path(tmp) / "demo.sqlite", chart=False,
     ...                       stdout=output, console=io.StringIO())
     ...     final_frames = [r.value for r in read(result.path) if r.name == "collector/frames"][-1]
     >>> final_frames == result.frames > 0
@@ -395,12 +566,11 @@ def run_demo(
     if not seconds > 0:
         raise ValueError(f"seconds must be positive, got {seconds!r}")
     stdout = sys.stdout if stdout is None else stdout
-    store = SQLiteLogger(out)
-    console_sink = ConsoleLogger(console)
+    demo_sinks = DemoSinks(out, sinks, console)
     buffer: RingBuffer[int] = RingBuffer(_BUFFER_CAPACITY)
     producer = Producer(buffer, frames_per_second=frames_per_second)
     consumer = Consumer(buffer)
-    monitor = LoggerMonitor([store, console_sink], poll_interval=poll_interval)
+    monitor = LoggerMonitor(demo_sinks.all, poll_interval=poll_interval)
     monitor.watch(producer, name="collector", schedule=_COLLECTOR_SCHEDULE)
     monitor.watch(buffer, name="buffer", schedule=_BUFFER_SCHEDULE, step="write_count")
     monitor.watch(
@@ -420,7 +590,8 @@ def run_demo(
             f"rlpulse demo: collector -> ring buffer -> learner "
             f"(~{format_number(frames_per_second)} frames/s) for "
             f"{format_duration(seconds)}, monitored into {out} "
-            f"(run {store.run}) and the console; Ctrl-C stops early",
+            f"(run {demo_sinks.store.run}){_and_extra(sinks)} and the console; "
+            "Ctrl-C stops early",
             file=stdout,
             flush=True,
         )
@@ -432,23 +603,25 @@ def run_demo(
         producer.stop()
         consumer.stop()
         monitor.stop()
-        store.close()
-        console_sink.close()
+        demo_sinks.close()
     elapsed = time.monotonic() - started
-    if interrupted:
-        print(f"Stopped early after {format_duration(elapsed)}.", file=stdout)
-    print(file=stdout)
-    print(format_summary(summarize_file(store.path, store.run)), file=stdout)
-    print(file=stdout)
-    print(
-        f"See it again with: rlpulse show {shlex.quote(os.fspath(out))}",
-        file=stdout,
-        flush=True,
+    drawn = report(
+        demo_sinks,
+        out,
+        elapsed=elapsed,
+        interrupted=interrupted,
+        stdout=stdout,
+        chart=chart,
     )
     return DemoResult(
-        path=store.path,
-        run=store.run,
+        path=demo_sinks.store.path,
+        run=demo_sinks.store.run,
         seconds=elapsed,
         frames=int(producer.stats()["frames"]),
         interrupted=interrupted,
+        chart=drawn,
     )
+
+
+def _and_extra(specs: Sequence[str]) -> str:
+    return "".join(f", {spec}" for spec in specs)
