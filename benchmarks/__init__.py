@@ -16,6 +16,7 @@ __all__ = ["SECTIONS", "progress"]
 SECTIONS: dict[str, str] = {
     "monitor": "benchmarks.monitor_overhead",
     "sinks": "benchmarks.sinks",
+    "reliability": "benchmarks.reliability",
     "scale_out": "benchmarks.scale_out",
 }
 """Section name (as given to ``--only``) → module implementing ``run()``, in document order."""
