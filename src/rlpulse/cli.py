@@ -41,8 +41,8 @@ Run a monitored reinforcement-learning data pipeline and record it.
 
 With TorchRL installed (pip install 'rlpulse[torchrl]'): a TorchRL Collector
 steps gymnasium's CartPole-v1 with a random policy from its own thread into
-a ReplayBuffer, a small DQN learner samples it, and an EpisodeTally records
-episode returns. Without TorchRL, or with --synthetic, a standard-library
+a ReplayBuffer, a small DQN learner trains on batches sampled from it, and an
+EpisodeTally records episode returns. Without TorchRL, or with --synthetic, a standard-library
 stand-in runs instead: a collector thread, a ring buffer and a learner
 thread.
 
@@ -52,7 +52,8 @@ sinks (--sink). At the end (or on Ctrl-C) it logs final snapshots; the
 summary of the run is printed and its chart drawn next to the SQLite file
 (with matplotlib: pip install 'rlpulse[plot]').
 
-Sink specs are SCHEME:TARGET, with SCHEME one of {", ".join(sorted(SCHEMES))}.
+Sink specs are SCHEME:TARGET, with SCHEME one of:
+  {", ".join(sorted(SCHEMES))}
 
 examples:
   rlpulse demo --seconds 5 --out {DEFAULT_OUT}

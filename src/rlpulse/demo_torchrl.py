@@ -22,6 +22,7 @@ README's quickstart, into the SQLite store, the console and any extra sinks.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import sys
 import time
@@ -216,9 +217,10 @@ def run_torchrl_demo(
     the run early; the collector, the monitor and every sink are stopped
     either way, so each watch's final snapshot is recorded.
 
-    While it runs, torch uses one thread per operation (restored after): the
-    collector's thread and the learner share two or so cores, and torch's
-    own worker threads would spin against each other.
+    While it runs, torch uses one thread per operation and TorchRL's logger
+    shows warnings only (both restored after): the collector's thread and
+    the learner share the cores, and torch's own worker threads would spin
+    against each other.
 
     >>> import io, tempfile, pathlib
     >>> from rlpulse import read
@@ -237,6 +239,11 @@ def run_torchrl_demo(
     demo_sinks = DemoSinks(out, sinks, console)
     torch_threads = torch.get_num_threads()
     torch.set_num_threads(1)
+    # TorchRL announces set-up steps (a storage's first allocation) at INFO
+    # level on standard output, between the demo's own lines.
+    torchrl_logger = logging.getLogger("torchrl")
+    torchrl_level = torchrl_logger.level
+    torchrl_logger.setLevel(logging.WARNING)
     collector: Collector | None = None
     interrupted = False
     started = time.monotonic()
@@ -316,6 +323,7 @@ def run_torchrl_demo(
     except KeyboardInterrupt:
         interrupted = True
     finally:
+        torchrl_logger.setLevel(torchrl_level)
         torch.set_num_threads(torch_threads)
         demo_sinks.close()
     elapsed = time.monotonic() - started
