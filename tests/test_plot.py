@@ -395,6 +395,21 @@ def test_very_long_runs_are_drawn_over_hours() -> None:
     assert list(buffer.get_lines()[0].get_xdata()) == [0.0, 6.0]
 
 
+def test_time_axis_draws_each_line_in_time_order() -> None:
+    figure = plot_run(
+        _records(
+            (0, None, "buffer/size", 1.0),
+            (2, None, "buffer/size", 3.0),
+            (1, None, "buffer/size", 2.0),
+        ),
+        run="unordered",
+    )
+
+    (line,) = _panels(figure)["buffer"].get_lines()
+    assert list(line.get_xdata()) == [0.0, 1.0, 2.0]
+    assert list(line.get_ydata()) == [1.0, 2.0, 3.0]
+
+
 def test_step_axis_uses_each_records_step_and_skips_records_without_one() -> None:
     figure = plot_run(
         _records(

@@ -201,6 +201,13 @@ def plot_run(
             f"run {run} logged no step with {_some_names(selected)}; "
             "plot it over time instead (x='time', --x time)"
         )
+    if x == "time":
+        # Sinks fed from several threads may store payloads slightly out of
+        # time order; a line drawn in storage order would zigzag.
+        for line in series.values():
+            order = sorted(range(len(line.xs)), key=line.xs.__getitem__)
+            line.xs = [line.xs[index] for index in order]
+            line.ys = [line.ys[index] for index in order]
     panels = _panels(series)
     figure = matplotlib.Figure(
         figsize=(
