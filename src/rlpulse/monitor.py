@@ -144,7 +144,6 @@ class LoggerMonitor:
         self._poll_lock = threading.Lock()
         self._poller: Poller | None = None
         self._queues: tuple[SinkQueue, ...] = ()
-        self._deliver = self._deliver_now
         self._started = False
         self._stopped = False
         self._sink_error: BaseException | None = None
@@ -221,7 +220,17 @@ class LoggerMonitor:
             ...
             TypeError: Cannot watch object of type object: it does not expose a callable stats() method and no stats_fn was provided.
         """
+        default_name = type(target).__name__.lower()
         if stats_fn is None:
+            if type(target).__module__ in ("ray.actor", "rlpulse.sources.ray"):
+                # A Ray actor handle or RayTarget: one remote call per poll,
+                # giving up before this watch's watchdog would fire.
+                from rlpulse.sources.ray import RayTarget
+
+                target = RayTarget.for_watch(
+                    target, self._poll_timeout if poll_timeout is None else poll_timeout
+                )
+                default_name = target.actor_class.lower()
             stats_attr = getattr(target, "stats", None)
             if not callable(stats_attr):
                 raise TypeError(
@@ -238,7 +247,7 @@ class LoggerMonitor:
         _check_timeout("poll_timeout", poll_timeout)
         with self._lock:
             if name is None:
-                base = type(target).__name__.lower()
+                base = default_name
                 name = base
                 suffix = 0
                 while name in self._watches:
@@ -362,6 +371,10 @@ class LoggerMonitor:
             self._polls += 1
             kwargs = watch.stats_kwargs
             raw = watch.provider(**kwargs) if kwargs else watch.provider()
+            if watch.counter_gated and not force and watch.below_threshold(raw):
+                if watch.error_warned:
+                    watch.error_warned = False
+                return None
             now = time.monotonic()
             if not watch.active:
                 return None
@@ -369,11 +382,18 @@ class LoggerMonitor:
         except Exception as err:
             self._failed(watch, err)
             return None
-        watch.error_warned = False
+        if watch.error_warned:
+            watch.error_warned = False
         if payload is None:
             return None
         wall_time = time.time() if self._wants_timestamp else 0.0
-        if not self._deliver(watch, payload, wall_time):
+        queues = self._queues
+        if queues:
+            # Background mode: every sink's sender thread delivers it.
+            item = (payload, watch.step, wall_time, watch.name)
+            for queue in queues:
+                queue.put(item)
+        elif not self._deliver_now(watch, payload, wall_time):
             return None
         watch.commit(now)
         self._logged += 1
@@ -402,14 +422,6 @@ class LoggerMonitor:
         if first_error is not None and self._on_error == "raise":
             raise first_error
         return delivered
-
-    def _enqueue(
-        self, watch: Watch, payload: dict[str, float], wall_time: float
-    ) -> bool:
-        item = (payload, watch.step, wall_time, watch.name)
-        for queue in self._queues:
-            queue.put(item)
-        return True
 
     def _finished_run(self) -> None:
         self._rounds += 1
@@ -521,7 +533,6 @@ class LoggerMonitor:
             )
             for queue in self._queues:
                 queue.start()
-            self._deliver = self._enqueue
             self._poller = Poller(
                 poll=self._poll,
                 watches=lambda: self._watch_list,
@@ -568,7 +579,6 @@ class LoggerMonitor:
                 )
         self._final_snapshots(watches, deadline - 0.2 * self._stop_timeout)
         queues, self._queues = self._queues, ()
-        self._deliver = self._deliver_now
         if queues:
             for queue in queues:
                 queue.wake()

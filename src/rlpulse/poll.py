@@ -152,6 +152,9 @@ class Watch:
         self.every_poll = bool(self.aggregate) or stall_after is not None
         if self.every_poll:
             self._only_counter = None
+        # A watch on one counter schedule decides most polls from that
+        # counter alone (below_threshold), before reading the clock.
+        self.counter_gated = self._only_counter is not None
         self.rate_keys = rate_keys
         self.log_on_start = log_on_start
         self.log_on_close = log_on_close
@@ -171,8 +174,9 @@ class Watch:
         self.error_warned = False
         self.step: int | None = None
         self._pending: dict[str, float] = {}
-        # Per raw key: (snapshot key, payload key, payload key of its rate).
-        self._plan: dict[Any, tuple[str, str, str | None]] = {}
+        # Per raw key: (snapshot key, payload key, payload key of its rate,
+        # whether the next poll needs it).
+        self._plan: dict[Any, tuple[str, str, str | None, bool]] = {}
         self._rated: list[tuple[str, float, str]] = []
         self._prefix = f"{name}/"
 
@@ -191,6 +195,42 @@ class Watch:
         """
         return now >= self.next_due
 
+    def below_threshold(self, raw: Any) -> bool:
+        """Whether ``raw`` is, cheaply and surely, not due: its counter schedule is below threshold.
+
+        The common case of a watch with one counter schedule and nothing
+        else, decided from that counter alone, without the clock or the
+        rest of the snapshot: the counter is below its next threshold and
+        has not decreased. It records the counter as seen. ``False`` means
+        "ask :meth:`evaluate`", which decides every other case.
+
+        Examples:
+            >>> watch = Watch("buffer", provider=dict, schedule=Every.counter("write_count", 10))
+            >>> watch.below_threshold({"write_count": 3})  # never polled: no threshold yet
+            False
+            >>> watch.evaluate({"write_count": 3}, now=0.0, force=False)
+            {'buffer/write_count': 3.0}
+            >>> watch.commit(now=0.0)
+            >>> watch.below_threshold({"write_count": 7}), watch.below_threshold({"write_count": 10})
+            (True, False)
+        """
+        part = self._only_counter
+        if part is None or type(raw) is not dict or self.baseline_time is None:
+            return False
+        value: Any = raw.get(part.key)
+        kind = type(value)
+        threshold = part.next_threshold
+        last_value = part.last_value
+        if (
+            (kind is int or (kind is float and value - value == 0.0))
+            and threshold is not None
+            and value < threshold
+            and (last_value is None or value >= last_value)
+        ):
+            part.last_value = value
+            return True
+        return False
+
     def evaluate(self, raw: Any, now: float, force: bool) -> dict[str, float] | None:
         """Return the payload due for ``raw`` at ``now``, or ``None``.
 
@@ -200,23 +240,6 @@ class Watch:
         depends only on its counters: the whole snapshot is built when due
         (or when it becomes the first baseline).
         """
-        part = self._only_counter
-        if part is not None and not force and type(raw) is dict:
-            # The common case of a counter schedule: below its threshold, no
-            # reset. Anything else takes the general path.
-            value: Any = raw.get(part.key)
-            kind = type(value)
-            threshold = part.next_threshold
-            last_value = part.last_value
-            if (
-                (kind is int or (kind is float and value - value == 0.0))
-                and threshold is not None
-                and value < threshold
-                and (last_value is None or value >= last_value)
-                and self.baseline_time is not None
-            ):
-                part.last_value = value
-                return None
         observed = self._observe(snapshot_of(raw), now) if self.every_poll else None
         first_poll = self.baseline_time is None
         if (
@@ -260,9 +283,10 @@ class Watch:
         return payload
 
     def _payload_of(self, raw: Any) -> dict[str, float]:
-        # The snapshot (kept as the pending baseline), the payload and the
-        # default rate candidates in one pass: this runs for every logged
-        # poll. The common value types are tested by exact type first.
+        # The payload, the default rate candidates and the part of the
+        # snapshot the next poll needs (kept as the pending baseline: rate
+        # and step keys) in one pass: this runs for every logged poll. The
+        # common value types are tested by exact type first.
         if type(raw) is not dict:
             return self._payload_of_snapshot(snapshot_of(raw))
         plan = self._plan
@@ -276,7 +300,8 @@ class Watch:
                     continue
             elif kind is int:
                 try:
-                    value = float(value)
+                    # Exactly float(value), without the call.
+                    value = value + 0.0
                 except OverflowError:
                     continue
             elif kind is bool:
@@ -290,10 +315,11 @@ class Watch:
             entry = plan.get(key)
             if entry is None:
                 entry = self._plan_key(key)
-            snapshot[entry[0]] = value
             payload[entry[1]] = value
-            if entry[2] is not None:
-                rated.append((entry[0], value, entry[2]))
+            if entry[3]:
+                snapshot[entry[0]] = value
+                if entry[2] is not None:
+                    rated.append((entry[0], value, entry[2]))
         self._pending = snapshot
         self._rated = rated
         return payload
@@ -368,11 +394,14 @@ class Watch:
 
     def commit(self, now: float) -> None:
         """Record the payload last returned by :meth:`evaluate` as delivered at ``now``."""
-        self._accumulated = {}
+        if self._accumulated:
+            self._accumulated = {}
         self.baseline = self._pending
         self.last_log_time = now
         self.has_logged = True
-        self._set_baseline_time(now)
+        self.baseline_time = now
+        if self.clock_gated:
+            self._set_next_due()
 
     def mark_hung(self) -> None:
         """Skip this watch while its overrunning provider call is outstanding."""
@@ -398,11 +427,17 @@ class Watch:
             reference = self.baseline_time
         self.next_due = -math.inf if reference is None else reference + self.min_seconds
 
-    def _plan_key(self, key: Any) -> tuple[str, str, str | None]:
+    def _plan_key(self, key: Any) -> tuple[str, str, str | None, bool]:
+        # (snapshot key, payload key, payload key of its default rate,
+        # whether rates or the step need it from one poll to the next).
         name = key if type(key) is str else str(key)
         rate = RATE_NAMES.get(name)
         prefix = self._prefix
-        entry = (name, prefix + name, None if rate is None else prefix + rate)
+        rate_keys = self.rate_keys
+        keep = name == self.step_key or (
+            rate is not None if rate_keys is None else name in rate_keys
+        )
+        entry = (name, prefix + name, None if rate is None else prefix + rate, keep)
         self._plan[key] = entry
         return entry
 

@@ -25,8 +25,9 @@ class SinkQueue:
     """One sink's bounded queue and the thread that drains it.
 
     ``on_failure(sink, watch_name, error)`` is called from the sender
-    thread when the sink raises, ``on_success(sink)`` when it delivers, and
-    ``on_drop(queue)`` from the producer when the queue overflows.
+    thread when the sink raises, ``on_success(sink)`` when it delivers
+    again after a failure, and ``on_drop(queue)`` from the producer when the
+    queue overflows.
 
     Examples:
         >>> class Printer:
@@ -72,6 +73,9 @@ class SinkQueue:
     def put(self, item: Item) -> None:
         """Queue ``item``, dropping the oldest pending one when full."""
         pending = self.pending
+        if len(pending) < self.size and not self.dropping:
+            pending.append(item)
+            return
         if len(pending) >= self.size:
             try:
                 pending.popleft()
@@ -112,20 +116,31 @@ class SinkQueue:
 
     def _send_loop(self) -> None:
         pending = self.pending
+        popleft = pending.popleft
         sink = self.sink
+        log_metrics = sink.log_metrics
+        wants_timestamp = sink.wants_timestamp
+        on_failure = self._on_failure
+        on_success = self._on_success
         while True:
             self._wakeup.wait()
             self._wakeup.clear()
+            # This loop runs once per payload per sink, competing with the
+            # polling thread for the GIL: it calls the sink directly and
+            # reports a success only when it ends a failure streak.
             while pending:
-                payload, step, wall_time, watch_name = pending.popleft()
+                payload, step, wall_time, watch_name = popleft()
                 try:
-                    sink.send(payload, step, wall_time)
+                    if wants_timestamp:
+                        log_metrics(payload, step=step, timestamp=wall_time)
+                    else:
+                        log_metrics(payload, step=step)
                 except Exception as err:
-                    if self._on_failure is not None:
-                        self._on_failure(sink, watch_name, err)
+                    if on_failure is not None:
+                        on_failure(sink, watch_name, err)
                     continue
-                if self._on_success is not None:
-                    self._on_success(sink)
+                if sink.failing and on_success is not None:
+                    on_success(sink)
             if self._closing:
                 try:
                     sink.flush()
