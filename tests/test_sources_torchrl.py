@@ -13,7 +13,9 @@ costs seconds); the tests read what that run recorded.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import math
 import multiprocessing
 import os
 import pickle
@@ -21,7 +23,7 @@ import signal
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +53,7 @@ pytestmark = pytest.mark.timeout(240)
 
 WORKERS = 2
 KILLED = 0
+STOPPED = 0
 SURVIVOR = 1
 LIVENESS = 2.0
 FRAMES_PER_BATCH = 64
@@ -71,29 +74,42 @@ Payload = dict[str, float]
 
 
 @dataclass
-class KilledRun:
-    """The payloads a background monitor logged around a SIGKILLed worker."""
+class WorkerRun:
+    """The payloads a background monitor logged around a disturbed worker.
 
-    payloads: list[tuple[float, Payload]]
-    killed_at: float
+    ``workers`` are the ``SharedCounters`` payloads and ``collector`` the
+    collector's aggregate view, each ``(wall time, {metric: value})`` with the
+    watch name stripped. ``disturbed_at`` is when the worker was killed or
+    stopped, ``resumed_at`` when a stopped worker was continued.
+    """
 
-    def before_kill(self) -> list[Payload]:
-        return [payload for when, payload in self.payloads if when < self.killed_at]
+    workers: list[tuple[float, Payload]]
+    collector: list[tuple[float, Payload]]
+    disturbed_at: float
+    resumed_at: float = math.inf
 
-    def after(self, seconds: float) -> list[Payload]:
-        """Payloads logged at least ``seconds`` after the kill."""
+    def before(self) -> list[Payload]:
+        """The workers' payloads logged before the disturbance."""
+        return [payload for when, payload in self.workers if when < self.disturbed_at]
+
+    def after(
+        self, seconds: float, watch: str = "workers", until: float = math.inf
+    ) -> list[Payload]:
+        """Payloads logged from ``seconds`` after the disturbance, up to ``until``."""
         return [
             payload
-            for when, payload in self.payloads
-            if when >= self.killed_at + seconds
+            for when, payload in getattr(self, watch)
+            if self.disturbed_at + seconds <= when < until
         ]
 
 
-def payloads_of(store: Path) -> list[tuple[float, Payload]]:
-    """The store's payloads as ``(wall time, {metric: value})``, in order."""
+def payloads_of(store: Path, watch: str) -> list[tuple[float, Payload]]:
+    """One watch's payloads in the store, as ``(wall time, {metric: value})``, in order."""
+    prefix = f"{watch}/"
     grouped: dict[float, Payload] = defaultdict(dict)
     for record in read(store):
-        grouped[record.wall_time][record.name.removeprefix("workers/")] = record.value
+        if record.name.startswith(prefix):
+            grouped[record.wall_time][record.name.removeprefix(prefix)] = record.value
     return sorted(grouped.items())
 
 
@@ -126,9 +142,18 @@ def shut_down(collector: MultiSyncCollector, consumer: threading.Thread) -> None
     consumer.join(10)
 
 
-def run_and_kill(collector_class: type, directory: Path) -> KilledRun:
+@contextlib.contextmanager
+def monitored_collector(
+    collector_class: type, store: Path
+) -> Iterator[tuple[MultiSyncCollector, SharedCounters]]:
+    """Run a two-worker collector, iterated by a thread, under a background monitor.
+
+    The monitor watches the workers' shared counters as ``workers`` and the
+    collector's aggregate view as ``collector``. Yields once both workers
+    have collected ``FRAMES_BEFORE_KILL`` frames; on exit the monitor stops,
+    then the collector is shut down under a deadline.
+    """
     counters = SharedCounters(WORKERS, counters=WORKER_COUNTERS, liveness=LIVENESS)
-    store = directory / "workers.sqlite"
     sink = SQLiteLogger(store)
     monitor = LoggerMonitor(sink, poll_interval=POLL_INTERVAL)
     monitor.watch(counters, name="workers")
@@ -138,14 +163,13 @@ def run_and_kill(collector_class: type, directory: Path) -> KilledRun:
         frames_per_batch=FRAMES_PER_BATCH,
         total_frames=-1,
     )
-    consumer_errors: list[BaseException] = []
+    monitor.watch(collector, name="collector")
 
     def consume() -> None:
-        try:
+        # A dead worker ends the iteration with TorchRL's RuntimeError.
+        with contextlib.suppress(Exception):
             for _ in collector:
                 pass
-        except BaseException as error:  # the dead worker ends the iteration
-            consumer_errors.append(error)
 
     consumer = threading.Thread(target=consume, daemon=True)
     try:
@@ -162,32 +186,77 @@ def run_and_kill(collector_class: type, directory: Path) -> KilledRun:
             wait_for(both_collected, 120, "both workers to collect")
             # A few more polls with both workers stepping.
             time.sleep(5 * POLL_INTERVAL)
-            pid = collector.procs[KILLED].pid
-            killed_at = time.time()
-            os.kill(pid, signal.SIGKILL)
-            wait_for(
-                lambda: (
-                    counters.stats()["workers_alive"] < WORKERS
-                    and time.time() > killed_at + LIVENESS + 5 * POLL_INTERVAL
-                ),
-                60,
-                "the killed worker to drop out",
-            )
-        return KilledRun(payloads_of(store), killed_at)
+            yield collector, counters
     finally:
         shut_down(collector, consumer)
         sink.close()
         counters.close()
 
 
+def run_and_kill(collector_class: type, directory: Path) -> WorkerRun:
+    store = directory / "workers.sqlite"
+    with monitored_collector(collector_class, store) as (collector, counters):
+        pid = collector.procs[KILLED].pid
+        killed_at = time.time()
+        os.kill(pid, signal.SIGKILL)
+        wait_for(
+            lambda: (
+                counters.stats()["workers_alive"] < WORKERS
+                and time.time() > killed_at + LIVENESS + 5 * POLL_INTERVAL
+            ),
+            60,
+            "the killed worker to drop out",
+        )
+    return WorkerRun(
+        payloads_of(store, "workers"), payloads_of(store, "collector"), killed_at
+    )
+
+
+def run_stop_and_continue(collector_class: type, directory: Path) -> WorkerRun:
+    store = directory / "workers.sqlite"
+    with monitored_collector(collector_class, store) as (collector, counters):
+        pid = collector.procs[STOPPED].pid
+        stopped_at = time.time()
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            wait_for(
+                lambda: (
+                    counters.stats()["workers_alive"] < WORKERS
+                    and time.time() > stopped_at + LIVENESS + 5 * POLL_INTERVAL
+                ),
+                60,
+                "the stopped worker to drop out",
+            )
+            frames_while_stopped = counters.stats()[f"worker_{STOPPED}/frames"]
+        finally:
+            resumed_at = time.time()
+            os.kill(pid, signal.SIGCONT)
+        wait_for(
+            lambda: (
+                counters.stats()["workers_alive"] == WORKERS
+                and counters.stats()[f"worker_{STOPPED}/frames"] > frames_while_stopped
+            ),
+            60,
+            "the continued worker to step again",
+        )
+        # A few polls with both workers stepping again.
+        time.sleep(5 * POLL_INTERVAL)
+    return WorkerRun(
+        payloads_of(store, "workers"),
+        payloads_of(store, "collector"),
+        stopped_at,
+        resumed_at,
+    )
+
+
 @pytest.fixture(scope="module")
 def killed_runs(
     tmp_path_factory: pytest.TempPathFactory,
-) -> Callable[[str], KilledRun]:
+) -> Callable[[str], WorkerRun]:
     """Return ``get(kind)``: the run of that collector kind, made on first use."""
-    runs: dict[str, KilledRun] = {}
+    runs: dict[str, WorkerRun] = {}
 
-    def get(kind: str) -> KilledRun:
+    def get(kind: str) -> WorkerRun:
         if kind not in runs:
             runs[kind] = run_and_kill(COLLECTORS[kind], tmp_path_factory.mktemp(kind))
         return runs[kind]
@@ -197,15 +266,15 @@ def killed_runs(
 
 @pytest.fixture(params=sorted(COLLECTORS))
 def killed_run(
-    request: pytest.FixtureRequest, killed_runs: Callable[[str], KilledRun]
-) -> KilledRun:
+    request: pytest.FixtureRequest, killed_runs: Callable[[str], WorkerRun]
+) -> WorkerRun:
     return killed_runs(request.param)
 
 
 def test_each_workers_frames_grow_while_the_collector_runs(
-    killed_run: KilledRun,
+    killed_run: WorkerRun,
 ) -> None:
-    payloads = killed_run.before_kill()
+    payloads = killed_run.before()
     for worker in range(WORKERS):
         frames = [payload[f"worker_{worker}/frames"] for payload in payloads]
         assert frames == sorted(frames)
@@ -214,9 +283,9 @@ def test_each_workers_frames_grow_while_the_collector_runs(
 
 
 def test_the_frames_of_all_workers_add_up_in_every_payload(
-    killed_run: KilledRun,
+    killed_run: WorkerRun,
 ) -> None:
-    for _, payload in killed_run.payloads:
+    for _, payload in killed_run.workers:
         assert payload["frames"] == sum(
             payload[f"worker_{worker}/frames"] for worker in range(WORKERS)
         )
@@ -226,31 +295,31 @@ def test_the_frames_of_all_workers_add_up_in_every_payload(
 
 
 def test_both_workers_are_alive_while_the_collector_runs(
-    killed_run: KilledRun,
+    killed_run: WorkerRun,
 ) -> None:
-    last = killed_run.before_kill()[-1]
+    last = killed_run.before()[-1]
     assert last["workers_alive"] == WORKERS
     for worker in range(WORKERS):
         assert last[f"worker_{worker}/heartbeat_age_s"] < LIVENESS
 
 
 def test_the_monitor_derives_a_frame_rate_over_all_workers(
-    killed_run: KilledRun,
+    killed_run: WorkerRun,
 ) -> None:
-    rates = [payload["frames_per_second"] for payload in killed_run.before_kill()[1:]]
+    rates = [payload["frames_per_second"] for payload in killed_run.before()[1:]]
     assert max(rates) > 0
     assert min(rates) >= 0
 
 
-def test_finished_episodes_are_counted_per_worker(killed_run: KilledRun) -> None:
-    last = killed_run.before_kill()[-1]
+def test_finished_episodes_are_counted_per_worker(killed_run: WorkerRun) -> None:
+    last = killed_run.before()[-1]
     for worker in range(WORKERS):
         # A random CartPole policy ends an episode every few dozen steps.
         assert last[f"worker_{worker}/episodes"] >= 1
 
 
 def test_a_killed_worker_drops_out_of_workers_alive_within_the_liveness_window(
-    killed_run: KilledRun,
+    killed_run: WorkerRun,
 ) -> None:
     # Past the liveness window (and a poll), every payload counts it out,
     # whatever the collector did with the other worker.
@@ -262,7 +331,7 @@ def test_a_killed_worker_drops_out_of_workers_alive_within_the_liveness_window(
 
 
 def test_a_killed_workers_counters_stay_readable_and_stop_growing(
-    killed_run: KilledRun,
+    killed_run: WorkerRun,
 ) -> None:
     # A poll that started before the kill may be stamped just after it.
     after = killed_run.after(2 * POLL_INTERVAL)
@@ -271,13 +340,44 @@ def test_a_killed_workers_counters_stay_readable_and_stop_growing(
     assert frames.pop() >= FRAMES_BEFORE_KILL
 
 
-def test_the_killed_workers_heartbeat_age_keeps_growing(killed_run: KilledRun) -> None:
+def test_the_killed_workers_heartbeat_age_keeps_growing(killed_run: WorkerRun) -> None:
     ages = [
         payload[f"worker_{KILLED}/heartbeat_age_s"]
         for payload in killed_run.after(2 * POLL_INTERVAL)
     ]
     assert ages == sorted(ages)
     assert ages[-1] - ages[0] >= LIVENESS - 2 * POLL_INTERVAL
+
+
+@pytest.fixture(scope="module")
+def stopped_run(tmp_path_factory: pytest.TempPathFactory) -> WorkerRun:
+    """A MultiSyncCollector whose worker is stopped (SIGSTOP), then continued."""
+    return run_stop_and_continue(MultiSyncCollector, tmp_path_factory.mktemp("stop"))
+
+
+def test_a_stopped_worker_drops_out_of_workers_alive_while_its_process_lives(
+    stopped_run: WorkerRun,
+) -> None:
+    window = (LIVENESS + 2 * POLL_INTERVAL, stopped_run.resumed_at)
+    stuck = stopped_run.after(window[0], until=window[1])
+    assert stuck
+    for payload in stuck:
+        assert payload[f"worker_{STOPPED}/heartbeat_age_s"] >= LIVENESS
+        assert payload["workers_alive"] <= WORKERS - 1
+    # TorchRL's own view counts processes: the stopped one still exists.
+    collector = stopped_run.after(window[0], watch="collector", until=window[1])
+    assert collector
+    assert {payload["workers_alive"] for payload in collector} == {WORKERS}
+
+
+def test_a_continued_worker_counts_as_alive_again(stopped_run: WorkerRun) -> None:
+    stuck_frames = stopped_run.after(
+        LIVENESS + 2 * POLL_INTERVAL, until=stopped_run.resumed_at
+    )[-1][f"worker_{STOPPED}/frames"]
+    last = stopped_run.workers[-1][1]
+    assert last["workers_alive"] == WORKERS
+    assert last[f"worker_{STOPPED}/heartbeat_age_s"] < LIVENESS
+    assert last[f"worker_{STOPPED}/frames"] > stuck_frames
 
 
 # The transform alone, on one environment in this process.
