@@ -482,3 +482,123 @@ def test_a_seconds_schedule_in_background_is_polled_once_per_interval() -> None:
         time.sleep(0.7)
     # first poll, ~3 due polls, and the final snapshot; never one per 5 ms
     assert 3 <= len(calls) <= 7
+
+
+def test_a_sink_stuck_at_stop_gets_no_more_calls_once_stop_returns(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    gate = threading.Event()
+
+    class Frozen:
+        def __init__(self) -> None:
+            self.calls = 0
+            self.flushed = False
+
+        def log_metrics(
+            self, metrics: Mapping[str, float], step: int | None = None
+        ) -> None:
+            self.calls += 1
+            gate.wait()
+
+        def flush(self) -> None:
+            self.flushed = True
+
+    sink = Frozen()
+    monitor = LoggerMonitor(sink, poll_interval=0.01, stop_timeout=1.0)
+    monitor.watch(Source(), name="source")
+    with caplog.at_level(logging.WARNING):
+        monitor.start()
+        assert wait_until(lambda: monitor.stats()["queued"] >= 5)
+        monitor.stop()
+    calls_at_stop = sink.calls
+    queued = monitor.stats()["queued"]
+    gate.set()  # the stuck call returns after stop() gave up on the sink
+    time.sleep(0.3)
+    assert sink.calls == calls_at_stop == 1
+    assert not sink.flushed
+    assert queued == 0
+    assert monitor.stats()["dropped"] >= 5
+    assert any("gets no more calls" in m for m in rlpulse_warnings(caplog))
+
+
+def test_on_error_raise_a_failing_final_snapshot_is_raised_after_draining() -> None:
+    class FailsAtStop(Source):
+        failing = False
+
+        def stats(self) -> dict[str, float]:
+            if self.failing:
+                raise RuntimeError("stats failed at stop")
+            return super().stats()
+
+    class Flushed(Recorder):
+        flushes = 0
+
+        def flush(self) -> None:
+            self.flushes += 1
+
+    sink = Flushed()
+    failing = FailsAtStop()
+    monitor = LoggerMonitor(sink, poll_interval=0.01, on_error="raise")
+    monitor.watch(failing, name="failing")
+    monitor.watch(Source(), name="after")
+    monitor.start()
+    assert wait_until(lambda: sink.count("after") >= 3)
+    failing.failing = True
+    with pytest.raises(RuntimeError, match="stats failed at stop"):
+        monitor.stop()
+    assert monitor.stats()["queued"] == 0
+    assert sink.flushes == 1
+    assert not any(
+        thread.name.startswith("rlpulse-sink") for thread in threading.enumerate()
+    )
+
+
+def test_a_provider_that_always_overruns_is_warned_once_per_streak(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    slow = Blocking(seconds=0.15)
+    monitor = LoggerMonitor(Recorder(), poll_interval=0.01, poll_timeout=0.05)
+    monitor.watch(slow, name="slow")
+    with caplog.at_level(logging.WARNING), monitor:
+        assert wait_until(lambda: monitor.stats()["timeouts"] >= 3)
+        slow.seconds = 0.0  # its calls return in time: the streak ends
+        calls = slow.returned
+        assert wait_until(lambda: slow.returned >= calls + 3)
+        slow.seconds = 0.15  # a new streak
+        timeouts = monitor.stats()["timeouts"]
+        assert wait_until(lambda: monitor.stats()["timeouts"] >= timeouts + 2)
+    overrun_warnings = [
+        m for m in rlpulse_warnings(caplog) if "skipped watch 'slow'" in m
+    ]
+    assert len(overrun_warnings) == 2
+
+
+def test_step_after_the_polling_thread_ended_polls_on_the_calling_thread() -> None:
+    class BreaksOnce:
+        broken = True
+
+        def log_metrics(
+            self, metrics: Mapping[str, float], step: int | None = None
+        ) -> None:
+            if self.broken:
+                raise RuntimeError("boom")
+
+    sink = BreaksOnce()
+    source = Source()
+    previous_hook = threading.excepthook
+    raised: list[BaseException | None] = []
+    threading.excepthook = lambda args: raised.append(args.exc_value)
+    try:
+        monitor = LoggerMonitor(sink, poll_interval=0.01, on_error="raise")
+        monitor.watch(source, name="s")
+        monitor.start()
+        assert wait_until(lambda: bool(raised))
+        assert wait_until(lambda: "polling thread ended" in repr(monitor))
+        sink.broken = False
+        frames = source.frames
+        logged = monitor.step()
+        assert source.frames == frames + 1
+        assert logged["s"]["s/frames"] == frames + 1
+        monitor.stop(log_final=False)
+    finally:
+        threading.excepthook = previous_hook

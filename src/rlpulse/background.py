@@ -252,6 +252,9 @@ class Poller:
                 if self._generation != generation:
                     watch.resume()
                     return False
+                if watch.overruns:
+                    # Returned within poll_timeout: the overrun streak ends.
+                    watch.overruns = 0
                 if payload is not None:
                     logged[watch.name] = payload
             else:

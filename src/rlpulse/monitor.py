@@ -333,7 +333,7 @@ class LoggerMonitor:
         it) and payloads go through the sinks' queues.
         """
         poller = self._poller
-        if poller is not None and not poller.is_worker():
+        if poller is not None and not poller.is_worker() and poller.alive:
             run = Run(self._watch_list, force=False)
             poller.request(run)
             while not run.done.wait(0.05):
@@ -341,7 +341,10 @@ class LoggerMonitor:
                     break
             if run.error is not None:
                 raise run.error
-            return run.logged
+            if run.done.is_set() or run.index > 0:
+                return run.logged
+        # Manual mode, or the polling thread has ended (on_error="raise"
+        # ended it): poll on this thread.
         return self._step_inline()
 
     def _step_inline(self) -> dict[str, dict[str, float]]:
@@ -480,11 +483,13 @@ class LoggerMonitor:
 
     def _hung(self, watch: Watch) -> None:
         self._timeouts += 1
-        if self._on_error != "ignore":
+        # One warning per streak of overrunning calls, like errors.
+        if self._on_error != "ignore" and watch.overruns <= 1:
             logger.warning(
                 "LoggerMonitor skipped watch %r: its stats() call has not returned "
                 "within poll_timeout=%ss. The other watches go on; this one is "
-                "polled again once the call returns.",
+                "polled again once the call returns. Further overruns are counted "
+                "silently until a call returns in time.",
                 watch.name,
                 watch.poll_timeout,
             )
@@ -577,30 +582,42 @@ class LoggerMonitor:
                     "stats() call is still hung.",
                     watch.name,
                 )
-        self._final_snapshots(watches, deadline - 0.2 * self._stop_timeout)
+        # With on_error="raise" a failed final snapshot is raised, but only
+        # once the sinks have been drained and flushed.
+        error: BaseException | None = None
+        try:
+            self._final_snapshots(watches, deadline - 0.2 * self._stop_timeout)
+        except Exception as err:
+            error = err
         queues, self._queues = self._queues, ()
         if queues:
             for queue in queues:
                 queue.wake()
             for queue in queues:
-                if not queue.close(deadline):
-                    self._dropped += len(queue.pending)
+                discarded = queue.close(deadline)
+                if discarded is not None:
+                    self._dropped += discarded
                     logger.warning(
                         "LoggerMonitor stopped without draining sink %s: it did "
                         "not return within stop_timeout=%ss; %d pending payloads "
-                        "were dropped.",
+                        "were dropped, and it gets no more calls from this run.",
                         queue.sink.name,
                         self._stop_timeout,
-                        len(queue.pending),
+                        discarded,
                     )
+            sink_error = self._pending_sink_error()
+            if error is None and self._on_error == "raise":
+                error = sink_error
         else:
             for sink in self._sinks:
                 try:
                     sink.flush()
                 except Exception as err:
                     self._sink_failed(sink, "", err)
-                    if self._on_error == "raise":
-                        raise
+                    if error is None and self._on_error == "raise":
+                        error = err
+        if error is not None:
+            raise error
 
     def _final_snapshots(self, watches: list[Watch], deadline: float) -> None:
         pending = [watch for watch in watches if not watch.hung]
@@ -616,6 +633,9 @@ class LoggerMonitor:
             pending_error=self._pending_sink_error,
         )
         finisher.run_final(run)
+        if run.error is not None:
+            # on_error="raise": the first failure ends the final snapshots.
+            raise run.error
         for watch in run.unfinished:
             if not watch.hung:
                 logger.warning(
@@ -624,8 +644,6 @@ class LoggerMonitor:
                     watch.name,
                     self._stop_timeout,
                 )
-        if run.error is not None:
-            raise run.error
 
     def _hung_at_stop(self, watch: Watch) -> None:
         self._timeouts += 1
@@ -693,7 +711,13 @@ class LoggerMonitor:
         }
 
     def __repr__(self) -> str:
-        state = "running" if self._poller is not None else "idle"
+        poller = self._poller
+        if poller is None:
+            state = "idle"
+        elif poller.alive:
+            state = "running"
+        else:
+            state = "polling thread ended"
         return (
             f"LoggerMonitor({len(self._watch_list)} watches, "
             f"{len(self._sinks)} sinks, {state})"

@@ -110,6 +110,8 @@ class Watch:
         self.active = True
         # Set while a provider call has overrun poll_timeout (background mode).
         self.hung = False
+        # Provider calls in a row that overran poll_timeout: one warning a streak.
+        self.overruns = 0
         self.target = target
         self.provider = provider
         self.stats_kwargs = dict(stats_kwargs or {})
@@ -404,9 +406,14 @@ class Watch:
             self._set_next_due()
 
     def mark_hung(self) -> None:
-        """Skip this watch while its overrunning provider call is outstanding."""
+        """Skip this watch while its overrunning provider call is outstanding.
+
+        Counts the overrun in :attr:`overruns`, the current streak of calls
+        that overran, which a call returning in time ends.
+        """
         self.hung = True
         self.next_due = math.inf
+        self.overruns += 1
 
     def resume(self) -> None:
         """Poll this watch again: its provider call returned."""

@@ -37,7 +37,7 @@ class SinkQueue:
         >>> queue.start()
         >>> queue.put(({"rb/size": 1.0}, 3, 0.0, "rb"))
         >>> queue.wake()
-        >>> queue.close(deadline=time.monotonic() + 5)
+        >>> queue.close(deadline=time.monotonic() + 5) is None
         3 {'rb/size': 1.0}
         True
     """
@@ -61,6 +61,8 @@ class SinkQueue:
         self._on_drop = on_drop
         self._wakeup = threading.Event()
         self._closing = False
+        # Set when close() gave up on a stuck sink: the sender must not call it again.
+        self._abandoned = False
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -100,19 +102,27 @@ class SinkQueue:
         """Whether the sender is still running."""
         return self._thread is not None and self._thread.is_alive()
 
-    def close(self, deadline: float) -> bool:
+    def close(self, deadline: float) -> int | None:
         """Drain what is pending, flush the sink, stop the sender; by ``deadline``.
 
-        Returns whether the sender finished in time. The sink is never
+        Returns ``None`` when the sender finished in time. Otherwise the
+        sink is stuck in a call: the payloads still pending are discarded
+        (their number is returned), and the sender, whenever the sink's call
+        returns, exits without calling the sink again. The sink is never
         closed.
         """
         self._closing = True
         self._wakeup.set()
         thread = self._thread
         if thread is None:
-            return True
+            return None
         thread.join(max(0.0, deadline - time.monotonic()))
-        return not thread.is_alive()
+        if not thread.is_alive():
+            return None
+        self._abandoned = True
+        discarded = len(self.pending)
+        self.pending.clear()
+        return discarded
 
     def _send_loop(self) -> None:
         pending = self.pending
@@ -136,11 +146,17 @@ class SinkQueue:
                     else:
                         log_metrics(payload, step=step)
                 except Exception as err:
+                    if self._abandoned:
+                        return
                     if on_failure is not None:
                         on_failure(sink, watch_name, err)
                     continue
                 if sink.failing and on_success is not None:
                     on_success(sink)
+                if self._abandoned:
+                    return
+            if self._abandoned:
+                return
             if self._closing:
                 try:
                     sink.flush()
