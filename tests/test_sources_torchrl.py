@@ -24,7 +24,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -87,6 +87,8 @@ class WorkerRun:
     collector: list[tuple[float, Payload]]
     disturbed_at: float
     resumed_at: float = math.inf
+    episodes: dict[str, float] = field(default_factory=dict)
+    finished_lengths: list[int] = field(default_factory=list)
 
     def before(self) -> list[Payload]:
         """The workers' payloads logged before the disturbance."""
@@ -144,12 +146,15 @@ def shut_down(collector: MultiSyncCollector, consumer: threading.Thread) -> None
 
 @contextlib.contextmanager
 def monitored_collector(
-    collector_class: type, store: Path
+    collector_class: type,
+    store: Path,
+    on_batch: Callable[[TensorDict], None] = lambda batch: None,
 ) -> Iterator[tuple[MultiSyncCollector, SharedCounters]]:
     """Run a two-worker collector, iterated by a thread, under a background monitor.
 
     The monitor watches the workers' shared counters as ``workers`` and the
-    collector's aggregate view as ``collector``. Yields once both workers
+    collector's aggregate view as ``collector``; the thread hands every batch
+    to ``on_batch``. Yields once both workers
     have collected ``FRAMES_BEFORE_KILL`` frames; on exit the monitor stops,
     then the collector is shut down under a deadline.
     """
@@ -168,8 +173,8 @@ def monitored_collector(
     def consume() -> None:
         # A dead worker ends the iteration with TorchRL's RuntimeError.
         with contextlib.suppress(Exception):
-            for _ in collector:
-                pass
+            for batch in collector:
+                on_batch(batch)
 
     consumer = threading.Thread(target=consume, daemon=True)
     try:
@@ -195,7 +200,23 @@ def monitored_collector(
 
 def run_and_kill(collector_class: type, directory: Path) -> WorkerRun:
     store = directory / "workers.sqlite"
-    with monitored_collector(collector_class, store) as (collector, counters):
+    tally = Tally(window=1_000_000)
+    episode_tally = EpisodeTally(tally)
+    flags: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def on_batch(batch: TensorDict) -> None:
+        episode_tally(batch)  # in the loop: the way for multiprocess collectors
+        flags.append(
+            (
+                batch["collector", "traj_ids"].reshape(-1),
+                batch["next", "done"].reshape(-1),
+            )
+        )
+
+    with monitored_collector(collector_class, store, on_batch) as (
+        collector,
+        counters,
+    ):
         pid = collector.procs[KILLED].pid
         killed_at = time.time()
         os.kill(pid, signal.SIGKILL)
@@ -207,9 +228,30 @@ def run_and_kill(collector_class: type, directory: Path) -> WorkerRun:
             60,
             "the killed worker to drop out",
         )
+    # The consumer thread has ended: the tally and the flags are complete.
     return WorkerRun(
-        payloads_of(store, "workers"), payloads_of(store, "collector"), killed_at
+        payloads_of(store, "workers"),
+        payloads_of(store, "collector"),
+        killed_at,
+        episodes=tally.stats(),
+        finished_lengths=finished_trajectory_lengths(flags),
     )
+
+
+def finished_trajectory_lengths(
+    flags: list[tuple[torch.Tensor, torch.Tensor]],
+) -> list[int]:
+    """Frames of every trajectory that ended (done) in the collected batches.
+
+    Collectors number trajectories across all workers, and a trajectory ends
+    at its done step: its length is how many frames carry its id.
+    """
+    if not flags:
+        return []
+    trajectory_ids = torch.cat([ids for ids, _ in flags])
+    dones = torch.cat([done for _, done in flags])
+    finished = trajectory_ids[dones].unique()
+    return [int((trajectory_ids == trajectory).sum()) for trajectory in finished]
 
 
 def run_stop_and_continue(collector_class: type, directory: Path) -> WorkerRun:
@@ -347,6 +389,22 @@ def test_the_killed_workers_heartbeat_age_keeps_growing(killed_run: WorkerRun) -
     ]
     assert ages == sorted(ages)
     assert ages[-1] - ages[0] >= LIVENESS - 2 * POLL_INTERVAL
+
+
+def test_episode_tally_called_in_the_loop_records_every_finished_trajectory(
+    killed_run: WorkerRun,
+) -> None:
+    lengths = killed_run.finished_lengths
+    assert lengths
+    episodes = killed_run.episodes
+    assert episodes["episode_length_count"] == len(lengths)
+    assert episodes["episode_length_mean"] == pytest.approx(sum(lengths) / len(lengths))
+    assert (episodes["episode_length_min"], episodes["episode_length_max"]) == (
+        min(lengths),
+        max(lengths),
+    )
+    # CartPole pays 1 per step: an episode's return is its length.
+    assert episodes["episode_return_mean"] == episodes["episode_length_mean"]
 
 
 @pytest.fixture(scope="module")
