@@ -472,40 +472,29 @@ class _RlpulseBackgroundRig(_BackgroundRig):
 
 @dataclass(frozen=True)
 class BackgroundResults:
-    """The background-mode measurements: every case, and what an idle round costs each monitor.
+    """The background-mode measurements: per case, the cost a watch adds to a polling round.
 
-    ``idle`` holds, per round, the wall-clock nanoseconds one polling round
-    of a monitor without watches takes (as ``torchrl_ns`` and
-    ``rlpulse_ns``): the thread's wake-up, which every case's figures
-    include, spread over the watches. ``payloads`` counts what rlpulse
-    logged during the timed rounds, ``dropped`` how many of those its full
-    sink queue dropped instead of delivering (its sender thread did not
-    keep up).
+    ``cases`` hold, per case and round, the marginal cost of one watch-poll:
+    a monitor's round with its watches minus the same monitor's round
+    without watches (timed just after it), divided by the watches — the
+    budgeted figure. ``gross`` holds the whole round divided by the
+    watches, the thread's wake-up included; ``idle`` the idle rounds
+    themselves, in ns per round. ``payloads`` counts what rlpulse logged
+    during the timed rounds, ``dropped`` how many of those its full sink
+    queue dropped instead of delivering (its sender thread did not keep up).
 
     Examples:
         >>> idle = CaseResult(IDLE_CASE, torchrl_ns=(90_000.0,), rlpulse_ns=(100_000.0,))
-        >>> results = BackgroundResults(cases=(), idle=idle, payloads=0, dropped=0)
+        >>> results = BackgroundResults(cases=(), gross=(), idle=idle, payloads=0, dropped=0)
         >>> results.idle.rlpulse_median
         100000.0
     """
 
     cases: tuple[CaseResult, ...]
+    gross: tuple[CaseResult, ...]
     idle: CaseResult
     payloads: int
     dropped: int
-
-    def net_ratio(self, result: CaseResult, watches: int) -> float:
-        """The ratio of ``result``'s median costs once each monitor's idle-round share is taken off.
-
-        Examples:
-            >>> idle = CaseResult(IDLE_CASE, (100_000.0,), (100_000.0,))
-            >>> case = CaseResult(CASES[1], (3000.0,), (1100.0,))
-            >>> BackgroundResults((case,), idle, 0, 0).net_ratio(case, watches=100)
-            0.05
-        """
-        ours = result.rlpulse_median - self.idle.rlpulse_median / watches
-        theirs = result.torchrl_median - self.idle.torchrl_median / watches
-        return ours / theirs
 
 
 IDLE_CASE = Case("idle round (no watches)", lambda every: None, math.inf, False)
@@ -521,9 +510,11 @@ def measure_background(
 
     Each round starts one monitor, counts the polling rounds its thread
     completes over ``settings.background_window_s`` of wall-clock time and
-    stops it; the cost is that window divided by rounds times watches.
-    Then the same for monitors without watches: the cost of an idle round.
-    ``report`` receives one progress line per round.
+    stops it, then does the same with a monitor of the same implementation
+    without watches. A watch-poll's cost is the difference of the two round
+    costs divided by the watches; the gross cost, the whole round divided
+    by the watches, is kept too. ``report`` receives one progress line per
+    round.
 
     Examples:
         >>> tiny = Settings(watches=2, background_rounds=1, background_window_s=0.01)
@@ -533,31 +524,61 @@ def measure_background(
         >>> results.idle.rlpulse_median > 0
         True
     """
-    results = []
+    marginal = []
+    gross = []
+    torchrl_idle: list[float] = []
+    rlpulse_idle: list[float] = []
     payloads = dropped = 0
+    watches = settings.watches
     for case in cases:
-        torchrl_ns, rlpulse_ns, logged, lost = _time_background(
-            case, case.label[:3], settings.watches, settings, report
-        )
-        payloads += logged
-        dropped += lost
-        per_watch = settings.watches
-        results.append(
+        rounds = _time_background(case, case.label[:3], watches, settings, report)
+        payloads += rounds.logged
+        dropped += rounds.dropped
+        torchrl_idle += rounds.torchrl_idle
+        rlpulse_idle += rounds.rlpulse_idle
+        gross.append(
             CaseResult(
                 case,
-                tuple(ns / per_watch for ns in torchrl_ns),
-                tuple(ns / per_watch for ns in rlpulse_ns),
+                tuple(ns / watches for ns in rounds.torchrl),
+                tuple(ns / watches for ns in rounds.rlpulse),
             )
         )
-    torchrl_idle, rlpulse_idle, _, _ = _time_background(
-        IDLE_CASE, "idle", 0, settings, report
-    )
+        marginal.append(
+            CaseResult(
+                case,
+                tuple(
+                    (full - idle) / watches
+                    for full, idle in zip(
+                        rounds.torchrl, rounds.torchrl_idle, strict=True
+                    )
+                ),
+                tuple(
+                    (full - idle) / watches
+                    for full, idle in zip(
+                        rounds.rlpulse, rounds.rlpulse_idle, strict=True
+                    )
+                ),
+            )
+        )
     return BackgroundResults(
-        tuple(results),
-        CaseResult(IDLE_CASE, torchrl_idle, rlpulse_idle),
+        tuple(marginal),
+        tuple(gross),
+        CaseResult(IDLE_CASE, tuple(torchrl_idle), tuple(rlpulse_idle)),
         payloads,
         dropped,
     )
+
+
+@dataclass(frozen=True)
+class _BackgroundRounds:
+    # Per round, ns per polling round of each monitor with and without
+    # watches; and the payloads rlpulse logged and dropped meanwhile.
+    torchrl: tuple[float, ...]
+    torchrl_idle: tuple[float, ...]
+    rlpulse: tuple[float, ...]
+    rlpulse_idle: tuple[float, ...]
+    logged: int
+    dropped: int
 
 
 def _time_background(
@@ -566,34 +587,42 @@ def _time_background(
     watches: int,
     settings: Settings,
     report: Callable[[str], None],
-) -> tuple[tuple[float, ...], tuple[float, ...], int, int]:
-    # Returns the nanoseconds per polling round of each round of each
-    # monitor, and the payloads rlpulse logged and dropped meanwhile.
+) -> _BackgroundRounds:
     from torchrl.record.loggers import monitoring as torchrl_monitoring
 
     torchrl_rig = _TorchRLBackgroundRig(torchrl_monitoring.Every, case, watches)
+    torchrl_idle_rig = _TorchRLBackgroundRig(torchrl_monitoring.Every, IDLE_CASE, 0)
     rlpulse_rig = _RlpulseBackgroundRig(case, watches)
-    torchrl_rig.warm_up()
-    rlpulse_rig.warm_up()
+    rlpulse_idle_rig = _RlpulseBackgroundRig(IDLE_CASE, 0)
+    for rig in (torchrl_rig, torchrl_idle_rig, rlpulse_rig, rlpulse_idle_rig):
+        rig.warm_up()
+    window = settings.background_window_s
     torchrl_ns: list[float] = []
+    torchrl_idle_ns: list[float] = []
     rlpulse_ns: list[float] = []
+    rlpulse_idle_ns: list[float] = []
     first = rlpulse_rig.monitor.stats()
     for round_index in range(settings.background_rounds):
-        torchrl_ns.append(torchrl_rig.time_round(settings.background_window_s))
+        torchrl_ns.append(torchrl_rig.time_round(window))
+        torchrl_idle_ns.append(torchrl_idle_rig.time_round(window))
         before = rlpulse_rig.monitor.stats()
-        rlpulse_ns.append(rlpulse_rig.time_round(settings.background_window_s))
+        rlpulse_ns.append(rlpulse_rig.time_round(window))
         _check_background_work_done(
             case, torchrl_rig, before, rlpulse_rig.monitor.stats()
         )
+        rlpulse_idle_ns.append(rlpulse_idle_rig.time_round(window))
         report(
             f"monitor background {short_label} round {round_index + 1}/"
-            f"{settings.background_rounds}: TorchRL {torchrl_ns[-1]:,.0f} ns/round, "
-            f"rlpulse {rlpulse_ns[-1]:,.0f} ns/round"
+            f"{settings.background_rounds}: TorchRL {torchrl_ns[-1]:,.0f} ns/round "
+            f"(idle {torchrl_idle_ns[-1]:,.0f}), rlpulse {rlpulse_ns[-1]:,.0f} "
+            f"ns/round (idle {rlpulse_idle_ns[-1]:,.0f})"
         )
     last = rlpulse_rig.monitor.stats()
-    return (
+    return _BackgroundRounds(
         tuple(torchrl_ns),
+        tuple(torchrl_idle_ns),
         tuple(rlpulse_ns),
+        tuple(rlpulse_idle_ns),
         int(last["logged"] - first["logged"]),
         int(last["dropped"] - first["dropped"]),
     )
@@ -660,7 +689,7 @@ def render(
     Examples:
         >>> results = (CaseResult(CASES[0], (1000.0,), (500.0,)),)
         >>> idle = CaseResult(IDLE_CASE, (90_000.0,), (100_000.0,))
-        >>> background = BackgroundResults(results, idle, payloads=0, dropped=0)
+        >>> background = BackgroundResults(results, results, idle, payloads=0, dropped=0)
         >>> markdown = render(results, Settings(rounds=1), background)
         >>> print(markdown.splitlines()[0])
         ## Monitor overhead: rlpulse against TorchRL's `LoggerMonitor`
@@ -733,17 +762,18 @@ def _background_method(settings: Settings) -> str:
         "monitors). A round starts one monitor, lets it run "
         f"{_SETTLE_S * 1000:.0f} ms, counts the polling rounds it completes "
         f"over a {settings.background_window_s:g} s wall-clock window (garbage "
-        "collector disabled), and stops it with `stop(log_final=False)`; the "
-        "cost is the window divided by rounds times watches. rlpulse's "
-        'rounds are read from `LoggerMonitor.stats()["rounds"]`; TorchRL\'s '
-        "are counted by a wrapper around the instance's `step`, which its "
-        "thread calls: one Python call per round, under 1 ns per watch-poll "
-        f"over {settings.watches} watches. The costs include everything a "
-        "round takes: each thread's wait of `poll_interval` between rounds "
-        "(which Linux rounds up by its timer slack, 50 µs by default, the "
-        "same for both), and for rlpulse its per-sink queue and the sender "
-        "thread delivering from it, which competes for the GIL. Rounds "
-        f"alternate TorchRL, rlpulse, … for {settings.background_rounds} "
+        "collector disabled), and stops it with `stop(log_final=False)`; "
+        "then the same for a monitor of the same implementation without "
+        "watches. The cost of a watch-poll is what the watches add to a "
+        "polling round: the window divided by the rounds, minus the same for "
+        "the monitor without watches, divided by the watches; this is the "
+        "figure in the table and the one the budget applies to. It includes "
+        "everything the watches cause: for rlpulse its per-sink queue and "
+        "the sender thread delivering from it, which competes for the GIL. "
+        'rlpulse\'s rounds are read from `LoggerMonitor.stats()["rounds"]`; '
+        "TorchRL's are counted by a wrapper around the instance's `step`, "
+        "which its thread calls. Rounds alternate TorchRL, TorchRL without "
+        f"watches, rlpulse, rlpulse without watches, … for {settings.background_rounds} "
         "rounds each, after one untimed warm-up start of each monitor. Both "
         "monitors are checked to have logged every watch (case a) or nothing "
         "(cases b and c) in each round."
@@ -757,9 +787,10 @@ def _short_float(value: float) -> str:
 
 def _idle_round(background: BackgroundResults, watches: int) -> str:
     idle = background.idle
-    net = "; ".join(
-        f"{result.case.label[:3]} {background.net_ratio(result, watches):.2f}"
-        for result in background.cases
+    gross = "; ".join(
+        f"{result.case.label[:3]} {result.torchrl_median:,.0f} and "
+        f"{result.rlpulse_median:,.0f} ns, ratio {result.ratio:.2f}"
+        for result in background.gross
     )
     if background.dropped:
         dropped = (
@@ -774,17 +805,15 @@ def _idle_round(background: BackgroundResults, watches: int) -> str:
             f"{background.payloads:,} payloads it logged in the timed rounds."
         )
     return (
-        "An idle round (the same monitors without watches) takes TorchRL "
+        "An idle round (the same monitor without watches) takes TorchRL "
         f"{idle.torchrl_median / 1000:,.0f} µs and rlpulse "
         f"{idle.rlpulse_median / 1000:,.0f} µs (medians over "
-        f"{len(idle.rlpulse_ns)} rounds each, measured the same way): the "
-        "polling thread's wake-up, which every row above includes, "
-        f"{idle.torchrl_median / watches:,.0f} and "
-        f"{idle.rlpulse_median / watches:,.0f} ns per watch-poll over "
-        f"{watches} watches. Both monitors pay it, so it pulls every ratio "
-        "towards 1, most where rlpulse does least (case b); with each "
-        "monitor's idle-round share taken off its median cost, the ratios "
-        f"are {net} (for information: the budgets apply to the table). " + dropped
+        f"{len(idle.rlpulse_ns)} rounds each): the polling thread's wait and "
+        "wake-up, paid once per round whatever the watches, and on this "
+        "machine mostly the operating system's (a blocking wait with a "
+        "timeout costs tens of µs here, for any thread). Whole rounds divided "
+        f"by the {watches} watches, that wake-up included, come to (TorchRL "
+        f"and rlpulse per watch-poll): {gross}. " + dropped
     )
 
 

@@ -62,12 +62,31 @@ def test_background_benchmark_measures_every_case_and_an_idle_round_on_both_moni
     tiny_background: BackgroundResults,
 ) -> None:
     assert [result.case for result in tiny_background.cases] == list(CASES)
+    assert [result.case for result in tiny_background.gross] == list(CASES)
     assert tiny_background.idle.case is IDLE_CASE
     expected_logged = TINY.watches * TINY.background_rounds
     assert tiny_background.payloads >= expected_logged
-    for result in (*tiny_background.cases, tiny_background.idle):
+    for result in (*tiny_background.gross, *tiny_background.cases):
         assert len(result.torchrl_ns) == len(result.rlpulse_ns) == 1
+    # One idle round of each monitor beside every round of every case.
+    assert len(tiny_background.idle.rlpulse_ns) == len(CASES)
+    for result in (*tiny_background.gross, tiny_background.idle):
         assert all(ns > 0 for ns in result.torchrl_ns + result.rlpulse_ns)
+
+
+def test_background_cost_of_a_watch_poll_is_the_round_minus_the_idle_round_per_watch(
+    tiny_background: BackgroundResults,
+) -> None:
+    idle = tiny_background.idle
+    for index, (gross, marginal) in enumerate(
+        zip(tiny_background.gross, tiny_background.cases, strict=True)
+    ):
+        assert marginal.rlpulse_ns[0] == pytest.approx(
+            gross.rlpulse_ns[0] - idle.rlpulse_ns[index] / TINY.watches
+        )
+        assert marginal.torchrl_ns[0] == pytest.approx(
+            gross.torchrl_ns[0] - idle.torchrl_ns[index] / TINY.watches
+        )
 
 
 def test_monitor_section_renders_a_row_per_case_and_mode_with_a_verdict(
@@ -81,7 +100,7 @@ def test_monitor_section_renders_a_row_per_case_and_mode_with_a_verdict(
             f"| {case.label}" for case in CASES
         ]
         assert all(row.endswith(("| pass |", "| **OVER BUDGET** |")) for row in rows)
-    assert "An idle round (the same monitors without watches)" in " ".join(
+    assert "An idle round (the same monitor without watches)" in " ".join(
         background.split()
     )
 
@@ -136,13 +155,6 @@ def test_background_section_reports_payloads_dropped_by_rlpulses_queue(
     lossless = replace(tiny_background, payloads=1200, dropped=0)
     text = " ".join(render(tiny_results, TINY, lossless).split())
     assert "delivered all 1,200 payloads" in text
-
-
-def test_background_ratio_net_of_the_idle_round_takes_each_monitors_share_off() -> None:
-    idle = CaseResult(IDLE_CASE, torchrl_ns=(50_000.0,), rlpulse_ns=(80_000.0,))
-    result = CaseResult(CASES[2], torchrl_ns=(2_500.0,), rlpulse_ns=(1_800.0,))
-    background = BackgroundResults((result,), idle, payloads=0, dropped=0)
-    assert background.net_ratio(result, watches=100) == pytest.approx(1000 / 2000)
 
 
 def test_torchrl_background_rig_counts_the_rounds_of_its_monitors_thread() -> None:

@@ -24,6 +24,9 @@ __all__ = ["Poller", "Run"]
 Poll = Callable[[Watch, bool], "dict[str, float] | None"]
 
 
+_UNAWAITED = threading.Event()
+
+
 class Run:
     """One pass of polls over a list of watches, possibly finished by a later worker.
 
@@ -38,6 +41,7 @@ class Run:
         "deadline",
         "done",
         "error",
+        "finished",
         "force",
         "index",
         "logged",
@@ -45,7 +49,12 @@ class Run:
     )
 
     def __init__(
-        self, watches: Sequence[Watch], *, force: bool, deadline: float | None = None
+        self,
+        watches: Sequence[Watch],
+        *,
+        force: bool,
+        deadline: float | None = None,
+        awaited: bool = True,
     ) -> None:
         self.watches = watches
         self.force = force
@@ -54,7 +63,10 @@ class Run:
         self.logged: dict[str, dict[str, float]] = {}
         self.current: Watch | None = None
         self.error: BaseException | None = None
-        self.done = threading.Event()
+        self.finished = False
+        # Nobody waits for the worker's own timed runs: they share one event
+        # rather than make one per round.
+        self.done = threading.Event() if awaited else _UNAWAITED
 
     @property
     def unfinished(self) -> list[Watch]:
@@ -219,7 +231,7 @@ class Poller:
             error = self._pending_error()
             if error is not None:
                 raise error
-            tick = Run(self._watches(), force=False)
+            tick = Run(self._watches(), force=False, awaited=False)
             if not self._execute(tick, generation):
                 return
             if tick.error is not None:
@@ -268,6 +280,7 @@ class Poller:
         run.current = None
         self._active = None
         self._after_run()
+        run.finished = True
         run.done.set()
         return True
 
@@ -301,7 +314,7 @@ class Poller:
 
     def _replace(self, run: Run, watch: Watch) -> None:
         with self._replace_lock:
-            if run.current is not watch or run.done.is_set():
+            if run.current is not watch or run.finished:
                 return
             watch.mark_hung()
             self._seen = None
