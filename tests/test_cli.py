@@ -512,7 +512,10 @@ def test_demo_with_a_sink_whose_backend_is_missing_is_a_one_line_error(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.delitem(sys.modules, "rlpulse.sinks.tensorboard", raising=False)
-    monkeypatch.setitem(sys.modules, "tensorboardX", None)
+    # Submodules an earlier test imported would still be found without
+    # their package.
+    for module in ("tensorboardX", "tensorboardX.proto", "tensorboardX.record_writer"):
+        monkeypatch.setitem(sys.modules, module, None)
     argv = ["demo", "--synthetic", "--out", str(tmp_path / "d.sqlite")]
 
     assert main([*argv, "--sink", f"tensorboard:{tmp_path / 'tb'}"]) == 2

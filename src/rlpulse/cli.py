@@ -42,9 +42,9 @@ Run a monitored reinforcement-learning data pipeline and record it.
 With TorchRL installed (pip install 'rlpulse[torchrl]'): a TorchRL Collector
 steps gymnasium's CartPole-v1 with a random policy from its own thread into
 a ReplayBuffer, a small DQN learner trains on batches sampled from it, and an
-EpisodeTally records episode returns. Without TorchRL, or with --synthetic, a standard-library
-stand-in runs instead: a collector thread, a ring buffer and a learner
-thread.
+EpisodeTally records episode returns. Without TorchRL, or with
+--synthetic, a standard-library stand-in runs instead: a collector thread,
+a ring buffer and a learner thread.
 
 A background LoggerMonitor polls their stats() into a new run of a SQLite
 file (--out), prints each payload on standard error and feeds any extra

@@ -205,7 +205,9 @@ def run_torchrl_demo(
     :class:`~rlpulse.LoggerMonitor` polling every ``poll_interval`` seconds
     logs:
 
-    - ``collector`` every ``collector_every`` frames (``Every.counter``);
+    - ``collector`` every ``collector_every`` frames and at least every 5 s
+      (``Every.counter("frames", collector_every) | Every.seconds(5)``), at
+      step ``frames``;
     - ``replay_buffer`` every ``buffer_every`` seconds, at step ``write_count``;
     - ``episodes`` (see :func:`episode_stats`) and ``learner`` every 2 s;
 
@@ -274,7 +276,9 @@ def run_torchrl_demo(
             monitor.watch(
                 collector,
                 name="collector",
-                schedule=Every.counter("frames", collector_every),
+                # Every collector_every frames, and at least every 5 s
+                # however slowly the machine collects.
+                schedule=Every.counter("frames", collector_every) | Every.seconds(5),
             )
             monitor.watch(
                 buffer,
