@@ -171,7 +171,12 @@ class LoggerMonitor:
 
         Args:
             target: any object with a ``stats()`` method returning a mapping
-                of scalars (TorchRL collectors and replay buffers have one).
+                of scalars (TorchRL collectors and replay buffers have one),
+                or a Ray actor handle whose actor has one: it is polled
+                with one remote call per poll, given up before the watch's
+                ``poll_timeout`` and never issued twice while outstanding
+                (see :class:`rlpulse.sources.ray.RayTarget`; needs
+                ``rlpulse[ray]``).
 
         Keyword Args:
             name: prefix of this watch's metrics, unique in the monitor.
