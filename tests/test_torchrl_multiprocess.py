@@ -99,4 +99,7 @@ def test_the_aggregate_view_in_the_background_and_per_worker_by_hand(
         if "collector/frames_per_second" in metrics
     ]
     assert rates
-    assert all(rate > 0 for rate in rates)
+    # Every scheduled snapshot saw frames move; the final one, forced at
+    # stop(), may come after the last batch and see none.
+    assert all(rate > 0 for rate in rates[:-1])
+    assert rates[-1] >= 0
