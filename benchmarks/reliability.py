@@ -35,6 +35,7 @@ from typing import Any
 import rlpulse
 from benchmarks import progress
 from benchmarks.monitor_overhead import AdvancingCollectorLike
+from rlpulse.background import MIN_HANDOVER_S
 
 __all__ = [
     "DEFAULT_POLL_TIMEOUT",
@@ -188,6 +189,11 @@ class SerialSinks:
             sink.log_metrics(metrics, step=step)
 
 
+def _handover(poll_timeout: float, settings: Settings) -> float:
+    # How long rlpulse's round waits on a slow call before moving on.
+    return min(poll_timeout, max(settings.poll_interval, MIN_HANDOVER_S))
+
+
 @dataclass(frozen=True)
 class Settings:
     """How long and how much to measure.
@@ -209,7 +215,7 @@ class Settings:
     duration_s: float = 30.0
     poll_interval: float = 0.1
     hung_watches: int = 20
-    poll_timeouts: tuple[float, ...] = (1.0, DEFAULT_POLL_TIMEOUT)
+    poll_timeouts: tuple[float, ...] = (DEFAULT_POLL_TIMEOUT,)
     sink_watches: int = 10
     slow_sink_s: float = 1.0
     memory_watches: int = 100
@@ -915,14 +921,16 @@ def render(
             if DEFAULT_POLL_TIMEOUT in timeouts[1:]
             else ""
         )
-        + ". rlpulse's watchdog notices the call after `poll_timeout`, a new "
-        "worker thread carries on with the rest of the round, and the hung "
-        "watch is skipped until its call returns: the healthy watches lose "
-        "about one `poll_timeout` of polls, once, so over a "
-        f"{settings.duration_s:g} s window one expects about "
+        + ". Once the call has held the round up for about a `poll_interval` "
+        f"(at least {MIN_HANDOVER_S * 1000:.0f} ms, at most `poll_timeout`), "
+        "rlpulse's watchdog has a new worker thread carry on with the rest of "
+        "the round, and the hung watch is skipped until its call returns "
+        "(warned about and counted once it overruns `poll_timeout`): the "
+        "healthy watches lose about one hand-over delay of polls, once, so "
+        f"over a {settings.duration_s:g} s window one expects about "
         + ", ".join(
-            f"{max(0.0, 1 - timeout / settings.duration_s):.0%} with "
-            f"`poll_timeout={timeout:g}`"
+            f"{max(0.0, 1 - _handover(timeout, settings) / settings.duration_s):.0%}"
+            f" with `poll_timeout={timeout:g}`"
             for timeout in timeouts
         )
         + ", and more the longer the run. TorchRL's monitor polls its watches "

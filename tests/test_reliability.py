@@ -602,3 +602,85 @@ def test_step_after_the_polling_thread_ended_polls_on_the_calling_thread() -> No
         monitor.stop(log_final=False)
     finally:
         threading.excepthook = previous_hook
+
+
+def test_a_slow_call_holds_the_others_up_for_about_a_poll_interval_not_poll_timeout(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sink = Recorder()
+    stuck = Blocking()
+    monitor = LoggerMonitor(sink, poll_interval=0.02, poll_timeout=30, stop_timeout=2)
+    monitor.watch(stuck, name="stuck")
+    monitor.watch(Source(), name="healthy")
+    with caplog.at_level(logging.WARNING):
+        monitor.start()
+        # Far sooner than poll_timeout, the round has moved on without it.
+        assert wait_until(lambda: sink.count("healthy") >= 20, timeout=15)
+        assert stuck.calls == 1
+        assert monitor.stats()["timeouts"] == 0
+        assert monitor.stats()["hung"] == 0  # not hung: within poll_timeout
+        monitor.stop()
+    stuck.release.set()
+    messages = rlpulse_warnings(caplog)
+    assert not any("skipped watch" in message for message in messages)
+    assert any(
+        "no final snapshot of watch 'stuck'" in message and "outstanding" in message
+        for message in messages
+    )
+
+
+def test_a_slow_call_that_returns_within_poll_timeout_is_logged_without_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sink = Recorder()
+    slow = Blocking(seconds=0.5, block_after=1)
+    monitor = LoggerMonitor(sink, poll_interval=0.02, poll_timeout=10)
+    monitor.watch(slow, name="slow")
+    monitor.watch(Source(), name="healthy")
+    with caplog.at_level(logging.WARNING), monitor:
+        assert wait_until(lambda: slow.returned >= 2)  # the slow call returned
+        slow.release.set()  # from now on its calls return at once
+        assert wait_until(lambda: slow.returned >= 6)
+    assert sink.count("slow") >= 6  # the late snapshot and the ones after it
+    assert monitor.stats()["timeouts"] == 0
+    assert not any("skipped watch" in m for m in rlpulse_warnings(caplog))
+
+
+def test_calls_returning_just_as_the_round_moves_on_never_overlap_or_get_stuck() -> (
+    None
+):
+    # Calls that last about the hand-over delay race the watchdog's decision
+    # to move the round on: every call must end up either completed by its
+    # worker or left behind, never both, never neither.
+    class Jittery:
+        def __init__(self) -> None:
+            self.lock = threading.Lock()
+            self.in_flight = 0
+            self.most_in_flight = 0
+            self.calls = 0
+            self.slow = True
+
+        def stats(self) -> dict[str, float]:
+            with self.lock:
+                self.in_flight += 1
+                self.calls += 1
+                self.most_in_flight = max(self.most_in_flight, self.in_flight)
+            if self.slow:
+                time.sleep(0.03 + 0.04 * (self.calls % 5) / 4)
+            with self.lock:
+                self.in_flight -= 1
+            return {"frames": self.calls}
+
+    jittery = Jittery()
+    sink = Recorder()
+    monitor = LoggerMonitor(sink, poll_interval=0.01, poll_timeout=5, stop_timeout=3)
+    monitor.watch(jittery, name="jittery")
+    monitor.watch(Source(), name="healthy")
+    with monitor:
+        assert wait_until(lambda: jittery.calls >= 60, timeout=40)
+        jittery.slow = False
+        calls = jittery.calls
+        assert wait_until(lambda: jittery.calls >= calls + 20)
+        assert wait_until(lambda: monitor.stats()["hung"] == 0)
+    assert jittery.most_in_flight == 1
+    assert monitor.stats()["timeouts"] == 0

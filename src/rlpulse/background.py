@@ -1,12 +1,19 @@
 """The background threads: a worker that polls on a timer, and a watchdog.
 
 Provider calls run inline on the worker thread — no thread hand-off per
-call. The watchdog samples which call the worker is in; when one call has
-lasted longer than its watch's ``poll_timeout``, the watch is marked hung
-and a fresh worker carries on with the rest of the poll, so the other
-watches are delayed by about one ``poll_timeout``, once. The abandoned
-worker finishes its call whenever it returns, un-marks the watch (which
-then resumes by itself) and exits.
+call. The watchdog samples which call the worker is in. When one call has
+held the round up for longer than its watch's hand-over delay (the poll
+interval, at least :data:`MIN_HANDOVER_S` and at most the watch's
+``poll_timeout``), a fresh worker carries on with the rest of the round, so
+the other watches are delayed by about that much, once. The slow call's
+watch is skipped while the call is outstanding, and marked hung (warned,
+counted) only if it outlasts ``poll_timeout``. The abandoned worker
+finishes its call whenever it returns, un-marks the watch (which then
+resumes by itself) and exits.
+
+Whether a call that returns just as the watchdog gives up on it was
+abandoned is settled by one atomic ``dict.setdefault`` on the call's index:
+the worker claims it done, or the watchdog claims it abandoned, never both.
 """
 
 from __future__ import annotations
@@ -19,7 +26,17 @@ from collections.abc import Callable, Sequence
 
 from rlpulse.poll import Watch
 
-__all__ = ["Poller", "Run"]
+__all__ = ["MIN_HANDOVER_S", "Poller", "Run"]
+
+MIN_HANDOVER_S = 0.05
+"""The least time one provider call holds a round up before the rest of the round moves on.
+
+Shorter would start threads for ordinary remote calls.
+"""
+
+# Who settled a call: the worker (it returned) or the watchdog (given up).
+_DONE = "done"
+_ABANDONED = "abandoned"
 
 Poll = Callable[[Watch, bool], "dict[str, float] | None"]
 
@@ -37,6 +54,7 @@ class Run:
     """
 
     __slots__ = (
+        "claims",
         "current",
         "deadline",
         "done",
@@ -62,6 +80,8 @@ class Run:
         self.index = 0
         self.logged: dict[str, dict[str, float]] = {}
         self.current: Watch | None = None
+        # Per polled index, who settled that call: _DONE or _ABANDONED.
+        self.claims: dict[int, str] = {}
         self.error: BaseException | None = None
         self.finished = False
         # Nobody waits for the worker's own timed runs: they share one event
@@ -108,6 +128,8 @@ class Poller:
         self._active: Run | None = None
         # What the watchdog last saw: (run, watch, first seen at).
         self._seen: tuple[Run, Watch, float] | None = None
+        # Watches whose slow call was left behind before its poll_timeout.
+        self._detached: list[Watch] = []
         self._replace_lock = threading.Lock()
         self._worker: threading.Thread | None = None
         self._watchdog: threading.Thread | None = None
@@ -246,23 +268,28 @@ class Poller:
         force = run.force
         deadline = run.deadline
         logged = run.logged
+        claim = run.claims.setdefault
         now = time.monotonic()
         watch: Watch | None = None
+        index = -1
         try:
             for index in range(run.index, len(watches)):
                 watch = watches[index]
-                # A hung watch has next_due = inf; a time-only schedule that
-                # is not due is not polled at all. A forced poll skips only
-                # hung watches.
-                if now < watch.next_due and (not force or watch.hung):
+                # A watch whose call is outstanding has next_due = inf; a
+                # time-only schedule that is not due is not polled at all. A
+                # forced poll skips only watches whose call is outstanding.
+                if now < watch.next_due and (not force or watch.detached):
                     continue
                 if deadline is not None and time.monotonic() >= deadline:
                     break
                 run.index = index + 1
                 run.current = watch
                 payload = poll(watch, force)
+                if claim(index, _DONE) is not _DONE:
+                    self._resume(watch)
+                    return False
                 if self._generation != generation:
-                    watch.resume()
+                    # stop() ran out of time: the rest is left undone.
                     return False
                 if watch.overruns:
                     # Returned within poll_timeout: the overrun streak ends.
@@ -272,9 +299,8 @@ class Poller:
             else:
                 run.index = len(watches)
         except BaseException as err:
-            if self._generation != generation:
-                if watch is not None:
-                    watch.resume()
+            if watch is not None and claim(index, _DONE) is not _DONE:
+                self._resume(watch)
                 return False
             run.error = err
         run.current = None
@@ -284,12 +310,26 @@ class Poller:
         run.done.set()
         return True
 
+    def _resume(self, watch: Watch) -> None:
+        # An abandoned call returned: its watch is polled again. Under the
+        # lock, so that the watchdog never marks it hung afterwards.
+        with self._replace_lock:
+            watch.resume()
+
     # -- watchdog ---------------------------------------------------------
 
+    def _handover_after(self, watch: Watch) -> float:
+        # How long one call may hold the round up before the rest of the
+        # round moves to a fresh worker: about a poll interval.
+        timeout = watch.poll_timeout
+        if timeout is None:
+            return math.inf
+        return min(timeout, max(self._interval, MIN_HANDOVER_S))
+
     def _check_period(self) -> float:
-        timeouts = [w.poll_timeout for w in self._watches() if w.poll_timeout]
-        shortest = min(timeouts, default=1.0)
-        return min(1.0, max(0.002, shortest / 10))
+        delays = [self._handover_after(w) for w in self._watches() if w.poll_timeout]
+        shortest = min(delays, default=1.0)
+        return min(1.0, max(0.002, shortest / 5))
 
     def _watch_loop(self) -> None:
         while not self._stopping or self._worker is not None:
@@ -298,6 +338,8 @@ class Poller:
             run = self._active
             if run is not None:
                 self._check(run)
+            if self._detached:
+                self._check_detached()
 
     def _check(self, run: Run) -> None:
         watch = run.current
@@ -309,19 +351,49 @@ class Poller:
         if seen is None or seen[0] is not run or seen[1] is not watch:
             self._seen = (run, watch, now)
             return
-        if now - seen[2] >= watch.poll_timeout and run.current is watch:
-            self._replace(run, watch)
+        held = now - seen[2]
+        # Final snapshots (forced runs) wait for the whole poll_timeout.
+        limit = watch.poll_timeout if run.force else self._handover_after(watch)
+        if held >= limit:
+            self._replace(run, watch, since=seen[2], hung=held >= watch.poll_timeout)
 
-    def _replace(self, run: Run, watch: Watch) -> None:
+    def _check_detached(self) -> None:
+        now = time.monotonic()
         with self._replace_lock:
-            if run.current is not watch or run.finished:
+            outstanding = []
+            for watch in self._detached:
+                if not watch.detached or watch.hung:
+                    continue  # its call returned, or it is hung already
+                timeout = watch.poll_timeout
+                if timeout is not None and now - watch.detached_at >= timeout:
+                    watch.mark_hung()
+                    self._on_hung(watch)
+                    continue
+                outstanding.append(watch)
+            self._detached = outstanding
+
+    def _claim_current(self, run: Run, watch: Watch) -> bool:
+        # Give up on run's call of watch, unless it has returned already.
+        index = run.index - 1
+        if index < 0 or run.watches[index] is not watch:
+            return False
+        return run.claims.setdefault(index, _ABANDONED) is _ABANDONED
+
+    def _replace(self, run: Run, watch: Watch, *, since: float, hung: bool) -> None:
+        with self._replace_lock:
+            if run.finished or not self._claim_current(run, watch):
                 return
-            watch.mark_hung()
+            if hung:
+                watch.mark_hung()
+            else:
+                watch.mark_detached(since)
+                self._detached.append(watch)
             self._seen = None
             self._generation += 1
             generation = self._generation
             run.current = None
-            self._on_hung(watch)
+            if hung:
+                self._on_hung(watch)
             if run.force:
                 self._spawn(run, generation, one_shot=True)
             else:
@@ -331,7 +403,10 @@ class Poller:
         with self._replace_lock:
             run = self._active
             self._generation += 1
-            if run is not None and run.current is not None:
-                run.current.mark_hung()
-                self._on_hung(run.current)
+            if run is None:
+                return
+            watch = run.current
+            if watch is not None and self._claim_current(run, watch):
+                watch.mark_hung()
+                self._on_hung(watch)
                 run.current = None

@@ -45,9 +45,12 @@ class LoggerMonitor:
     owns its sinks or its targets: stopping it leaves both running.
 
     In background mode a hung ``stats()`` call or a hung sink stalls nobody
-    else: a provider call that overruns ``poll_timeout`` is left behind
-    (its watch skipped until the call returns), each sink is fed from its
-    own bounded queue, and :meth:`stop` returns within ``stop_timeout``.
+    else: a provider call that holds the round up for about a
+    ``poll_interval`` (at least 50 ms) is left behind and the round goes on
+    without it (its watch skipped until the call returns; warned about and
+    counted as hung once it overruns ``poll_timeout``), each sink is fed
+    from its own bounded queue, and :meth:`stop` returns within
+    ``stop_timeout``.
 
     Args:
         logger: a sink — any object with ``log_metrics(metrics, step=None)``
@@ -64,8 +67,11 @@ class LoggerMonitor:
             (propagates; in background mode that ends the polling thread) or
             ``"ignore"``.
         poll_timeout: seconds one provider call may take in background mode
-            before its watch is skipped as hung (default ``5.0``; ``None``
-            waits forever). ``watch(..., poll_timeout=...)`` overrides it.
+            before its watch is counted and warned about as hung (default
+            ``5.0``). The round moves on without a slow call after about a
+            ``poll_interval`` (at least 50 ms, at most ``poll_timeout``).
+            ``None`` waits forever, holding every watch up, like TorchRL's
+            monitor. ``watch(..., poll_timeout=...)`` overrides it.
         stop_timeout: seconds :meth:`stop` may take, final snapshots and
             draining included; ``None`` means ``max(5, 2 * poll_interval)``.
         queue_size: payloads each sink's queue holds in background mode
@@ -321,7 +327,7 @@ class LoggerMonitor:
                 self._poll_lock.release()
             return
         deadline = time.monotonic() + wait
-        while poller.polling(watch) and not watch.hung:
+        while poller.polling(watch) and not watch.detached:
             if time.monotonic() >= deadline:
                 return
             time.sleep(0.0005)
@@ -581,11 +587,12 @@ class LoggerMonitor:
             if (watch.log_on_close if log_final is None else log_final)
         ]
         for watch in watches:
-            if watch.hung:
+            if watch.detached:
                 logger.warning(
                     "LoggerMonitor logged no final snapshot of watch %r: its "
-                    "stats() call is still hung.",
+                    "stats() call is still %s.",
                     watch.name,
+                    "hung" if watch.hung else "outstanding",
                 )
         # With on_error="raise" a failed final snapshot is raised, but only
         # once the sinks have been drained and flushed.
@@ -625,7 +632,7 @@ class LoggerMonitor:
             raise error
 
     def _final_snapshots(self, watches: list[Watch], deadline: float) -> None:
-        pending = [watch for watch in watches if not watch.hung]
+        pending = [watch for watch in watches if not watch.detached]
         if not pending:
             return
         run = Run(pending, force=True, deadline=deadline)
@@ -642,7 +649,7 @@ class LoggerMonitor:
             # on_error="raise": the first failure ends the final snapshots.
             raise run.error
         for watch in run.unfinished:
-            if not watch.hung:
+            if not watch.detached:
                 logger.warning(
                     "LoggerMonitor logged no final snapshot of watch %r: "
                     "stop_timeout=%ss ran out first.",
@@ -661,7 +668,7 @@ class LoggerMonitor:
 
     def _after_fork_in_child(self) -> None:
         for watch in self._watch_list:
-            if watch.hung:
+            if watch.detached:
                 watch.resume()
         self._setup_state()
         self._stopped = True

@@ -108,7 +108,11 @@ class Watch:
         self.poll_timeout = poll_timeout
         # Cleared by unwatch(): a poll in flight then delivers nothing.
         self.active = True
-        # Set while a provider call has overrun poll_timeout (background mode).
+        # Set while a provider call was left behind by the polling thread
+        # (background mode) and is still outstanding; hung once it has also
+        # overrun poll_timeout.
+        self.detached = False
+        self.detached_at = 0.0
         self.hung = False
         # Provider calls in a row that overran poll_timeout: one warning a streak.
         self.overruns = 0
@@ -405,18 +409,29 @@ class Watch:
         if self.clock_gated:
             self._set_next_due()
 
+    def mark_detached(self, since: float) -> None:
+        """Skip this watch while its slow provider call, running since ``since``, is outstanding."""
+        self.detached = True
+        self.detached_at = since
+        self.next_due = math.inf
+
     def mark_hung(self) -> None:
         """Skip this watch while its overrunning provider call is outstanding.
 
         Counts the overrun in :attr:`overruns`, the current streak of calls
         that overran, which a call returning in time ends.
         """
+        self.detached = True
         self.hung = True
         self.next_due = math.inf
         self.overruns += 1
 
     def resume(self) -> None:
         """Poll this watch again: its provider call returned."""
+        if not self.hung:
+            # It returned within poll_timeout: any overrun streak ends.
+            self.overruns = 0
+        self.detached = False
         self.hung = False
         self._set_next_due()
 
