@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from rlpulse.poll import rate_name
-from rlpulse.records import Record, RunFileError, list_runs, read
-from rlpulse.summary import format_duration, format_number
+from rlpulse.records import Record
+from rlpulse.summary import format_duration, format_number, read_run
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -271,12 +271,7 @@ def plot_file(
     """
     path = Path(path)
     output = Path(output)
-    records = read(path, run)
-    if run is None:
-        try:
-            run = list_runs(path)[-1]
-        except RunFileError:
-            run = path.name
+    run, records = read_run(path, run)
     figure = plot_run(records, run=run, source=str(path), match=match, x=x)
     output.parent.mkdir(parents=True, exist_ok=True)
     image_format = output.suffix.lstrip(".").lower() or "png"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +23,7 @@ __all__ = [
     "format_duration",
     "format_number",
     "format_summary",
+    "read_run",
     "summarize",
     "summarize_file",
 ]
@@ -220,13 +221,38 @@ def summarize_file(path: str | os.PathLike[str], run: str | None = None) -> RunS
     ('metrics.csv', 2, 5.0)
     """
     path = Path(path)
+    run, records = read_run(path, run)
+    return summarize(records, run=run, source=str(path))
+
+
+def read_run(
+    path: str | os.PathLike[str], run: str | None = None
+) -> tuple[str, Iterator[Record]]:
+    """Return the name and the records of a run stored in any file an rlpulse file sink writes.
+
+    For SQLite, ``run`` picks the run and ``None`` means the latest one; a CSV
+    or JSON lines file holds one run, named after the file. Errors are those
+    of :func:`rlpulse.records.read`, raised before this returns.
+
+    >>> import tempfile, pathlib
+    >>> from rlpulse.sinks import SQLiteLogger
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "metrics.sqlite"
+    ...     SQLiteLogger(path, run="first").close()
+    ...     with SQLiteLogger(path, run="second") as sink:
+    ...         sink.log_metrics({"buffer/size": 3.0}, step=1, timestamp=100.0)
+    ...     run, records = read_run(path)
+    ...     run, [record.value for record in records]
+    ('second', [3.0])
+    """
+    path = Path(path)
     records = read(path, run)
     if run is None:
         try:
             run = list_runs(path)[-1]
         except RunFileError:
             run = path.name
-    return summarize(records, run=run, source=str(path))
+    return run, records
 
 
 def _is_counter(name: str, names: Iterable[str]) -> bool:
