@@ -3,7 +3,8 @@
 ``rlpulse demo`` runs a TorchRL pipeline when TorchRL is installed (see
 :mod:`rlpulse.demo_torchrl`) and this module's synthetic one otherwise, or
 with ``--synthetic``. Both record through :class:`DemoSinks` and end with
-:func:`report`: the summary of the run and its chart.
+:func:`finish`, which prints the summary of the run and its chart
+(:func:`report`) and returns the :class:`DemoResult`.
 
 The synthetic pipeline is three standard-library stand-ins for the parts of a reinforcement-learning
 data pipeline, each with a TorchRL-style ``stats()`` snapshot:
@@ -55,6 +56,7 @@ __all__ = [
     "RingBuffer",
     "SinkSpecError",
     "chart_path",
+    "finish",
     "report",
     "run_demo",
 ]
@@ -412,6 +414,8 @@ class DemoSinks:
         specs: Sequence[str] = (),
         console: TextIO | None = None,
     ) -> None:
+        self.out = out
+        self.specs = tuple(specs)
         self.extra: list[MetricSink] = []
         try:
             for spec in specs:
@@ -437,6 +441,21 @@ class DemoSinks:
         2
         """
         return [self.store, self.console, *self.extra]
+
+    def describe(self) -> str:
+        """Where the run is recorded, as a demo's opening line names it: the store and its run, the extra sinks' specs, the console.
+
+        >>> import io, tempfile, pathlib
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     sinks = DemoSinks(pathlib.Path(tmp) / "demo.sqlite",
+        ...                       [f"csv:{pathlib.Path(tmp) / 'demo.csv'}"], io.StringIO())
+        ...     description = sinks.describe().replace(tmp, "TMP").replace(sinks.store.run, "RUN")
+        ...     sinks.close()
+        >>> description
+        'TMP/demo.sqlite (run RUN), csv:TMP/demo.csv and the console'
+        """
+        extra = "".join(f", {spec}" for spec in self.specs)
+        return f"{self.out} (run {self.store.run}){extra} and the console"
 
     def close(self) -> None:
         """Close every sink, even when closing one of them fails; closing again does nothing.
@@ -524,6 +543,51 @@ def report(
     return drawn
 
 
+def finish(
+    sinks: DemoSinks,
+    *,
+    started: float,
+    frames: int,
+    interrupted: bool,
+    stdout: TextIO,
+    chart: bool = True,
+) -> DemoResult:
+    """End a demo run once its pipeline stopped and its ``sinks`` are closed: print its :func:`report`, return its :class:`DemoResult`.
+
+    ``started`` is when the run began, on ``time.monotonic()``'s clock, and
+    ``frames`` the number of frames its collector wrote in all; ``chart``
+    and ``stdout`` are those of :func:`report`.
+
+    >>> import io, tempfile, pathlib, time
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     started = time.monotonic()
+    ...     sinks = DemoSinks(pathlib.Path(tmp) / "demo.sqlite", console=io.StringIO())
+    ...     sinks.store.log_metrics({"collector/frames": 96.0}, step=3)
+    ...     sinks.close()
+    ...     result = finish(sinks, started=started, frames=96, interrupted=False,
+    ...                     stdout=io.StringIO(), chart=False)
+    ...     result.run == sinks.store.run, result.frames, result.seconds >= 0, result.chart
+    (True, 96, True, None)
+    """
+    elapsed = time.monotonic() - started
+    drawn = report(
+        sinks,
+        sinks.out,
+        elapsed=elapsed,
+        interrupted=interrupted,
+        stdout=stdout,
+        chart=chart,
+    )
+    return DemoResult(
+        path=sinks.store.path,
+        run=sinks.store.run,
+        seconds=elapsed,
+        frames=frames,
+        interrupted=interrupted,
+        chart=drawn,
+    )
+
+
 def run_demo(
     seconds: float = 30.0,
     out: str | os.PathLike[str] = DEFAULT_OUT,
@@ -589,8 +653,7 @@ def run_demo(
         print(
             f"rlpulse demo: collector -> ring buffer -> learner "
             f"(~{format_number(frames_per_second)} frames/s) for "
-            f"{format_duration(seconds)}, monitored into {out} "
-            f"(run {demo_sinks.store.run}){_and_extra(sinks)} and the console; "
+            f"{format_duration(seconds)}, monitored into {demo_sinks.describe()}; "
             "Ctrl-C stops early",
             file=stdout,
             flush=True,
@@ -604,24 +667,11 @@ def run_demo(
         consumer.stop()
         monitor.stop()
         demo_sinks.close()
-    elapsed = time.monotonic() - started
-    drawn = report(
+    return finish(
         demo_sinks,
-        out,
-        elapsed=elapsed,
+        started=started,
+        frames=int(producer.stats()["frames"]),
         interrupted=interrupted,
         stdout=stdout,
         chart=chart,
     )
-    return DemoResult(
-        path=demo_sinks.store.path,
-        run=demo_sinks.store.run,
-        seconds=elapsed,
-        frames=int(producer.stats()["frames"]),
-        interrupted=interrupted,
-        chart=drawn,
-    )
-
-
-def _and_extra(specs: Sequence[str]) -> str:
-    return "".join(f", {spec}" for spec in specs)

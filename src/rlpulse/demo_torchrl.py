@@ -36,7 +36,7 @@ from torchrl.envs import GymEnv
 from torchrl.modules import MLP, QValueActor
 from torchrl.objectives import DQNLoss, SoftUpdate
 
-from rlpulse.demo import DEFAULT_OUT, DemoResult, DemoSinks, report
+from rlpulse.demo import DEFAULT_OUT, DemoResult, DemoSinks, finish
 from rlpulse.monitor import LoggerMonitor
 from rlpulse.schedules import Every
 from rlpulse.sources.tally import Tally
@@ -304,9 +304,7 @@ def run_torchrl_demo(
             print(
                 f"rlpulse demo: TorchRL Collector on {ENV_NAME} (random policy) -> "
                 f"ReplayBuffer -> DQN learner for {format_duration(seconds)}, "
-                f"monitored into {out} (run {demo_sinks.store.run})"
-                f"{''.join(', ' + spec for spec in sinks)} and the console; "
-                "Ctrl-C stops early",
+                f"monitored into {demo_sinks.describe()}; Ctrl-C stops early",
                 file=stdout,
                 flush=True,
             )
@@ -330,22 +328,13 @@ def run_torchrl_demo(
         torchrl_logger.setLevel(torchrl_level)
         torch.set_num_threads(torch_threads)
         demo_sinks.close()
-    elapsed = time.monotonic() - started
-    drawn = report(
+    return finish(
         demo_sinks,
-        out,
-        elapsed=elapsed,
+        started=started,
+        frames=0 if collector is None else int(collector.stats().get("frames", 0)),
         interrupted=interrupted,
         stdout=stdout,
         chart=chart,
-    )
-    return DemoResult(
-        path=demo_sinks.store.path,
-        run=demo_sinks.store.run,
-        seconds=elapsed,
-        frames=0 if collector is None else int(collector.stats().get("frames", 0)),
-        interrupted=interrupted,
-        chart=drawn,
     )
 
 
