@@ -168,17 +168,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.set_defaults(handler=_demo)
 
-    show = commands.add_parser(
-        "show",
-        help="summarize a recorded run",
-        description=_SHOW_DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    show.add_argument(
-        "path",
-        type=Path,
-        metavar="RUN",
-        help="metrics file written by an rlpulse file sink (SQLite, CSV, JSON lines)",
+    show = _add_run_file_command(
+        commands, "show", "summarize a recorded run", _SHOW_DESCRIPTION
     )
     choice = show.add_mutually_exclusive_group()
     choice.add_argument(
@@ -193,17 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     show.set_defaults(handler=_show)
 
-    plot = commands.add_parser(
-        "plot",
-        help="draw a recorded run into an image",
-        description=_PLOT_DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    plot.add_argument(
-        "path",
-        type=Path,
-        metavar="RUN",
-        help="metrics file written by an rlpulse file sink (SQLite, CSV, JSON lines)",
+    plot = _add_run_file_command(
+        commands, "plot", "draw a recorded run into an image", _PLOT_DESCRIPTION
     )
     plot.add_argument(
         "-o",
@@ -232,6 +214,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     plot.set_defaults(handler=_plot)
     return parser
+
+
+def _add_run_file_command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    summary: str,
+    description: str,
+) -> argparse.ArgumentParser:
+    """Add a command that reads the run file given as its RUN argument."""
+    command = commands.add_parser(
+        name,
+        help=summary,
+        description=description,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    command.add_argument(
+        "path",
+        type=Path,
+        metavar="RUN",
+        help="metrics file written by an rlpulse file sink (SQLite, CSV, JSON lines)",
+    )
+    return command
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -284,10 +288,8 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _plot(args: argparse.Namespace) -> int:
     path: Path = args.path
-    if path.is_dir():
-        return _fail(f"{path} is a directory; {_GIVE_METRICS_FILE}")
-    if not path.exists():
-        return _fail(f"{path}: no such file; {_GIVE_METRICS_FILE}")
+    if (problem := _not_a_metrics_file(path)) is not None:
+        return _fail(problem)
     try:
         written = plot_file(path, args.output, run=args.run, match=args.match, x=args.x)
     except ImportError as error:
@@ -298,16 +300,23 @@ def _plot(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace) -> int:
     path: Path = args.path
-    if path.is_dir():
-        return _fail(f"{path} is a directory; {_GIVE_METRICS_FILE}")
-    if not path.exists():
-        return _fail(f"{path}: no such file; {_GIVE_METRICS_FILE}")
+    if (problem := _not_a_metrics_file(path)) is not None:
+        return _fail(problem)
     if args.runs:
         for name in list_runs(path):
             print(name)
         return 0
     print(format_summary(summarize_file(path, args.run)))
     return 0
+
+
+def _not_a_metrics_file(path: Path) -> str | None:
+    """Why ``path`` cannot be a metrics file to read (a directory, nothing there), else ``None``."""
+    if path.is_dir():
+        return f"{path} is a directory; {_GIVE_METRICS_FILE}"
+    if not path.exists():
+        return f"{path}: no such file; {_GIVE_METRICS_FILE}"
+    return None
 
 
 def _describe(error: OSError) -> str:
