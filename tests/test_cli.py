@@ -98,27 +98,33 @@ def test_version_prints_the_package_version(
 
 
 @pytest.mark.parametrize(
-    "argv",
+    ("argv", "usage"),
     [
-        [],
-        ["explode"],
-        ["demo", "--seconds", "0"],
-        ["demo", "--seconds", "-2"],
-        ["demo", "--seconds", "soon"],
-        ["demo", "--seconds", "inf"],
-        ["demo", "--sink"],
-        ["show"],
-        ["show", "metrics.db", "--run", "a", "--runs"],
+        ([], "usage: rlpulse [-h]"),
+        (["explode"], "usage: rlpulse [-h]"),
+        (["demo", "--seconds", "0"], "usage: rlpulse demo "),
+        (["demo", "--seconds", "-2"], "usage: rlpulse demo "),
+        (["demo", "--seconds", "soon"], "usage: rlpulse demo "),
+        (["demo", "--seconds", "inf"], "usage: rlpulse demo "),
+        (["demo", "--sink"], "usage: rlpulse demo "),
+        (["show"], "usage: rlpulse show "),
+        (["show", "metrics.db", "--run", "a", "--runs"], "usage: rlpulse show "),
+        (["plot"], "usage: rlpulse plot "),
+        (["plot", "metrics.sqlite"], "usage: rlpulse plot "),
+        (
+            ["plot", "metrics.sqlite", "-o", "c.png", "--x", "frames"],
+            "usage: rlpulse plot ",
+        ),
     ],
 )
-def test_bad_arguments_exit_with_usage_error_2(
-    capsys: pytest.CaptureFixture[str], argv: list[str]
+def test_bad_arguments_exit_with_usage_error_2_showing_the_commands_usage(
+    capsys: pytest.CaptureFixture[str], argv: list[str], usage: str
 ) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
 
     assert exit_info.value.code == 2
-    assert "usage: rlpulse" in capsys.readouterr().err
+    assert usage in capsys.readouterr().err
 
 
 def test_python_dash_m_rlpulse_runs_the_command_line(
@@ -563,22 +569,16 @@ def _names(records: list[Record], name: str) -> list[float]:
     return [record.value for record in records if record.name == name]
 
 
+def _demo_command(path: Path, *options: str) -> list[str]:
+    return [sys.executable, "-m", "rlpulse", "demo", *options, "--out", str(path)]
+
+
 @pytest.mark.timeout(90)
 def test_demo_and_show_as_real_commands(tmp_path: Path) -> None:
     path = tmp_path / "runs" / "demo.sqlite"
 
     demo = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "rlpulse",
-            "demo",
-            "--synthetic",
-            "--seconds",
-            "2",
-            "--out",
-            str(path),
-        ],
+        _demo_command(path, "--synthetic", "--seconds", "2"),
         capture_output=True,
         text=True,
         timeout=60,
@@ -636,23 +636,16 @@ def _restore_default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-@pytest.mark.timeout(90)
-def test_ctrl_c_ends_the_demo_early_with_final_snapshots_and_summary(
-    tmp_path: Path, wait_until: Callable[..., bool]
-) -> None:
-    path = tmp_path / "demo.sqlite"
+def _interrupt_demo(
+    command: list[str],
+    path: Path,
+    first_line: str,
+    wait_until: Callable[..., bool],
+    timeout: float,
+) -> tuple[int, str]:
+    """Run the demo ``command``, Ctrl-C it once ``path`` holds a collector record; return its exit code and output."""
     demo = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "rlpulse",
-            "demo",
-            "--synthetic",
-            "--seconds",
-            "60",
-            "--out",
-            str(path),
-        ],
+        command,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -660,17 +653,30 @@ def test_ctrl_c_ends_the_demo_early_with_final_snapshots_and_summary(
     )
     try:
         assert demo.stdout is not None
-        assert demo.stdout.readline().startswith("rlpulse demo: ")
+        assert demo.stdout.readline().startswith(first_line)
         assert wait_until(
-            lambda: any(r.name == "collector/frames" for r in read(path)), 30
+            lambda: any(r.name == "collector/frames" for r in read(path)), timeout
         )
         demo.send_signal(signal.SIGINT)
-        out, _ = demo.communicate(timeout=30)
+        out, _ = demo.communicate(timeout=timeout)
     finally:
         demo.kill()
         demo.wait()
+    return demo.returncode, out
 
-    assert demo.returncode == 0
+
+@pytest.mark.timeout(90)
+def test_ctrl_c_ends_the_demo_early_with_final_snapshots_and_summary(
+    tmp_path: Path, wait_until: Callable[..., bool]
+) -> None:
+    path = tmp_path / "demo.sqlite"
+    command = _demo_command(path, "--synthetic", "--seconds", "60")
+
+    returncode, out = _interrupt_demo(
+        command, path, "rlpulse demo: ", wait_until, timeout=30
+    )
+
+    assert returncode == 0
     assert "Stopped early after " in out
     assert "collector/frames " in out
     assert out.splitlines()[-1] == f"See it again with: rlpulse show {path}"
@@ -690,35 +696,13 @@ def test_ctrl_c_ends_the_torchrl_demo_early_with_final_snapshots_and_summary(
 ) -> None:
     pytest.importorskip("torchrl")
     path = tmp_path / "demo.sqlite"
-    demo = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "rlpulse",
-            "demo",
-            "--seconds",
-            "120",
-            "--out",
-            str(path),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        preexec_fn=_restore_default_sigint,
-    )
-    try:
-        assert demo.stdout is not None
-        assert demo.stdout.readline().startswith("rlpulse demo: TorchRL ")
-        assert wait_until(
-            lambda: any(r.name == "collector/frames" for r in read(path)), 60
-        )
-        demo.send_signal(signal.SIGINT)
-        out, _ = demo.communicate(timeout=60)
-    finally:
-        demo.kill()
-        demo.wait()
+    command = _demo_command(path, "--seconds", "120")
 
-    assert demo.returncode == 0
+    returncode, out = _interrupt_demo(
+        command, path, "rlpulse demo: TorchRL ", wait_until, timeout=60
+    )
+
+    assert returncode == 0
     assert "Stopped early after " in out
     assert "replay_buffer/write_count " in out
     assert out.splitlines()[-1] == f"See it again with: rlpulse show {path}"

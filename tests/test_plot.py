@@ -675,24 +675,6 @@ def test_cli_plot_into_an_unwritable_path_is_a_one_line_error(
     assert str(not_a_directory) in _error_line(capsys)
 
 
-@pytest.mark.parametrize(
-    "argv",
-    [
-        ["plot"],
-        ["plot", "metrics.sqlite"],
-        ["plot", "metrics.sqlite", "-o", "c.png", "--x", "frames"],
-    ],
-)
-def test_cli_plot_bad_arguments_exit_with_usage_error_2(
-    capsys: pytest.CaptureFixture[str], argv: list[str]
-) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        main(argv)
-
-    assert exit_info.value.code == 2
-    assert "usage: rlpulse plot" in capsys.readouterr().err
-
-
 def test_cli_plot_help_explains_match_and_gives_examples(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
