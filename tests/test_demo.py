@@ -268,11 +268,43 @@ def test_started_consumer_samples_from_a_filling_buffer(
 
 @dataclass(frozen=True)
 class DemoRun:
+    """A finished run of a demo pipeline: its result, what it recorded and what it printed."""
+
     result: DemoResult
     records: list[Record]
     stdout: str
     console: str
     extra_records: list[Record]
+
+    @classmethod
+    def record(
+        cls,
+        run: Callable[..., DemoResult],
+        directory: Path,
+        seconds: float,
+        extra_scheme: str,
+        **settings: float,
+    ) -> DemoRun:
+        """Run a demo into ``directory`` with one extra sink of ``extra_scheme``."""
+        path = directory / "runs" / "demo.sqlite"
+        extra = path.with_name(f"extra.{extra_scheme}")
+        stdout = io.StringIO()
+        console = io.StringIO()
+        result = run(
+            seconds,
+            path,
+            sinks=[f"{extra_scheme}:{extra}"],
+            stdout=stdout,
+            console=console,
+            **settings,
+        )
+        return cls(
+            result,
+            list(read(result.path)),
+            stdout.getvalue(),
+            console.getvalue(),
+            list(read(extra)),
+        )
 
     def values(self, name: str) -> list[float]:
         return [record.value for record in self.records if record.name == name]
@@ -283,24 +315,8 @@ class DemoRun:
 
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
-    path = tmp_path_factory.mktemp("demo") / "runs" / "demo.sqlite"
-    extra = path.with_name("extra.jsonl")
-    stdout = io.StringIO()
-    console = io.StringIO()
-    result = run_demo(
-        1.5,
-        path,
-        sinks=[f"jsonl:{extra}"],
-        poll_interval=0.1,
-        stdout=stdout,
-        console=console,
-    )
-    return DemoRun(
-        result,
-        list(read(result.path)),
-        stdout.getvalue(),
-        console.getvalue(),
-        list(read(extra)),
+    return DemoRun.record(
+        run_demo, tmp_path_factory.mktemp("demo"), 1.5, "jsonl", poll_interval=0.1
     )
 
 
@@ -588,33 +604,17 @@ def test_demo_sink_store_is_a_new_run_of_an_existing_file(tmp_path: Path) -> Non
 # The TorchRL pipeline
 
 
-@dataclass(frozen=True)
-class TorchRLDemoRun:
-    result: DemoResult
-    records: list[Record]
-    stdout: str
-    console: str
-    extra_records: list[Record]
-    torch_threads: int
-
-    def values(self, name: str) -> list[float]:
-        return [record.value for record in self.records if record.name == name]
-
-
 @pytest.fixture(scope="module")
-def torchrl_demo_run(tmp_path_factory: pytest.TempPathFactory) -> TorchRLDemoRun:
+def torchrl_demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
     torch = pytest.importorskip("torch")
     from rlpulse.demo_torchrl import run_torchrl_demo
 
-    path = tmp_path_factory.mktemp("torchrl_demo") / "runs" / "demo.sqlite"
-    extra = path.with_name("extra.csv")
-    stdout = io.StringIO()
-    console = io.StringIO()
     threads_before = torch.get_num_threads()
-    result = run_torchrl_demo(
+    run = DemoRun.record(
+        run_torchrl_demo,
+        tmp_path_factory.mktemp("torchrl_demo"),
         4.0,
-        path,
-        sinks=[f"csv:{extra}"],
+        "csv",
         frames_per_batch=50,
         collector_every=200,
         buffer_every=0.5,
@@ -623,23 +623,14 @@ def torchrl_demo_run(tmp_path_factory: pytest.TempPathFactory) -> TorchRLDemoRun
         warmup_frames=100,
         frames_per_update=8,
         progress_every=1.0,
-        stdout=stdout,
-        console=console,
     )
     assert torch.get_num_threads() == threads_before
-    return TorchRLDemoRun(
-        result,
-        list(read(result.path)),
-        stdout.getvalue(),
-        console.getvalue(),
-        list(read(extra)),
-        threads_before,
-    )
+    return run
 
 
 @pytest.mark.timeout(120)
 def test_torchrl_demo_records_collector_frames_that_increase(
-    torchrl_demo_run: TorchRLDemoRun,
+    torchrl_demo_run: DemoRun,
 ) -> None:
     frames = torchrl_demo_run.values("collector/frames")
 
@@ -650,7 +641,7 @@ def test_torchrl_demo_records_collector_frames_that_increase(
 
 @pytest.mark.timeout(120)
 def test_torchrl_demo_records_a_positive_collector_frame_rate(
-    torchrl_demo_run: TorchRLDemoRun,
+    torchrl_demo_run: DemoRun,
 ) -> None:
     rates = torchrl_demo_run.values("collector/frames_per_second")
 
@@ -662,7 +653,7 @@ def test_torchrl_demo_records_a_positive_collector_frame_rate(
 
 @pytest.mark.timeout(120)
 def test_torchrl_demo_steps_the_collector_by_its_frames(
-    torchrl_demo_run: TorchRLDemoRun,
+    torchrl_demo_run: DemoRun,
 ) -> None:
     collector = [r for r in torchrl_demo_run.records if r.name == "collector/frames"]
 
@@ -671,7 +662,7 @@ def test_torchrl_demo_steps_the_collector_by_its_frames(
 
 @pytest.mark.timeout(120)
 def test_torchrl_demo_records_every_collected_frame_as_a_buffer_write(
-    torchrl_demo_run: TorchRLDemoRun,
+    torchrl_demo_run: DemoRun,
 ) -> None:
     writes = torchrl_demo_run.values("replay_buffer/write_count")
     buffer_records = [
@@ -688,7 +679,7 @@ def test_torchrl_demo_records_every_collected_frame_as_a_buffer_write(
 
 @pytest.mark.timeout(120)
 def test_torchrl_demo_records_cartpole_episode_returns(
-    torchrl_demo_run: TorchRLDemoRun,
+    torchrl_demo_run: DemoRun,
 ) -> None:
     episodes = torchrl_demo_run.values("episodes/episodes")
     means = torchrl_demo_run.values("episodes/episode_return_mean")
@@ -706,7 +697,7 @@ def test_torchrl_demo_records_cartpole_episode_returns(
 
 @pytest.mark.timeout(120)
 def test_torchrl_demo_learner_trains_on_sampled_batches(
-    torchrl_demo_run: TorchRLDemoRun,
+    torchrl_demo_run: DemoRun,
 ) -> None:
     updates = torchrl_demo_run.values("learner/updates")
     sampled = torchrl_demo_run.values("learner/frames_sampled")
@@ -718,7 +709,7 @@ def test_torchrl_demo_learner_trains_on_sampled_batches(
 
 @pytest.mark.timeout(120)
 def test_torchrl_demo_learner_keeps_to_its_replay_ratio(
-    torchrl_demo_run: TorchRLDemoRun,
+    torchrl_demo_run: DemoRun,
 ) -> None:
     updates = torchrl_demo_run.values("learner/updates")[-1]
     frames = torchrl_demo_run.result.frames
@@ -728,14 +719,14 @@ def test_torchrl_demo_learner_keeps_to_its_replay_ratio(
 
 @pytest.mark.timeout(120)
 def test_torchrl_demo_logs_every_payload_to_its_extra_sinks(
-    torchrl_demo_run: TorchRLDemoRun,
+    torchrl_demo_run: DemoRun,
 ) -> None:
     assert sorted(torchrl_demo_run.extra_records) == sorted(torchrl_demo_run.records)
 
 
 @pytest.mark.timeout(120)
 def test_torchrl_demo_draws_its_chart_next_to_the_store(
-    torchrl_demo_run: TorchRLDemoRun,
+    torchrl_demo_run: DemoRun,
 ) -> None:
     chart = torchrl_demo_run.result.chart
 
@@ -745,7 +736,7 @@ def test_torchrl_demo_draws_its_chart_next_to_the_store(
 
 @pytest.mark.timeout(120)
 def test_torchrl_demo_prints_progress_lines_while_it_runs(
-    torchrl_demo_run: TorchRLDemoRun,
+    torchrl_demo_run: DemoRun,
 ) -> None:
     lines = torchrl_demo_run.stdout.splitlines()
     progress = [line for line in lines if " frames (" in line and "episodes" in line]
@@ -758,7 +749,7 @@ def test_torchrl_demo_prints_progress_lines_while_it_runs(
 
 @pytest.mark.timeout(120)
 def test_torchrl_demo_prints_the_summary_and_how_to_show_it_again(
-    torchrl_demo_run: TorchRLDemoRun,
+    torchrl_demo_run: DemoRun,
 ) -> None:
     lines = torchrl_demo_run.stdout.splitlines()
     result = torchrl_demo_run.result
@@ -770,7 +761,7 @@ def test_torchrl_demo_prints_the_summary_and_how_to_show_it_again(
 
 @pytest.mark.timeout(120)
 def test_torchrl_demo_prints_each_payload_on_the_console(
-    torchrl_demo_run: TorchRLDemoRun,
+    torchrl_demo_run: DemoRun,
 ) -> None:
     console = torchrl_demo_run.console
 
@@ -780,7 +771,7 @@ def test_torchrl_demo_prints_each_payload_on_the_console(
 
 @pytest.mark.timeout(120)
 def test_torchrl_demo_runs_for_about_the_requested_time(
-    torchrl_demo_run: TorchRLDemoRun,
+    torchrl_demo_run: DemoRun,
 ) -> None:
     assert 4.0 <= torchrl_demo_run.result.seconds < 90
     assert not torchrl_demo_run.result.interrupted
