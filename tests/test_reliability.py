@@ -599,6 +599,8 @@ def test_step_after_the_polling_thread_ended_polls_on_the_calling_thread() -> No
         logged = monitor.step()
         assert source.frames == frames + 1
         assert logged["s"]["s/frames"] == frames + 1
+        # Delivered without waiting for stop(): the step woke the queues.
+        assert wait_until(lambda: monitor.stats()["queued"] == 0)
         monitor.stop(log_final=False)
     finally:
         threading.excepthook = previous_hook
@@ -684,3 +686,114 @@ def test_calls_returning_just_as_the_round_moves_on_never_overlap_or_get_stuck()
         assert wait_until(lambda: monitor.stats()["hung"] == 0)
     assert jittery.most_in_flight == 1
     assert monitor.stats()["timeouts"] == 0
+
+
+class SlowThenRaises(Source):
+    """A source whose calls take ``seconds``; from ``raise_from`` on they then raise."""
+
+    def __init__(self, seconds: float, raise_from: int) -> None:
+        super().__init__()
+        self.seconds = seconds
+        self.raise_from = raise_from
+
+    def stats(self) -> dict[str, float]:
+        snapshot = super().stats()
+        time.sleep(self.seconds)
+        if self.frames >= self.raise_from:
+            raise RuntimeError("provider broke")
+        return snapshot
+
+
+def test_on_error_raise_from_a_call_left_behind_still_ends_polling() -> None:
+    slow = SlowThenRaises(seconds=0.3, raise_from=2)
+    previous_hook = threading.excepthook
+    raised: list[BaseException | None] = []
+    threading.excepthook = lambda args: raised.append(args.exc_value)
+    try:
+        monitor = LoggerMonitor(
+            Recorder(), poll_interval=0.05, poll_timeout=5, on_error="raise"
+        )
+        monitor.watch(slow, name="slow")
+        monitor.watch(Source(), name="healthy")
+        monitor.start()
+        assert wait_until(lambda: bool(raised))
+        assert wait_until(lambda: "polling thread ended" in repr(monitor))
+        monitor.stop(log_final=False)
+    finally:
+        threading.excepthook = previous_hook
+    assert isinstance(raised[0], RuntimeError)
+    assert str(raised[0]) == "provider broke"
+
+
+class ClosableRecorder(Recorder):
+    """A recorder that notes which calls came after it was closed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.closed = False
+        self.after_close = 0
+
+    def log_metrics(
+        self, metrics: Mapping[str, float], step: int | None = None
+    ) -> None:
+        if self.closed:
+            self.after_close += 1
+        super().log_metrics(metrics, step)
+
+
+def test_stop_waits_for_a_slow_call_within_poll_timeout_for_its_final_snapshot(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sink = ClosableRecorder()
+    slow = Blocking(seconds=0.3)
+    monitor = LoggerMonitor(sink, poll_interval=0.05, poll_timeout=5, stop_timeout=5)
+    monitor.watch(slow, name="slow")
+    with caplog.at_level(logging.WARNING):
+        monitor.start()
+        assert wait_until(lambda: sink.count("slow") >= 2)
+        monitor.stop()
+    sink.closed = True
+    final, _ = sink.calls[-1]
+    assert final["slow/frames"] == slow.calls  # the last call is the final snapshot
+    assert not any("no final snapshot" in m for m in rlpulse_warnings(caplog))
+    time.sleep(0.5)
+    assert sink.after_close == 0
+
+
+def test_a_hung_call_that_returns_after_stop_delivers_nothing() -> None:
+    sink = ClosableRecorder()
+    hung = Blocking(block_after=1)
+    monitor = LoggerMonitor(sink, poll_interval=0.02, poll_timeout=0.2, stop_timeout=1)
+    monitor.watch(hung, name="hung")
+    monitor.start()
+    assert wait_until(lambda: monitor.stats()["hung"] == 1)
+    monitor.stop()
+    sink.closed = True
+    hung.release.set()  # the call left behind returns now
+    assert wait_until(lambda: hung.returned == 2)
+    time.sleep(0.3)
+    assert sink.after_close == 0
+
+
+def test_a_call_left_behind_across_a_restart_is_still_marked_hung(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    hung = Blocking()
+    monitor = LoggerMonitor(
+        Recorder(), poll_interval=0.02, poll_timeout=0.6, stop_timeout=0.5
+    )
+    monitor.watch(hung, name="hung")
+    with caplog.at_level(logging.WARNING):
+        monitor.start()
+        # Left behind (about 50 ms), but not yet past poll_timeout.
+        assert wait_until(lambda: hung.calls == 1 and monitor.stats()["polls"] >= 1)
+        time.sleep(0.15)
+        monitor.stop(log_final=False)
+        assert monitor.stats()["timeouts"] == 0
+        monitor.start()
+        assert wait_until(lambda: monitor.stats()["hung"] == 1)
+        monitor.stop(log_final=False)
+    hung.release.set()
+    assert monitor.stats()["timeouts"] == 1
+    assert hung.calls == 1
+    assert any("skipped watch 'hung'" in m for m in rlpulse_warnings(caplog))

@@ -345,7 +345,7 @@ def test_a_slow_actors_call_is_not_reissued_by_background_polls(
     assert _stats_calls(slow_actor, wait_until) == 1
 
 
-def test_a_slow_actor_fails_its_polls_before_the_watchdog_fires(
+def test_a_slow_actor_fails_its_polls_before_poll_timeout_counts_it_hung(
     slow_actor: Any,
     wait_until: Callable[..., bool],
     warning_messages: Callable[..., list[str]],

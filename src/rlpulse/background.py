@@ -130,6 +130,8 @@ class Poller:
         self._seen: tuple[Run, Watch, float] | None = None
         # Watches whose slow call was left behind before its poll_timeout.
         self._detached: list[Watch] = []
+        # An error raised by a call left behind, for the live worker to raise.
+        self._late_error: BaseException | None = None
         self._replace_lock = threading.Lock()
         self._worker: threading.Thread | None = None
         self._watchdog: threading.Thread | None = None
@@ -138,7 +140,14 @@ class Poller:
     # -- control ----------------------------------------------------------
 
     def start(self) -> None:
-        """Start the worker (first poll one interval from now) and the watchdog."""
+        """Start the worker (first poll one interval from now) and the watchdog.
+
+        A watch whose call an earlier poller left behind is still watched
+        for its ``poll_timeout``.
+        """
+        self._detached = [
+            watch for watch in self._watches() if watch.detached and not watch.hung
+        ]
         self._next_tick = time.monotonic() + self._interval
         self._worker = self._spawn(None, self._generation, one_shot=False)
         self._watchdog = threading.Thread(
@@ -250,8 +259,9 @@ class Poller:
                 return
             if time.monotonic() < self._next_tick:
                 continue
-            error = self._pending_error()
+            error = self._late_error or self._pending_error()
             if error is not None:
+                self._late_error = None
                 raise error
             tick = Run(self._watches(), force=False, awaited=False)
             if not self._execute(tick, generation):
@@ -300,6 +310,9 @@ class Poller:
                 run.index = len(watches)
         except BaseException as err:
             if watch is not None and claim(index, _DONE) is not _DONE:
+                # A call left behind raised (on_error="raise"): the live
+                # worker raises it at its next round.
+                self._late_error = err
                 self._resume(watch)
                 return False
             run.error = err

@@ -141,6 +141,8 @@ class LoggerMonitor:
         self._timeouts = 0
         self._dropped = 0
         self._last_poll_duration = 0.0
+        # Moves on at every start() and stop(): see _poll.
+        self._epoch = 0
         self._setup_state()
         lifecycle.track(self)
 
@@ -373,6 +375,9 @@ class LoggerMonitor:
                         logged[watch.name] = payload
                 self._last_poll_duration = time.monotonic() - started
                 self._rounds += 1
+                for queue in self._queues:
+                    # The polling thread has ended: nobody else wakes them.
+                    queue.wake()
             finally:
                 self._polling_thread = None
         return logged
@@ -381,6 +386,9 @@ class LoggerMonitor:
 
     def _poll(self, watch: Watch, force: bool) -> dict[str, float] | None:
         """Poll one watch; return its payload when logged."""
+        # A call that returns after the monitor started or stopped since
+        # (one left behind as slow or hung) delivers nothing.
+        epoch = self._epoch
         try:
             self._polls += 1
             kwargs = watch.stats_kwargs
@@ -390,7 +398,7 @@ class LoggerMonitor:
                     watch.error_warned = False
                 return None
             now = time.monotonic()
-            if not watch.active:
+            if not watch.active or epoch != self._epoch:
                 return None
             payload = watch.evaluate(raw, now, force)
         except Exception as err:
@@ -549,6 +557,7 @@ class LoggerMonitor:
             )
             for queue in self._queues:
                 queue.start()
+            self._epoch += 1
             self._poller = Poller(
                 poll=self._poll,
                 watches=lambda: self._watch_list,
@@ -578,6 +587,7 @@ class LoggerMonitor:
             lifecycle.stopped(self)
         if poller is not None:
             poller.stop(deadline=deadline - 0.4 * self._stop_timeout)
+        self._epoch += 1
         if self._stopped:
             return
         self._stopped = True
@@ -586,6 +596,14 @@ class LoggerMonitor:
             for watch in self._watch_list
             if (watch.log_on_close if log_final is None else log_final)
         ]
+        final_deadline = deadline - 0.2 * self._stop_timeout
+        for watch in watches:
+            # A slow call left behind within its poll_timeout may come back
+            # in time for the final snapshot.
+            timeout = watch.poll_timeout or math.inf
+            limit = min(final_deadline, watch.detached_at + timeout)
+            while watch.detached and not watch.hung and time.monotonic() < limit:
+                time.sleep(0.005)
         for watch in watches:
             if watch.detached:
                 logger.warning(
@@ -598,9 +616,11 @@ class LoggerMonitor:
         # once the sinks have been drained and flushed.
         error: BaseException | None = None
         try:
-            self._final_snapshots(watches, deadline - 0.2 * self._stop_timeout)
+            self._final_snapshots(watches, final_deadline)
         except Exception as err:
             error = err
+        # A final snapshot's call that is still out delivers nothing later.
+        self._epoch += 1
         queues, self._queues = self._queues, ()
         if queues:
             for queue in queues:

@@ -8,9 +8,10 @@ never by ``import rlpulse``.
 A remote call that has not answered in time is never issued a second time:
 it stays outstanding, later polls fail at once (they do not wait again) until
 its result arrives, and then that result is used. A :class:`RayTarget`
-therefore gives up before the monitor's watchdog would replace its polling
-thread, and a slow actor delays the other watches once, by less than one
-``poll_timeout``.
+gives up before its watch's ``poll_timeout``, so a slow actor is reported as
+an error of its own watch rather than counted as hung, and it delays the
+other watches once, by about a ``poll_interval`` (the monitor's round moves
+on without a slow call), never piling calls up in the actor's queue.
 """
 
 from __future__ import annotations
