@@ -929,7 +929,7 @@ def render(
         "healthy watches lose about one hand-over delay of polls, once, so "
         f"over a {settings.duration_s:g} s window one expects about "
         + ", ".join(
-            f"{max(0.0, 1 - _handover(timeout, settings) / settings.duration_s):.0%}"
+            f"{max(0.0, 1 - _handover(timeout, settings) / settings.duration_s):.1%}"
             f" with `poll_timeout={timeout:g}`"
             for timeout in timeouts
         )
