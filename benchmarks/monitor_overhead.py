@@ -187,7 +187,7 @@ class Settings:
     watches: int = 100
     steps: int = 200
     warmup_steps: int = 20
-    background_rounds: int = 9
+    background_rounds: int = 15
     background_window_s: float = 0.3
 
     def __post_init__(self) -> None:
