@@ -21,12 +21,16 @@ README's quickstart, into the SQLite store, the console and any extra sinks.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
+import signal
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from types import FrameType
 from typing import Any, TextIO
 
 import torch
@@ -310,14 +314,17 @@ def run_torchrl_demo(
             )
             collector.start()
             try:
-                _train(
-                    collector,
-                    learner,
-                    episodes,
-                    started + seconds,
-                    progress_every,
-                    stdout,
-                )
+                with _ctrl_c_stops() as stop:
+                    _train(
+                        collector,
+                        learner,
+                        episodes,
+                        started + seconds,
+                        progress_every,
+                        stdout,
+                        stop,
+                    )
+                interrupted = stop.is_set()
             finally:
                 # The pipeline stops first, so the final snapshots (logged as
                 # the monitor stops) show where it ended.
@@ -338,6 +345,29 @@ def run_torchrl_demo(
     )
 
 
+@contextlib.contextmanager
+def _ctrl_c_stops() -> Iterator[threading.Event]:
+    # The first Ctrl-C asks the training loop to stop at its next step
+    # rather than raising KeyboardInterrupt wherever the main thread is:
+    # inside torch or tensordict, that can surface as another error. A
+    # second Ctrl-C interrupts at once.
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    previous = signal.signal(signal.SIGINT, request_stop)
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def _train(
     collector: Collector,
     learner: DQNLearner,
@@ -345,10 +375,11 @@ def _train(
     deadline: float,
     progress_every: float,
     stdout: TextIO,
+    stop: threading.Event,
 ) -> None:
     started = time.monotonic()
     next_progress = started + progress_every
-    while (now := time.monotonic()) < deadline:
+    while (now := time.monotonic()) < deadline and not stop.is_set():
         if not collector.is_running():
             raise RuntimeError(
                 "TorchRL's collector thread stopped on its own; its error is "
