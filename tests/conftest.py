@@ -49,3 +49,21 @@ def warning_messages(caplog: pytest.LogCaptureFixture) -> Callable[..., list[str
         ]
 
     return messages
+
+
+@pytest.fixture
+def error_line(capsys: pytest.CaptureFixture[str]) -> Callable[[], str]:
+    """Return ``line()``: the one line a failed command wrote, checked to be just that.
+
+    Nothing on standard output, no traceback, exactly one line on standard
+    error: what the command line promises for every error a user can cause.
+    """
+
+    def line() -> str:
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        assert "Traceback" not in captured.err
+        (only,) = captured.err.splitlines()
+        return only
+
+    return line

@@ -46,14 +46,6 @@ def _table_rows(output: str) -> dict[str, list[str]]:
     return {line.split()[0]: line.split()[1:] for line in lines[start:end]}
 
 
-def _error_line(capsys: pytest.CaptureFixture[str]) -> str:
-    captured = capsys.readouterr()
-    assert captured.out == ""
-    assert "Traceback" not in captured.err
-    (line,) = captured.err.splitlines()
-    return line
-
-
 # Help and arguments
 
 
@@ -242,27 +234,27 @@ def test_show_of_a_run_without_records_says_so(
 
 
 def test_show_of_a_missing_file_is_a_one_line_error(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, error_line: Callable[[], str]
 ) -> None:
     path = tmp_path / "missing.db"
 
     assert main(["show", str(path)]) == 2
 
-    line = _error_line(capsys)
+    line = error_line()
     assert line.startswith("rlpulse: error: ")
     assert str(path) in line
     assert "no such file" in line
 
 
 def test_show_of_an_empty_file_is_a_one_line_error(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, error_line: Callable[[], str]
 ) -> None:
     path = tmp_path / "metrics.db"
     path.write_bytes(b"")
 
     assert main(["show", str(path)]) == 2
 
-    assert _error_line(capsys).startswith("rlpulse: error: ")
+    assert error_line().startswith("rlpulse: error: ")
 
 
 @pytest.mark.parametrize(
@@ -275,31 +267,31 @@ def test_show_of_an_empty_file_is_a_one_line_error(
     ],
 )
 def test_show_of_a_corrupt_file_is_a_one_line_error(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, content: bytes
+    tmp_path: Path, error_line: Callable[[], str], name: str, content: bytes
 ) -> None:
     path = tmp_path / name
     path.write_bytes(content)
 
     assert main(["show", str(path)]) == 2
 
-    assert _error_line(capsys).startswith("rlpulse: error: ")
+    assert error_line().startswith("rlpulse: error: ")
 
 
 def test_show_of_an_unknown_run_is_a_one_line_error_naming_the_runs(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, error_line: Callable[[], str]
 ) -> None:
     path = tmp_path / "metrics.db"
     _write_sqlite_run(path, "first", frames=400.0)
 
     assert main(["show", str(path), "--run", "other"]) == 2
 
-    line = _error_line(capsys)
+    line = error_line()
     assert "'other'" in line
     assert "first" in line
 
 
 def test_show_run_of_a_single_run_file_is_a_one_line_error(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, error_line: Callable[[], str]
 ) -> None:
     path = tmp_path / "metrics.csv"
     with CSVLogger(path) as sink:
@@ -307,11 +299,11 @@ def test_show_run_of_a_single_run_file_is_a_one_line_error(
 
     assert main(["show", str(path), "--run", "first"]) == 2
 
-    assert "single run" in _error_line(capsys)
+    assert "single run" in error_line()
 
 
 def test_show_runs_of_a_file_that_is_not_sqlite_is_a_one_line_error(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, error_line: Callable[[], str]
 ) -> None:
     path = tmp_path / "metrics.csv"
     with CSVLogger(path) as sink:
@@ -319,32 +311,32 @@ def test_show_runs_of_a_file_that_is_not_sqlite_is_a_one_line_error(
 
     assert main(["show", str(path), "--runs"]) == 2
 
-    assert "no runs" in _error_line(capsys)
+    assert "no runs" in error_line()
 
 
 def test_show_of_a_directory_is_a_one_line_error(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, error_line: Callable[[], str]
 ) -> None:
     assert main(["show", str(tmp_path)]) == 2
 
-    assert "is a directory" in _error_line(capsys)
+    assert "is a directory" in error_line()
 
 
 def test_show_of_a_path_the_system_refuses_is_a_one_line_error(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, error_line: Callable[[], str]
 ) -> None:
     too_long = tmp_path / ("x" * 300 + ".sqlite")
 
     assert main(["show", str(too_long)]) == 2
 
-    line = _error_line(capsys)
+    line = error_line()
     assert line.startswith("rlpulse: error: ")
     assert str(too_long) in line
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
 def test_show_of_an_unreadable_file_is_a_one_line_error(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, error_line: Callable[[], str]
 ) -> None:
     path = tmp_path / "metrics.csv"
     path.write_text("wall_time,step,name,value\n")
@@ -352,7 +344,7 @@ def test_show_of_an_unreadable_file_is_a_one_line_error(
 
     assert main(["show", str(path)]) == 2
 
-    assert str(path) in _error_line(capsys)
+    assert str(path) in error_line()
 
 
 # demo
@@ -391,49 +383,49 @@ def test_demo_writes_to_runs_demo_sqlite_by_default(
 
 
 def test_demo_into_an_unwritable_path_is_a_one_line_error(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, error_line: Callable[[], str]
 ) -> None:
     not_a_directory = tmp_path / "file"
     not_a_directory.write_text("")
 
     assert main(["demo", "--out", str(not_a_directory / "demo.sqlite")]) == 2
 
-    line = _error_line(capsys)
+    line = error_line()
     assert line.startswith("rlpulse: error: ")
     assert str(not_a_directory) in line
 
 
 def test_demo_into_a_file_that_is_not_sqlite_is_a_one_line_error(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, error_line: Callable[[], str]
 ) -> None:
     path = tmp_path / "notes.sqlite"
     path.write_text("these are my notes, not a database\n" * 10)
 
     assert main(["demo", "--synthetic", "--out", str(path)]) == 2
 
-    assert _error_line(capsys).startswith("rlpulse: error: ")
+    assert error_line().startswith("rlpulse: error: ")
     assert path.read_text().startswith("these are my notes")
 
 
 def test_demo_into_a_directory_is_a_one_line_error(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, error_line: Callable[[], str]
 ) -> None:
     assert main(["demo", "--synthetic", "--out", str(tmp_path)]) == 2
 
-    line = _error_line(capsys)
+    line = error_line()
     assert line.startswith("rlpulse: error: ")
     assert str(tmp_path) in line
 
 
 def test_demo_into_a_dangling_symlink_is_a_one_line_error(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, error_line: Callable[[], str]
 ) -> None:
     link = tmp_path / "demo.sqlite"
     link.symlink_to(tmp_path / "gone" / "demo.sqlite")
 
     assert main(["demo", "--synthetic", "--out", str(link)]) == 2
 
-    line = _error_line(capsys)
+    line = error_line()
     assert line.startswith("rlpulse: error: ")
     assert str(link) in line
 
@@ -490,32 +482,32 @@ def test_demo_does_not_hide_a_missing_module_other_than_torchrls(
 
 @pytest.mark.parametrize("pipeline", [[], ["--synthetic"]])
 def test_demo_with_an_unknown_sink_scheme_is_a_one_line_error_listing_the_known_ones(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], pipeline: list[str]
+    tmp_path: Path, error_line: Callable[[], str], pipeline: list[str]
 ) -> None:
     path = tmp_path / "demo.sqlite"
 
     assert main(["demo", *pipeline, "--out", str(path), "--sink", "kafka:topic"]) == 2
 
-    line = _error_line(capsys)
+    line = error_line()
     assert line.startswith("rlpulse: error: unknown sink scheme 'kafka'")
     assert ", ".join(sorted(SCHEMES)) in line
     assert list(tmp_path.iterdir()) == []
 
 
 def test_demo_with_a_sink_spec_without_a_scheme_is_a_one_line_error(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, error_line: Callable[[], str]
 ) -> None:
     argv = ["demo", "--synthetic", "--out", str(tmp_path / "d.sqlite")]
 
     assert main([*argv, "--sink", "runs/metrics.csv"]) == 2
 
-    assert "has no scheme" in _error_line(capsys)
+    assert "has no scheme" in error_line()
 
 
 def test_demo_with_a_sink_whose_backend_is_missing_is_a_one_line_error(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    error_line: Callable[[], str],
 ) -> None:
     monkeypatch.delitem(sys.modules, "rlpulse.sinks.tensorboard", raising=False)
     # Submodules an earlier test imported would still be found without
@@ -526,7 +518,7 @@ def test_demo_with_a_sink_whose_backend_is_missing_is_a_one_line_error(
 
     assert main([*argv, "--sink", f"tensorboard:{tmp_path / 'tb'}"]) == 2
 
-    assert "pip install 'rlpulse[tensorboard]'" in _error_line(capsys)
+    assert "pip install 'rlpulse[tensorboard]'" in error_line()
     assert not (tmp_path / "d.sqlite").exists()
 
 

@@ -563,14 +563,6 @@ def test_plot_of_a_monitored_run_draws_its_rates(tmp_path: Path) -> None:
 # The command line
 
 
-def _error_line(capsys: pytest.CaptureFixture[str]) -> str:
-    captured = capsys.readouterr()
-    assert captured.out == ""
-    assert "Traceback" not in captured.err
-    (line,) = captured.err.splitlines()
-    return line
-
-
 def test_cli_plot_writes_the_image_and_says_where(
     sqlite_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -613,24 +605,24 @@ def test_cli_plot_passes_match_x_and_run(
 
 
 def test_cli_plot_of_a_run_with_no_matching_metric_is_a_one_line_error(
-    sqlite_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    sqlite_run: Path, tmp_path: Path, error_line: Callable[[], str]
 ) -> None:
     assert (
         main(["plot", str(sqlite_run), "-o", str(tmp_path / "c.png"), "--match", "zz"])
         == 2
     )
 
-    line = _error_line(capsys)
+    line = error_line()
     assert line.startswith("rlpulse: error: run baseline has no metric matching 'zz'")
 
 
 @pytest.mark.usefixtures("without_matplotlib")
 def test_cli_plot_without_matplotlib_is_a_one_line_error_naming_the_extra(
-    sqlite_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    sqlite_run: Path, tmp_path: Path, error_line: Callable[[], str]
 ) -> None:
     assert main(["plot", str(sqlite_run), "-o", str(tmp_path / "c.png")]) == 2
 
-    line = _error_line(capsys)
+    line = error_line()
     assert line.startswith("rlpulse: error: ")
     assert "pip install 'rlpulse[plot]'" in line
 
@@ -644,35 +636,35 @@ def test_cli_plot_without_matplotlib_is_a_one_line_error_naming_the_extra(
 )
 def test_cli_plot_of_no_metrics_file_is_a_one_line_error(
     tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
+    error_line: Callable[[], str],
     make_path: Callable[[Path], Path],
     message: str,
 ) -> None:
     assert main(["plot", str(make_path(tmp_path)), "-o", str(tmp_path / "c.png")]) == 2
 
-    assert message in _error_line(capsys)
+    assert message in error_line()
 
 
 def test_cli_plot_of_an_unknown_run_is_a_one_line_error(
-    sqlite_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    sqlite_run: Path, tmp_path: Path, error_line: Callable[[], str]
 ) -> None:
     assert (
         main(["plot", str(sqlite_run), "-o", str(tmp_path / "c.png"), "--run", "x"])
         == 2
     )
 
-    assert "no run named 'x'" in _error_line(capsys)
+    assert "no run named 'x'" in error_line()
 
 
 def test_cli_plot_into_an_unwritable_path_is_a_one_line_error(
-    sqlite_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    sqlite_run: Path, tmp_path: Path, error_line: Callable[[], str]
 ) -> None:
     not_a_directory = tmp_path / "file"
     not_a_directory.write_text("")
 
     assert main(["plot", str(sqlite_run), "-o", str(not_a_directory / "c.png")]) == 2
 
-    assert str(not_a_directory) in _error_line(capsys)
+    assert str(not_a_directory) in error_line()
 
 
 def test_cli_plot_help_explains_match_and_gives_examples(

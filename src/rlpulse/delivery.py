@@ -25,7 +25,7 @@ class Sink:
         ...     def log_scalar(self, name, value, step=None):
         ...         self.calls.append((name, value, step))
         >>> recorder = Recorder()
-        >>> Sink(recorder).send({"rb/size": 3.0}, 7, 0.0)
+        >>> Sink(recorder).log_metrics({"rb/size": 3.0}, step=7)
         >>> recorder.calls
         [('rb/size', 3.0, 7)]
     """
@@ -50,15 +50,6 @@ class Sink:
             f"Cannot log to an object of type {type(target).__name__}: a sink needs "
             "log_metrics(metrics, step=None) or log_scalar(name, value, step=None)."
         )
-
-    def send(
-        self, payload: dict[str, float], step: int | None, wall_time: float
-    ) -> None:
-        """Hand ``payload`` to the sink; exceptions propagate to the caller."""
-        if self.wants_timestamp:
-            self.log_metrics(payload, step=step, timestamp=wall_time)
-        else:
-            self.log_metrics(payload, step=step)
 
     def flush(self) -> None:
         """Flush the sink when it has ``flush()``; never close it."""
