@@ -179,12 +179,22 @@ class Watch:
         self.has_logged = False
         self.error_warned = False
         self.step: int | None = None
+        self._prefix = prefix = f"{name}/"
         self._pending: dict[str, float] = {}
-        # Per raw key: (snapshot key, payload key, payload key of its rate,
-        # whether the next poll needs it).
-        self._plan: dict[Any, tuple[str, str, str | None, bool]] = {}
-        self._rated: list[tuple[str, float, str]] = []
-        self._prefix = f"{name}/"
+        # Per raw key seen, its payload key.
+        self._names: dict[Any, str] = {}
+        # (snapshot key, payload key) of the entries the next poll needs.
+        self._kept: tuple[tuple[str, str], ...] = ()
+        # (snapshot key, payload key of its rate) of the rated counters:
+        # those given, else the known counters as they are seen.
+        self._rates: tuple[tuple[str, str], ...] = ()
+        if rate_keys is not None:
+            self._rates = tuple((key, prefix + rate_name(key)) for key in rate_keys)
+            self._kept = tuple(
+                (key, prefix + key)
+                for key in dict.fromkeys((*rate_keys, step_key))
+                if key is not None
+            )
 
     def due_by_clock(self, now: float) -> bool:
         """Whether the provider needs calling at ``now``; false only for a time-only schedule not yet due.
@@ -273,42 +283,34 @@ class Watch:
             return payload
         elapsed = now - baseline_time
         baseline = self.baseline
-        rate_keys = self.rate_keys
-        if rate_keys is None:
-            rated = self._rated
-        else:
-            rated = [
-                (key, snapshot[key], self._prefix + rate_name(key))
-                for key in rate_keys
-                if key in snapshot
-            ]
-        for key, current, rate in rated:
-            previous = baseline.get(key)
+        for name, rate in self._rates:
+            current = snapshot.get(name)
+            if current is None:
+                continue
+            previous = baseline.get(name)
             if previous is not None and current >= previous:
                 payload[rate] = (current - previous) / elapsed
         return payload
 
     def _payload_of(self, raw: Any) -> dict[str, float]:
-        # The payload, the default rate candidates and the part of the
-        # snapshot the next poll needs (kept as the pending baseline: rate
-        # and step keys) in one pass: this runs for every logged poll. The
-        # common value types are tested by exact type first.
+        # The payload, and the part of the snapshot the next poll needs
+        # (kept as the pending baseline: rate and step keys). This runs for
+        # every logged poll: the common value types are tested by exact type
+        # first, and a key is named through one dict lookup.
         if type(raw) is not dict:
             return self._payload_of_snapshot(snapshot_of(raw))
-        plan = self._plan
-        snapshot: dict[str, float] = {}
+        names = self._names
         payload: dict[str, float] = {}
-        rated: list[tuple[str, float, str]] = []
         for key, value in raw.items():
             kind = type(value)
-            if kind is float:
-                if value - value != 0.0:
-                    continue
-            elif kind is int:
+            if kind is int:
                 try:
                     # Exactly float(value), without the call.
                     value = value + 0.0
                 except OverflowError:
+                    continue
+            elif kind is float:
+                if value - value != 0.0:
                     continue
             elif kind is bool:
                 value = 1.0 if value else 0.0
@@ -318,31 +320,26 @@ class Watch:
                 value = as_metric(value)
                 if value is None:
                     continue
-            entry = plan.get(key)
-            if entry is None:
-                entry = self._plan_key(key)
-            payload[entry[1]] = value
-            if entry[3]:
-                snapshot[entry[0]] = value
-                if entry[2] is not None:
-                    rated.append((entry[0], value, entry[2]))
+            try:
+                payload[names[key]] = value
+            except KeyError:
+                payload[self._name_key(key)] = value
+        snapshot: dict[str, float] = {}
+        for name, payload_key in self._kept:
+            if payload_key in payload:
+                snapshot[name] = payload[payload_key]
         self._pending = snapshot
-        self._rated = rated
         return payload
 
     def _payload_of_snapshot(self, snapshot: dict[str, float]) -> dict[str, float]:
-        plan = self._plan
+        names = self._names
         payload: dict[str, float] = {}
-        rated: list[tuple[str, float, str]] = []
         for key, value in snapshot.items():
-            entry = plan.get(key)
-            if entry is None:
-                entry = self._plan_key(key)
-            payload[entry[1]] = value
-            if entry[2] is not None:
-                rated.append((key, value, entry[2]))
+            try:
+                payload[names[key]] = value
+            except KeyError:
+                payload[self._name_key(key)] = value
         self._pending = snapshot
-        self._rated = rated
         return payload
 
     def _observe(self, snapshot: dict[str, float], now: float) -> dict[str, float]:
@@ -449,19 +446,20 @@ class Watch:
             reference = self.baseline_time
         self.next_due = -math.inf if reference is None else reference + self.min_seconds
 
-    def _plan_key(self, key: Any) -> tuple[str, str, str | None, bool]:
-        # (snapshot key, payload key, payload key of its default rate,
-        # whether rates or the step need it from one poll to the next).
+    def _name_key(self, key: Any) -> str:
+        # Name a snapshot key seen for the first time: its payload key, and
+        # whether the next poll needs it (its default rate, or the step).
         name = key if type(key) is str else str(key)
-        rate = RATE_NAMES.get(name)
-        prefix = self._prefix
-        rate_keys = self.rate_keys
-        keep = name == self.step_key or (
-            rate is not None if rate_keys is None else name in rate_keys
-        )
-        entry = (name, prefix + name, None if rate is None else prefix + rate, keep)
-        self._plan[key] = entry
-        return entry
+        payload_key = self._prefix + name
+        self._names[key] = payload_key
+        if self.rate_keys is None:
+            # The rated and kept entries of given rate_keys are set up front.
+            rate = RATE_NAMES.get(name)
+            if rate is not None:
+                self._rates += ((name, self._prefix + rate),)
+            if rate is not None or name == self.step_key:
+                self._kept += ((name, payload_key),)
+        return payload_key
 
     def _is_due(self, raw: Any, now: float, first_poll: bool) -> bool:
         if first_poll and not self.has_logged:
