@@ -62,6 +62,7 @@ class Run:
         "finished",
         "force",
         "index",
+        "keeps",
         "logged",
         "watches",
     )
@@ -78,7 +79,10 @@ class Run:
         self.force = force
         self.deadline = deadline
         self.index = 0
+        # What the run logged, by watch, for whoever awaits it; the
+        # worker's own timed runs keep nothing.
         self.logged: dict[str, dict[str, float]] = {}
+        self.keeps = awaited
         self.current: Watch | None = None
         # Per polled index, who settled that call: _DONE or _ABANDONED.
         self.claims: dict[int, str] = {}
@@ -280,8 +284,9 @@ class Poller:
         watches = run.watches
         force = run.force
         deadline = run.deadline
-        logged = run.logged
+        logged = run.logged if run.keeps else None
         claim = run.claims.setdefault
+        done = _DONE
         now = time.monotonic()
         watch: Watch | None = None
         index = -1
@@ -298,7 +303,7 @@ class Poller:
                 run.index = index + 1
                 run.current = watch
                 payload = poll(watch, force)
-                if claim(index, _DONE) is not _DONE:
+                if claim(index, done) is not done:
                     self._resume(watch)
                     return False
                 if self._generation != generation:
@@ -307,7 +312,7 @@ class Poller:
                 if watch.overruns:
                     # Returned within poll_timeout: the overrun streak ends.
                     watch.overruns = 0
-                if payload is not None:
+                if logged is not None and payload is not None:
                     logged[watch.name] = payload
             else:
                 run.index = len(watches)

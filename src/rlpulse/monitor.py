@@ -414,7 +414,12 @@ class LoggerMonitor:
             # Background mode: every sink's sender thread delivers it.
             item = (payload, watch.step, wall_time, watch.name)
             for queue in queues:
-                queue.put(item)
+                # SinkQueue.put's common case, inline: this runs per payload.
+                pending = queue.pending
+                if len(pending) < queue.size and not queue.dropping:
+                    pending.append(item)
+                else:
+                    queue.put(item)
         elif not self._deliver_now(watch, payload, wall_time):
             return None
         watch.commit(now)

@@ -183,15 +183,17 @@ class Watch:
         self._pending: dict[str, float] = {}
         # Per raw key seen, its payload key.
         self._names: dict[Any, str] = {}
-        # (snapshot key, payload key) of the entries the next poll needs.
-        self._kept: tuple[tuple[str, str], ...] = ()
         # (snapshot key, payload key of its rate) of the rated counters:
         # those given, else the known counters as they are seen.
         self._rates: tuple[tuple[str, str], ...] = ()
+        # (snapshot key, payload key, payload key of its rate or None) of
+        # the entries the next poll needs: the rated ones and the step.
+        self._kept: tuple[tuple[str, str, str | None], ...] = ()
         if rate_keys is not None:
             self._rates = tuple((key, prefix + rate_name(key)) for key in rate_keys)
+            rated = dict(self._rates)
             self._kept = tuple(
-                (key, prefix + key)
+                (key, prefix + key, rated.get(key))
                 for key in dict.fromkeys((*rate_keys, step_key))
                 if key is not None
             )
@@ -267,38 +269,34 @@ class Watch:
                 self.baseline = snapshot_of(raw) if observed is None else observed
                 self._set_baseline_time(now)
             return None
-        if observed is None:
-            payload = self._payload_of(raw)
-        else:
-            payload = self._payload_of_snapshot(observed)
-            self._add_observations(payload)
-        snapshot = self._pending
-        step_key = self.step_key
-        if step_key is not None and step_key in snapshot:
-            self.step = int(snapshot[step_key])
-        else:
-            self.step = None
         baseline_time = self.baseline_time
         if baseline_time is None or now <= baseline_time:
-            return payload
-        elapsed = now - baseline_time
-        baseline = self.baseline
-        for name, rate in self._rates:
-            current = snapshot.get(name)
-            if current is None:
-                continue
-            previous = baseline.get(name)
-            if previous is not None and current >= previous:
-                payload[rate] = (current - previous) / elapsed
+            elapsed = 0.0  # no rates yet
+        else:
+            elapsed = now - baseline_time
+        if observed is None:
+            payload = self._payload_of(raw, elapsed)
+        else:
+            payload = self._payload_of_snapshot(observed, 0.0)
+            self._add_observations(payload)
+            if elapsed:
+                self._add_rates(payload, observed, elapsed)
+        step_key = self.step_key
+        if step_key is not None and step_key in self._pending:
+            self.step = int(self._pending[step_key])
+        else:
+            self.step = None
         return payload
 
-    def _payload_of(self, raw: Any) -> dict[str, float]:
-        # The payload, and the part of the snapshot the next poll needs
-        # (kept as the pending baseline: rate and step keys). This runs for
-        # every logged poll: the common value types are tested by exact type
-        # first, and a key is named through one dict lookup.
+    def _payload_of(self, raw: Any, elapsed: float) -> dict[str, float]:
+        # The payload with its rates (over ``elapsed`` seconds, when not 0),
+        # and the part of the snapshot the next poll needs (kept as the
+        # pending baseline: rated and step keys). This runs for every logged
+        # poll: the common value types are tested by exact type first, a key
+        # is named through one dict lookup, and the rates are computed while
+        # the kept entries are collected.
         if type(raw) is not dict:
-            return self._payload_of_snapshot(snapshot_of(raw))
+            return self._payload_of_snapshot(snapshot_of(raw), elapsed)
         names = self._names
         payload: dict[str, float] = {}
         for key, value in raw.items():
@@ -315,7 +313,7 @@ class Watch:
             elif kind is bool:
                 value = 1.0 if value else 0.0
             elif kind is dict or isinstance(value, Mapping):
-                return self._payload_of_snapshot(snapshot_of(raw))
+                return self._payload_of_snapshot(snapshot_of(raw), elapsed)
             else:
                 value = as_metric(value)
                 if value is None:
@@ -325,13 +323,20 @@ class Watch:
             except KeyError:
                 payload[self._name_key(key)] = value
         snapshot: dict[str, float] = {}
-        for name, payload_key in self._kept:
+        baseline = self.baseline
+        for name, payload_key, rate in self._kept:
             if payload_key in payload:
-                snapshot[name] = payload[payload_key]
+                snapshot[name] = current = payload[payload_key]
+                if rate is not None and elapsed:
+                    previous = baseline.get(name)
+                    if previous is not None and current >= previous:
+                        payload[rate] = (current - previous) / elapsed
         self._pending = snapshot
         return payload
 
-    def _payload_of_snapshot(self, snapshot: dict[str, float]) -> dict[str, float]:
+    def _payload_of_snapshot(
+        self, snapshot: dict[str, float], elapsed: float
+    ) -> dict[str, float]:
         names = self._names
         payload: dict[str, float] = {}
         for key, value in snapshot.items():
@@ -340,7 +345,21 @@ class Watch:
             except KeyError:
                 payload[self._name_key(key)] = value
         self._pending = snapshot
+        if elapsed:
+            self._add_rates(payload, snapshot, elapsed)
         return payload
+
+    def _add_rates(
+        self, payload: dict[str, float], snapshot: dict[str, float], elapsed: float
+    ) -> None:
+        baseline = self.baseline
+        for name, rate in self._rates:
+            current = snapshot.get(name)
+            if current is None:
+                continue
+            previous = baseline.get(name)
+            if previous is not None and current >= previous:
+                payload[rate] = (current - previous) / elapsed
 
     def _observe(self, snapshot: dict[str, float], now: float) -> dict[str, float]:
         if self.aggregate:
@@ -455,10 +474,11 @@ class Watch:
         if self.rate_keys is None:
             # The rated and kept entries of given rate_keys are set up front.
             rate = RATE_NAMES.get(name)
-            if rate is not None:
-                self._rates += ((name, self._prefix + rate),)
-            if rate is not None or name == self.step_key:
-                self._kept += ((name, payload_key),)
+            rate_key = None if rate is None else self._prefix + rate
+            if rate_key is not None:
+                self._rates += ((name, rate_key),)
+            if rate_key is not None or name == self.step_key:
+                self._kept += ((name, payload_key, rate_key),)
         return payload_key
 
     def _is_due(self, raw: Any, now: float, first_poll: bool) -> bool:
