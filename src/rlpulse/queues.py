@@ -54,6 +54,10 @@ class SinkQueue:
         self.sink = sink
         self.size = size
         self.pending: deque[Item] = deque()
+        # What the sender delivered, kept for the producer to free (wake()):
+        # freed on the sender's thread, a payload's memory would move to
+        # the other core and back at every reuse.
+        self.delivered: deque[Item] = deque()
         self.dropped = 0
         self.dropping = False
         self._on_failure = on_failure
@@ -93,7 +97,8 @@ class SinkQueue:
         pending.append(item)
 
     def wake(self) -> None:
-        """Tell the sender there is work (once per poll, not per payload)."""
+        """Tell the sender there is work (once per poll, not per payload); free what it delivered."""
+        self.delivered.clear()
         if self.pending:
             self._wakeup.set()
 
@@ -117,6 +122,7 @@ class SinkQueue:
         if thread is None:
             return None
         thread.join(max(0.0, deadline - time.monotonic()))
+        self.delivered.clear()
         if not thread.is_alive():
             return None
         self._abandoned = True
@@ -127,6 +133,7 @@ class SinkQueue:
     def _send_loop(self) -> None:
         pending = self.pending
         popleft = pending.popleft
+        release = self.delivered.append
         sink = self.sink
         log_metrics = sink.log_metrics
         wants_timestamp = sink.wants_timestamp
@@ -136,20 +143,22 @@ class SinkQueue:
             self._wakeup.wait()
             self._wakeup.clear()
             # This loop runs once per payload per sink, competing with the
-            # polling thread for the GIL: it calls the sink directly and
-            # reports a success only when it ends a failure streak.
+            # polling thread for the GIL: it calls the sink directly, reads
+            # only what the call needs, and reports a success only when it
+            # ends a failure streak.
             while pending:
-                payload, step, wall_time, watch_name = popleft()
+                item = popleft()
+                release(item)
                 try:
                     if wants_timestamp:
-                        log_metrics(payload, step=step, timestamp=wall_time)
+                        log_metrics(item[0], step=item[1], timestamp=item[2])
                     else:
-                        log_metrics(payload, step=step)
+                        log_metrics(item[0], step=item[1])
                 except Exception as err:
                     if self._abandoned:
                         return
                     if on_failure is not None:
-                        on_failure(sink, watch_name, err)
+                        on_failure(sink, item[3], err)
                     continue
                 if sink.failing and on_success is not None:
                     on_success(sink)
