@@ -391,8 +391,7 @@ class LoggerMonitor:
         epoch = self._epoch
         try:
             self._polls += 1
-            kwargs = watch.stats_kwargs
-            raw = watch.provider(**kwargs) if kwargs else watch.provider()
+            raw = watch.call()
             if watch.counter_gated and not force and watch.below_threshold(raw):
                 if watch.error_warned:
                     watch.error_warned = False

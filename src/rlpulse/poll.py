@@ -7,6 +7,7 @@ as an argument, so it is tested without sleeping. The monitor
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -119,6 +120,12 @@ class Watch:
         self.target = target
         self.provider = provider
         self.stats_kwargs = dict(stats_kwargs or {})
+        # What a poll calls: the provider, with its keyword arguments bound.
+        self.call: Callable[[], Any] = (
+            functools.partial(provider, **self.stats_kwargs)
+            if self.stats_kwargs
+            else provider
+        )
         self.schedule = schedule
         parts = () if schedule is None else schedule.parts
         self.counter_parts = tuple(
