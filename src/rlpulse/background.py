@@ -62,7 +62,6 @@ class Run:
         "finished",
         "force",
         "index",
-        "keeps",
         "logged",
         "watches",
     )
@@ -80,9 +79,8 @@ class Run:
         self.deadline = deadline
         self.index = 0
         # What the run logged, by watch, for whoever awaits it; the
-        # worker's own timed runs keep nothing.
+        # worker's own timed (unawaited) runs keep nothing.
         self.logged: dict[str, dict[str, float]] = {}
-        self.keeps = awaited
         self.current: Watch | None = None
         # Per polled index, who settled that call: _DONE or _ABANDONED.
         self.claims: dict[int, str] = {}
@@ -284,7 +282,7 @@ class Poller:
         watches = run.watches
         force = run.force
         deadline = run.deadline
-        logged = run.logged if run.keeps else None
+        logged = None if run.done is _UNAWAITED else run.logged
         claim = run.claims.setdefault
         done = _DONE
         now = time.monotonic()
