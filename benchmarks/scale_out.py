@@ -34,6 +34,7 @@ from typing import Any
 import rlpulse
 from benchmarks import progress
 from rlpulse import SharedCounters
+from rlpulse.sources.shared import _PythonWorkerCounters
 
 __all__ = [
     "COLLECTOR_WORKERS",
@@ -139,6 +140,10 @@ class _Plain:
 class IncrementResult:
     """Per-round costs of one increment, in nanoseconds: plain attribute, ``inc``, and the empty loop.
 
+    ``inc_ns`` is the writer :meth:`SharedCounters.worker` returns (the
+    compiled one where rlpulse was built with it, as ``compiled`` says);
+    ``python_inc_ns``, when measured, the pure-Python writer's.
+
     Examples:
         >>> result = IncrementResult((30.0, 40.0), (90.0, 100.0), (10.0, 10.0))
         >>> result.ratio
@@ -150,18 +155,34 @@ class IncrementResult:
     plain_ns: tuple[float, ...]
     inc_ns: tuple[float, ...]
     empty_ns: tuple[float, ...]
+    python_inc_ns: tuple[float, ...] = ()
+    compiled: bool = False
 
     @property
     def ratio(self) -> float:
         """Median over rounds of ``inc``'s cost divided by the plain increment's in the same round."""
-        return statistics.median(
-            ours / plain for ours, plain in zip(self.inc_ns, self.plain_ns, strict=True)
-        )
+        return _median_ratio(self.inc_ns, self.plain_ns)
+
+    @property
+    def python_ratio(self) -> float | None:
+        """The same ratio for the pure-Python writer, if it was measured.
+
+        Examples:
+            >>> IncrementResult((30.0,), (40.0,), (10.0,), (90.0,), True).python_ratio
+            3.0
+        """
+        if not self.python_inc_ns:
+            return None
+        return _median_ratio(self.python_inc_ns, self.plain_ns)
 
     @property
     def within_budget(self) -> bool:
         """Whether ``inc`` costs at most :data:`INCREMENT_BUDGET` plain increments."""
         return self.ratio <= INCREMENT_BUDGET
+
+
+def _median_ratio(ours: Sequence[float], plain: Sequence[float]) -> float:
+    return statistics.median(a / b for a, b in zip(ours, plain, strict=True))
 
 
 def _time_plain(target: _Plain, count: int) -> float:
@@ -193,8 +214,10 @@ def measure_increments(
 ) -> IncrementResult:
     """Time ``obj.frames += 1`` and ``writer.inc("frames")`` in identical loops, rounds interleaved.
 
-    The order of the two alternates from round to round; the garbage
-    collector is off while a loop runs. Afterwards both counts are checked.
+    Where the default writer is the compiled one, the pure-Python writer
+    runs a third loop in the same rounds. The order of the loops rotates
+    from round to round; the garbage collector is off while a loop runs.
+    Afterwards every count is checked.
 
     Examples:
         >>> tiny = Settings(increment_rounds=2, increments=10)
@@ -202,39 +225,61 @@ def measure_increments(
         >>> len(result.plain_ns), len(result.inc_ns)
         (2, 2)
     """
-    plain_ns: list[float] = []
-    inc_ns: list[float] = []
-    empty_ns: list[float] = []
     target = _Plain()
-    with SharedCounters(1, counters=("frames",)) as counters:
+    with SharedCounters(2, counters=("frames",)) as counters:
         writer = counters.worker(0)
-        _time_plain(target, settings.increments)
-        _time_inc(writer, settings.increments)
+        loops: dict[str, Callable[[], float]] = {
+            "plain": functools.partial(_time_plain, target, settings.increments),
+            "inc": functools.partial(_time_inc, writer, settings.increments),
+        }
+        if writer.compiled:
+            # Worker 1's slots, written by the reference implementation.
+            python_writer = _PythonWorkerCounters(counters, 1)
+            loops["python"] = functools.partial(
+                _time_inc, python_writer, settings.increments
+            )
+        costs: dict[str, list[float]] = {name: [] for name in loops}
+        costs["empty"] = []
+        for loop in loops.values():
+            loop()
         gc.collect()
         gc.disable()
         try:
+            names = list(loops)
             for round_index in range(settings.increment_rounds):
-                if round_index % 2:
-                    inc_ns.append(_time_inc(writer, settings.increments))
-                    plain_ns.append(_time_plain(target, settings.increments))
-                else:
-                    plain_ns.append(_time_plain(target, settings.increments))
-                    inc_ns.append(_time_inc(writer, settings.increments))
-                empty_ns.append(_time_empty(settings.increments))
+                shift = round_index % len(names)
+                for name in names[shift:] + names[:shift]:
+                    costs[name].append(loops[name]())
+                costs["empty"].append(_time_empty(settings.increments))
+                python_text = (
+                    f", python inc {costs['python'][-1]:.1f} ns"
+                    if "python" in costs
+                    else ""
+                )
                 report(
                     f"scale_out (a) round {round_index + 1}/{settings.increment_rounds}: "
-                    f"plain {plain_ns[-1]:.1f} ns, inc {inc_ns[-1]:.1f} ns"
+                    f"plain {costs['plain'][-1]:.1f} ns, inc {costs['inc'][-1]:.1f} ns"
+                    f"{python_text}"
                 )
         finally:
             gc.enable()
         expected = settings.increments * (settings.increment_rounds + 1)
-        stored = counters.stats()["frames"]
-    if stored != expected or target.frames != expected:
+        stats = counters.stats()
+    stored = [stats["worker_0/frames"]]
+    if "python" in loops:
+        stored.append(stats["worker_1/frames"])
+    if any(count != expected for count in stored) or target.frames != expected:
         raise RuntimeError(
             f"scale_out (a): counted {stored} shared and {target.frames} plain "
             f"increments, expected {expected} of each."
         )
-    return IncrementResult(tuple(plain_ns), tuple(inc_ns), tuple(empty_ns))
+    return IncrementResult(
+        tuple(costs["plain"]),
+        tuple(costs["inc"]),
+        tuple(costs["empty"]),
+        tuple(costs.get("python", ())),
+        writer.compiled,
+    )
 
 
 # --- (b) stats over many workers ---------------------------------------------
@@ -630,6 +675,21 @@ def render(results: Results, settings: Settings) -> str:
     import torchrl
 
     increments = results.increments
+    writer_text = (
+        "the compiled writer, which rlpulse builds where a C compiler is present"
+        if increments.compiled
+        else "the pure-Python writer (rlpulse was built without its compiled one, "
+        "or `RLPULSE_PURE_PYTHON` is set)"
+    )
+    python_ratio = increments.python_ratio
+    python_text = (
+        ""
+        if python_ratio is None
+        else f""" In the same rounds a third loop ran the pure-Python writer
+(`RLPULSE_PURE_PYTHON=1`, or an install without a C compiler):
+{statistics.median(increments.python_inc_ns):.1f} ns per increment,
+{python_ratio:.2f}x the plain increment."""
+    )
     gpus = results.system.gpus
     gpu_text = (
         f"process, host and {gpus} GPU{'s' if gpus != 1 else ''} through NVML"
@@ -646,16 +706,15 @@ TorchRL's multiprocess collector for its per-worker view, and what one
 
 {table(results)}
 
-**(a) Writing.** Two identical loops of {settings.increments:,} iterations,
+**(a) Writing.** Identical loops of {settings.increments:,} iterations,
 one doing `obj.frames += 1` on an ordinary object, the other
-`writer.inc("frames")` with `writer = counters.worker(0)`, timed in the
-CPU time of the calling thread (`time.thread_time_ns`, so that time the
-shared machine gives to other processes is not counted) with the garbage
-collector off, in
-{settings.increment_rounds} interleaved rounds (the order alternating);
-the ratio is the median over rounds of the two costs in the same round.
-Both figures include the loop itself: an empty loop costs
-{statistics.median(increments.empty_ns):.1f} ns per iteration here.
+`writer.inc("frames")` with `writer = counters.worker(0)` — {writer_text} —
+timed in the CPU time of the calling thread (`time.thread_time_ns`, so that
+time the shared machine gives to other processes is not counted) with the
+garbage collector off, in {settings.increment_rounds} interleaved rounds (the
+order rotating); the ratio is the median over rounds of the two costs in the
+same round. Both figures include the loop itself: an empty loop costs
+{statistics.median(increments.empty_ns):.1f} ns per iteration here.{python_text}
 
 **(b) Reading many workers.** `stats()` of a `SharedCounters` with
 {STATS_WORKERS} workers of {STATS_KEYS} keys each ({STATS_KEYS // 2} counters,

@@ -19,6 +19,7 @@ import pytest
 import rlpulse
 from rlpulse import JSONLLogger, LoggerMonitor, SharedCounters
 from rlpulse.sources import WorkerCounters
+from rlpulse.sources import shared as shared_module
 
 linux_only = pytest.mark.skipif(
     not Path("/dev/shm").is_dir(), reason="segments are visible under /dev/shm on Linux"
@@ -29,6 +30,34 @@ START_METHODS = [
     for method in ("spawn", "fork", "forkserver")
     if method in multiprocessing.get_all_start_methods()
 ]
+
+try:
+    import rlpulse._counters
+
+    COMPILED = True
+except ImportError:  # built without a C compiler
+    COMPILED = False
+
+
+@pytest.fixture(autouse=True, params=["compiled", "python"])
+def implementation(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> str:
+    """Run every test with each writer: the compiled one and the pure-Python one.
+
+    Processes this test starts (spawned or run as programs) select theirs at
+    import, from the environment; forked ones inherit the module's choice.
+    """
+    if request.param == "compiled":
+        if not COMPILED:
+            pytest.skip("rlpulse was built without its compiled writer")
+        monkeypatch.delenv("RLPULSE_PURE_PYTHON", raising=False)
+        monkeypatch.setattr(shared_module, "_WRITER", shared_module._writer_class())
+    else:
+        monkeypatch.setenv("RLPULSE_PURE_PYTHON", "1")
+        monkeypatch.setattr(shared_module, "_WRITER", shared_module._writer_class())
+    return str(request.param)
+
 
 # Run as its own program, so that its resource tracker ends with it and any
 # warning it prints at shutdown lands in the captured stderr.
@@ -53,6 +82,8 @@ WORKERS_PROGRAM = textwrap.dedent(
         method, close = sys.argv[1], sys.argv[2] == "close"
         context = multiprocessing.get_context(method)
         counters = SharedCounters(2, counters=("frames",), gauges=("queue",))
+        # A writer alive at exit: it must not keep the segment from closing.
+        parents_writer = counters.worker(0)
         processes = [
             context.Process(target=work, args=(counters, index)) for index in range(2)
         ]
@@ -64,6 +95,7 @@ WORKERS_PROGRAM = textwrap.dedent(
             "name": counters.name,
             "exitcodes": [process.exitcode for process in processes],
             "stats": counters.stats(),
+            "compiled": parents_writer.compiled,
         }))
         if close:
             counters.close()
@@ -168,7 +200,7 @@ def test_the_monitor_watches_shared_counters_directly_with_frame_rates(
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("method", START_METHODS)
 def test_workers_started_by_each_start_method_write_their_own_slots_without_warnings(
-    tmp_path: Path, method: str
+    tmp_path: Path, method: str, implementation: str
 ) -> None:
     result = _run_workers_program(tmp_path, method, close=True)
     assert result["exitcodes"] == [0, 0]
@@ -178,16 +210,18 @@ def test_workers_started_by_each_start_method_write_their_own_slots_without_warn
     assert stats["worker_1/frames"] == 201.0
     assert stats["queue"] == 2.0
     assert stats["workers_alive"] == 2
+    assert result["compiled"] == (implementation == "compiled")
     assert not Path("/dev/shm", str(result["name"])).exists()
 
 
 @linux_only
 @pytest.mark.timeout(120)
 def test_the_segment_is_unlinked_when_the_creating_process_exits_without_close(
-    tmp_path: Path,
+    tmp_path: Path, implementation: str
 ) -> None:
     result = _run_workers_program(tmp_path, "spawn", close=False)
     assert result["exitcodes"] == [0, 0]
+    assert result["compiled"] == (implementation == "compiled")
     assert not Path("/dev/shm", str(result["name"])).exists()
 
 
@@ -314,6 +348,8 @@ def test_the_layout_is_readable_back() -> None:
 @linux_only
 def test_close_unlinks_the_segment_and_is_idempotent() -> None:
     counters = SharedCounters(2, counters=("frames",))
+    writer = counters.worker(1)
+    writer.inc("frames")
     segment = Path("/dev/shm", counters.name)
     assert segment.exists()
     counters.close()
@@ -321,6 +357,7 @@ def test_close_unlinks_the_segment_and_is_idempotent() -> None:
     assert counters.closed
     assert not segment.exists()
     assert "closed" in repr(counters)
+    assert "closed" in repr(writer)
 
 
 def test_a_closed_segment_refuses_reads_writes_and_pickling() -> None:
@@ -359,3 +396,58 @@ def test_a_pickled_writer_writes_the_same_workers_slots() -> None:
         assert isinstance(writer, WorkerCounters)
         writer.inc("frames", 3)
         assert counters.stats()["worker_1/frames"] == 3.0
+
+
+def test_each_writer_says_whether_it_is_compiled(implementation: str) -> None:
+    with SharedCounters(1) as counters:
+        writer = counters.worker(0)
+        assert writer.compiled == (implementation == "compiled")
+        assert isinstance(writer, WorkerCounters)
+
+
+def test_the_writers_take_their_arguments_by_keyword_too() -> None:
+    with SharedCounters(1, counters=("frames",), gauges=("queue",)) as counters:
+        writer = counters.worker(0)
+        writer.inc(key="frames", n=4)
+        writer.inc("frames", n=0.5)
+        writer.set(key="queue", value=2)
+        stats = counters.stats()
+    assert stats["frames"] == 4.5
+    assert stats["queue"] == 2.0
+
+
+@pytest.mark.parametrize(
+    ("method", "arguments", "keywords"),
+    [
+        ("inc", (), {}),
+        ("inc", ("frames", 1, 2), {}),
+        ("inc", ("frames",), {"m": 2}),
+        ("inc", ("frames", 1), {"n": 2}),
+        ("set", ("queue",), {}),
+        ("set", (), {"value": 1}),
+    ],
+)
+def test_a_call_with_the_wrong_arguments_is_refused_like_a_python_call(
+    method: str, arguments: tuple[object, ...], keywords: dict[str, object]
+) -> None:
+    with SharedCounters(1, counters=("frames",), gauges=("queue",)) as counters:
+        with pytest.raises(TypeError, match=rf"{method}\(\)"):
+            getattr(counters.worker(0), method)(*arguments, **keywords)
+        assert counters.stats()["frames"] == 0.0
+
+
+def test_an_unhashable_key_is_refused_as_a_bad_call() -> None:
+    with (
+        SharedCounters(1, counters=("frames",)) as counters,
+        pytest.raises(TypeError, match=r"inc\(\[1\], 1\.0\)"),
+    ):
+        counters.worker(0).inc([1])  # type: ignore[arg-type]
+
+
+def test_writers_released_by_close_while_still_referenced_write_nothing() -> None:
+    counters = SharedCounters(2, counters=("frames",))
+    writers = [counters.worker(0), counters.worker(1), counters.worker(1)]
+    counters.close()
+    for writer in writers:
+        with pytest.raises(ValueError, match="closed"):
+            writer.inc("frames")

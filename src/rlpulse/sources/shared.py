@@ -13,10 +13,10 @@ import os
 import sys
 import time
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from multiprocessing import shared_memory
 from types import TracebackType
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 __all__ = ["SharedCounters", "WorkerCounters"]
 
@@ -236,7 +236,7 @@ class SharedCounters:
                 f"SharedCounters.worker({index}): no such worker; valid indices are "
                 f"0..{self._workers - 1} (created with workers={self._workers})."
             )
-        return WorkerCounters(self, index)
+        return _WRITER(self, index)
 
     def stats(self) -> dict[str, float]:
         """Return sums over workers, ``workers_alive``, and every worker's slots and heartbeat age.
@@ -348,6 +348,13 @@ class WorkerCounters:
     float64 slot in place; ``heartbeat`` stamps the worker's clock slot.
     Nothing is locked or sent. Pickles as a reference to the same slots.
 
+    Where rlpulse was built with its compiled writer (from source, when a C
+    compiler is present), ``inc``, ``set`` and ``heartbeat`` run as one C
+    call each, with the behaviour of the Python methods documented here;
+    :attr:`compiled` says which a writer uses. Setting the environment
+    variable ``RLPULSE_PURE_PYTHON=1`` before importing rlpulse selects the
+    Python methods.
+
     Examples:
         >>> with SharedCounters(1, counters=("episodes",)) as counters:
         ...     writer = counters.worker(0)
@@ -358,30 +365,43 @@ class WorkerCounters:
         (1.0, 1)
     """
 
-    __slots__ = (
-        "_counter_slots",
-        "_gauge_slots",
-        "_heartbeat_slot",
-        "_index",
-        "_shared",
-        "_view",
-    )
+    if not TYPE_CHECKING:
+        # The concrete writers below declare the slots this class's methods
+        # use: the compiled one keeps its view in C, so this class must add
+        # nothing to the instance layout. (Hidden from the type checker, which
+        # would otherwise refuse the assignments to undeclared slots here.)
+        __slots__ = ()
+
+    compiled: ClassVar[bool] = False
+    """Whether ``inc``, ``set`` and ``heartbeat`` run compiled (see above)."""
+
+    _shared: SharedCounters
+    _index: int
+    _view: memoryview[float]
+    _counter_slots: dict[str, int]
+    _gauge_slots: dict[str, int]
+    _heartbeat_slot: int
 
     def __init__(self, shared: SharedCounters, index: int) -> None:
         self._shared = shared
         self._index = index
-        # The segment's own view: closing the segment releases it, and a
-        # write through a released view raises instead of touching memory.
-        self._view = shared._live_view()
         first = index * shared._row
-        self._counter_slots = {
+        counter_slots = {
             key: first + column for column, key in enumerate(shared.counters)
         }
-        self._gauge_slots = {
+        gauge_slots = {
             key: first + len(shared.counters) + column
             for column, key in enumerate(shared.gauges)
         }
-        self._heartbeat_slot = shared._heartbeats_start + index
+        # The segment's own view: closing the segment releases it, and a
+        # write through a released view raises instead of touching memory.
+        self._bind(
+            shared._live_view(),
+            counter_slots,
+            gauge_slots,
+            shared._heartbeats_start + index,
+            _clock,
+        )
 
     @property
     def index(self) -> int:
@@ -448,6 +468,21 @@ class WorkerCounters:
     def __reduce__(self) -> tuple[Any, tuple[SharedCounters, int]]:
         return (SharedCounters.worker, (self._shared, self._index))
 
+    def _bind(
+        self,
+        view: memoryview[float],
+        counters: dict[str, int],
+        gauges: dict[str, int],
+        heartbeat: int,
+        clock: Callable[[], float],
+    ) -> None:
+        # ``clock`` is for the compiled writer: the Python methods call
+        # _clock themselves.
+        self._view = view
+        self._counter_slots = counters
+        self._gauge_slots = gauges
+        self._heartbeat_slot = heartbeat
+
     def _unknown(self, key: str, kind: str) -> KeyError:
         shared = self._shared
         valid = shared.counters if kind == "counter" else shared.gauges
@@ -470,6 +505,40 @@ class WorkerCounters:
         return TypeError(
             f"WorkerCounters.{method}({key!r}, {value!r}): the value must be a real number."
         )
+
+
+class _PythonWorkerCounters(WorkerCounters):
+    # The writer in pure Python: WorkerCounters' own methods.
+    __slots__ = (
+        "_counter_slots",
+        "_gauge_slots",
+        "_heartbeat_slot",
+        "_index",
+        "_shared",
+        "_view",
+    )
+
+
+def _writer_class() -> type[WorkerCounters]:
+    # The compiled writer unless it was not built or RLPULSE_PURE_PYTHON is set.
+    if os.environ.get("RLPULSE_PURE_PYTHON", "") not in ("", "0"):
+        return _PythonWorkerCounters
+    try:
+        from rlpulse._counters import Writer
+    except ImportError:  # built without a C compiler
+        return _PythonWorkerCounters
+
+    class _CompiledWorkerCounters(Writer, WorkerCounters):
+        # Writer's inc, set, heartbeat and _bind come first in the method
+        # order; everything else is WorkerCounters'.
+        __slots__ = ("_index", "_shared")
+        compiled = True
+
+    _CompiledWorkerCounters.__qualname__ = "_CompiledWorkerCounters"
+    return _CompiledWorkerCounters
+
+
+_WRITER = _writer_class()
 
 
 def _names(keys: Iterable[str], argument: str) -> tuple[str, ...]:
