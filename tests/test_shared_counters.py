@@ -6,9 +6,11 @@ import json
 import multiprocessing
 import os
 import pickle
+import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 import textwrap
 import time
 from collections.abc import Callable
@@ -451,3 +453,19 @@ def test_writers_released_by_close_while_still_referenced_write_nothing() -> Non
     for writer in writers:
         with pytest.raises(ValueError, match="closed"):
             writer.inc("frames")
+
+
+def _can_compile() -> bool:
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    headers = Path(sysconfig.get_paths()["include"], "Python.h")
+    return shutil.which(compiler) is not None and headers.is_file()
+
+
+@pytest.mark.skipif(not _can_compile(), reason="no C compiler or Python headers")
+def test_an_install_with_a_c_compiler_builds_the_compiled_writer(
+    implementation: str,
+) -> None:
+    # The extension is optional at build time, so a broken one would only
+    # show as a slower writer; where it can be built, it must have been.
+    assert COMPILED, "rlpulse._counters failed to build; see the install's output"
+    assert shared_module._writer_class().compiled == (implementation == "compiled")
