@@ -469,3 +469,17 @@ def test_an_install_with_a_c_compiler_builds_the_compiled_writer(
     # show as a slower writer; where it can be built, it must have been.
     assert COMPILED, "rlpulse._counters failed to build; see the install's output"
     assert shared_module._writer_class().compiled == (implementation == "compiled")
+
+
+def test_without_the_compiled_writer_the_python_one_is_used(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("RLPULSE_PURE_PYTHON", raising=False)
+    # A None entry makes the import fail, as for an install without a compiler.
+    monkeypatch.setitem(sys.modules, "rlpulse._counters", None)
+    monkeypatch.setattr(shared_module, "_WRITER", shared_module._writer_class())
+    with SharedCounters(1, counters=("frames",)) as counters:
+        writer = counters.worker(0)
+        writer.inc("frames", 2)
+        assert not writer.compiled
+        assert counters.stats()["frames"] == 2.0
