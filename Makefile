@@ -5,25 +5,27 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip
 CONSTRAINTS := constraints.txt
+# What an install builds from: the metadata and the optional C extension.
+BUILD_INPUTS := pyproject.toml setup.py src/rlpulse/_counters.c $(CONSTRAINTS)
 
 .PHONY: test lint typecheck pytest demo bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.installed-test: $(BIN)/python pyproject.toml $(CONSTRAINTS)
+$(VENV)/.installed-test: $(BIN)/python $(BUILD_INPUTS)
 	$(PIP) install --quiet -c $(CONSTRAINTS) -e ".[test]"
 	touch $@
 
-$(VENV)/.installed-demo: $(BIN)/python pyproject.toml $(CONSTRAINTS)
+$(VENV)/.installed-demo: $(BIN)/python $(BUILD_INPUTS)
 	$(PIP) install --quiet -c $(CONSTRAINTS) -e ".[torchrl,plot]"
 	touch $@
 
 test: lint typecheck pytest
 
 lint: $(VENV)/.installed-test
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks setup.py
+	$(BIN)/ruff format --check src tests benchmarks setup.py
 
 typecheck: $(VENV)/.installed-test
 	$(BIN)/mypy --strict src
@@ -38,4 +40,5 @@ bench: $(VENV)/.installed-test
 	$(BIN)/python -m benchmarks
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .coverage runs
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .coverage runs build
+	rm -f src/rlpulse/_counters.*.so src/rlpulse/_counters.*.pyd
