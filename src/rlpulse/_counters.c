@@ -166,6 +166,27 @@ writer_slot(Writer *self, PyObject *names, PyObject *key, const char *method,
     return index;
 }
 
+/* Add number to slot index (add) or store it there; the call's method, key
+ * and value name it in the error if the view is released. */
+static PyObject *
+writer_write(Writer *self, Py_ssize_t index, double number, int add,
+             const char *method, PyObject *key, PyObject *value)
+{
+    Py_buffer buffer;
+    if (writer_open(self, &buffer) < 0) {
+        return writer_fail(self, method, key, value);
+    }
+    double *slot = (double *)buffer.buf + index;
+    if (add) {
+        *slot += number;
+    }
+    else {
+        *slot = number;
+    }
+    PyBuffer_Release(&buffer);
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 writer_inc(Writer *self, PyObject *const *args, Py_ssize_t nargs,
            PyObject *kwnames)
@@ -187,13 +208,7 @@ writer_inc(Writer *self, PyObject *const *args, Py_ssize_t nargs,
             return writer_fail(self, "inc", key, value);
         }
     }
-    Py_buffer buffer;
-    if (writer_open(self, &buffer) < 0) {
-        return writer_fail(self, "inc", key, value);
-    }
-    ((double *)buffer.buf)[index] += n;
-    PyBuffer_Release(&buffer);
-    Py_RETURN_NONE;
+    return writer_write(self, index, n, 1, "inc", key, value);
 }
 
 static PyObject *
@@ -213,13 +228,7 @@ writer_set(Writer *self, PyObject *const *args, Py_ssize_t nargs,
         PyErr_Clear();
         return writer_fail(self, "set", key, value);
     }
-    Py_buffer buffer;
-    if (writer_open(self, &buffer) < 0) {
-        return writer_fail(self, "set", key, value);
-    }
-    ((double *)buffer.buf)[index] = number;
-    PyBuffer_Release(&buffer);
-    Py_RETURN_NONE;
+    return writer_write(self, index, number, 0, "set", key, value);
 }
 
 static PyObject *
