@@ -14,6 +14,8 @@ import sysconfig
 import textwrap
 import time
 from collections.abc import Callable
+from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -483,3 +485,93 @@ def test_without_the_compiled_writer_the_python_one_is_used(
         writer.inc("frames", 2)
         assert not writer.compiled
         assert counters.stats()["frames"] == 2.0
+
+
+class _Boom(Exception):
+    pass
+
+
+class _RaisingFloat:
+    def __float__(self) -> float:
+        raise _Boom
+
+
+class _RaisingHash(str):
+    def __hash__(self) -> int:
+        raise _Boom
+
+
+class _IndexOnly:
+    def __index__(self) -> int:
+        return 3
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(True, 1.0), (Fraction(1, 4), 0.25), (2, 2.0), (0.5, 0.5)],
+    ids=["bool", "fraction", "int", "float"],
+)
+def test_inc_adds_whatever_a_float_adds(value: object, expected: float) -> None:
+    with SharedCounters(1, counters=("frames",)) as counters:
+        counters.worker(0).inc("frames", value)  # type: ignore[arg-type]
+        assert counters.stats()["frames"] == expected
+
+
+@pytest.mark.parametrize(
+    "value", [Decimal("1.5"), _IndexOnly(), 1j], ids=["decimal", "index", "complex"]
+)
+def test_inc_refuses_what_a_float_cannot_add(value: object) -> None:
+    with SharedCounters(1, counters=("frames",)) as counters:
+        with pytest.raises(TypeError, match="must be a real number"):
+            counters.worker(0).inc("frames", value)  # type: ignore[arg-type]
+        assert counters.stats()["frames"] == 0.0
+
+
+def test_inc_of_an_int_too_large_for_a_float_raises_overflow() -> None:
+    with SharedCounters(1, counters=("frames",)) as counters:
+        with pytest.raises(OverflowError):
+            counters.worker(0).inc("frames", 10**400)
+        assert counters.stats()["frames"] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(_IndexOnly(), 3.0), (Fraction(3, 2), 1.5), (False, 0.0)],
+    ids=["index", "fraction", "bool"],
+)
+def test_set_stores_whatever_converts_to_a_float(
+    value: object, expected: float
+) -> None:
+    with SharedCounters(1, gauges=("queue",)) as counters:
+        counters.worker(0).set("queue", value)  # type: ignore[arg-type]
+        assert counters.stats()["queue"] == expected
+
+
+def test_set_refuses_an_int_too_large_for_a_float() -> None:
+    with (
+        SharedCounters(1, gauges=("queue",)) as counters,
+        pytest.raises(TypeError, match="must be a real number"),
+    ):
+        counters.worker(0).set("queue", 10**400)
+
+
+def test_an_error_of_the_value_or_key_itself_propagates_unchanged() -> None:
+    with SharedCounters(1, counters=("frames",), gauges=("queue",)) as counters:
+        writer = counters.worker(0)
+        with pytest.raises(_Boom):
+            writer.set("queue", _RaisingFloat())  # type: ignore[arg-type]
+        with pytest.raises(_Boom):
+            writer.inc(_RaisingHash("frames"))
+
+
+def test_a_value_that_closes_the_segment_while_converted_writes_nothing() -> None:
+    counters = SharedCounters(1, gauges=("queue",))
+    writer = counters.worker(0)
+
+    class Closing:
+        def __float__(self) -> float:
+            counters.close()
+            return 1.0
+
+    with pytest.raises(ValueError, match="closed"):
+        writer.set("queue", Closing())  # type: ignore[arg-type]

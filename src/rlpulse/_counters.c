@@ -20,30 +20,41 @@
 typedef struct {
     PyObject_HEAD
     PyObject *view;      /* the segment's float64 memoryview; NULL until bound */
-    Py_ssize_t length;   /* float64 slots in the view */
     PyObject *counters;  /* dict: counter name -> slot index */
     PyObject *gauges;    /* dict: gauge name -> slot index */
     Py_ssize_t heartbeat;
     PyObject *clock;     /* the monotonic clock heartbeats are stamped with */
 } Writer;
 
-/* Take the view's buffer for one write; 0 on success, -1 (no error set)
- * once the view is released, when the write must not happen. */
-static int
-writer_open(Writer *self, Py_buffer *buffer)
+/* Take the view's buffer for one access to slot index: the slot's address,
+ * or NULL (no error set) once the view is released, when nothing may be
+ * touched. The bound is checked against the buffer just taken. */
+static double *
+writer_open(Writer *self, Py_buffer *buffer, Py_ssize_t index)
 {
     if (self->view == NULL) {
-        return -1;
+        return NULL;
     }
     if (PyObject_GetBuffer(self->view, buffer, PyBUF_WRITABLE) < 0) {
         PyErr_Clear();
-        return -1;
+        return NULL;
     }
-    if (buffer->len < self->length * (Py_ssize_t)sizeof(double)) {
+    if (index < 0 || index >= buffer->len / (Py_ssize_t)sizeof(double)) {
         PyBuffer_Release(buffer);
-        return -1;
+        return NULL;
     }
-    return 0;
+    return (double *)buffer->buf + index;
+}
+
+/* Whether the error set is one of the Python writer's "bad call" errors:
+ * TypeError or ValueError, and OverflowError when converting a value the
+ * way a float64 memoryview does. Any other error propagates unchanged. */
+static int
+writer_bad_call(int conversion)
+{
+    return PyErr_ExceptionMatches(PyExc_TypeError) ||
+           PyErr_ExceptionMatches(PyExc_ValueError) ||
+           (conversion && PyErr_ExceptionMatches(PyExc_OverflowError));
 }
 
 /* Raise the exception the Python side builds: self.<method>(*args). */
@@ -100,7 +111,7 @@ writer_arguments(const char *method, const char *value_name,
     *value = nargs > 1 ? args[1] : NULL;
     if (nargs > 2) {
         PyErr_Format(PyExc_TypeError,
-                     "%s() takes at most 2 arguments (%zd given)", method, nargs);
+                     "WorkerCounters.%s() takes at most 2 arguments (%zd given)", method, nargs);
         return -1;
     }
     if (kwnames != NULL) {
@@ -116,13 +127,13 @@ writer_arguments(const char *method, const char *value_name,
             }
             else {
                 PyErr_Format(PyExc_TypeError,
-                             "%s() got an unexpected keyword argument %R",
+                             "WorkerCounters.%s() got an unexpected keyword argument %R",
                              method, name);
                 return -1;
             }
             if (*slot != NULL) {
                 PyErr_Format(PyExc_TypeError,
-                             "%s() got multiple values for argument %R",
+                             "WorkerCounters.%s() got multiple values for argument %R",
                              method, name);
                 return -1;
             }
@@ -130,7 +141,7 @@ writer_arguments(const char *method, const char *value_name,
         }
     }
     if (*key == NULL || (required == 2 && *value == NULL)) {
-        PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'",
+        PyErr_Format(PyExc_TypeError, "WorkerCounters.%s() missing required argument '%s'",
                      method, *key == NULL ? "key" : value_name);
         return -1;
     }
@@ -146,9 +157,11 @@ writer_slot(Writer *self, PyObject *names, PyObject *key, const char *method,
     PyObject *slot = PyDict_GetItemWithError(names, key);
     if (slot == NULL) {
         if (PyErr_Occurred()) {
-            /* An unhashable key: refused like a bad value, as in Python. */
-            PyErr_Clear();
-            writer_fail(self, method, key, value);
+            /* An unhashable key is refused like a bad value, as in Python. */
+            if (writer_bad_call(0)) {
+                PyErr_Clear();
+                writer_fail(self, method, key, value);
+            }
         }
         else {
             writer_raise(self, "_unknown", "(Os)", key, kind);
@@ -159,7 +172,7 @@ writer_slot(Writer *self, PyObject *names, PyObject *key, const char *method,
     if (index == -1 && PyErr_Occurred()) {
         return -1;
     }
-    if (index < 0 || index >= self->length) {
+    if (index < 0) {
         PyErr_Format(PyExc_SystemError, "slot %zd outside the segment", index);
         return -1;
     }
@@ -173,10 +186,10 @@ writer_write(Writer *self, Py_ssize_t index, double number, int add,
              const char *method, PyObject *key, PyObject *value)
 {
     Py_buffer buffer;
-    if (writer_open(self, &buffer) < 0) {
+    double *slot = writer_open(self, &buffer, index);
+    if (slot == NULL) {
         return writer_fail(self, method, key, value);
     }
-    double *slot = (double *)buffer.buf + index;
     if (add) {
         *slot += number;
     }
@@ -185,6 +198,57 @@ writer_write(Writer *self, Py_ssize_t index, double number, int add,
     }
     PyBuffer_Release(&buffer);
     Py_RETURN_NONE;
+}
+
+/* Convert a value to float64 as a float64 memoryview stores it; -1 with an
+ * error set on failure (the Python writer's errors raised through _failure). */
+static int
+writer_convert(Writer *self, const char *method, PyObject *key, PyObject *value,
+               double *number)
+{
+    *number = PyFloat_AsDouble(value);
+    if (*number == -1.0 && PyErr_Occurred()) {
+        if (writer_bad_call(1)) {
+            PyErr_Clear();
+            writer_fail(self, method, key, value);
+        }
+        return -1;
+    }
+    return 0;
+}
+
+/* inc() of a value that is not an exact float or int: the slot's float plus
+ * the value, through the value's own arithmetic, as the Python writer does. */
+static PyObject *
+writer_inc_object(Writer *self, Py_ssize_t index, PyObject *key, PyObject *value)
+{
+    Py_buffer buffer;
+    double *slot = writer_open(self, &buffer, index);
+    if (slot == NULL) {
+        return writer_fail(self, "inc", key, value);
+    }
+    PyObject *current = PyFloat_FromDouble(*slot);
+    PyBuffer_Release(&buffer);
+    if (current == NULL) {
+        return NULL;
+    }
+    PyObject *total = PyNumber_Add(current, value);
+    Py_DECREF(current);
+    if (total == NULL) {
+        if (writer_bad_call(0)) {
+            PyErr_Clear();
+            writer_fail(self, "inc", key, value);
+        }
+        return NULL;
+    }
+    double number;
+    int converted = writer_convert(self, "inc", key, total, &number);
+    Py_DECREF(total);
+    if (converted < 0) {
+        return NULL;
+    }
+    /* The value's arithmetic ran Python code: the buffer is taken again. */
+    return writer_write(self, index, number, 0, "inc", key, value);
 }
 
 static PyObject *
@@ -202,10 +266,14 @@ writer_inc(Writer *self, PyObject *const *args, Py_ssize_t nargs,
     }
     double n = 1.0;
     if (value != NULL) {
+        if (!PyFloat_CheckExact(value) && !PyLong_CheckExact(value)) {
+            return writer_inc_object(self, index, key, value);
+        }
+        /* float + float or float + int: an int too large for a float
+         * raises OverflowError, which propagates, as in Python. */
         n = PyFloat_AsDouble(value);
         if (n == -1.0 && PyErr_Occurred()) {
-            PyErr_Clear();
-            return writer_fail(self, "inc", key, value);
+            return NULL;
         }
     }
     return writer_write(self, index, n, 1, "inc", key, value);
@@ -223,10 +291,9 @@ writer_set(Writer *self, PyObject *const *args, Py_ssize_t nargs,
     if (index < 0) {
         return NULL;
     }
-    double number = PyFloat_AsDouble(value);
-    if (number == -1.0 && PyErr_Occurred()) {
-        PyErr_Clear();
-        return writer_fail(self, "set", key, value);
+    double number;
+    if (writer_convert(self, "set", key, value, &number) < 0) {
+        return NULL;
     }
     return writer_write(self, index, number, 0, "set", key, value);
 }
@@ -248,11 +315,12 @@ writer_heartbeat(Writer *self, PyObject *Py_UNUSED(ignored))
         return NULL;
     }
     Py_buffer buffer;
-    if (writer_open(self, &buffer) < 0) {
+    double *slot = writer_open(self, &buffer, self->heartbeat);
+    if (slot == NULL) {
         return writer_raise(self, "_failure", "(sOO)", "heartbeat", Py_None,
                             Py_None);
     }
-    ((double *)buffer.buf)[self->heartbeat] = stamp;
+    *slot = stamp;
     PyBuffer_Release(&buffer);
     Py_RETURN_NONE;
 }
@@ -262,6 +330,10 @@ writer_bind(Writer *self, PyObject *args)
 {
     PyObject *view, *counters, *gauges, *clock;
     Py_ssize_t heartbeat;
+    if (self->view != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "_bind(): this writer is already bound");
+        return NULL;
+    }
     if (!PyArg_ParseTuple(args, "OO!O!nO:_bind", &view, &PyDict_Type, &counters,
                           &PyDict_Type, &gauges, &heartbeat, &clock)) {
         return NULL;
@@ -290,7 +362,6 @@ writer_bind(Writer *self, PyObject *args)
     PyBuffer_Release(&buffer);
     Py_INCREF(view);
     Py_XSETREF(self->view, view);
-    self->length = length;
     self->heartbeat = heartbeat;
     Py_INCREF(counters);
     Py_XSETREF(self->counters, counters);
@@ -317,9 +388,29 @@ writer_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     return (PyObject *)self;
 }
 
+/* The view and the clock may take part in a reference cycle; the maps hold
+ * only the names and slot numbers _bind was given. */
+static int
+writer_traverse(Writer *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->view);
+    Py_VISIT(self->clock);
+    return 0;
+}
+
+/* A cleared writer has no view and no clock: every write raises. */
+static int
+writer_clear(Writer *self)
+{
+    Py_CLEAR(self->view);
+    Py_CLEAR(self->clock);
+    return 0;
+}
+
 static void
 writer_dealloc(Writer *self)
 {
+    PyObject_GC_UnTrack(self);
     Py_CLEAR(self->view);
     Py_CLEAR(self->counters);
     Py_CLEAR(self->gauges);
@@ -345,7 +436,9 @@ static PyTypeObject WriterType = {
     .tp_name = "rlpulse._counters.Writer",
     .tp_doc = "Compiled inc(), set() and heartbeat() of a worker's slots.",
     .tp_basicsize = sizeof(Writer),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)writer_traverse,
+    .tp_clear = (inquiry)writer_clear,
     .tp_new = writer_new,
     .tp_dealloc = (destructor)writer_dealloc,
     .tp_methods = writer_methods,
