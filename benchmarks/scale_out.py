@@ -140,9 +140,9 @@ class _Plain:
 class IncrementResult:
     """Per-round costs of one increment, in nanoseconds: plain attribute, ``inc``, and the empty loop.
 
-    ``inc_ns`` is the writer :meth:`SharedCounters.worker` returns (the
-    compiled one where rlpulse was built with it, as ``compiled`` says);
-    ``python_inc_ns``, when measured, the pure-Python writer's.
+    ``inc_ns`` is the writer :meth:`SharedCounters.worker` returns;
+    ``python_inc_ns`` the pure-Python writer's, measured only when the
+    default writer is the compiled one.
 
     Examples:
         >>> result = IncrementResult((30.0, 40.0), (90.0, 100.0), (10.0, 10.0))
@@ -156,7 +156,11 @@ class IncrementResult:
     inc_ns: tuple[float, ...]
     empty_ns: tuple[float, ...]
     python_inc_ns: tuple[float, ...] = ()
-    compiled: bool = False
+
+    @property
+    def compiled(self) -> bool:
+        """Whether ``inc_ns`` is the compiled writer's (the pure-Python one then ran too)."""
+        return bool(self.python_inc_ns)
 
     @property
     def ratio(self) -> float:
@@ -168,7 +172,7 @@ class IncrementResult:
         """The same ratio for the pure-Python writer, if it was measured.
 
         Examples:
-            >>> IncrementResult((30.0,), (40.0,), (10.0,), (90.0,), True).python_ratio
+            >>> IncrementResult((30.0,), (40.0,), (10.0,), (90.0,)).python_ratio
             3.0
         """
         if not self.python_inc_ns:
@@ -278,7 +282,6 @@ def measure_increments(
         tuple(costs["inc"]),
         tuple(costs["empty"]),
         tuple(costs.get("python", ())),
-        writer.compiled,
     )
 
 

@@ -302,8 +302,7 @@ static PyObject *
 writer_heartbeat(Writer *self, PyObject *Py_UNUSED(ignored))
 {
     if (self->clock == NULL) {
-        return writer_raise(self, "_failure", "(sOO)", "heartbeat", Py_None,
-                            Py_None);
+        return writer_fail(self, "heartbeat", Py_None, Py_None);
     }
     PyObject *now = PyObject_CallNoArgs(self->clock);
     if (now == NULL) {
@@ -314,15 +313,8 @@ writer_heartbeat(Writer *self, PyObject *Py_UNUSED(ignored))
     if (stamp == -1.0 && PyErr_Occurred()) {
         return NULL;
     }
-    Py_buffer buffer;
-    double *slot = writer_open(self, &buffer, self->heartbeat);
-    if (slot == NULL) {
-        return writer_raise(self, "_failure", "(sOO)", "heartbeat", Py_None,
-                            Py_None);
-    }
-    *slot = stamp;
-    PyBuffer_Release(&buffer);
-    Py_RETURN_NONE;
+    return writer_write(self, self->heartbeat, stamp, 0, "heartbeat", Py_None,
+                        Py_None);
 }
 
 static PyObject *
@@ -353,12 +345,7 @@ writer_bind(Writer *self, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "_bind(): the view must hold float64 ('d')");
         return NULL;
     }
-    Py_ssize_t length = buffer.len / (Py_ssize_t)sizeof(double);
-    if (heartbeat < 0 || heartbeat >= length) {
-        PyBuffer_Release(&buffer);
-        PyErr_SetString(PyExc_ValueError, "_bind(): heartbeat slot outside the view");
-        return NULL;
-    }
+    /* Slots are checked against the view at each write. */
     PyBuffer_Release(&buffer);
     Py_INCREF(view);
     Py_XSETREF(self->view, view);
