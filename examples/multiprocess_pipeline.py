@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from rlpulse import ConsoleLogger, LoggerMonitor, SharedCounters, SQLiteLogger, Tally
-from rlpulse.summary import format_summary, summarize_file
+from rlpulse.read.summary import format_summary, summarize_file
 
 WORKERS = 4
 STEPS_PER_BATCH = 64

@@ -27,8 +27,8 @@ import gymnasium as gym
 import ray
 
 from rlpulse import Every, LoggerMonitor, SQLiteLogger, Tally
-from rlpulse.demo import RingBuffer
-from rlpulse.summary import format_summary, summarize_file
+from rlpulse._demo.synthetic import RingBuffer
+from rlpulse.read.summary import format_summary, summarize_file
 
 BATCH_FRAMES = 64
 LEARNER_BATCH = 256

@@ -453,7 +453,7 @@ def test_demo_without_torchrl_says_so_in_one_line_and_runs_the_synthetic_pipelin
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.delitem(sys.modules, "rlpulse.demo_torchrl", raising=False)
+    monkeypatch.delitem(sys.modules, "rlpulse._demo.torchrl_pipeline", raising=False)
     for name in [name for name in sys.modules if name.partition(".")[0] == "torchrl"]:
         monkeypatch.setitem(sys.modules, name, None)
     monkeypatch.setitem(sys.modules, "torchrl", None)
@@ -473,7 +473,7 @@ def test_demo_without_torchrl_says_so_in_one_line_and_runs_the_synthetic_pipelin
 def test_demo_does_not_hide_a_missing_module_other_than_torchrls(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delitem(sys.modules, "rlpulse.demo_torchrl", raising=False)
+    monkeypatch.delitem(sys.modules, "rlpulse._demo.torchrl_pipeline", raising=False)
     monkeypatch.setitem(sys.modules, "rlpulse.sources.torchrl", None)
 
     with pytest.raises(ModuleNotFoundError, match=r"rlpulse\.sources\.torchrl"):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from rlpulse import Record, SQLiteLogger, read
-from rlpulse.demo import (
+from rlpulse._demo.synthetic import (
     Consumer,
     DemoResult,
     DemoSinks,
@@ -22,7 +22,7 @@ from rlpulse.demo import (
     chart_path,
     run_demo,
 )
-from rlpulse.records import list_runs
+from rlpulse.read.records import list_runs
 from rlpulse.sinks.registry import SCHEMES
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -607,7 +607,7 @@ def test_demo_sink_store_is_a_new_run_of_an_existing_file(tmp_path: Path) -> Non
 @pytest.fixture(scope="module")
 def torchrl_demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
     torch = pytest.importorskip("torch")
-    from rlpulse.demo_torchrl import run_torchrl_demo
+    from rlpulse._demo.torchrl_pipeline import run_torchrl_demo
 
     threads_before = torch.get_num_threads()
     run = DemoRun.record(
@@ -779,7 +779,7 @@ def test_torchrl_demo_runs_for_about_the_requested_time(
 
 def test_torchrl_demo_rejects_a_non_positive_duration(tmp_path: Path) -> None:
     pytest.importorskip("torchrl")
-    from rlpulse.demo_torchrl import run_torchrl_demo
+    from rlpulse._demo.torchrl_pipeline import run_torchrl_demo
 
     with pytest.raises(ValueError, match="seconds must be positive"):
         run_torchrl_demo(0, tmp_path / "demo.sqlite")
@@ -789,7 +789,7 @@ def test_torchrl_demo_rejects_a_non_positive_duration(tmp_path: Path) -> None:
 
 def test_torchrl_demo_with_a_bad_sink_spec_records_nothing(tmp_path: Path) -> None:
     pytest.importorskip("torchrl")
-    from rlpulse.demo_torchrl import run_torchrl_demo
+    from rlpulse._demo.torchrl_pipeline import run_torchrl_demo
 
     with pytest.raises(SinkSpecError, match="known schemes"):
         run_torchrl_demo(1.0, tmp_path / "demo.sqlite", sinks=["nosuch:place"])
@@ -810,7 +810,7 @@ def test_dqn_learner_rejects_bad_settings(
     pytest.importorskip("torchrl")
     from torchrl.data import LazyTensorStorage, OneHot, ReplayBuffer
 
-    from rlpulse.demo_torchrl import DQNLearner
+    from rlpulse._demo.torchrl_pipeline import DQNLearner
 
     buffer = ReplayBuffer(storage=LazyTensorStorage(10))
     with pytest.raises(ValueError, match=message):
@@ -821,7 +821,7 @@ def test_dqn_learner_stats_have_no_loss_before_the_first_update() -> None:
     pytest.importorskip("torchrl")
     from torchrl.data import LazyTensorStorage, OneHot, ReplayBuffer
 
-    from rlpulse.demo_torchrl import DQNLearner
+    from rlpulse._demo.torchrl_pipeline import DQNLearner
 
     learner = DQNLearner(
         ReplayBuffer(storage=LazyTensorStorage(10)), OneHot(2), observation_size=4
@@ -833,6 +833,6 @@ def test_dqn_learner_stats_have_no_loss_before_the_first_update() -> None:
 def test_episode_stats_of_an_empty_tally_count_no_episodes() -> None:
     pytest.importorskip("torchrl")
     from rlpulse import Tally
-    from rlpulse.demo_torchrl import episode_stats
+    from rlpulse._demo.torchrl_pipeline import episode_stats
 
     assert episode_stats(Tally()) == {"episodes": 0}

@@ -1,4 +1,4 @@
-"""Charts of recorded runs: ``rlpulse.plot`` and ``rlpulse plot``, drawn from files the real sinks wrote."""
+"""Charts of recorded runs: ``rlpulse.read.plot`` and ``rlpulse plot``, drawn from files the real sinks wrote."""
 
 from __future__ import annotations
 
@@ -15,7 +15,13 @@ from matplotlib.figure import Figure
 
 from rlpulse import CSVLogger, Every, JSONLLogger, LoggerMonitor, Record, SQLiteLogger
 from rlpulse.cli import main
-from rlpulse.plot import INSTALL_HINT, PlotError, plot_file, plot_run, select_metrics
+from rlpulse.read.plot import (
+    INSTALL_HINT,
+    PlotError,
+    plot_file,
+    plot_run,
+    select_metrics,
+)
 from rlpulse.sinks.registry import MetricSink
 
 RLPULSE_SCRIPT = Path(sys.executable).with_name("rlpulse")
@@ -525,7 +531,7 @@ def test_without_matplotlib_plotting_raises_import_error_naming_the_extra(
 
 def test_importing_rlpulse_plot_does_not_import_matplotlib() -> None:
     code = (
-        "import sys, rlpulse, rlpulse.plot, rlpulse.cli; "
+        "import sys, rlpulse, rlpulse.read.plot, rlpulse.cli; "
         "print(any(n.partition('.')[0] == 'matplotlib' for n in sys.modules))"
     )
     result = subprocess.run(

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from rlpulse import CSVLogger, JSONLLogger, Record, SQLiteLogger, read
-from rlpulse.records import RunFileError, list_runs
+from rlpulse.read.records import RunFileError, list_runs
 
 FILE_SINKS = {
     "metrics.db": SQLiteLogger,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from rlpulse import CSVLogger, Record, read
-from rlpulse.records import RunFileError
+from rlpulse.read.records import RunFileError
 
 
 def csv_rows(path: Path) -> list[list[str]]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from rlpulse import JSONLLogger, Record, read
-from rlpulse.records import RunFileError
+from rlpulse.read.records import RunFileError
 
 
 def json_lines(path: Path) -> list[object]:

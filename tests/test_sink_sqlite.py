@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from rlpulse import Record, SQLiteLogger, read
-from rlpulse.records import RunFileError, list_runs
+from rlpulse.read.records import RunFileError, list_runs
 
 RUN_NAME_FORMAT = "%Y-%m-%d_%H-%M-%S"
 

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rlpulse.records import Record, RunFileError
-from rlpulse.sinks import CSVLogger, JSONLLogger, SQLiteLogger
-from rlpulse.summary import (
+from rlpulse.read.records import Record, RunFileError
+from rlpulse.read.summary import (
     MetricSummary,
     RunSummary,
     format_duration,
@@ -19,6 +18,7 @@ from rlpulse.summary import (
     summarize,
     summarize_file,
 )
+from rlpulse.sinks import CSVLogger, JSONLLogger, SQLiteLogger
 
 
 def _summary(records: list[Record]) -> RunSummary:

@@ -6,7 +6,7 @@ rates, and hands the metrics to sinks.
 """
 
 from rlpulse.monitor import LoggerMonitor
-from rlpulse.records import Record, read
+from rlpulse.read.records import Record, read
 from rlpulse.schedules import AnyOf, Every
 from rlpulse.sinks import ConsoleLogger, CSVLogger, JSONLLogger, SQLiteLogger
 from rlpulse.sinks.registry import open_sink

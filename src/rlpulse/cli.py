@@ -4,8 +4,8 @@ This module owns the arguments and turns the errors users can cause (a
 missing or corrupt file, an unknown run, an unwritable path, a sink spec
 with an unknown scheme, a missing optional dependency) into one line on
 standard error and exit code 2. What the commands do lives in
-:mod:`rlpulse.demo` (and :mod:`rlpulse.demo_torchrl`),
-:mod:`rlpulse.summary` and :mod:`rlpulse.plot`.
+:mod:`rlpulse._demo.synthetic` (and :mod:`rlpulse._demo.torchrl_pipeline`),
+:mod:`rlpulse.read.summary` and :mod:`rlpulse.read.plot`.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rlpulse import __version__
-from rlpulse.demo import DEFAULT_OUT, SinkSpecError, run_demo
-from rlpulse.plot import PlotError, plot_file
-from rlpulse.records import RunFileError, list_runs
-from rlpulse.sinks.registry import SCHEMES
-from rlpulse.summary import format_summary, summarize_file
+from rlpulse._demo.synthetic import DEFAULT_OUT, run_demo
+from rlpulse.read.plot import PlotError, plot_file
+from rlpulse.read.records import RunFileError, list_runs
+from rlpulse.read.summary import format_summary, summarize_file
+from rlpulse.sinks.registry import SCHEMES, SinkSpecError
 
 __all__ = ["build_parser", "main"]
 
@@ -268,7 +268,7 @@ _TORCHRL_MODULES = frozenset({"torch", "torchrl", "tensordict", "gymnasium"})
 def _demo(args: argparse.Namespace) -> int:
     if not args.synthetic:
         try:
-            from rlpulse.demo_torchrl import run_torchrl_demo
+            from rlpulse._demo.torchrl_pipeline import run_torchrl_demo
         except ModuleNotFoundError as error:
             missing = (error.name or "").partition(".")[0]
             if missing not in _TORCHRL_MODULES:

@@ -11,7 +11,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
-from rlpulse.records import (
+from rlpulse.read.records import (
     CSV_FIELDS,
     RunFileError,
     open_line_file,

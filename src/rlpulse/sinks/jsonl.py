@@ -11,7 +11,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
-from rlpulse.records import RunFileError, open_line_file, prepare_record_file
+from rlpulse.read.records import RunFileError, open_line_file, prepare_record_file
 
 __all__ = ["JSONLLogger"]
 

@@ -25,9 +25,22 @@ from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Protocol, TypeVar
 
-__all__ = ["SCHEMES", "MetricSink", "open_sink"]
+__all__ = ["SCHEMES", "MetricSink", "SinkSpecError", "open_sink"]
 
 _SinkT = TypeVar("_SinkT", bound="MetricSink")
+
+
+class SinkSpecError(ValueError):
+    """A sink spec that cannot be opened: unknown scheme, bad target, backend not installed.
+
+    Its message is one line that names the spec and says what to do.
+
+    >>> try:
+    ...     open_sink("postgres:db")
+    ... except SinkSpecError as error:
+    ...     print(str(error).split(";")[0])
+    unknown sink scheme 'postgres' in 'postgres:db'
+    """
 
 
 class MetricSink(Protocol):
@@ -171,7 +184,7 @@ def open_sink(spec: str) -> MetricSink:
     >>> open_sink("postgres:db")
     Traceback (most recent call last):
     ...
-    ValueError: unknown sink scheme 'postgres' in 'postgres:db'; known schemes: console, csv, jsonl, mlflow, prometheus, sqlite, tensorboard, wandb
+    rlpulse.sinks.registry.SinkSpecError: unknown sink scheme 'postgres' in 'postgres:db'; known schemes: console, csv, jsonl, mlflow, prometheus, sqlite, tensorboard, wandb
     """
     if not isinstance(spec, str):
         raise TypeError(
@@ -180,13 +193,13 @@ def open_sink(spec: str) -> MetricSink:
     scheme, separator, target = spec.partition(":")
     known = ", ".join(sorted(SCHEMES))
     if not separator:
-        raise ValueError(
+        raise SinkSpecError(
             f"sink spec {spec!r} has no scheme; write SCHEME:TARGET "
             f"(as in 'sqlite:runs/metrics.sqlite') with one of: {known}"
         )
     opener = SCHEMES.get(scheme.strip().lower())
     if opener is None:
-        raise ValueError(
+        raise SinkSpecError(
             f"unknown sink scheme {scheme!r} in {spec!r}; known schemes: {known}"
         )
     return opener(target)

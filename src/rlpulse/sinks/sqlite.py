@@ -11,7 +11,7 @@ import time
 from collections.abc import Mapping
 from types import TracebackType
 
-from rlpulse.records import SQLITE_SCHEMA, RunFileError, prepare_record_file
+from rlpulse.read.records import SQLITE_SCHEMA, RunFileError, prepare_record_file
 
 __all__ = ["SQLiteLogger"]
 
@@ -27,7 +27,7 @@ class SQLiteLogger:
     The file holds any number of runs: ``run=None`` starts a new one named after
     the local time (``2024-05-01_12-03-04``, with ``_1``, ``_2``, ... appended
     when that name is taken); the name of an existing run appends to it. Read it
-    back with ``rlpulse.read(path, run=...)``; ``rlpulse.records.list_runs``
+    back with ``rlpulse.read(path, run=...)``; ``rlpulse.read.records.list_runs``
     lists the runs.
 
     Each ``log_metrics`` call is one transaction, committed before it returns,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlpulse.poll import RATE_NAMES, rate_name
-from rlpulse.records import Record, RunFileError, list_runs, read
+from rlpulse.read.records import Record, RunFileError, list_runs, read
 
 __all__ = [
     "MetricSummary",
@@ -205,8 +205,8 @@ def summarize_file(path: str | os.PathLike[str], run: str | None = None) -> RunS
 
     For SQLite, ``run`` picks the run and ``None`` means the latest one; a CSV
     or JSON lines file holds one run, named after the file. Errors are those
-    of :func:`rlpulse.records.read`: ``FileNotFoundError`` for a missing file,
-    :class:`~rlpulse.records.RunFileError` for an empty or corrupt file or an
+    of :func:`rlpulse.read.records.read`: ``FileNotFoundError`` for a missing file,
+    :class:`~rlpulse.read.records.RunFileError` for an empty or corrupt file or an
     unknown run.
 
     >>> import tempfile, pathlib
@@ -232,7 +232,7 @@ def read_run(
 
     For SQLite, ``run`` picks the run and ``None`` means the latest one; a CSV
     or JSON lines file holds one run, named after the file. Errors are those
-    of :func:`rlpulse.records.read`, raised before this returns.
+    of :func:`rlpulse.read.records.read`, raised before this returns.
 
     >>> import tempfile, pathlib
     >>> from rlpulse.sinks import SQLiteLogger

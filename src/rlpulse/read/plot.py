@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from rlpulse.poll import rate_name
-from rlpulse.records import Record
-from rlpulse.summary import format_duration, format_number, read_run
+from rlpulse.read.records import Record
+from rlpulse.read.summary import format_duration, format_number, read_run
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -254,7 +254,7 @@ def plot_file(
     are those of :func:`plot_run`.
 
     Errors: those of :func:`rlpulse.read` for the file (``FileNotFoundError``,
-    :class:`~rlpulse.records.RunFileError`), :class:`PlotError` when nothing
+    :class:`~rlpulse.read.records.RunFileError`), :class:`PlotError` when nothing
     matches, ``ImportError`` naming :data:`INSTALL_HINT` without matplotlib,
     ``OSError`` when ``output`` cannot be written.
 

@@ -40,12 +40,12 @@ from torchrl.envs import GymEnv
 from torchrl.modules import MLP, QValueActor
 from torchrl.objectives import DQNLoss, SoftUpdate
 
-from rlpulse.demo import DEFAULT_OUT, DemoResult, DemoSinks, finish
+from rlpulse._demo.synthetic import DEFAULT_OUT, DemoResult, DemoSinks, finish
 from rlpulse.monitor import LoggerMonitor
+from rlpulse.read.summary import format_duration, format_number
 from rlpulse.schedules import Every
 from rlpulse.sources.tally import Tally
 from rlpulse.sources.torchrl import EpisodeTally
-from rlpulse.summary import format_duration, format_number
 
 __all__ = ["ENV_NAME", "DQNLearner", "episode_stats", "run_torchrl_demo"]
 
@@ -217,9 +217,9 @@ def run_torchrl_demo(
 
     into a new run of the SQLite file ``out``, onto ``console`` (standard
     error by default) and into every extra sink opened from the ``sinks``
-    specs (see :class:`~rlpulse.demo.DemoSinks`). A line every
+    specs (see :class:`~rlpulse._demo.synthetic.DemoSinks`). A line every
     ``progress_every`` seconds, then the run's summary and its chart (next to
-    ``out``, see :func:`rlpulse.demo.report`) go to ``stdout``. Ctrl-C ends
+    ``out``, see :func:`rlpulse._demo.synthetic.report`) go to ``stdout``. Ctrl-C ends
     the run early; the collector, the monitor and every sink are stopped
     either way, so each watch's final snapshot is recorded.
 

@@ -1,7 +1,7 @@
 """The monitored pipelines of ``rlpulse demo``: the synthetic one, and what every demo shares.
 
 ``rlpulse demo`` runs a TorchRL pipeline when TorchRL is installed (see
-:mod:`rlpulse.demo_torchrl`) and this module's synthetic one otherwise, or
+:mod:`rlpulse._demo.torchrl_pipeline`) and this module's synthetic one otherwise, or
 with ``--synthetic``. Both record through :class:`DemoSinks` and end with
 :func:`finish`, which prints the summary of the run and its chart
 (:func:`report`) and returns the :class:`DemoResult`.
@@ -36,16 +36,16 @@ from pathlib import Path
 from typing import Generic, TextIO, TypeVar
 
 from rlpulse.monitor import LoggerMonitor
-from rlpulse.plot import INSTALL_HINT, plot_file
-from rlpulse.schedules import Every
-from rlpulse.sinks import ConsoleLogger, SQLiteLogger
-from rlpulse.sinks.registry import MetricSink, open_sink
-from rlpulse.summary import (
+from rlpulse.read.plot import INSTALL_HINT, plot_file
+from rlpulse.read.summary import (
     format_duration,
     format_number,
     format_summary,
     summarize_file,
 )
+from rlpulse.schedules import Every
+from rlpulse.sinks import ConsoleLogger, SQLiteLogger
+from rlpulse.sinks.registry import MetricSink, SinkSpecError, open_sink
 
 __all__ = [
     "DEFAULT_OUT",
@@ -54,7 +54,6 @@ __all__ = [
     "DemoSinks",
     "Producer",
     "RingBuffer",
-    "SinkSpecError",
     "chart_path",
     "finish",
     "report",
@@ -374,21 +373,6 @@ class DemoResult:
     chart: Path | None = None
 
 
-class SinkSpecError(ValueError):
-    """A demo's extra sink spec that cannot be opened: unknown scheme, bad target, backend not installed.
-
-    Its message is one line that names the spec and says what to do.
-
-    >>> import io, tempfile, pathlib
-    >>> with tempfile.TemporaryDirectory() as tmp:
-    ...     try:
-    ...         DemoSinks(pathlib.Path(tmp) / "demo.sqlite", ["postgres:db"])
-    ...     except SinkSpecError as error:
-    ...         print(str(error).split(";")[0])
-    unknown sink scheme 'postgres' in 'postgres:db'
-    """
-
-
 class DemoSinks:
     """The sinks of one demo run: a new run of the SQLite store, the console, and extra sinks from specs.
 
@@ -500,7 +484,7 @@ def report(
     """Print how a demo run ended: its summary, its chart, how to see it again; return the chart's path.
 
     The chart is drawn next to ``out`` (see :func:`chart_path`) with
-    :func:`rlpulse.plot.plot_file`; without matplotlib, or with
+    :func:`rlpulse.read.plot.plot_file`; without matplotlib, or with
     ``chart=False``, it is skipped (with a one-line note in the first case)
     and ``None`` is returned. The last line printed is always the
     ``rlpulse show`` command that prints the summary again.
@@ -616,7 +600,7 @@ def run_demo(
     snapshot is recorded.
 
     >>> import io, tempfile, pathlib
-    >>> from rlpulse.records import read
+    >>> from rlpulse.read.records import read
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     output = io.StringIO()
     ...     result = run_demo(0.3, pathlib.Path(tmp) / "demo.sqlite", chart=False,

@@ -1,0 +1,1 @@
+"""The demo pipelines behind ``rlpulse demo``: examples, not API."""
