@@ -35,7 +35,7 @@ from typing import Any
 import rlpulse
 from benchmarks import progress
 from benchmarks.monitor_overhead import AdvancingCollectorLike
-from rlpulse.background import MIN_HANDOVER_S
+from rlpulse.runtime.supervision import MIN_HANDOVER_S
 
 __all__ = [
     "DEFAULT_POLL_TIMEOUT",

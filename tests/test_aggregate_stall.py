@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from rlpulse import Every, LoggerMonitor
-from rlpulse.poll import Watch
+from rlpulse.watch import Watch
 
 
 def poll(watch: Watch, raw: dict[str, Any], now: float) -> dict[str, float] | None:

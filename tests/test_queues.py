@@ -7,8 +7,8 @@ from collections.abc import Callable, Mapping
 
 import pytest
 
-from rlpulse.delivery import Sink
-from rlpulse.queues import SinkQueue
+from rlpulse.runtime.queues import SinkQueue
+from rlpulse.runtime.sinks import Sink
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -436,7 +436,7 @@ def test_a_forked_child_inherits_an_inert_monitor_that_can_start_again() -> None
             time.sleep(0.05)
             quiet = sink.count("s") == 0
             monitor.stop()  # nothing to stop: inert
-            monitor._sinks = (rlpulse.delivery.Sink(child_sink),)
+            monitor._engine.delivery.sinks = (rlpulse.runtime.sinks.Sink(child_sink),)
             monitor.start()
             started = wait_until(lambda: child_sink.count("s") > 2, timeout=10)
             monitor.stop()

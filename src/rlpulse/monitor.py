@@ -1,34 +1,32 @@
-"""The monitor: pulls snapshots on schedule and hands them to the sinks.
+"""The monitor: what a user calls — registration, validation, and the wiring of the runtime.
 
 :class:`LoggerMonitor` is a drop-in replacement for TorchRL's
-``torchrl.record.loggers.monitoring.LoggerMonitor``. The per-watch poll
-logic lives in :mod:`rlpulse.poll`, the background threads in
-:mod:`rlpulse.background`, the per-sink queues in :mod:`rlpulse.queues`;
-this module ties them together: registration, one poll of one watch,
-error handling, delivery and the lifecycle.
+``torchrl.record.loggers.monitoring.LoggerMonitor``. What a watch is and
+when it is due lives in :mod:`rlpulse.watch`, the snapshot rules in
+:mod:`rlpulse.metrics`, the threads, queues and deadlines in
+:mod:`rlpulse.runtime`; what a kind of target needs (a remote call, a
+refusal) is asked of :mod:`rlpulse.targets`.
 """
 
 from __future__ import annotations
 
-import logging
 import math
 import threading
-import time
 from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any
 
-from rlpulse import lifecycle
-from rlpulse.background import Poller, Run
-from rlpulse.delivery import Sink, as_sinks
-from rlpulse.hazards import background_hazard
-from rlpulse.poll import Watch
-from rlpulse.queues import SinkQueue
+from rlpulse import targets
+from rlpulse.runtime import lifecycle
+from rlpulse.runtime.deadline import Deadline
+from rlpulse.runtime.delivery import Delivery
+from rlpulse.runtime.engine import Engine
+from rlpulse.runtime.reporting import OnError, Reporter
+from rlpulse.runtime.sinks import as_sinks
 from rlpulse.schedules import AnyOf, Every, Schedule
+from rlpulse.watch import Watch
 
 __all__ = ["LoggerMonitor"]
-
-logger = logging.getLogger("rlpulse")
 
 _ON_ERROR = ("warn", "raise", "ignore")
 
@@ -106,7 +104,7 @@ class LoggerMonitor:
         *,
         poll_interval: float = 1.0,
         background: bool = True,
-        on_error: Literal["warn", "raise", "ignore"] = "warn",
+        on_error: OnError = "warn",
         poll_timeout: float | None = 5.0,
         stop_timeout: float | None = None,
         queue_size: int = 1000,
@@ -123,38 +121,25 @@ class LoggerMonitor:
         if queue_size < 1:
             raise ValueError(f"queue_size must be at least 1, got {queue_size}.")
         self._sinks = as_sinks(logger)
-        self._wants_timestamp = any(sink.wants_timestamp for sink in self._sinks)
-        self._poll_interval = float(poll_interval)
         self._background = background
-        self._on_error = on_error
         self._poll_timeout = poll_timeout
         self._stop_timeout = (
-            max(5.0, 2 * self._poll_interval) if stop_timeout is None else stop_timeout
+            max(5.0, 2 * poll_interval) if stop_timeout is None else stop_timeout
         )
-        self._queue_size = queue_size
+        self._reporter = Reporter(on_error)
         self._watches: dict[str, Watch] = {}
         self._watch_list: tuple[Watch, ...] = ()
-        self._rounds = 0
-        self._polls = 0
-        self._logged = 0
-        self._errors = 0
-        self._timeouts = 0
-        self._dropped = 0
-        self._last_poll_duration = 0.0
-        # Moves on at every start() and stop(): see _poll.
-        self._epoch = 0
-        self._setup_state()
-        lifecycle.track(self)
-
-    def _setup_state(self) -> None:
-        # Everything a forked child must not inherit from its parent's threads.
-        self._lock = threading.RLock()
-        self._poll_lock = threading.Lock()
-        self._poller: Poller | None = None
-        self._queues: tuple[SinkQueue, ...] = ()
-        self._started = False
+        self._engine = Engine(
+            lambda: self._watch_list,
+            Delivery(self._sinks, self._reporter),
+            self._reporter,
+            poll_interval=float(poll_interval),
+            queue_size=queue_size,
+            stop_timeout=self._stop_timeout,
+        )
+        self._after_fork_in_child()
         self._stopped = False
-        self._sink_error: BaseException | None = None
+        lifecycle.track(self)
 
     # -- registration -----------------------------------------------------
 
@@ -233,42 +218,26 @@ class LoggerMonitor:
             ...
             TypeError: Cannot watch object of type object: it does not expose a callable stats() method and no stats_fn was provided.
         """
+        _check_timeout("poll_timeout", poll_timeout)
+        timeout = self._poll_timeout if poll_timeout is None else poll_timeout
         default_name = type(target).__name__.lower()
         if stats_fn is None:
-            if type(target).__module__ in ("ray.actor", "rlpulse.sources.ray"):
-                # A Ray actor handle or RayTarget: one remote call per poll,
-                # giving up before this watch's watchdog would fire.
-                from rlpulse.sources.ray import RayTarget
-
-                target = RayTarget.for_watch(
-                    target, self._poll_timeout if poll_timeout is None else poll_timeout
-                )
-                default_name = target.actor_class.lower()
-            stats_attr = getattr(target, "stats", None)
-            if not callable(stats_attr):
+            target, default_name = targets.adapt(target, timeout)
+            stats_fn = getattr(target, "stats", None)
+            if not callable(stats_fn):
                 raise TypeError(
                     f"Cannot watch object of type {type(target).__name__}: it does "
                     "not expose a callable stats() method and no stats_fn was "
                     "provided."
                 )
-            stats_fn = stats_attr
         if schedule is not None and not isinstance(schedule, (Every, AnyOf)):
             raise TypeError(
                 "schedule must be an Every schedule (or a composite of them), "
                 f"got {type(schedule).__name__}."
             )
-        _check_timeout("poll_timeout", poll_timeout)
         with self._lock:
-            if name is None:
-                base = default_name
-                name = base
-                suffix = 0
-                while name in self._watches:
-                    suffix += 1
-                    name = f"{base}_{suffix}"
-            elif name in self._watches:
-                raise ValueError(f"A watch named {name!r} is already registered.")
-            if self._poller is not None:
+            name = self._unique_name(name, default_name)
+            if self._engine.poller is not None:
                 _refuse_hazard(target, stats_fn, stats_kwargs or {})
             self._watches[name] = Watch(
                 name,
@@ -276,19 +245,28 @@ class LoggerMonitor:
                 target=target,
                 schedule=schedule,
                 step_key=step,
-                stats_kwargs=stats_kwargs,
-                rate_keys=tuple(rate_keys) if rate_keys is not None else None,
+                stats_kwargs=stats_kwargs or {},
+                rate_keys=None if rate_keys is None else tuple(rate_keys),
                 log_on_start=log_on_start,
                 log_on_close=log_on_close,
-                poll_timeout=self._poll_timeout
-                if poll_timeout is None
-                else poll_timeout,
+                poll_timeout=timeout,
                 aggregate=tuple(aggregate),
                 stall_after=stall_after,
                 progress_key=progress_key,
-                on_stall=self._stalled,
+                on_stall=self._reporter.stalled,
             )
             self._watch_list = tuple(self._watches.values())
+        return name
+
+    def _unique_name(self, name: str | None, default: str) -> str:
+        if name is not None:
+            if name in self._watches:
+                raise ValueError(f"A watch named {name!r} is already registered.")
+            return name
+        name, suffix = default, 0
+        while name in self._watches:
+            suffix += 1
+            name = f"{default}_{suffix}"
         return name
 
     def unwatch(self, name: str) -> None:
@@ -313,26 +291,11 @@ class LoggerMonitor:
                 raise KeyError(f"No watch named {name!r}.")
             self._watch_list = tuple(self._watches.values())
             watch.active = False
-        self._wait_while_polling(watch)
-
-    def _wait_while_polling(self, watch: Watch) -> None:
-        # A poll that read `active` before unwatch() cleared it may still be
-        # delivering; wait for it, unless it is the caller's own poll or a
-        # provider call left behind as hung (which re-checks `active`).
-        if threading.current_thread() is self._polling_thread:
-            return
-        poller = self._poller
-        wait = watch.poll_timeout or self._stop_timeout
-        if poller is None:
-            # An inline step() on another thread holds the poll lock.
-            if self._poll_lock.acquire(timeout=wait):
-                self._poll_lock.release()
-            return
-        deadline = time.monotonic() + wait
-        while poller.polling(watch) and not watch.detached:
-            if time.monotonic() >= deadline:
-                return
-            time.sleep(0.0005)
+        # A poll that read `active` before it was cleared may still be
+        # delivering: wait for it (a call left behind re-checks `active`).
+        self._engine.wait_done_with(
+            watch, watch.spec.poll_timeout or self._stop_timeout
+        )
 
     # -- polling ----------------------------------------------------------
 
@@ -345,193 +308,7 @@ class LoggerMonitor:
         monitor the poll runs on the monitor's thread (so it never races
         it) and payloads go through the sinks' queues.
         """
-        poller = self._poller
-        if poller is not None and not poller.is_worker() and poller.alive:
-            run = Run(self._watch_list, force=False)
-            poller.request(run)
-            while not run.done.wait(0.05):
-                if not poller.alive:
-                    break
-            if run.error is not None:
-                raise run.error
-            if run.done.is_set() or run.index > 0:
-                return run.logged
-        # Manual mode, or the polling thread has ended (on_error="raise"
-        # ended it): poll on this thread.
-        return self._step_inline()
-
-    def _step_inline(self) -> dict[str, dict[str, float]]:
-        logged: dict[str, dict[str, float]] = {}
-        with self._poll_lock:
-            self._polling_thread = threading.current_thread()
-            try:
-                started = now = time.monotonic()
-                for watch in self._watch_list:
-                    # A time-only schedule that is not due costs no provider call.
-                    if now < watch.next_due:
-                        continue
-                    payload = self._poll(watch, False)
-                    if payload is not None:
-                        logged[watch.name] = payload
-                self._last_poll_duration = time.monotonic() - started
-                self._rounds += 1
-                for queue in self._queues:
-                    # The polling thread has ended: nobody else wakes them.
-                    queue.wake()
-            finally:
-                self._polling_thread = None
-        return logged
-
-    _polling_thread: threading.Thread | None = None
-
-    def _poll(self, watch: Watch, force: bool) -> dict[str, float] | None:
-        """Poll one watch; return its payload when logged."""
-        # A call that returns after the monitor started or stopped since
-        # (one left behind as slow or hung) delivers nothing.
-        epoch = self._epoch
-        try:
-            self._polls += 1
-            raw = watch.call()
-            if watch.counter_gated and not force and watch.below_threshold(raw):
-                if watch.error_warned:
-                    watch.error_warned = False
-                return None
-            now = time.monotonic()
-            if not watch.active or epoch != self._epoch:
-                return None
-            payload = watch.evaluate(raw, now, force)
-        except Exception as err:
-            self._failed(watch, err)
-            return None
-        if watch.error_warned:
-            watch.error_warned = False
-        if payload is None:
-            return None
-        wall_time = time.time() if self._wants_timestamp else 0.0
-        queues = self._queues
-        if queues:
-            # Background mode: every sink's sender thread delivers it.
-            item = (payload, watch.step, wall_time, watch.name)
-            for queue in queues:
-                # SinkQueue.put's common case, inline: this runs per payload.
-                pending = queue.pending
-                if len(pending) < queue.size and not queue.dropping:
-                    pending.append(item)
-                else:
-                    queue.put(item)
-        elif not self._deliver_now(watch, payload, wall_time):
-            return None
-        watch.commit(now)
-        self._logged += 1
-        return payload
-
-    def _deliver_now(
-        self, watch: Watch, payload: dict[str, float], wall_time: float
-    ) -> bool:
-        delivered = False
-        first_error: Exception | None = None
-        step = watch.step
-        for sink in self._sinks:
-            try:
-                if sink.wants_timestamp:
-                    sink.log_metrics(payload, step=step, timestamp=wall_time)
-                else:
-                    sink.log_metrics(payload, step=step)
-            except Exception as err:
-                if first_error is None:
-                    first_error = err
-                self._sink_failed(sink, watch.name, err)
-                continue
-            if sink.failing:
-                sink.failing = False
-            delivered = True
-        if first_error is not None and self._on_error == "raise":
-            raise first_error
-        return delivered
-
-    def _finished_run(self) -> None:
-        self._rounds += 1
-        for queue in self._queues:
-            queue.wake()
-
-    # -- failures ---------------------------------------------------------
-
-    def _failed(self, watch: Watch, err: Exception) -> None:
-        self._errors += 1
-        if self._on_error == "raise":
-            raise err
-        if self._on_error == "warn" and not watch.error_warned:
-            logger.warning(
-                "LoggerMonitor failed to poll or log watch %r: %r. Further errors "
-                "for this watch will be silent until it recovers.",
-                watch.name,
-                err,
-            )
-        watch.error_warned = True
-
-    def _sink_failed(self, sink: Sink, watch_name: str, err: Exception) -> None:
-        self._errors += 1
-        if self._on_error == "raise" and self._queues:
-            # Raised on the polling thread at its next poll, ending it.
-            self._sink_error = err
-        if self._on_error == "warn" and not sink.failing:
-            if watch_name:
-                logger.warning(
-                    "LoggerMonitor failed to log watch %r to sink %s: %r. Further "
-                    "errors of this sink will be silent until it recovers.",
-                    watch_name,
-                    sink.name,
-                    err,
-                )
-            else:
-                logger.warning(
-                    "LoggerMonitor failed to flush sink %s: %r.", sink.name, err
-                )
-        sink.failing = True
-
-    def _sink_recovered(self, sink: Sink) -> None:
-        if sink.failing:
-            sink.failing = False
-
-    def _queue_dropped(self, queue: SinkQueue) -> None:
-        self._dropped += 1
-        if not queue.dropping and self._on_error == "warn":
-            logger.warning(
-                "LoggerMonitor dropped the oldest pending payload of sink %s: its "
-                "queue of %d is full (the sink is slower than the polls). Further "
-                "drops are counted silently until the queue has room again.",
-                queue.sink.name,
-                queue.size,
-            )
-
-    def _hung(self, watch: Watch) -> None:
-        self._timeouts += 1
-        # One warning per streak of overrunning calls, like errors.
-        if self._on_error != "ignore" and watch.overruns <= 1:
-            logger.warning(
-                "LoggerMonitor skipped watch %r: its stats() call has not returned "
-                "within poll_timeout=%ss. The other watches go on; this one is "
-                "polled again once the call returns. Further overruns are counted "
-                "silently until a call returns in time.",
-                watch.name,
-                watch.poll_timeout,
-            )
-
-    def _stalled(self, watch: Watch, stuck_for: float) -> None:
-        logger.warning(
-            "LoggerMonitor: watch %r has made no progress (%s) for %.1fs "
-            "(stall_after=%ss); its payloads carry %s/stalled = 1.0 until it "
-            "moves again.",
-            watch.name,
-            watch.progress_key,
-            stuck_for,
-            watch.stall_after,
-            watch.name,
-        )
-
-    def _pending_sink_error(self) -> BaseException | None:
-        error, self._sink_error = self._sink_error, None
-        return error
+        return self._engine.step()
 
     # -- lifecycle --------------------------------------------------------
 
@@ -542,36 +319,15 @@ class LoggerMonitor:
         A stopped monitor can be started again. Returns the monitor.
         """
         with self._lock:
-            if self._background and self._poller is None:
+            engine = self._engine
+            if self._background and engine.poller is None:
                 for watch in self._watch_list:
-                    _refuse_hazard(watch.target, watch.provider, watch.stats_kwargs)
+                    spec = watch.spec
+                    _refuse_hazard(spec.target, spec.provider, spec.stats_kwargs)
             self._stopped = False
-            self._started = True
-            if not self._background or self._poller is not None:
-                return self
-            self._queues = tuple(
-                SinkQueue(
-                    sink,
-                    size=self._queue_size,
-                    on_failure=self._sink_failed,
-                    on_success=self._sink_recovered,
-                    on_drop=self._queue_dropped,
-                )
-                for sink in self._sinks
-            )
-            for queue in self._queues:
-                queue.start()
-            self._epoch += 1
-            self._poller = Poller(
-                poll=self._poll,
-                watches=lambda: self._watch_list,
-                interval=self._poll_interval,
-                after_run=self._finished_run,
-                on_hung=self._hung,
-                pending_error=self._pending_sink_error,
-            )
-            self._poller.start()
-            lifecycle.running(self)
+            if self._background and engine.poller is None:
+                engine.start()
+                lifecycle.running(self)
         return self
 
     def stop(self, *, log_final: bool | None = None) -> None:
@@ -585,116 +341,24 @@ class LoggerMonitor:
         ``stop_timeout`` seconds, final snapshots and pending payloads
         included; sinks are flushed where they can be, never closed.
         """
-        deadline = time.monotonic() + self._stop_timeout
+        deadline = Deadline(self._stop_timeout)
         with self._lock:
-            poller, self._poller = self._poller, None
             lifecycle.stopped(self)
-        if poller is not None:
-            poller.stop(deadline=deadline - 0.4 * self._stop_timeout)
-        self._epoch += 1
+        self._engine.stop_polling(deadline)
         if self._stopped:
             return
         self._stopped = True
-        watches = [
+        finals = [
             watch
             for watch in self._watch_list
-            if (watch.log_on_close if log_final is None else log_final)
+            if (watch.spec.log_on_close if log_final is None else log_final)
         ]
-        final_deadline = deadline - 0.2 * self._stop_timeout
-        for watch in watches:
-            # A slow call left behind within its poll_timeout may come back
-            # in time for the final snapshot.
-            timeout = watch.poll_timeout or math.inf
-            limit = min(final_deadline, watch.detached_at + timeout)
-            while watch.detached and not watch.hung and time.monotonic() < limit:
-                time.sleep(0.005)
-        for watch in watches:
-            if watch.detached:
-                logger.warning(
-                    "LoggerMonitor logged no final snapshot of watch %r: its "
-                    "stats() call is still %s.",
-                    watch.name,
-                    "hung" if watch.hung else "outstanding",
-                )
-        # With on_error="raise" a failed final snapshot is raised, but only
-        # once the sinks have been drained and flushed.
-        error: BaseException | None = None
-        try:
-            self._final_snapshots(watches, final_deadline)
-        except Exception as err:
-            error = err
-        # A final snapshot's call that is still out delivers nothing later.
-        self._epoch += 1
-        queues, self._queues = self._queues, ()
-        if queues:
-            for queue in queues:
-                queue.wake()
-            for queue in queues:
-                discarded = queue.close(deadline)
-                if discarded is not None:
-                    self._dropped += discarded
-                    logger.warning(
-                        "LoggerMonitor stopped without draining sink %s: it did "
-                        "not return within stop_timeout=%ss; %d pending payloads "
-                        "were dropped, and it gets no more calls from this run.",
-                        queue.sink.name,
-                        self._stop_timeout,
-                        discarded,
-                    )
-            sink_error = self._pending_sink_error()
-            if error is None and self._on_error == "raise":
-                error = sink_error
-        else:
-            for sink in self._sinks:
-                try:
-                    sink.flush()
-                except Exception as err:
-                    self._sink_failed(sink, "", err)
-                    if error is None and self._on_error == "raise":
-                        error = err
-        if error is not None:
-            raise error
-
-    def _final_snapshots(self, watches: list[Watch], deadline: float) -> None:
-        pending = [watch for watch in watches if not watch.detached]
-        if not pending:
-            return
-        run = Run(pending, force=True, deadline=deadline)
-        finisher = Poller(
-            poll=self._poll,
-            watches=lambda: pending,
-            interval=self._poll_interval,
-            after_run=self._finished_run,
-            on_hung=self._hung_at_stop,
-            pending_error=self._pending_sink_error,
-        )
-        finisher.run_final(run)
-        if run.error is not None:
-            # on_error="raise": the first failure ends the final snapshots.
-            raise run.error
-        for watch in run.unfinished:
-            if not watch.detached:
-                logger.warning(
-                    "LoggerMonitor logged no final snapshot of watch %r: "
-                    "stop_timeout=%ss ran out first.",
-                    watch.name,
-                    self._stop_timeout,
-                )
-
-    def _hung_at_stop(self, watch: Watch) -> None:
-        self._timeouts += 1
-        logger.warning(
-            "LoggerMonitor logged no final snapshot of watch %r: its stats() call "
-            "did not return within poll_timeout=%ss.",
-            watch.name,
-            watch.poll_timeout,
-        )
+        self._engine.finish(finals, deadline)
 
     def _after_fork_in_child(self) -> None:
-        for watch in self._watch_list:
-            if watch.detached:
-                watch.resume()
-        self._setup_state()
+        # Everything a forked child must not inherit from its parent's threads.
+        self._lock = threading.RLock()
+        self._engine.after_fork()
         self._stopped = True
 
     def __enter__(self) -> LoggerMonitor:
@@ -733,35 +397,26 @@ class LoggerMonitor:
             >>> monitor.stats()["logged"]
             1
         """
+        engine = self._engine
+        counts = self._reporter.counts()
+        table = engine.supervision
         return {
             "watches": len(self._watch_list),
-            "rounds": self._rounds,
-            "polls": self._polls,
-            "logged": self._logged,
-            "errors": self._errors,
-            "timeouts": self._timeouts,
-            "dropped": self._dropped,
-            "hung": sum(1 for watch in self._watch_list if watch.hung),
-            "queued": sum(len(queue.pending) for queue in self._queues),
-            "last_poll_duration_s": self._last_poll_duration,
+            **counts,
+            "hung": sum(1 for watch in self._watch_list if table.is_hung(watch)),
+            "queued": engine.delivery.queued,
+            "last_poll_duration_s": self._reporter.last_round_s,
         }
 
     def __repr__(self) -> str:
-        poller = self._poller
-        if poller is None:
-            state = "idle"
-        elif poller.alive:
-            state = "running"
-        else:
-            state = "polling thread ended"
         return (
             f"LoggerMonitor({len(self._watch_list)} watches, "
-            f"{len(self._sinks)} sinks, {state})"
+            f"{len(self._sinks)} sinks, {self._engine.running})"
         )
 
 
 def _refuse_hazard(target: Any, provider: Any, stats_kwargs: Mapping[str, Any]) -> None:
-    reason = background_hazard(target, provider, stats_kwargs)
+    reason = targets.background_hazard(target, provider, stats_kwargs)
     if reason is not None:
         raise ValueError(f"A background LoggerMonitor refuses this watch: {reason}")
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from rlpulse.poll import rate_name
+from rlpulse.metrics import rate_name
 from rlpulse.read.records import Record
 from rlpulse.read.summary import format_duration, format_number, read_run
 

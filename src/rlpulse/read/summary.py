@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlpulse.poll import RATE_NAMES, rate_name
+from rlpulse.metrics import RATE_NAMES, rate_name
 from rlpulse.read.records import Record, RunFileError, list_runs, read
 
 __all__ = [
@@ -160,8 +160,8 @@ def summarize(records: Iterable[Record], *, run: str, source: str) -> RunSummary
 
     A metric counts as a cumulative counter when the run also holds its rate
     (``collector/frames`` next to ``collector/frames_per_second``, see
-    :func:`rlpulse.poll.rate_name`) or when its name is a known counter
-    (``frames``, ``write_count``, … in :data:`rlpulse.poll.RATE_NAMES`).
+    :func:`rlpulse.metrics.rate_name`) or when its name is a known counter
+    (``frames``, ``write_count``, … in :data:`rlpulse.metrics.RATE_NAMES`).
 
     >>> records = [
     ...     Record(10.0, 0, "collector/frames", 0.0),

@@ -21,7 +21,9 @@ import threading
 import time
 from typing import Any
 
-__all__ = ["ActorTimeoutError", "ActorUnreachableError", "RayTarget"]
+from rlpulse.runtime.supervision import call_budget
+
+__all__ = ["ActorTimeoutError", "ActorUnreachableError", "RayTarget", "polled_remotely"]
 
 
 class ActorTimeoutError(TimeoutError):
@@ -135,8 +137,9 @@ class RayTarget:
     def bound_by(self, poll_timeout: float | None) -> None:
         """Make every call give up before a watchdog with ``poll_timeout`` fires.
 
-        The call's deadline becomes at most ``poll_timeout`` less a margin
-        (a quarter of it, at most one second). The tightest of all bounds
+        The call's deadline becomes at most ``poll_timeout`` less the
+        watchdog's margin (:func:`rlpulse.runtime.supervision.call_budget`:
+        a quarter of it, at most one second). The tightest of all bounds
         given, and of ``timeout``, applies. ``None`` adds no bound.
         """
         if poll_timeout is None:
@@ -146,7 +149,7 @@ class RayTarget:
                 "poll_timeout must be a positive number of seconds or None, got "
                 f"{poll_timeout!r}."
             )
-        bound = poll_timeout - min(0.25 * poll_timeout, 1.0)
+        bound = call_budget(poll_timeout)
         with self._lock:
             if self._watch_bound is None or bound < self._watch_bound:
                 self._watch_bound = bound
@@ -291,3 +294,19 @@ def _reason(error: BaseException) -> str:
     # says why.
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     return lines[-1] if lines else type(error).__name__
+
+
+def polled_remotely(target: Any, poll_timeout: float | None) -> tuple[Any, str]:
+    """Return the :class:`RayTarget` a watch with ``poll_timeout`` polls for ``target``, and its default name.
+
+    The registry entry of Ray actors (:mod:`rlpulse.sources`) calls it for
+    a Ray actor handle or a :class:`RayTarget`: one remote call per poll,
+    giving up before the watch's watchdog would fire.
+
+    >>> polled_remotely(object(), 5.0)
+    Traceback (most recent call last):
+    ...
+    TypeError: RayTarget needs a Ray actor handle (what ActorClass.remote() returns), got object.
+    """
+    ray_target = RayTarget.for_watch(target, poll_timeout)
+    return ray_target, ray_target.actor_class.lower()

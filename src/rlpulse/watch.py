@@ -1,8 +1,11 @@
-"""The poll logic of one watch: due-ness, baselines and rates.
+"""A watch: its frozen configuration, its schedule state and the pure decision.
 
-Plain, deterministic code: every decision takes the monotonic time ``now``
-as an argument, so it is tested without sleeping. The monitor
-(:mod:`rlpulse.monitor`) owns the threads, the clock and delivery.
+Given one raw ``stats()`` result at monotonic time ``now``, :meth:`Watch.evaluate`
+says whether a payload is due and builds it; :meth:`Watch.commit` records a
+delivered payload as the new baseline. Plain, deterministic code: the clock
+is an argument, so it is tested without sleeping. Who calls providers, on
+which thread, and what happens to a call that does not return is the
+runtime's business (:mod:`rlpulse.runtime`).
 """
 
 from __future__ import annotations
@@ -10,35 +13,93 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+from rlpulse.metrics import (
+    RATE_NAMES,
+    collect,
+    counter_value,
+    finite_counter,
+    rate,
+    rate_name,
+    snapshot_of,
+)
 from rlpulse.schedules import Every, Schedule  # noqa: F401  (Every: doctests)
-from rlpulse.snapshot import as_metric, counter_value, snapshot_of
 
-__all__ = ["AGGREGATES", "RATE_NAMES", "Watch", "rate_name"]
+__all__ = ["AGGREGATES", "Watch", "WatchSpec"]
 
 AGGREGATES = ("mean", "min", "max")
 """What ``watch(..., aggregate=...)`` can compute over the polls between logs."""
 
-RATE_NAMES: Mapping[str, str] = {
-    "frames": "frames_per_second",
-    "batches": "batches_per_second",
-    "write_count": "writes_per_second",
-    "worker_frames": "worker_frames_per_second",
-    "sample_calls": "samples_per_second",
-    "samples_returned": "samples_returned_per_second",
-}
-"""Known cumulative counters and the names of their per-second rates."""
 
+@dataclass(frozen=True)
+class WatchSpec:
+    """What a watch is: its target, provider and schedule, fixed at ``watch()``.
 
-def rate_name(key: str) -> str:
-    """Return the name of the per-second rate of counter ``key``.
+    Derived defaults are resolved here: the step key defaults to the counter
+    of a one-counter schedule, the progress key of stall detection to that
+    counter, else the step key.
 
     Examples:
-        >>> rate_name("write_count"), rate_name("episodes")
-        ('writes_per_second', 'episodes_per_second')
+        >>> spec = WatchSpec("buffer", provider=dict, schedule=Every.counter("write_count", 10))
+        >>> spec.step_key, spec.progress_key
+        ('write_count', None)
+        >>> WatchSpec("w", provider=dict, aggregate=("median",))
+        Traceback (most recent call last):
+        ...
+        ValueError: Unknown aggregate 'median': choose from mean, min, max.
     """
-    return RATE_NAMES.get(key) or f"{key}_per_second"
+
+    name: str
+    provider: Callable[..., Any]
+    target: Any = None
+    schedule: Schedule | None = None
+    step_key: str | None = None
+    stats_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    rate_keys: tuple[str, ...] | None = None
+    log_on_start: bool = True
+    log_on_close: bool = True
+    poll_timeout: float | None = None
+    aggregate: tuple[str, ...] = ()
+    stall_after: float | None = None
+    progress_key: str | None = None
+
+    def __post_init__(self) -> None:
+        unknown = [name for name in self.aggregate if name not in AGGREGATES]
+        if unknown:
+            raise ValueError(
+                f"Unknown aggregate {unknown[0]!r}: choose from {', '.join(AGGREGATES)}."
+            )
+        stall_after = self.stall_after
+        if stall_after is not None and not stall_after > 0:
+            raise ValueError(
+                f"stall_after must be a positive number of seconds, got {stall_after!r}."
+            )
+        counters = self.counter_keys
+        step_key = self.step_key
+        if step_key is None and len(counters) == 1:
+            step_key = counters[0]
+        object.__setattr__(self, "step_key", step_key)
+        object.__setattr__(self, "stats_kwargs", dict(self.stats_kwargs))
+        object.__setattr__(self, "aggregate", tuple(self.aggregate))
+        if stall_after is None:
+            return
+        progress_key = self.progress_key or (
+            counters[0] if len(counters) == 1 else step_key
+        )
+        if progress_key is None:
+            raise ValueError(
+                f"Watch {self.name!r}: stall detection needs a progress counter; pass "
+                "progress_key=, a counter schedule or step=."
+            )
+        object.__setattr__(self, "progress_key", progress_key)
+
+    @property
+    def counter_keys(self) -> tuple[str, ...]:
+        """The keys of the schedule's counter parts, in order."""
+        parts = () if self.schedule is None else self.schedule.parts
+        return tuple(part.key for part in parts if part.key is not None)
 
 
 class _CounterPart:
@@ -57,12 +118,25 @@ class _CounterPart:
         self.last_value = value
 
 
+class _PayloadNames(dict[Any, str]):
+    """Per raw snapshot key, its payload key; a key seen for the first time is named by the watch."""
+
+    __slots__ = ("_watch",)
+
+    def __init__(self, watch: Watch) -> None:
+        super().__init__()
+        self._watch = watch
+
+    def __missing__(self, key: Any) -> str:
+        return self._watch._name_key(key)
+
+
 class Watch:
-    """One monitored target: its provider, its schedule and its poll state.
+    """One monitored target: its :class:`WatchSpec` and its schedule state.
 
     :meth:`evaluate` turns one raw ``stats()`` result into the payload to
     log (or ``None`` when not due); :meth:`commit` records a delivered
-    payload as the new baseline. Between the two the monitor delivers.
+    payload as the new baseline. Between the two the runtime delivers.
 
     Examples:
         >>> schedule = Every.counter("write_count", 10)
@@ -82,52 +156,22 @@ class Watch:
         self,
         name: str,
         *,
-        provider: Callable[..., Any],
-        target: Any = None,
-        schedule: Schedule | None = None,
-        step_key: str | None = None,
-        stats_kwargs: Mapping[str, Any] | None = None,
-        rate_keys: tuple[str, ...] | None = None,
-        log_on_start: bool = True,
-        log_on_close: bool = True,
-        poll_timeout: float | None = None,
-        aggregate: tuple[str, ...] = (),
-        stall_after: float | None = None,
-        progress_key: str | None = None,
         on_stall: Callable[[Watch, float], None] | None = None,
+        **config: Any,
     ) -> None:
-        unknown = [name for name in aggregate if name not in AGGREGATES]
-        if unknown:
-            raise ValueError(
-                f"Unknown aggregate {unknown[0]!r}: choose from {', '.join(AGGREGATES)}."
-            )
-        if stall_after is not None and not stall_after > 0:
-            raise ValueError(
-                f"stall_after must be a positive number of seconds, got {stall_after!r}."
-            )
+        self.spec = spec = WatchSpec(name, **config)
         self.name = name
-        self.poll_timeout = poll_timeout
-        # Cleared by unwatch(): a poll in flight then delivers nothing.
+        self.on_stall = on_stall
+        # Registered: unwatch() clears it, and a poll in flight then
+        # delivers nothing.
         self.active = True
-        # Set while a provider call was left behind by the polling thread
-        # (background mode) and is still outstanding; hung once it has also
-        # overrun poll_timeout.
-        self.detached = False
-        self.detached_at = 0.0
-        self.hung = False
-        # Provider calls in a row that overran poll_timeout: one warning a streak.
-        self.overruns = 0
-        self.target = target
-        self.provider = provider
-        self.stats_kwargs = dict(stats_kwargs or {})
         # What a poll calls: the provider, with its keyword arguments bound.
         self.call: Callable[[], Any] = (
-            functools.partial(provider, **self.stats_kwargs)
-            if self.stats_kwargs
-            else provider
+            functools.partial(spec.provider, **spec.stats_kwargs)
+            if spec.stats_kwargs
+            else spec.provider
         )
-        self.schedule = schedule
-        parts = () if schedule is None else schedule.parts
+        parts = () if spec.schedule is None else spec.schedule.parts
         self.counter_parts = tuple(
             _CounterPart(part.key, part.interval)
             for part in parts
@@ -136,41 +180,18 @@ class Watch:
         self.seconds_intervals = tuple(
             part.interval for part in parts if part.kind == "seconds"
         )
+        # Aggregation and stall detection need every poll: no shortcut.
+        self.every_poll = bool(spec.aggregate) or spec.stall_after is not None
+        # A watch on one counter schedule and nothing else decides most
+        # polls from that counter alone (below_threshold), before the clock.
         self._only_counter = (
             self.counter_parts[0]
-            if len(self.counter_parts) == 1 and not self.seconds_intervals
+            if len(self.counter_parts) == 1
+            and not self.seconds_intervals
+            and not self.every_poll
             else None
         )
-        if step_key is None and len(self.counter_parts) == 1:
-            step_key = self.counter_parts[0].key
-        self.step_key = step_key
-        self.aggregate = tuple(aggregate)
-        self.stall_after = stall_after
-        if stall_after is not None:
-            progress_key = progress_key or (
-                self.counter_parts[0].key if len(self.counter_parts) == 1 else step_key
-            )
-            if progress_key is None:
-                raise ValueError(
-                    f"Watch {name!r}: stall detection needs a progress counter; pass "
-                    "progress_key=, a counter schedule or step=."
-                )
-        self.progress_key = progress_key
-        self.on_stall = on_stall
-        self.stalled = False
-        self._progress: float | None = None
-        self._progress_time: float | None = None
-        self._accumulated: dict[str, list[float]] = {}
-        # Aggregation and stall detection need every poll: no shortcut.
-        self.every_poll = bool(self.aggregate) or stall_after is not None
-        if self.every_poll:
-            self._only_counter = None
-        # A watch on one counter schedule decides most polls from that
-        # counter alone (below_threshold), before reading the clock.
         self.counter_gated = self._only_counter is not None
-        self.rate_keys = rate_keys
-        self.log_on_start = log_on_start
-        self.log_on_close = log_on_close
         # A watch whose schedule is time only decides before calling its
         # provider: it is skipped until the monotonic time next_due.
         self.clock_gated = (
@@ -180,30 +201,38 @@ class Watch:
         )
         self.min_seconds = min(self.seconds_intervals, default=0.0)
         self.next_due = -math.inf
+        self.stalled = False
+        self._progress: float | None = None
+        self._progress_time: float | None = None
+        self._accumulated: dict[str, list[float]] = {}
         self.baseline: dict[str, float] = {}
         self.baseline_time: float | None = None
         self.last_log_time: float | None = None
         self.has_logged = False
-        self.error_warned = False
         self.step: int | None = None
         self._prefix = prefix = f"{name}/"
         self._pending: dict[str, float] = {}
-        # Per raw key seen, its payload key.
-        self._names: dict[Any, str] = {}
+        self._names = _PayloadNames(self)
         # (snapshot key, payload key of its rate) of the rated counters:
         # those given, else the known counters as they are seen.
         self._rates: tuple[tuple[str, str], ...] = ()
         # (snapshot key, payload key, payload key of its rate or None) of
         # the entries the next poll needs: the rated ones and the step.
         self._kept: tuple[tuple[str, str, str | None], ...] = ()
+        rate_keys = spec.rate_keys
         if rate_keys is not None:
             self._rates = tuple((key, prefix + rate_name(key)) for key in rate_keys)
             rated = dict(self._rates)
             self._kept = tuple(
                 (key, prefix + key, rated.get(key))
-                for key in dict.fromkeys((*rate_keys, step_key))
+                for key in dict.fromkeys((*rate_keys, spec.step_key))
                 if key is not None
             )
+
+    @property
+    def step_key(self) -> str | None:
+        """The snapshot entry used as the logging step (see :class:`WatchSpec`)."""
+        return self.spec.step_key
 
     def due_by_clock(self, now: float) -> bool:
         """Whether the provider needs calling at ``now``; false only for a time-only schedule not yet due.
@@ -242,12 +271,11 @@ class Watch:
         part = self._only_counter
         if part is None or type(raw) is not dict or self.baseline_time is None:
             return False
-        value: Any = raw.get(part.key)
-        kind = type(value)
+        value = finite_counter(raw.get(part.key))
         threshold = part.next_threshold
         last_value = part.last_value
         if (
-            (kind is int or (kind is float and value - value == 0.0))
+            value is not None
             and threshold is not None
             and value < threshold
             and (last_value is None or value >= last_value)
@@ -269,7 +297,7 @@ class Watch:
         first_poll = self.baseline_time is None
         if (
             not force
-            and (first_poll or self.schedule is not None)
+            and (first_poll or self.spec.schedule is not None)
             and not self._is_due(raw, now, first_poll)
         ):
             if first_poll:
@@ -284,11 +312,11 @@ class Watch:
         if observed is None:
             payload = self._payload_of(raw, elapsed)
         else:
-            payload = self._payload_of_snapshot(observed, 0.0)
+            payload = self._payload_of_snapshot(observed)
             self._add_observations(payload)
             if elapsed:
                 self._add_rates(payload, observed, elapsed)
-        step_key = self.step_key
+        step_key = self.spec.step_key
         if step_key is not None and step_key in self._pending:
             self.step = int(self._pending[step_key])
         else:
@@ -298,79 +326,43 @@ class Watch:
     def _payload_of(self, raw: Any, elapsed: float) -> dict[str, float]:
         # The payload with its rates (over ``elapsed`` seconds, when not 0),
         # and the part of the snapshot the next poll needs (kept as the
-        # pending baseline: rated and step keys). This runs for every logged
-        # poll: the common value types are tested by exact type first, a key
-        # is named through one dict lookup, and the rates are computed while
-        # the kept entries are collected.
-        if type(raw) is not dict:
-            return self._payload_of_snapshot(snapshot_of(raw), elapsed)
-        names = self._names
+        # pending baseline: rated and step keys).
+        if type(raw) is not dict and not isinstance(raw, Mapping):
+            snapshot_of(raw)  # raises the error that says what is wrong
         payload: dict[str, float] = {}
-        for key, value in raw.items():
-            kind = type(value)
-            if kind is int:
-                try:
-                    # Exactly float(value), without the call.
-                    value = value + 0.0
-                except OverflowError:
-                    continue
-            elif kind is float:
-                if value - value != 0.0:
-                    continue
-            elif kind is bool:
-                value = 1.0 if value else 0.0
-            elif kind is dict or isinstance(value, Mapping):
-                return self._payload_of_snapshot(snapshot_of(raw), elapsed)
-            else:
-                value = as_metric(value)
-                if value is None:
-                    continue
-            try:
-                payload[names[key]] = value
-            except KeyError:
-                payload[self._name_key(key)] = value
+        collect(raw, payload, self._prefix, self._names)
         snapshot: dict[str, float] = {}
         baseline = self.baseline
-        for name, payload_key, rate in self._kept:
+        for name, payload_key, rated in self._kept:
             if payload_key in payload:
                 snapshot[name] = current = payload[payload_key]
-                if rate is not None and elapsed:
-                    previous = baseline.get(name)
-                    if previous is not None and current >= previous:
-                        payload[rate] = (current - previous) / elapsed
+                if rated is not None and elapsed:
+                    per_second = rate(current, baseline.get(name), elapsed)
+                    if per_second is not None:
+                        payload[rated] = per_second
         self._pending = snapshot
         return payload
 
-    def _payload_of_snapshot(
-        self, snapshot: dict[str, float], elapsed: float
-    ) -> dict[str, float]:
+    def _payload_of_snapshot(self, snapshot: dict[str, float]) -> dict[str, float]:
         names = self._names
-        payload: dict[str, float] = {}
-        for key, value in snapshot.items():
-            try:
-                payload[names[key]] = value
-            except KeyError:
-                payload[self._name_key(key)] = value
         self._pending = snapshot
-        if elapsed:
-            self._add_rates(payload, snapshot, elapsed)
-        return payload
+        return {names[key]: value for key, value in snapshot.items()}
 
     def _add_rates(
         self, payload: dict[str, float], snapshot: dict[str, float], elapsed: float
     ) -> None:
         baseline = self.baseline
-        for name, rate in self._rates:
+        for name, rated in self._rates:
             current = snapshot.get(name)
-            if current is None:
-                continue
-            previous = baseline.get(name)
-            if previous is not None and current >= previous:
-                payload[rate] = (current - previous) / elapsed
+            if current is not None:
+                per_second = rate(current, baseline.get(name), elapsed)
+                if per_second is not None:
+                    payload[rated] = per_second
 
     def _observe(self, snapshot: dict[str, float], now: float) -> dict[str, float]:
-        if self.aggregate:
-            counters = RATE_NAMES if self.rate_keys is None else self.rate_keys
+        spec = self.spec
+        if spec.aggregate:
+            counters = RATE_NAMES if spec.rate_keys is None else spec.rate_keys
             accumulated = self._accumulated
             for key, value in snapshot.items():
                 if key in counters:
@@ -381,12 +373,10 @@ class Watch:
                 else:
                     seen[0] += 1.0
                     seen[1] += value
-                    if value < seen[2]:
-                        seen[2] = value
-                    if value > seen[3]:
-                        seen[3] = value
-        if self.stall_after is not None:
-            self._observe_progress(snapshot.get(self.progress_key or ""), now)
+                    seen[2] = min(seen[2], value)
+                    seen[3] = max(seen[3], value)
+        if spec.stall_after is not None:
+            self._observe_progress(snapshot.get(spec.progress_key or ""), now)
         return snapshot
 
     def _observe_progress(self, progress: float | None, now: float) -> None:
@@ -402,7 +392,7 @@ class Watch:
             self.stalled = False
             return
         stuck_for = now - self._progress_time
-        if not self.stalled and stuck_for >= (self.stall_after or math.inf):
+        if not self.stalled and stuck_for >= (self.spec.stall_after or math.inf):
             self.stalled = True
             if self.on_stall is not None:
                 self.on_stall(self, stuck_for)
@@ -410,7 +400,7 @@ class Watch:
     def _add_observations(self, payload: dict[str, float]) -> None:
         prefix = self._prefix
         for key, (count, total, low, high) in self._accumulated.items():
-            for aggregate in self.aggregate:
+            for aggregate in self.spec.aggregate:
                 if aggregate == "mean":
                     value = total / count
                 elif aggregate == "min":
@@ -418,7 +408,7 @@ class Watch:
                 else:
                     value = high
                 payload[f"{prefix}{key}_{aggregate}"] = value
-        if self.stall_after is not None:
+        if self.spec.stall_after is not None:
             payload[f"{prefix}stalled"] = 1.0 if self.stalled else 0.0
 
     def commit(self, now: float) -> None:
@@ -430,40 +420,10 @@ class Watch:
         self.has_logged = True
         self.baseline_time = now
         if self.clock_gated:
-            self._set_next_due()
+            self.schedule_next()
 
-    def mark_detached(self, since: float) -> None:
-        """Skip this watch while its slow provider call, running since ``since``, is outstanding."""
-        self.detached = True
-        self.detached_at = since
-        self.next_due = math.inf
-
-    def mark_hung(self) -> None:
-        """Skip this watch while its overrunning provider call is outstanding.
-
-        Counts the overrun in :attr:`overruns`, the current streak of calls
-        that overran, which a call returning in time ends.
-        """
-        self.detached = True
-        self.hung = True
-        self.next_due = math.inf
-        self.overruns += 1
-
-    def resume(self) -> None:
-        """Poll this watch again: its provider call returned."""
-        if not self.hung:
-            # It returned within poll_timeout: any overrun streak ends.
-            self.overruns = 0
-        self.detached = False
-        self.hung = False
-        self._set_next_due()
-
-    def _set_baseline_time(self, now: float) -> None:
-        self.baseline_time = now
-        if self.clock_gated:
-            self._set_next_due()
-
-    def _set_next_due(self) -> None:
+    def schedule_next(self) -> None:
+        """Set :attr:`next_due`: for a time-only schedule, its interval after the last log (or baseline)."""
         if not self.clock_gated:
             self.next_due = -math.inf
             return
@@ -472,45 +432,42 @@ class Watch:
             reference = self.baseline_time
         self.next_due = -math.inf if reference is None else reference + self.min_seconds
 
+    def _set_baseline_time(self, now: float) -> None:
+        self.baseline_time = now
+        if self.clock_gated:
+            self.schedule_next()
+
     def _name_key(self, key: Any) -> str:
         # Name a snapshot key seen for the first time: its payload key, and
         # whether the next poll needs it (its default rate, or the step).
         name = key if type(key) is str else str(key)
         payload_key = self._prefix + name
         self._names[key] = payload_key
-        if self.rate_keys is None:
+        if self.spec.rate_keys is None:
             # The rated and kept entries of given rate_keys are set up front.
-            rate = RATE_NAMES.get(name)
-            rate_key = None if rate is None else self._prefix + rate
+            known = RATE_NAMES.get(name)
+            rate_key = None if known is None else self._prefix + known
             if rate_key is not None:
                 self._rates += ((name, rate_key),)
-            if rate_key is not None or name == self.step_key:
+            if rate_key is not None or name == self.spec.step_key:
                 self._kept += ((name, payload_key, rate_key),)
         return payload_key
 
     def _is_due(self, raw: Any, now: float, first_poll: bool) -> bool:
+        schedule = self.spec.schedule
         if first_poll and not self.has_logged:
-            if self.log_on_start:
+            if self.spec.log_on_start:
                 for part in self.counter_parts:
                     value = counter_value(raw, part.key)
                     if value is not None:
                         part.prime(value)
                 return True
-            if self.schedule is None:
+            if schedule is None:
                 # log_on_start=False: the first poll only records the baseline.
                 return False
-        if self.schedule is None:
+        if schedule is None:
             return True
-        due = False
-        if self.seconds_intervals:
-            reference = self.last_log_time
-            if reference is None:
-                reference = self.baseline_time
-            if reference is not None:
-                elapsed = now - reference
-                for interval in self.seconds_intervals:
-                    if elapsed >= interval:
-                        due = True
+        due = self._due_by_seconds(now)
         reset = False
         for part in self.counter_parts:
             value = counter_value(raw, part.key)
@@ -535,3 +492,12 @@ class Watch:
             self._set_baseline_time(now)
             return False
         return due
+
+    def _due_by_seconds(self, now: float) -> bool:
+        reference = self.last_log_time
+        if reference is None:
+            reference = self.baseline_time
+        if reference is None:
+            return False
+        elapsed = now - reference
+        return any(elapsed >= interval for interval in self.seconds_intervals)

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from rlpulse import AnyOf, Every
-from rlpulse.poll import RATE_NAMES, Watch, rate_name
+from rlpulse.metrics import RATE_NAMES, rate_name
+from rlpulse.watch import Watch
 
 
 def make_watch(schedule: Any = None, **kwargs: Any) -> Watch:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from rlpulse.snapshot import as_metric, counter_value, snapshot_of
+from rlpulse.metrics import as_metric, counter_value, snapshot_of
 
 
 class FloatRaises:

@@ -1,4 +1,4 @@
-"""Watches known to deadlock when polled from a background thread.
+"""TorchRL multiprocess collectors: the watch known to deadlock when polled from a thread.
 
 A TorchRL multiprocess collector answers ``stats(workers="per_worker")`` or
 ``stats(workers="both")`` by asking every worker over its control pipes.
@@ -6,6 +6,9 @@ Polled from the monitor's thread while the main thread iterates the
 collector, the two race on those pipes and the whole pipeline hangs. A
 background monitor refuses such a watch; manual ``step()`` calls from the
 training loop (the thread that iterates) stay allowed.
+
+This module imports nothing from TorchRL: it recognises the collector by
+its class, so registering it costs ``import rlpulse`` nothing.
 """
 
 from __future__ import annotations
@@ -13,27 +16,33 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["background_hazard"]
+from rlpulse.targets import TargetKind
+
+__all__ = ["MULTIPROCESS_COLLECTOR", "is_multiprocess_collector", "per_worker_hazard"]
 
 _PER_WORKER_VIEWS = ("per_worker", "both")
 
 
-def background_hazard(
-    target: Any, provider: Any, stats_kwargs: Mapping[str, Any]
-) -> str | None:
-    """Return why polling this watch from a background thread would hang, or ``None``.
+def is_multiprocess_collector(target: Any) -> bool:
+    """Whether ``target`` is a TorchRL multiprocess collector (a ``MultiCollector``).
 
     Examples:
-        >>> class Buffer:
-        ...     def stats(self):
-        ...         return {}
-        >>> buffer = Buffer()
-        >>> background_hazard(buffer, buffer.stats, {}) is None
-        True
+        >>> is_multiprocess_collector(object())
+        False
     """
+    for cls in type(target).__mro__:
+        if cls.__name__ == "MultiCollector" and cls.__module__.startswith(
+            "torchrl.collectors"
+        ):
+            return True
+    return False
+
+
+def per_worker_hazard(
+    target: Any, provider: Any, stats_kwargs: Mapping[str, Any]
+) -> str | None:
+    """Return why polling a collector's per-worker view from a thread would hang, or ``None``."""
     if stats_kwargs.get("workers") not in _PER_WORKER_VIEWS:
-        return None
-    if not _is_torchrl_multiprocess_collector(target):
         return None
     if getattr(provider, "__self__", None) is not target:
         return None  # a custom stats_fn: the user decides what it touches
@@ -48,10 +57,9 @@ def background_hazard(
     )
 
 
-def _is_torchrl_multiprocess_collector(target: Any) -> bool:
-    for cls in type(target).__mro__:
-        if cls.__name__ == "MultiCollector" and cls.__module__.startswith(
-            "torchrl.collectors"
-        ):
-            return True
-    return False
+MULTIPROCESS_COLLECTOR = TargetKind(
+    "TorchRL multiprocess collector",
+    matches=is_multiprocess_collector,
+    hazard=per_worker_hazard,
+)
+"""The registry entry of TorchRL's multiprocess collectors."""

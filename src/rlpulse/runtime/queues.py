@@ -13,7 +13,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from rlpulse.delivery import Sink
+from rlpulse.runtime.sinks import Sink
 
 __all__ = ["Item", "SinkQueue"]
 
@@ -107,6 +107,11 @@ class SinkQueue:
         """Whether the sender is still running."""
         return self._thread is not None and self._thread.is_alive()
 
+    def begin_close(self) -> None:
+        """Have the sender drain what is pending, flush the sink and exit, without waiting for it."""
+        self._closing = True
+        self._wakeup.set()
+
     def close(self, deadline: float) -> int | None:
         """Drain what is pending, flush the sink, stop the sender; by ``deadline``.
 
@@ -116,8 +121,7 @@ class SinkQueue:
         returns, exits without calling the sink again. The sink is never
         closed.
         """
-        self._closing = True
-        self._wakeup.set()
+        self.begin_close()
         thread = self._thread
         if thread is None:
             return None

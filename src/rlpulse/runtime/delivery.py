@@ -1,0 +1,133 @@
+"""Delivery: how a payload reaches every sink, inline or through the sinks' queues.
+
+Manual mode calls every sink on the polling thread before ``step()``
+returns. In background mode every sink has its own bounded
+:class:`~rlpulse.runtime.queues.SinkQueue` and sender thread: a payload is
+queued for each, the senders are woken once per round, and :meth:`close`
+closes every queue at once, so the queues drain side by side under one
+deadline and a hung sink keeps no other sink from its final flush.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rlpulse.runtime.deadline import Deadline
+from rlpulse.runtime.queues import Item, SinkQueue
+from rlpulse.runtime.reporting import Reporter
+from rlpulse.runtime.sinks import Sink
+
+__all__ = ["Delivery"]
+
+
+class Delivery:
+    """The sinks of one monitor and, while it polls in the background, their queues.
+
+    Examples:
+        >>> class Printer:
+        ...     def log_metrics(self, metrics, step=None):
+        ...         print(step, metrics)
+        >>> delivery = Delivery((Sink(Printer()),), Reporter("warn"))
+        >>> delivery.deliver(({"rb/size": 1.0}, 3, 0.0, "rb"))
+        3 {'rb/size': 1.0}
+        True
+    """
+
+    def __init__(self, sinks: Sequence[Sink], reporter: Reporter) -> None:
+        self.sinks = tuple(sinks)
+        self.wants_timestamp = any(sink.wants_timestamp for sink in self.sinks)
+        self._reporter = reporter
+        self.queues: tuple[SinkQueue, ...] = ()
+
+    def open_queues(self, size: int) -> None:
+        """Feed every sink from its own queue of ``size`` payloads from now on."""
+        self.queues = tuple(
+            SinkQueue(
+                sink,
+                size=size,
+                on_failure=self._queued_sink_failed,
+                on_success=_recovered,
+                on_drop=self._reporter.dropped,
+            )
+            for sink in self.sinks
+        )
+        for queue in self.queues:
+            queue.start()
+
+    def deliver(self, item: Item) -> bool:
+        """Hand ``(payload, step, wall_time, watch name)`` to every sink; whether any took it.
+
+        Queued: always taken. Inline: under ``on_error="raise"`` the first
+        sink error is raised once every sink has been called.
+        """
+        queues = self.queues
+        if queues:
+            for queue in queues:
+                queue.put(item)
+            return True
+        payload, step, wall_time, watch_name = item
+        delivered = False
+        first_error: Exception | None = None
+        for sink in self.sinks:
+            try:
+                if sink.wants_timestamp:
+                    sink.log_metrics(payload, step=step, timestamp=wall_time)
+                else:
+                    sink.log_metrics(payload, step=step)
+            except Exception as err:
+                first_error = first_error or err
+                self._reporter.sink_failed(sink, watch_name, err, queued=False)
+                continue
+            sink.failing = False
+            delivered = True
+        if first_error is not None and self._reporter.on_error == "raise":
+            raise first_error
+        return delivered
+
+    def end_round(self) -> None:
+        """Wake every sender once: a round of polls has ended."""
+        for queue in self.queues:
+            queue.wake()
+
+    @property
+    def queued(self) -> int:
+        """Payloads waiting in the sinks' queues."""
+        return sum(len(queue.pending) for queue in self.queues)
+
+    def close(self, deadline: Deadline, stop_timeout: float) -> BaseException | None:
+        """Drain and flush every sink by ``deadline``; return the error to raise under ``on_error="raise"``.
+
+        Queued: every queue is closed at once and drained side by side; a
+        sink still stuck in a call at the deadline has its pending payloads
+        dropped (counted, warned) and gets no more calls. Inline: every sink
+        is flushed. Sinks are never closed.
+        """
+        queues, self.queues = self.queues, ()
+        if not queues:
+            return self._flush_inline()
+        for queue in queues:
+            queue.begin_close()
+        for queue in queues:
+            discarded = queue.close(deadline.at)
+            if discarded is not None:
+                self._reporter.not_drained(queue.sink, stop_timeout, discarded)
+        error = self._reporter.take_sink_error()
+        return error if self._reporter.on_error == "raise" else None
+
+    def _flush_inline(self) -> BaseException | None:
+        error: BaseException | None = None
+        for sink in self.sinks:
+            try:
+                sink.flush()
+            except Exception as err:
+                self._reporter.sink_failed(sink, "", err, queued=False)
+                if error is None and self._reporter.on_error == "raise":
+                    error = err
+        return error
+
+    def _queued_sink_failed(self, sink: Sink, watch_name: str, err: Exception) -> None:
+        self._reporter.sink_failed(sink, watch_name, err, queued=True)
+
+
+def _recovered(sink: Sink) -> None:
+    sink.failing = False

@@ -1,0 +1,240 @@
+"""The engine: the moving parts of one monitor, from a provider call to the sinks.
+
+It polls one watch (:meth:`Engine.poll`: call, decide, deliver, commit),
+runs rounds inline (manual mode) or on a :class:`~rlpulse.runtime.poller.Poller`
+with its :class:`~rlpulse.runtime.watchdog.Watchdog` (background mode), and
+stops them under one :class:`~rlpulse.runtime.deadline.Deadline`. Its one
+generation counter moves on at every start and stop: a call that returns
+after either (one left behind as slow or hung) delivers nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from rlpulse.runtime.deadline import Deadline
+from rlpulse.runtime.delivery import Delivery
+from rlpulse.runtime.poller import Poller, Round
+from rlpulse.runtime.reporting import Reporter
+from rlpulse.runtime.supervision import Supervision
+from rlpulse.runtime.watchdog import Watchdog
+from rlpulse.watch import Watch
+
+__all__ = ["Engine"]
+
+_FLUSH_RESERVE_S = 0.1
+"""What stop() keeps of its deadline for the sinks' final flush, when waiting for calls would take it all."""
+
+
+class Engine:
+    """Polls a monitor's watches and delivers their payloads, inline or in the background.
+
+    ``watches()`` gives the current registration, in order.
+    """
+
+    def __init__(
+        self,
+        watches: Callable[[], Sequence[Watch]],
+        delivery: Delivery,
+        reporter: Reporter,
+        *,
+        poll_interval: float,
+        queue_size: int,
+        stop_timeout: float,
+    ) -> None:
+        self.watches = watches
+        self.delivery = delivery
+        self.reporter = reporter
+        self.poll_interval = poll_interval
+        self.queue_size = queue_size
+        self.stop_timeout = stop_timeout
+        self.generation = 0
+        self.after_fork()
+
+    def after_fork(self) -> None:
+        """Forget every thread and lock: what a forked child must not inherit."""
+        for watch in getattr(self, "supervision", Supervision()).left:
+            watch.schedule_next()
+        self.supervision = Supervision()
+        self.poll_lock = threading.Lock()
+        self.polling_thread: threading.Thread | None = None
+        self.poller: Poller | None = None
+        self.watchdog: Watchdog | None = None
+        self.delivery.queues = ()
+        self.reporter.after_fork()
+
+    # -- one watch --------------------------------------------------------
+
+    def poll(self, watch: Watch, force: bool) -> dict[str, float] | None:
+        """Poll ``watch`` once; return its payload when delivered."""
+        generation = self.generation
+        failing = self.reporter.failing
+        try:
+            raw = watch.call()
+            if watch.counter_gated and not force and watch.below_threshold(raw):
+                if failing:
+                    failing.discard(watch)
+                return None
+            now = time.monotonic()
+            if not watch.active or generation != self.generation:
+                return None
+            payload = watch.evaluate(raw, now, force)
+        except Exception as err:
+            self.reporter.poll_failed(watch, err)
+            return None
+        if failing:
+            failing.discard(watch)
+        if payload is None:
+            return None
+        wall_time = time.time() if self.delivery.wants_timestamp else 0.0
+        if not self.delivery.deliver((payload, watch.step, wall_time, watch.name)):
+            return None
+        watch.commit(now)
+        return payload
+
+    # -- rounds -----------------------------------------------------------
+
+    def step(self) -> dict[str, dict[str, float]]:
+        """Poll every watch once; on a polling thread that is alive, on that thread."""
+        poller = self.poller
+        if poller is not None and not poller.is_polling_thread() and poller.alive:
+            polls = Round(self.watches(), force=False)
+            poller.request(polls)
+            while not polls.done.wait(0.05):
+                if not poller.alive:
+                    break
+            if polls.error is not None:
+                raise polls.error
+            if polls.done.is_set() or polls.index > 0:
+                return polls.logged
+        # Manual mode, or the polling thread has ended (on_error="raise"
+        # ended it): poll on this thread.
+        return self._step_inline()
+
+    def _step_inline(self) -> dict[str, dict[str, float]]:
+        logged: dict[str, dict[str, float]] = {}
+        left = self.supervision.left
+        with self.poll_lock:
+            self.polling_thread = threading.current_thread()
+            tally = self.reporter.open_tally()
+            started = now = time.monotonic()
+            finished = False
+            try:
+                for watch in self.watches():
+                    # A time-only schedule that is not due costs no call.
+                    if now < watch.next_due or (left and watch in left):
+                        continue
+                    tally[0] += 1
+                    payload = self.poll(watch, False)
+                    if payload is not None:
+                        tally[1] += 1
+                        logged[watch.name] = payload
+                finished = True
+            finally:
+                self.polling_thread = None
+                seconds = time.monotonic() - started
+                self.reporter.close_tally(tally, finished=finished, seconds=seconds)
+            # The polling thread may have ended: nobody else wakes the senders.
+            self.delivery.end_round()
+        return logged
+
+    def wait_done_with(self, watch: Watch, timeout: float) -> None:
+        """Wait until no thread but the caller's own is polling ``watch`` (unwatch())."""
+        if threading.current_thread() is self.polling_thread:
+            return
+        poller = self.poller
+        if poller is not None:
+            if not poller.is_polling_thread():
+                poller.wait_done_with(watch, timeout)
+        elif self.poll_lock.acquire(timeout=timeout):
+            # An inline step() on another thread holds the poll lock.
+            self.poll_lock.release()
+
+    # -- background -------------------------------------------------------
+
+    def start(self) -> None:
+        """Open the sinks' queues and start polling in the background."""
+        self.delivery.open_queues(self.queue_size)
+        self.generation += 1
+        poller = Poller(
+            poll=self.poll,
+            watches=self.watches,
+            interval=self.poll_interval,
+            supervision=self.supervision,
+            reporter=self.reporter,
+            end_round=self.delivery.end_round,
+            on_hung=self.reporter.hung,
+        )
+        self.poller, self.watchdog = poller, Watchdog(poller)
+        poller.start()
+        self.watchdog.start()
+
+    @property
+    def running(self) -> str:
+        """``"idle"``, ``"running"``, or ``"polling thread ended"``."""
+        if self.poller is None:
+            return "idle"
+        return "running" if self.poller.alive else "polling thread ended"
+
+    def stop_polling(self, deadline: Deadline) -> None:
+        """Stop the polling thread and the watchdog, by ``deadline``."""
+        poller, watchdog, self.poller = self.poller, self.watchdog, None
+        if poller is not None and watchdog is not None:
+            poller.stop(until=deadline.at)
+            watchdog.stop()
+        self.generation += 1
+
+    def finish(self, finals: Sequence[Watch], deadline: Deadline) -> None:
+        """Log the final snapshots of ``finals``, then drain and flush every sink, by ``deadline``.
+
+        Under ``on_error="raise"`` the first failure is raised, once the
+        sinks are drained and flushed.
+        """
+        error: BaseException | None = None
+        try:
+            self._final_snapshots(finals, deadline)
+        except Exception as err:
+            error = err
+        # A final snapshot's call that is still out delivers nothing later.
+        self.generation += 1
+        drain_error = self.delivery.close(deadline, self.stop_timeout)
+        error = error or drain_error
+        if error is not None:
+            raise error
+
+    def _final_snapshots(self, watches: Sequence[Watch], deadline: Deadline) -> None:
+        # A call left behind within its poll_timeout is waited for first: it
+        # may return in time for its final snapshot.
+        until = deadline.capped(deadline.at - _FLUSH_RESERVE_S)
+        table = self.supervision
+        table.wait_returned(watches, until)
+        for watch in watches:
+            if table.outstanding(watch):
+                state = "hung" if table.is_hung(watch) else "outstanding"
+                self.reporter.no_final_snapshot(
+                    watch, f"its stats() call is still {state}."
+                )
+        pending = [watch for watch in watches if not table.outstanding(watch)]
+        if not pending:
+            return
+        polls = Round(pending, force=True, deadline=until)
+        finisher = Poller(
+            poll=self.poll,
+            watches=lambda: pending,
+            interval=self.poll_interval,
+            supervision=table,
+            reporter=self.reporter,
+            end_round=self.delivery.end_round,
+            on_hung=self.reporter.hung_at_stop,
+        )
+        watchdog = Watchdog(finisher)
+        finisher.run_final(polls, watchdog.check, watchdog.period())
+        if polls.error is not None:
+            raise polls.error  # on_error="raise": the first failure ends them
+        for watch in polls.unfinished:
+            if not table.outstanding(watch):
+                self.reporter.no_final_snapshot(
+                    watch, f"stop_timeout={self.stop_timeout}s ran out first."
+                )

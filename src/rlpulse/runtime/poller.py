@@ -1,0 +1,404 @@
+"""The polling thread: rounds of polls on a timer, on request, and the final ones.
+
+Provider calls run inline on the polling thread — no thread hand-off per
+call. When one call holds a round up for too long, the watchdog
+(:mod:`rlpulse.runtime.watchdog`) hands the rest of the round to a fresh
+thread (:meth:`Poller.leave_behind`); the thread left behind finishes its call
+whenever it returns, takes its watch off the supervision table and exits.
+A thread polls only while it is the one its round names: that, not a
+counter, is how a thread learns it was left behind.
+
+Whether a call that returns just as the watchdog gives up on it was left
+behind is settled by one atomic ``dict.setdefault`` on the call's index:
+the thread claims it done, or the watchdog claims it abandoned, never both.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+
+from rlpulse.runtime.reporting import Reporter
+from rlpulse.runtime.supervision import Supervision
+from rlpulse.watch import Watch
+
+__all__ = ["Poller", "Round"]
+
+# Who settled a call: the polling thread (it returned) or the watchdog.
+_DONE = "done"
+_ABANDONED = "abandoned"
+
+Poll = Callable[[Watch, bool], "dict[str, float] | None"]
+"""Polls one watch (``force``: whatever its schedule says); returns its payload, if logged."""
+
+_UNAWAITED = threading.Event()
+
+
+class Round:
+    """One pass of polls over a list of watches, possibly finished by a later thread.
+
+    Examples:
+        >>> polls = Round((), force=False)
+        >>> polls.done.is_set(), polls.logged
+        (False, {})
+    """
+
+    __slots__ = (
+        "claims",
+        "current",
+        "deadline",
+        "done",
+        "error",
+        "finished",
+        "force",
+        "index",
+        "logged",
+        "thread",
+        "watches",
+    )
+
+    def __init__(
+        self,
+        watches: Sequence[Watch],
+        *,
+        force: bool,
+        deadline: float = math.inf,
+        awaited: bool = True,
+    ) -> None:
+        self.watches = watches
+        self.force = force
+        self.deadline = deadline
+        self.index = 0
+        # What the round logged, by watch, for whoever awaits it; the
+        # thread's own timed (unawaited) rounds keep nothing.
+        self.logged: dict[str, dict[str, float]] = {}
+        self.current: Watch | None = None
+        # The thread polling this round; None once it is given up.
+        self.thread: threading.Thread | None = None
+        # Per polled index, who settled that call: _DONE or _ABANDONED.
+        self.claims: dict[int, str] = {}
+        self.error: BaseException | None = None
+        self.finished = False
+        # Nobody waits for the thread's own timed rounds: they share one
+        # event rather than make one per round.
+        self.done = threading.Event() if awaited else _UNAWAITED
+
+    @property
+    def unfinished(self) -> list[Watch]:
+        """The watches this round has not reached (yet)."""
+        return list(self.watches[self.index :])
+
+
+class Poller:
+    """The polling thread of one background monitor.
+
+    ``poll(watch, force)`` polls one watch; ``watches()`` gives the current
+    registration; ``end_round()`` is told of every round that ends and
+    ``on_hung(watch, overruns)`` of every call marked hung. Each thread
+    counts its polls in a tally of ``reporter``, which also holds an error
+    raised by a sink that must end polling (``on_error="raise"``).
+    """
+
+    def __init__(
+        self,
+        *,
+        poll: Poll,
+        watches: Callable[[], Sequence[Watch]],
+        interval: float,
+        supervision: Supervision,
+        reporter: Reporter,
+        end_round: Callable[[], None],
+        on_hung: Callable[[Watch, int], None],
+    ) -> None:
+        self._poll = poll
+        self.watches = watches
+        self.interval = interval
+        self.supervision = supervision
+        self._reporter = reporter
+        self._end_round = end_round
+        self.on_hung = on_hung
+        self._stopping = False
+        self._wake = threading.Event()
+        self._requests: deque[Round] = deque()
+        # The round being polled, for the watchdog.
+        self.active: Round | None = None
+        # An error raised by a call left behind, for the live thread to raise.
+        self._late_error: BaseException | None = None
+        # Who waits for the thread to be done with a watch (unwatch()).
+        self._waiters: dict[Watch, threading.Event] = {}
+        self._thread: threading.Thread | None = None
+        # Set when the live polling thread exits.
+        self._exited = threading.Event()
+        self._next_tick = 0.0
+
+    # -- control ----------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the polling thread: its first round one interval from now."""
+        self._next_tick = time.monotonic() + self.interval
+        self._spawn(None, live=True)
+
+    @property
+    def alive(self) -> bool:
+        """Whether a thread is polling."""
+        thread = self._thread
+        return thread is not None and thread.is_alive()
+
+    @property
+    def stopping(self) -> bool:
+        """Whether :meth:`stop` was called."""
+        return self._stopping
+
+    def is_polling_thread(self) -> bool:
+        """Whether the calling thread is this poller's live polling thread."""
+        return threading.current_thread() is self._thread
+
+    def request(self, polls: Round) -> None:
+        """Have the polling thread poll ``polls`` as soon as it can."""
+        self._requests.append(polls)
+        self._wake.set()
+
+    def wait_done_with(self, watch: Watch, timeout: float) -> None:
+        """Wait until the polling thread is not polling ``watch``, or left its call behind."""
+        active = self.active
+        if active is None or active.current is not watch:
+            return
+        waiter = self._waiters.setdefault(watch, threading.Event())
+        active = self.active
+        if active is not None and active.current is watch:
+            waiter.wait(timeout)
+        self._waiters.pop(watch, None)
+
+    def stop(self, until: float) -> bool:
+        """Stop polling; wait for the polling thread until monotonic time ``until``.
+
+        Returns whether it ended in time; if not, it is given up on and the
+        watch it was polling is marked hung.
+        """
+        self._stopping = True
+        self._wake.set()
+        ended = self.is_polling_thread() or self._exited.wait(
+            max(0.0, until - time.monotonic())
+        )
+        if not ended:
+            self.abandon_active()
+        self._finish()
+        return ended
+
+    def run_final(
+        self, polls: Round, check: Callable[[Round], None], period: float
+    ) -> None:
+        """Poll a forced round on a fresh thread, supervised from this one by ``check`` every ``period`` seconds.
+
+        Returns when the round is done or at its deadline; watches not
+        reached remain in ``polls.unfinished``.
+        """
+        self._spawn(polls, one_shot=True)
+        while not polls.done.wait(min(period, 0.05)):
+            check(polls)
+            if time.monotonic() >= polls.deadline:
+                self.abandon_active()
+                break
+        self.active = None
+
+    def _finish(self) -> None:
+        self._thread = None
+        for polls in self._requests:
+            polls.done.set()
+        self._requests.clear()
+
+    # -- the polling thread -----------------------------------------------
+
+    def _spawn(
+        self, polls: Round | None, *, one_shot: bool = False, live: bool = False
+    ) -> None:
+        thread = threading.Thread(
+            target=self._work,
+            args=(polls, one_shot),
+            name="rlpulse-poller",
+            daemon=True,
+        )
+        # Named before it starts: a thread polls only while it is named.
+        if polls is not None:
+            polls.thread = thread
+        if live:
+            self._thread = thread
+        thread.start()
+
+    def _work(self, polls: Round | None, one_shot: bool) -> None:
+        if one_shot:
+            if polls is not None:
+                self._execute(polls)
+            return
+        try:
+            if polls is None or self._execute(polls):
+                self._poll_on_timer()
+        finally:
+            if self._thread is threading.current_thread():
+                self._exited.set()
+
+    def _poll_on_timer(self) -> None:
+        me = threading.current_thread()
+        while not self._stopping and self._thread is me:
+            timeout = self._next_tick - time.monotonic()
+            if timeout > 0 and not self._requests:
+                self._wake.wait(timeout)
+                self._wake.clear()
+                continue
+            while self._requests:
+                if not self._execute(self._requests.popleft()):
+                    return
+            if self._stopping or time.monotonic() < self._next_tick:
+                continue
+            error = self._late_error or self._reporter.take_sink_error()
+            if error is not None:
+                self._late_error = None
+                raise error
+            tick = Round(self.watches(), force=False, awaited=False)
+            if not self._execute(tick):
+                return
+            if tick.error is not None:
+                raise tick.error
+            self._next_tick = time.monotonic() + self.interval
+
+    def _execute(self, polls: Round) -> bool:
+        """Poll the rest of ``polls``; False when this thread was left behind meanwhile."""
+        me = threading.current_thread()
+        polls.thread = me
+        self.active = polls
+        started = time.monotonic()
+        logged: dict[str, dict[str, float]] | None = (
+            None if polls.done is _UNAWAITED else polls.logged
+        )
+        tally = self._reporter.open_tally()
+        handed_on = True
+        try:
+            handed_on = self._poll_each(polls, me, logged, tally)
+        finally:
+            finished = not handed_on
+            seconds = time.monotonic() - started
+            self._reporter.close_tally(tally, finished=finished, seconds=seconds)
+            if finished:
+                self._end_round()
+        if handed_on:
+            return False
+        polls.current = None
+        self.active = None
+        polls.finished = True
+        polls.done.set()
+        return True
+
+    def _poll_each(
+        self,
+        polls: Round,
+        me: threading.Thread,
+        logged: dict[str, dict[str, float]] | None,
+        counted: list[int],
+    ) -> bool:
+        # Returns True when this thread was left behind (or given up on).
+        poll = self._poll
+        watches = polls.watches
+        force = polls.force
+        claim = polls.claims.setdefault
+        left = self.supervision.left
+        overruns = self.supervision.overruns
+        waiters = self._waiters
+        now = time.monotonic()
+        index = -1
+        try:
+            for index in range(polls.index, len(watches)):
+                watch = watches[index]
+                # A watch whose call is outstanding is skipped; a time-only
+                # schedule that is not due costs no call, unless forced.
+                if left and watch in left:
+                    continue
+                if now < watch.next_due and not force:
+                    continue
+                if time.monotonic() >= polls.deadline:
+                    break
+                polls.index = index + 1
+                polls.current = watch
+                counted[0] += 1
+                payload = poll(watch, force)
+                polls.current = None
+                if payload is not None:
+                    counted[1] += 1
+                if claim(index, _DONE) is not _DONE:
+                    self._resume(watch)
+                    return True
+                if polls.thread is not me:
+                    return True  # given up on: the rest is left undone
+                if overruns:
+                    overruns.pop(watch, None)  # in time: the streak ends
+                if waiters:
+                    self._release(watch)
+                if payload is not None and logged is not None:
+                    logged[watch.name] = payload
+            else:
+                polls.index = len(watches)
+        except BaseException as err:
+            if index >= 0 and claim(index, _DONE) is not _DONE:
+                # A call left behind raised (on_error="raise"): the live
+                # thread raises it at its next round.
+                self._late_error = err
+                self._resume(watches[index])
+                return True
+            polls.error = err
+        return False
+
+    def _release(self, watch: Watch) -> None:
+        waiter = self._waiters.get(watch)
+        if waiter is not None:
+            waiter.set()
+
+    def _resume(self, watch: Watch) -> None:
+        # A call left behind returned: its watch is polled again. Under the
+        # table's lock, so that the watchdog never marks it hung afterwards.
+        with self.supervision.lock:
+            self.supervision.returned(watch)
+        watch.schedule_next()
+
+    # -- hand-over, called by the watchdog --------------------------------
+
+    def leave_behind(
+        self, polls: Round, watch: Watch, *, since: float, hung: bool
+    ) -> None:
+        """Leave ``polls``'s call of ``watch`` behind, unless it has returned: a fresh thread polls the rest.
+
+        ``hung``: the call has overrun its ``poll_timeout`` (else it only
+        held the round up for its hand-over delay).
+        """
+        table = self.supervision
+        with table.lock:
+            if polls.finished or not self._claim_current(polls, watch):
+                return
+            if hung:
+                self.on_hung(watch, table.mark_hung(watch))
+            else:
+                table.leave_behind(watch, since)
+            polls.current = None
+            self._release(watch)
+            self._spawn(polls, one_shot=polls.force, live=not polls.force)
+
+    def abandon_active(self) -> None:
+        """Give up on the round being polled: its thread stops after its call, which is marked hung."""
+        table = self.supervision
+        with table.lock:
+            polls = self.active
+            if polls is None:
+                return
+            polls.thread = None
+            watch = polls.current
+            if watch is not None and self._claim_current(polls, watch):
+                self.on_hung(watch, table.mark_hung(watch))
+                polls.current = None
+
+    def _claim_current(self, polls: Round, watch: Watch) -> bool:
+        # Give up on polls's call of watch, unless it has returned already.
+        index = polls.index - 1
+        if index < 0 or polls.watches[index] is not watch:
+            return False
+        return polls.claims.setdefault(index, _ABANDONED) is _ABANDONED

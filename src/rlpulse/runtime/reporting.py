@@ -1,0 +1,213 @@
+"""What the monitor tells its user: its exact counters and its warnings.
+
+Every counter of :meth:`rlpulse.LoggerMonitor.stats` lives in one
+:class:`Reporter` and changes under its one lock, whichever thread counts:
+the polling thread adds a round's polls and payloads once per round, sender
+threads count their sink's failures and drops. Warnings follow one rule:
+one per failure streak (of a watch, a sink, a queue), through the
+``rlpulse`` logger, unless ``on_error="ignore"``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from rlpulse.runtime.queues import SinkQueue
+    from rlpulse.runtime.sinks import Sink
+    from rlpulse.watch import Watch
+
+__all__ = ["OnError", "Reporter"]
+
+_log = logging.getLogger("rlpulse")
+
+OnError = Literal["warn", "raise", "ignore"]
+
+
+class Reporter:
+    """The monitor's counters and failure warnings, for one ``on_error`` mode.
+
+    Examples:
+        >>> reporter = Reporter("ignore")
+        >>> tally = reporter.open_tally()
+        >>> tally[0] += 3
+        >>> tally[1] += 2
+        >>> reporter.close_tally(tally, finished=True, seconds=0.5)
+        >>> reporter.poll_failed(None, ValueError("bad"))
+        >>> reporter.counts()
+        {'rounds': 1, 'polls': 3, 'logged': 2, 'errors': 1, 'timeouts': 0, 'dropped': 0}
+    """
+
+    def __init__(self, on_error: OnError) -> None:
+        self.on_error = on_error
+        self.after_fork()
+        self._counts = dict.fromkeys(
+            ("rounds", "polls", "logged", "errors", "timeouts", "dropped"), 0
+        )
+        # The tallies of the rounds in progress, one per polling thread.
+        self._tallies: list[list[int]] = []
+        self.last_round_s = 0.0
+        # Watches whose polls are failing: one warning each until they recover.
+        self.failing: set[Watch] = set()
+        # An error raised by a sink's sender thread, for the polling thread
+        # to raise under on_error="raise".
+        self._sink_error: BaseException | None = None
+
+    def after_fork(self) -> None:
+        """A new lock: one held by a thread that does not exist in a forked child would never be released."""
+        self._lock = threading.Lock()
+
+    def add(self, **counts: int) -> None:
+        """Add to the named counters, atomically."""
+        with self._lock:
+            for name, count in counts.items():
+                self._counts[name] += count
+
+    def open_tally(self) -> list[int]:
+        """A ``[polls, payloads]`` tally for one thread's part of a round, counted in :meth:`counts` until closed.
+
+        Only the thread that opened it writes to it, so its counts need no
+        lock; :meth:`close_tally` adds them to the counters once.
+        """
+        tally = [0, 0]
+        with self._lock:
+            self._tallies.append(tally)
+        return tally
+
+    def close_tally(self, tally: list[int], *, finished: bool, seconds: float) -> None:
+        """Add ``tally`` to the counters; a ``finished`` round also counts as a round of ``seconds``."""
+        with self._lock:
+            self._tallies.remove(tally)
+            counts = self._counts
+            counts["polls"] += tally[0]
+            counts["logged"] += tally[1]
+            if finished:
+                counts["rounds"] += 1
+                self.last_round_s = seconds
+
+    def counts(self) -> dict[str, int]:
+        """A consistent copy of every counter, the rounds in progress included."""
+        with self._lock:
+            counts = dict(self._counts)
+            for polls, logged in self._tallies:
+                counts["polls"] += polls
+                counts["logged"] += logged
+        return counts
+
+    def poll_failed(self, watch: Watch | None, error: Exception) -> None:
+        """Count a failed poll; warn once per streak; raise it under ``on_error="raise"``."""
+        self.add(errors=1)
+        if self.on_error == "raise":
+            raise error
+        if watch is None or watch in self.failing:
+            return
+        self.failing.add(watch)
+        if self.on_error == "warn":
+            _log.warning(
+                "LoggerMonitor failed to poll or log watch %r: %r. Further errors "
+                "for this watch will be silent until it recovers.",
+                watch.name,
+                error,
+            )
+
+    def sink_failed(
+        self, sink: Sink, watch_name: str, error: Exception, *, queued: bool
+    ) -> None:
+        """Count a failed sink call (``watch_name`` empty for a flush); warn once per streak.
+
+        A queued sink's error under ``on_error="raise"`` is kept for the
+        polling thread to raise (:meth:`take_sink_error`).
+        """
+        self.add(errors=1)
+        if self.on_error == "raise" and queued:
+            with self._lock:
+                self._sink_error = error
+        if self.on_error == "warn" and not sink.failing:
+            if watch_name:
+                _log.warning(
+                    "LoggerMonitor failed to log watch %r to sink %s: %r. Further "
+                    "errors of this sink will be silent until it recovers.",
+                    watch_name,
+                    sink.name,
+                    error,
+                )
+            else:
+                _log.warning(
+                    "LoggerMonitor failed to flush sink %s: %r.", sink.name, error
+                )
+        sink.failing = True
+
+    def take_sink_error(self) -> BaseException | None:
+        """The error a sender thread kept under ``on_error="raise"``, once."""
+        with self._lock:
+            error, self._sink_error = self._sink_error, None
+        return error
+
+    def dropped(self, queue: SinkQueue) -> None:
+        """Count a payload dropped from a full queue; warn at the start of a drop streak."""
+        self.add(dropped=1)
+        if not queue.dropping and self.on_error == "warn":
+            _log.warning(
+                "LoggerMonitor dropped the oldest pending payload of sink %s: its "
+                "queue of %d is full (the sink is slower than the polls). Further "
+                "drops are counted silently until the queue has room again.",
+                queue.sink.name,
+                queue.size,
+            )
+
+    def hung(self, watch: Watch, overruns: int) -> None:
+        """Count a provider call that overran ``poll_timeout``; warn at the start of a streak."""
+        self.add(timeouts=1)
+        if self.on_error != "ignore" and overruns <= 1:
+            _log.warning(
+                "LoggerMonitor skipped watch %r: its stats() call has not returned "
+                "within poll_timeout=%ss. The other watches go on; this one is "
+                "polled again once the call returns. Further overruns are counted "
+                "silently until a call returns in time.",
+                watch.name,
+                watch.spec.poll_timeout,
+            )
+
+    def hung_at_stop(self, watch: Watch, overruns: int) -> None:
+        """Count a final snapshot's call that overran ``poll_timeout``, and name it."""
+        self.add(timeouts=1)
+        _log.warning(
+            "LoggerMonitor logged no final snapshot of watch %r: its stats() call "
+            "did not return within poll_timeout=%ss.",
+            watch.name,
+            watch.spec.poll_timeout,
+        )
+
+    def stalled(self, watch: Watch, stuck_for: float) -> None:
+        """Warn that ``watch`` has made no progress for ``stuck_for`` seconds."""
+        spec = watch.spec
+        _log.warning(
+            "LoggerMonitor: watch %r has made no progress (%s) for %.1fs "
+            "(stall_after=%ss); its payloads carry %s/stalled = 1.0 until it "
+            "moves again.",
+            watch.name,
+            spec.progress_key,
+            stuck_for,
+            spec.stall_after,
+            watch.name,
+        )
+
+    def no_final_snapshot(self, watch: Watch, why: str) -> None:
+        """Warn that ``watch`` got no final snapshot, and why."""
+        _log.warning(
+            "LoggerMonitor logged no final snapshot of watch %r: %s", watch.name, why
+        )
+
+    def not_drained(self, sink: Sink, stop_timeout: float, discarded: int) -> None:
+        """Count and warn about the payloads of a sink that did not return in time at stop."""
+        self.add(dropped=discarded)
+        _log.warning(
+            "LoggerMonitor stopped without draining sink %s: it did "
+            "not return within stop_timeout=%ss; %d pending payloads "
+            "were dropped, and it gets no more calls from this run.",
+            sink.name,
+            stop_timeout,
+            discarded,
+        )

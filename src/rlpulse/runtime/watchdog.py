@@ -1,0 +1,110 @@
+"""The watchdog: notices a provider call that holds its round up, and one that hangs.
+
+It samples which call the polling thread is in. When one call has held the
+round up for longer than its watch's hand-over delay
+(:func:`~rlpulse.runtime.supervision.handover_after`), it has the poller
+leave the call behind, so the other watches are delayed by about that much,
+once. The slow call's watch is skipped while the call is outstanding, and
+marked hung (warned, counted) only if it outlasts ``poll_timeout``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+
+from rlpulse.runtime.poller import Poller, Round
+from rlpulse.runtime.supervision import handover_after
+from rlpulse.watch import Watch
+
+__all__ = ["Watchdog"]
+
+
+class Watchdog:
+    """The thread that supervises one :class:`~rlpulse.runtime.poller.Poller`'s calls."""
+
+    def __init__(self, poller: Poller) -> None:
+        self._poller = poller
+        self._wake = threading.Event()
+        # What the watchdog last saw: (round, watch, first seen at).
+        self._seen: tuple[Round, Watch, float] | None = None
+        # The check period, and the watches it was computed for.
+        self._period = 1.0
+        self._period_of: object = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Start supervising."""
+        self._thread = threading.Thread(
+            target=self._loop, name="rlpulse-watchdog", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop supervising; wait (briefly) for the thread to end."""
+        self._wake.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(1.0)
+        self._thread = None
+
+    def period(self) -> float:
+        """Seconds between two checks: a third of the shortest hand-over delay.
+
+        A call is then handed over between 1x and about 1.3x its delay.
+        Recomputed only when the watches change: the watchdog wakes often
+        and competes for the interpreter lock.
+        """
+        watches: Sequence[Watch] = self._poller.watches()
+        if watches is not self._period_of:
+            interval = self._poller.interval
+            delays = [
+                handover_after(w.spec.poll_timeout, interval)
+                for w in watches
+                if w.spec.poll_timeout
+            ]
+            self._period = min(1.0, max(0.002, min(delays, default=1.0) / 3))
+            self._period_of = watches
+        return self._period
+
+    def _loop(self) -> None:
+        while not self._wake.wait(self.period()):
+            polls = self._poller.active
+            if polls is not None:
+                self.check(polls)
+            self._check_left_behind()
+
+    def check(self, polls: Round) -> None:
+        """Leave the current call of ``polls`` behind if it has held the round up too long."""
+        watch = polls.current
+        timeout = None if watch is None else watch.spec.poll_timeout
+        if watch is None or timeout is None:
+            self._seen = None
+            return
+        now = time.monotonic()
+        seen = self._seen
+        if seen is None or seen[0] is not polls or seen[1] is not watch:
+            self._seen = (polls, watch, now)
+            return
+        held = now - seen[2]
+        # Final snapshots (forced rounds) wait for the whole poll_timeout.
+        limit = (
+            timeout if polls.force else handover_after(timeout, self._poller.interval)
+        )
+        if held >= limit:
+            self._seen = None
+            self._poller.leave_behind(polls, watch, since=seen[2], hung=held >= timeout)
+
+    def _check_left_behind(self) -> None:
+        table = self._poller.supervision
+        if not table.left:
+            return
+        now = time.monotonic()
+        with table.lock:
+            for watch, since in list(table.left.items()):
+                timeout = watch.spec.poll_timeout
+                if watch in table.hung or timeout is None:
+                    continue
+                if now - since >= timeout:
+                    self._poller.on_hung(watch, table.mark_hung(watch))
