@@ -12,18 +12,10 @@ from pathlib import Path
 import pytest
 
 from rlpulse import Record, SQLiteLogger, read
-from rlpulse._demo.synthetic import (
-    Consumer,
-    DemoResult,
-    DemoSinks,
-    Producer,
-    RingBuffer,
-    SinkSpecError,
-    chart_path,
-    run_demo,
-)
+from rlpulse._demo.common import DemoResult, DemoSinks, chart_path
+from rlpulse._demo.synthetic import Consumer, Producer, RingBuffer, run_demo
 from rlpulse.read.records import list_runs
-from rlpulse.sinks.registry import SCHEMES
+from rlpulse.sinks.registry import SCHEMES, SinkSpecError
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

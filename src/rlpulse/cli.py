@@ -4,7 +4,7 @@ This module owns the arguments and turns the errors users can cause (a
 missing or corrupt file, an unknown run, an unwritable path, a sink spec
 with an unknown scheme, a missing optional dependency) into one line on
 standard error and exit code 2. What the commands do lives in
-:mod:`rlpulse._demo.synthetic` (and :mod:`rlpulse._demo.torchrl_pipeline`),
+:mod:`rlpulse._demo` (the synthetic and the TorchRL pipeline),
 :mod:`rlpulse.read.summary` and :mod:`rlpulse.read.plot`.
 """
 
@@ -18,7 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rlpulse import __version__
-from rlpulse._demo.synthetic import DEFAULT_OUT, run_demo
+from rlpulse._demo.common import DEFAULT_OUT
+from rlpulse._demo.synthetic import run_demo
 from rlpulse.read.plot import PlotError, plot_file
 from rlpulse.read.records import RunFileError, list_runs
 from rlpulse.read.summary import format_summary, summarize_file
