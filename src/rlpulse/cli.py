@@ -16,6 +16,7 @@ import sqlite3
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeAlias
 
 from rlpulse import __version__
 from rlpulse._demo.common import DEFAULT_OUT
@@ -132,7 +133,16 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(
         dest="command", metavar="COMMAND", title="commands", required=True
     )
+    _add_demo_command(commands)
+    _add_show_command(commands)
+    _add_plot_command(commands)
+    return parser
 
+
+_Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def _add_demo_command(commands: _Commands) -> None:
     demo = commands.add_parser(
         "demo",
         help="run a monitored demo pipeline and record it",
@@ -169,15 +179,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.set_defaults(handler=_demo)
 
+
+def _add_show_command(commands: _Commands) -> None:
     show = _add_run_file_command(
         commands, "show", "summarize a recorded run", _SHOW_DESCRIPTION
     )
     choice = show.add_mutually_exclusive_group()
-    choice.add_argument(
-        "--run",
-        metavar="NAME",
-        help="which run of a SQLite file to show (default: the latest)",
-    )
+    _add_run_option(choice, "show")
     choice.add_argument(
         "--runs",
         action="store_true",
@@ -185,6 +193,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     show.set_defaults(handler=_show)
 
+
+def _add_plot_command(commands: _Commands) -> None:
     plot = _add_run_file_command(
         commands, "plot", "draw a recorded run into an image", _PLOT_DESCRIPTION
     )
@@ -208,17 +218,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="the x axis: time since the start of the run, or the logged step "
         "(default: %(default)s)",
     )
-    plot.add_argument(
-        "--run",
-        metavar="NAME",
-        help="which run of a SQLite file to draw (default: the latest)",
-    )
+    _add_run_option(plot, "draw")
     plot.set_defaults(handler=_plot)
-    return parser
 
 
 def _add_run_file_command(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    commands: _Commands,
     name: str,
     summary: str,
     description: str,
@@ -237,6 +242,17 @@ def _add_run_file_command(
         help="metrics file written by an rlpulse file sink (SQLite, CSV, JSON lines)",
     )
     return command
+
+
+def _add_run_option(
+    container: argparse.ArgumentParser | argparse._MutuallyExclusiveGroup, verb: str
+) -> None:
+    """Add ``--run NAME``, which picks the run of a SQLite file that the command will ``verb``."""
+    container.add_argument(
+        "--run",
+        metavar="NAME",
+        help=f"which run of a SQLite file to {verb} (default: the latest)",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
