@@ -143,11 +143,12 @@ _Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def _add_demo_command(commands: _Commands) -> None:
-    demo = commands.add_parser(
+    demo = _add_command(
+        commands,
         "demo",
-        help="run a monitored demo pipeline and record it",
-        description=_DEMO_DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "run a monitored demo pipeline and record it",
+        _DEMO_DESCRIPTION,
+        _demo,
     )
     demo.add_argument(
         "--seconds",
@@ -177,12 +178,11 @@ def _add_demo_command(commands: _Commands) -> None:
         action="store_true",
         help="run the standard-library pipeline even when TorchRL is installed",
     )
-    demo.set_defaults(handler=_demo)
 
 
 def _add_show_command(commands: _Commands) -> None:
     show = _add_run_file_command(
-        commands, "show", "summarize a recorded run", _SHOW_DESCRIPTION
+        commands, "show", "summarize a recorded run", _SHOW_DESCRIPTION, _show
     )
     choice = show.add_mutually_exclusive_group()
     _add_run_option(choice, "show")
@@ -191,12 +191,15 @@ def _add_show_command(commands: _Commands) -> None:
         action="store_true",
         help="list the runs of a SQLite file, oldest first, instead",
     )
-    show.set_defaults(handler=_show)
 
 
 def _add_plot_command(commands: _Commands) -> None:
     plot = _add_run_file_command(
-        commands, "plot", "draw a recorded run into an image", _PLOT_DESCRIPTION
+        commands,
+        "plot",
+        "draw a recorded run into an image",
+        _PLOT_DESCRIPTION,
+        _plot,
     )
     plot.add_argument(
         "-o",
@@ -219,7 +222,27 @@ def _add_plot_command(commands: _Commands) -> None:
         "(default: %(default)s)",
     )
     _add_run_option(plot, "draw")
-    plot.set_defaults(handler=_plot)
+
+
+_Handler: TypeAlias = Callable[[argparse.Namespace], int]
+
+
+def _add_command(
+    commands: _Commands,
+    name: str,
+    summary: str,
+    description: str,
+    handler: _Handler,
+) -> argparse.ArgumentParser:
+    """Add the command ``name``, which ``main`` hands to ``handler``."""
+    command = commands.add_parser(
+        name,
+        help=summary,
+        description=description,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    command.set_defaults(handler=handler)
+    return command
 
 
 def _add_run_file_command(
@@ -227,14 +250,10 @@ def _add_run_file_command(
     name: str,
     summary: str,
     description: str,
+    handler: _Handler,
 ) -> argparse.ArgumentParser:
     """Add a command that reads the run file given as its RUN argument."""
-    command = commands.add_parser(
-        name,
-        help=summary,
-        description=description,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    command = _add_command(commands, name, summary, description, handler)
     command.add_argument(
         "path",
         type=Path,
@@ -270,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     rlpulse: error: no/such/file.sqlite: no such file; give the path of a metrics file written by an rlpulse file sink
     """
     args = build_parser().parse_args(argv)
-    handler: Callable[[argparse.Namespace], int] = args.handler
+    handler: _Handler = args.handler
     try:
         return handler(args)
     except OSError as error:
