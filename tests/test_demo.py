@@ -12,18 +12,10 @@ from pathlib import Path
 import pytest
 
 from rlpulse import Record, SQLiteLogger, read
-from rlpulse._demo.synthetic import (
-    Consumer,
-    DemoResult,
-    DemoSinks,
-    Producer,
-    RingBuffer,
-    SinkSpecError,
-    chart_path,
-    run_demo,
-)
+from rlpulse._demo.common import DemoResult, DemoSinks, chart_path
+from rlpulse._demo.synthetic import Consumer, Producer, RingBuffer, run_demo
 from rlpulse.read.records import list_runs
-from rlpulse.sinks.registry import SCHEMES
+from rlpulse.sinks.registry import SCHEMES, SinkSpecError
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -202,11 +194,11 @@ def test_stopped_producer_can_be_started_again(
     producer = Producer(RingBuffer(capacity=1000), frames_per_second=5000)
     producer.start()
     producer.stop()
-    frames_after_first_run = producer.stats()["frames"]
+    frames_after_first_start = producer.stats()["frames"]
 
     producer.start()
     try:
-        assert wait_until(lambda: producer.stats()["frames"] > frames_after_first_run)
+        assert wait_until(lambda: producer.stats()["frames"] > frames_after_first_start)
     finally:
         producer.stop()
 
@@ -267,8 +259,8 @@ def test_started_consumer_samples_from_a_filling_buffer(
 
 
 @dataclass(frozen=True)
-class DemoRun:
-    """A finished run of a demo pipeline: its result, what it recorded and what it printed."""
+class DemoOutcome:
+    """How one demo ended: its result, what it recorded and what it printed."""
 
     result: DemoResult
     records: list[Record]
@@ -279,18 +271,18 @@ class DemoRun:
     @classmethod
     def record(
         cls,
-        run: Callable[..., DemoResult],
+        demo: Callable[..., DemoResult],
         directory: Path,
         seconds: float,
         extra_scheme: str,
         **settings: float,
-    ) -> DemoRun:
+    ) -> DemoOutcome:
         """Run a demo into ``directory`` with one extra sink of ``extra_scheme``."""
         path = directory / "runs" / "demo.sqlite"
         extra = path.with_name(f"extra.{extra_scheme}")
         stdout = io.StringIO()
         console = io.StringIO()
-        result = run(
+        result = demo(
             seconds,
             path,
             sinks=[f"{extra_scheme}:{extra}"],
@@ -314,15 +306,15 @@ class DemoRun:
 
 
 @pytest.fixture(scope="module")
-def demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
-    return DemoRun.record(
+def demo_outcome(tmp_path_factory: pytest.TempPathFactory) -> DemoOutcome:
+    return DemoOutcome.record(
         run_demo, tmp_path_factory.mktemp("demo"), 1.5, "jsonl", poll_interval=0.1
     )
 
 
 @pytest.mark.timeout(60)
-def test_demo_records_collector_frames_that_increase(demo_run: DemoRun) -> None:
-    frames = demo_run.values("collector/frames")
+def test_demo_records_collector_frames_that_increase(demo_outcome: DemoOutcome) -> None:
+    frames = demo_outcome.values("collector/frames")
 
     assert len(frames) >= 2
     assert frames == sorted(frames)
@@ -330,17 +322,19 @@ def test_demo_records_collector_frames_that_increase(demo_run: DemoRun) -> None:
 
 
 @pytest.mark.timeout(60)
-def test_demo_records_a_positive_collector_frame_rate(demo_run: DemoRun) -> None:
-    rates = demo_run.values("collector/frames_per_second")
+def test_demo_records_a_positive_collector_frame_rate(
+    demo_outcome: DemoOutcome,
+) -> None:
+    rates = demo_outcome.values("collector/frames_per_second")
 
     assert rates
     assert all(rate > 0 for rate in rates)
 
 
 @pytest.mark.timeout(60)
-def test_demo_buffer_size_never_exceeds_its_capacity(demo_run: DemoRun) -> None:
-    sizes = demo_run.values("buffer/size")
-    (capacity,) = set(demo_run.values("buffer/capacity"))
+def test_demo_buffer_size_never_exceeds_its_capacity(demo_outcome: DemoOutcome) -> None:
+    sizes = demo_outcome.values("buffer/size")
+    (capacity,) = set(demo_outcome.values("buffer/capacity"))
 
     assert sizes
     assert all(0 <= size <= capacity for size in sizes)
@@ -348,61 +342,64 @@ def test_demo_buffer_size_never_exceeds_its_capacity(demo_run: DemoRun) -> None:
 
 @pytest.mark.timeout(60)
 def test_demo_logs_final_snapshots_after_the_pipeline_stopped(
-    demo_run: DemoRun,
+    demo_outcome: DemoOutcome,
 ) -> None:
-    frames = demo_run.result.frames
+    frames = demo_outcome.result.frames
 
-    assert demo_run.values("collector/frames")[-1] == frames
-    assert demo_run.values("buffer/write_count")[-1] == frames
+    assert demo_outcome.values("collector/frames")[-1] == frames
+    assert demo_outcome.values("buffer/write_count")[-1] == frames
     assert (
-        demo_run.values("learner/updates")[-1]
-        == demo_run.values("buffer/sample_calls")[-1]
+        demo_outcome.values("learner/updates")[-1]
+        == demo_outcome.values("buffer/sample_calls")[-1]
     )
 
 
 @pytest.mark.timeout(60)
-def test_demo_steps_the_buffer_by_its_write_count(demo_run: DemoRun) -> None:
-    buffer_records = [r for r in demo_run.records if r.name == "buffer/write_count"]
+def test_demo_steps_the_buffer_by_its_write_count(demo_outcome: DemoOutcome) -> None:
+    buffer_records = [r for r in demo_outcome.records if r.name == "buffer/write_count"]
 
     assert all(record.step == record.value for record in buffer_records)
 
 
 @pytest.mark.timeout(60)
-def test_demo_logs_the_learner_update_rate(demo_run: DemoRun) -> None:
-    assert demo_run.values("learner/updates_per_second")
+def test_demo_logs_the_learner_update_rate(demo_outcome: DemoOutcome) -> None:
+    assert demo_outcome.values("learner/updates_per_second")
 
 
 @pytest.mark.timeout(60)
-def test_demo_runs_for_about_the_requested_time(demo_run: DemoRun) -> None:
-    assert 1.5 <= demo_run.result.seconds < 30
-    assert not demo_run.result.interrupted
+def test_demo_runs_for_about_the_requested_time(demo_outcome: DemoOutcome) -> None:
+    assert 1.5 <= demo_outcome.result.seconds < 30
+    assert not demo_outcome.result.interrupted
 
 
 @pytest.mark.timeout(60)
 def test_demo_prints_a_progress_line_naming_duration_and_file(
-    demo_run: DemoRun,
+    demo_outcome: DemoOutcome,
 ) -> None:
-    first_line = demo_run.stdout.splitlines()[0]
+    first_line = demo_outcome.stdout.splitlines()[0]
 
     assert "1.5 s" in first_line
-    assert str(demo_run.result.path) in first_line
-    assert demo_run.result.run in first_line
+    assert str(demo_outcome.result.path) in first_line
+    assert demo_outcome.result.run in first_line
 
 
 @pytest.mark.timeout(60)
 def test_demo_prints_the_summary_of_its_run_and_how_to_show_it_again(
-    demo_run: DemoRun,
+    demo_outcome: DemoOutcome,
 ) -> None:
-    lines = demo_run.stdout.splitlines()
+    lines = demo_outcome.stdout.splitlines()
 
-    assert f"run {demo_run.result.run} in {demo_run.result.path}" in demo_run.stdout
+    assert (
+        f"run {demo_outcome.result.run} in {demo_outcome.result.path}"
+        in demo_outcome.stdout
+    )
     assert any(line.startswith("collector/frames ") for line in lines)
-    assert lines[-1] == f"See it again with: rlpulse show {demo_run.result.path}"
+    assert lines[-1] == f"See it again with: rlpulse show {demo_outcome.result.path}"
 
 
 @pytest.mark.timeout(60)
-def test_demo_prints_each_payload_on_the_console(demo_run: DemoRun) -> None:
-    console_lines = demo_run.console.splitlines()
+def test_demo_prints_each_payload_on_the_console(demo_outcome: DemoOutcome) -> None:
+    console_lines = demo_outcome.console.splitlines()
 
     assert any(" collector  frames=" in line for line in console_lines)
     assert any(" buffer  size=" in line for line in console_lines)
@@ -410,17 +407,17 @@ def test_demo_prints_each_payload_on_the_console(demo_run: DemoRun) -> None:
 
 @pytest.mark.timeout(60)
 def test_demo_adds_a_new_run_to_an_existing_file(
-    demo_run: DemoRun,
+    demo_outcome: DemoOutcome,
 ) -> None:
     result = run_demo(
         0.2,
-        demo_run.result.path,
+        demo_outcome.result.path,
         chart=False,
         stdout=io.StringIO(),
         console=io.StringIO(),
     )
 
-    assert list_runs(result.path)[-2:] == [demo_run.result.run, result.run]
+    assert list_runs(result.path)[-2:] == [demo_outcome.result.run, result.run]
 
 
 @pytest.mark.parametrize("seconds", [0, -1.0])
@@ -432,23 +429,27 @@ def test_demo_rejects_a_non_positive_duration(tmp_path: Path, seconds: float) ->
 
 
 @pytest.mark.timeout(60)
-def test_demo_logs_every_payload_to_its_extra_sinks_too(demo_run: DemoRun) -> None:
-    assert sorted(demo_run.extra_records) == sorted(demo_run.records)
+def test_demo_logs_every_payload_to_its_extra_sinks_too(
+    demo_outcome: DemoOutcome,
+) -> None:
+    assert sorted(demo_outcome.extra_records) == sorted(demo_outcome.records)
 
 
 @pytest.mark.timeout(60)
-def test_demo_names_its_extra_sinks_in_the_progress_line(demo_run: DemoRun) -> None:
-    assert ", jsonl:" in demo_run.stdout.splitlines()[0]
+def test_demo_names_its_extra_sinks_in_the_progress_line(
+    demo_outcome: DemoOutcome,
+) -> None:
+    assert ", jsonl:" in demo_outcome.stdout.splitlines()[0]
 
 
 @pytest.mark.timeout(60)
-def test_demo_draws_its_chart_next_to_the_store(demo_run: DemoRun) -> None:
-    chart = demo_run.result.chart
+def test_demo_draws_its_chart_next_to_the_store(demo_outcome: DemoOutcome) -> None:
+    chart = demo_outcome.result.chart
 
-    assert chart == demo_run.result.path.with_suffix(".png")
+    assert chart == demo_outcome.result.path.with_suffix(".png")
     assert chart.read_bytes()[:8] == PNG_SIGNATURE
     assert f"Chart of the run: {chart} (redraw it with: rlpulse plot " in (
-        demo_run.stdout
+        demo_outcome.stdout
     )
 
 
@@ -605,12 +606,12 @@ def test_demo_sink_store_is_a_new_run_of_an_existing_file(tmp_path: Path) -> Non
 
 
 @pytest.fixture(scope="module")
-def torchrl_demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
+def torchrl_demo_outcome(tmp_path_factory: pytest.TempPathFactory) -> DemoOutcome:
     torch = pytest.importorskip("torch")
     from rlpulse._demo.torchrl_pipeline import run_torchrl_demo
 
     threads_before = torch.get_num_threads()
-    run = DemoRun.record(
+    outcome = DemoOutcome.record(
         run_torchrl_demo,
         tmp_path_factory.mktemp("torchrl_demo"),
         4.0,
@@ -625,25 +626,25 @@ def torchrl_demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
         progress_every=1.0,
     )
     assert torch.get_num_threads() == threads_before
-    return run
+    return outcome
 
 
 @pytest.mark.timeout(120)
 def test_torchrl_demo_records_collector_frames_that_increase(
-    torchrl_demo_run: DemoRun,
+    torchrl_demo_outcome: DemoOutcome,
 ) -> None:
-    frames = torchrl_demo_run.values("collector/frames")
+    frames = torchrl_demo_outcome.values("collector/frames")
 
     assert len(frames) >= 2
     assert frames == sorted(frames)
-    assert frames[-1] == torchrl_demo_run.result.frames > frames[0]
+    assert frames[-1] == torchrl_demo_outcome.result.frames > frames[0]
 
 
 @pytest.mark.timeout(120)
 def test_torchrl_demo_records_a_positive_collector_frame_rate(
-    torchrl_demo_run: DemoRun,
+    torchrl_demo_outcome: DemoOutcome,
 ) -> None:
-    rates = torchrl_demo_run.values("collector/frames_per_second")
+    rates = torchrl_demo_outcome.values("collector/frames_per_second")
 
     assert rates
     # The final snapshot, taken once the collector stopped, may see no new frames.
@@ -653,38 +654,40 @@ def test_torchrl_demo_records_a_positive_collector_frame_rate(
 
 @pytest.mark.timeout(120)
 def test_torchrl_demo_steps_the_collector_by_its_frames(
-    torchrl_demo_run: DemoRun,
+    torchrl_demo_outcome: DemoOutcome,
 ) -> None:
-    collector = [r for r in torchrl_demo_run.records if r.name == "collector/frames"]
+    collector = [
+        r for r in torchrl_demo_outcome.records if r.name == "collector/frames"
+    ]
 
     assert all(record.step == record.value for record in collector)
 
 
 @pytest.mark.timeout(120)
 def test_torchrl_demo_records_every_collected_frame_as_a_buffer_write(
-    torchrl_demo_run: DemoRun,
+    torchrl_demo_outcome: DemoOutcome,
 ) -> None:
-    writes = torchrl_demo_run.values("replay_buffer/write_count")
+    writes = torchrl_demo_outcome.values("replay_buffer/write_count")
     buffer_records = [
-        r for r in torchrl_demo_run.records if r.name == "replay_buffer/write_count"
+        r for r in torchrl_demo_outcome.records if r.name == "replay_buffer/write_count"
     ]
 
-    assert writes[-1] == torchrl_demo_run.values("collector/frames")[-1]
-    assert torchrl_demo_run.values("replay_buffer/writes_per_second")
+    assert writes[-1] == torchrl_demo_outcome.values("collector/frames")[-1]
+    assert torchrl_demo_outcome.values("replay_buffer/writes_per_second")
     assert all(record.step == record.value for record in buffer_records)
-    assert torchrl_demo_run.values("replay_buffer/capacity") == [100_000.0] * len(
+    assert torchrl_demo_outcome.values("replay_buffer/capacity") == [100_000.0] * len(
         writes
     )
 
 
 @pytest.mark.timeout(120)
 def test_torchrl_demo_records_cartpole_episode_returns(
-    torchrl_demo_run: DemoRun,
+    torchrl_demo_outcome: DemoOutcome,
 ) -> None:
-    episodes = torchrl_demo_run.values("episodes/episodes")
-    means = torchrl_demo_run.values("episodes/episode_return_mean")
-    lowest = torchrl_demo_run.values("episodes/episode_return_min")
-    highest = torchrl_demo_run.values("episodes/episode_return_max")
+    episodes = torchrl_demo_outcome.values("episodes/episodes")
+    means = torchrl_demo_outcome.values("episodes/episode_return_mean")
+    lowest = torchrl_demo_outcome.values("episodes/episode_return_min")
+    highest = torchrl_demo_outcome.values("episodes/episode_return_max")
 
     assert episodes[-1] > 0
     assert means
@@ -697,73 +700,75 @@ def test_torchrl_demo_records_cartpole_episode_returns(
 
 @pytest.mark.timeout(120)
 def test_torchrl_demo_learner_trains_on_sampled_batches(
-    torchrl_demo_run: DemoRun,
+    torchrl_demo_outcome: DemoOutcome,
 ) -> None:
-    updates = torchrl_demo_run.values("learner/updates")
-    sampled = torchrl_demo_run.values("learner/frames_sampled")
+    updates = torchrl_demo_outcome.values("learner/updates")
+    sampled = torchrl_demo_outcome.values("learner/frames_sampled")
 
     assert updates[-1] > 0
     assert sampled[-1] == 16 * updates[-1]
-    assert all(loss >= 0 for loss in torchrl_demo_run.values("learner/loss_mean"))
+    assert all(loss >= 0 for loss in torchrl_demo_outcome.values("learner/loss_mean"))
 
 
 @pytest.mark.timeout(120)
 def test_torchrl_demo_learner_keeps_to_its_replay_ratio(
-    torchrl_demo_run: DemoRun,
+    torchrl_demo_outcome: DemoOutcome,
 ) -> None:
-    updates = torchrl_demo_run.values("learner/updates")[-1]
-    frames = torchrl_demo_run.result.frames
+    updates = torchrl_demo_outcome.values("learner/updates")[-1]
+    frames = torchrl_demo_outcome.result.frames
 
     assert updates <= frames / 8 + 1
 
 
 @pytest.mark.timeout(120)
 def test_torchrl_demo_logs_every_payload_to_its_extra_sinks(
-    torchrl_demo_run: DemoRun,
+    torchrl_demo_outcome: DemoOutcome,
 ) -> None:
-    assert sorted(torchrl_demo_run.extra_records) == sorted(torchrl_demo_run.records)
+    assert sorted(torchrl_demo_outcome.extra_records) == sorted(
+        torchrl_demo_outcome.records
+    )
 
 
 @pytest.mark.timeout(120)
 def test_torchrl_demo_draws_its_chart_next_to_the_store(
-    torchrl_demo_run: DemoRun,
+    torchrl_demo_outcome: DemoOutcome,
 ) -> None:
-    chart = torchrl_demo_run.result.chart
+    chart = torchrl_demo_outcome.result.chart
 
-    assert chart == torchrl_demo_run.result.path.with_suffix(".png")
+    assert chart == torchrl_demo_outcome.result.path.with_suffix(".png")
     assert chart.read_bytes()[:8] == PNG_SIGNATURE
 
 
 @pytest.mark.timeout(120)
 def test_torchrl_demo_prints_progress_lines_while_it_runs(
-    torchrl_demo_run: DemoRun,
+    torchrl_demo_outcome: DemoOutcome,
 ) -> None:
-    lines = torchrl_demo_run.stdout.splitlines()
+    lines = torchrl_demo_outcome.stdout.splitlines()
     progress = [line for line in lines if " frames (" in line and "episodes" in line]
 
     assert lines[0].startswith("rlpulse demo: TorchRL Collector on CartPole-v1")
-    assert str(torchrl_demo_run.result.path) in lines[0]
+    assert str(torchrl_demo_outcome.result.path) in lines[0]
     assert ", csv:" in lines[0]
     assert len(progress) >= 2
 
 
 @pytest.mark.timeout(120)
 def test_torchrl_demo_prints_the_summary_and_how_to_show_it_again(
-    torchrl_demo_run: DemoRun,
+    torchrl_demo_outcome: DemoOutcome,
 ) -> None:
-    lines = torchrl_demo_run.stdout.splitlines()
-    result = torchrl_demo_run.result
+    lines = torchrl_demo_outcome.stdout.splitlines()
+    result = torchrl_demo_outcome.result
 
-    assert f"run {result.run} in {result.path}" in torchrl_demo_run.stdout
+    assert f"run {result.run} in {result.path}" in torchrl_demo_outcome.stdout
     assert any(line.startswith("replay_buffer/write_count ") for line in lines)
     assert lines[-1] == f"See it again with: rlpulse show {result.path}"
 
 
 @pytest.mark.timeout(120)
 def test_torchrl_demo_prints_each_payload_on_the_console(
-    torchrl_demo_run: DemoRun,
+    torchrl_demo_outcome: DemoOutcome,
 ) -> None:
-    console = torchrl_demo_run.console
+    console = torchrl_demo_outcome.console
 
     for watch in ("collector", "replay_buffer", "episodes", "learner"):
         assert f" {watch}  " in console
@@ -771,10 +776,10 @@ def test_torchrl_demo_prints_each_payload_on_the_console(
 
 @pytest.mark.timeout(120)
 def test_torchrl_demo_runs_for_about_the_requested_time(
-    torchrl_demo_run: DemoRun,
+    torchrl_demo_outcome: DemoOutcome,
 ) -> None:
-    assert 4.0 <= torchrl_demo_run.result.seconds < 90
-    assert not torchrl_demo_run.result.interrupted
+    assert 4.0 <= torchrl_demo_outcome.result.seconds < 90
+    assert not torchrl_demo_outcome.result.interrupted
 
 
 def test_torchrl_demo_rejects_a_non_positive_duration(tmp_path: Path) -> None:

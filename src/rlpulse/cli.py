@@ -4,7 +4,7 @@ This module owns the arguments and turns the errors users can cause (a
 missing or corrupt file, an unknown run, an unwritable path, a sink spec
 with an unknown scheme, a missing optional dependency) into one line on
 standard error and exit code 2. What the commands do lives in
-:mod:`rlpulse._demo.synthetic` (and :mod:`rlpulse._demo.torchrl_pipeline`),
+:mod:`rlpulse._demo` (the synthetic and the TorchRL pipeline),
 :mod:`rlpulse.read.summary` and :mod:`rlpulse.read.plot`.
 """
 
@@ -16,9 +16,11 @@ import sqlite3
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeAlias
 
 from rlpulse import __version__
-from rlpulse._demo.synthetic import DEFAULT_OUT, run_demo
+from rlpulse._demo.common import DEFAULT_OUT
+from rlpulse._demo.synthetic import run_demo
 from rlpulse.read.plot import PlotError, plot_file
 from rlpulse.read.records import RunFileError, list_runs
 from rlpulse.read.summary import format_summary, summarize_file
@@ -131,12 +133,22 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(
         dest="command", metavar="COMMAND", title="commands", required=True
     )
+    _add_demo_command(commands)
+    _add_show_command(commands)
+    _add_plot_command(commands)
+    return parser
 
-    demo = commands.add_parser(
+
+_Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def _add_demo_command(commands: _Commands) -> None:
+    demo = _add_command(
+        commands,
         "demo",
-        help="run a monitored demo pipeline and record it",
-        description=_DEMO_DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "run a monitored demo pipeline and record it",
+        _DEMO_DESCRIPTION,
+        _demo,
     )
     demo.add_argument(
         "--seconds",
@@ -166,26 +178,28 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run the standard-library pipeline even when TorchRL is installed",
     )
-    demo.set_defaults(handler=_demo)
 
+
+def _add_show_command(commands: _Commands) -> None:
     show = _add_run_file_command(
-        commands, "show", "summarize a recorded run", _SHOW_DESCRIPTION
+        commands, "show", "summarize a recorded run", _SHOW_DESCRIPTION, _show
     )
     choice = show.add_mutually_exclusive_group()
-    choice.add_argument(
-        "--run",
-        metavar="NAME",
-        help="which run of a SQLite file to show (default: the latest)",
-    )
+    _add_run_option(choice, "show")
     choice.add_argument(
         "--runs",
         action="store_true",
         help="list the runs of a SQLite file, oldest first, instead",
     )
-    show.set_defaults(handler=_show)
 
+
+def _add_plot_command(commands: _Commands) -> None:
     plot = _add_run_file_command(
-        commands, "plot", "draw a recorded run into an image", _PLOT_DESCRIPTION
+        commands,
+        "plot",
+        "draw a recorded run into an image",
+        _PLOT_DESCRIPTION,
+        _plot,
     )
     plot.add_argument(
         "-o",
@@ -207,28 +221,39 @@ def build_parser() -> argparse.ArgumentParser:
         help="the x axis: time since the start of the run, or the logged step "
         "(default: %(default)s)",
     )
-    plot.add_argument(
-        "--run",
-        metavar="NAME",
-        help="which run of a SQLite file to draw (default: the latest)",
-    )
-    plot.set_defaults(handler=_plot)
-    return parser
+    _add_run_option(plot, "draw")
 
 
-def _add_run_file_command(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+_Handler: TypeAlias = Callable[[argparse.Namespace], int]
+
+
+def _add_command(
+    commands: _Commands,
     name: str,
     summary: str,
     description: str,
+    handler: _Handler,
 ) -> argparse.ArgumentParser:
-    """Add a command that reads the run file given as its RUN argument."""
+    """Add the command ``name``, which ``main`` hands to ``handler``."""
     command = commands.add_parser(
         name,
         help=summary,
         description=description,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    command.set_defaults(handler=handler)
+    return command
+
+
+def _add_run_file_command(
+    commands: _Commands,
+    name: str,
+    summary: str,
+    description: str,
+    handler: _Handler,
+) -> argparse.ArgumentParser:
+    """Add a command that reads the run file given as its RUN argument."""
+    command = _add_command(commands, name, summary, description, handler)
     command.add_argument(
         "path",
         type=Path,
@@ -236,6 +261,17 @@ def _add_run_file_command(
         help="metrics file written by an rlpulse file sink (SQLite, CSV, JSON lines)",
     )
     return command
+
+
+def _add_run_option(
+    container: argparse.ArgumentParser | argparse._MutuallyExclusiveGroup, verb: str
+) -> None:
+    """Add ``--run NAME``, which picks the run of a SQLite file that the command will ``verb``."""
+    container.add_argument(
+        "--run",
+        metavar="NAME",
+        help=f"which run of a SQLite file to {verb} (default: the latest)",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -253,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     rlpulse: error: no/such/file.sqlite: no such file; give the path of a metrics file written by an rlpulse file sink
     """
     args = build_parser().parse_args(argv)
-    handler: Callable[[argparse.Namespace], int] = args.handler
+    handler: _Handler = args.handler
     try:
         return handler(args)
     except OSError as error:

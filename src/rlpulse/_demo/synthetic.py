@@ -1,12 +1,7 @@
-"""The monitored pipelines of ``rlpulse demo``: the synthetic one, and what every demo shares.
+"""The synthetic pipeline of ``rlpulse demo``: standard-library stand-ins for a collector, a replay buffer and a learner.
 
-``rlpulse demo`` runs a TorchRL pipeline when TorchRL is installed (see
-:mod:`rlpulse._demo.torchrl_pipeline`) and this module's synthetic one otherwise, or
-with ``--synthetic``. Both record through :class:`DemoSinks` and end with
-:func:`finish`, which prints the summary of the run and its chart
-(:func:`report`) and returns the :class:`DemoResult`.
-
-The synthetic pipeline is three standard-library stand-ins for the parts of a reinforcement-learning
+``rlpulse demo`` runs it when TorchRL is not installed, or with
+``--synthetic``. Three stand-ins for the parts of a reinforcement-learning
 data pipeline, each with a TorchRL-style ``stats()`` snapshot:
 
 - :class:`Producer` plays a data collector: a thread writing frames in
@@ -15,53 +10,32 @@ data pipeline, each with a TorchRL-style ``stats()`` snapshot:
 - :class:`Consumer` plays a learner: a thread sampling batches.
 
 :func:`run_demo` wires them to a background :class:`~rlpulse.LoggerMonitor`
-writing to an :class:`~rlpulse.sinks.SQLiteLogger`, a
-:class:`~rlpulse.sinks.ConsoleLogger` and any extra sinks, runs them for a
-while and prints the summary of the recorded run.
+recording into the demo's sinks (see :class:`~rlpulse._demo.common.DemoSinks`)
+for a while and prints the summary of the recorded run.
 """
 
 from __future__ import annotations
 
 import abc
-import contextlib
 import os
 import random
-import shlex
-import sys
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Generic, TextIO, TypeVar
 
-from rlpulse.monitor import LoggerMonitor
-from rlpulse.read.plot import INSTALL_HINT, plot_file
-from rlpulse.read.summary import (
-    format_duration,
-    format_number,
-    format_summary,
-    summarize_file,
+from rlpulse._demo.common import (
+    DEFAULT_OUT,
+    DemoPipeline,
+    DemoResult,
+    DemoSinks,
+    record_demo,
 )
+from rlpulse.monitor import LoggerMonitor
+from rlpulse.read.summary import format_duration, format_number
 from rlpulse.schedules import Every
-from rlpulse.sinks import ConsoleLogger, SQLiteLogger
-from rlpulse.sinks.registry import MetricSink, SinkSpecError, open_sink
 
-__all__ = [
-    "DEFAULT_OUT",
-    "Consumer",
-    "DemoResult",
-    "DemoSinks",
-    "Producer",
-    "RingBuffer",
-    "chart_path",
-    "finish",
-    "report",
-    "run_demo",
-]
-
-DEFAULT_OUT = Path("runs") / "demo.sqlite"
-"""Where ``rlpulse demo`` writes its runs unless told otherwise."""
+__all__ = ["Consumer", "Producer", "RingBuffer", "run_demo"]
 
 Item = TypeVar("Item")
 
@@ -129,8 +103,7 @@ class RingBuffer(Generic[Item]):
         ...
         ValueError: cannot sample from an empty RingBuffer: extend() it first
         """
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, got {batch_size!r}")
+        _check_batch_size(batch_size)
         with self._lock:
             if not self._items:
                 raise ValueError(
@@ -157,9 +130,18 @@ class RingBuffer(Generic[Item]):
 
 
 class _PacedThread(abc.ABC):
-    """A daemon thread calling ``_work()`` at a steady rate until stopped."""
+    """A daemon thread moving batches of ``batch_size`` frames into or out of ``buffer``, one ``_work()`` every ``interval`` seconds, until stopped."""
 
-    def __init__(self, interval: float, thread_name: str) -> None:
+    def __init__(
+        self,
+        buffer: RingBuffer[int],
+        batch_size: int,
+        interval: float,
+        thread_name: str,
+    ) -> None:
+        _check_batch_size(batch_size)
+        self.buffer = buffer
+        self.batch_size = batch_size
         self._interval = interval
         self._thread_name = thread_name
         self._stop_event = threading.Event()
@@ -195,7 +177,7 @@ class _PacedThread(abc.ABC):
             )
         self._stop_event.clear()
         self._thread = threading.Thread(
-            target=self._run, name=self._thread_name, daemon=True
+            target=self._work_at_pace, name=self._thread_name, daemon=True
         )
         self._thread.start()
 
@@ -216,7 +198,7 @@ class _PacedThread(abc.ABC):
         thread.join(timeout)
         self._thread = None
 
-    def _run(self) -> None:
+    def _work_at_pace(self) -> None:
         next_due = time.monotonic()
         while not self._stop_event.is_set():
             self._work()
@@ -253,15 +235,10 @@ class Producer(_PacedThread):
         frames_per_second: float = 4000.0,
         batch_size: int = 100,
     ) -> None:
-        if not frames_per_second > 0:
-            raise ValueError(
-                f"frames_per_second must be positive, got {frames_per_second!r}"
-            )
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, got {batch_size!r}")
-        super().__init__(batch_size / frames_per_second, "rlpulse-demo-producer")
-        self.buffer = buffer
-        self.batch_size = batch_size
+        _check_positive("frames_per_second", frames_per_second)
+        super().__init__(
+            buffer, batch_size, batch_size / frames_per_second, "rlpulse-demo-producer"
+        )
         self._frames = 0
         self._batches = 0
 
@@ -316,15 +293,10 @@ class Consumer(_PacedThread):
         batch_size: int = 256,
         updates_per_second: float = 50.0,
     ) -> None:
-        if not updates_per_second > 0:
-            raise ValueError(
-                f"updates_per_second must be positive, got {updates_per_second!r}"
-            )
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, got {batch_size!r}")
-        super().__init__(1 / updates_per_second, "rlpulse-demo-consumer")
-        self.buffer = buffer
-        self.batch_size = batch_size
+        _check_positive("updates_per_second", updates_per_second)
+        super().__init__(
+            buffer, batch_size, 1 / updates_per_second, "rlpulse-demo-consumer"
+        )
         self._updates = 0
         self._frames_sampled = 0
 
@@ -353,223 +325,66 @@ class Consumer(_PacedThread):
         return {"updates": self._updates, "frames_sampled": self._frames_sampled}
 
 
-@dataclass(frozen=True)
-class DemoResult:
-    """What one demo run did: where it wrote, under which run name, for how long.
-
-    ``frames`` is the number of frames the collector wrote in all,
-    ``interrupted`` tells whether Ctrl-C ended the run early, and ``chart`` is
-    the image drawn of the run (``None`` when matplotlib is not installed).
-
-    >>> DemoResult(Path("runs/demo.sqlite"), "baseline", 2.0, 8000, False).run
-    'baseline'
-    """
-
-    path: Path
-    run: str
-    seconds: float
-    frames: int
-    interrupted: bool
-    chart: Path | None = None
+def _check_batch_size(batch_size: int) -> None:
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size!r}")
 
 
-class DemoSinks:
-    """The sinks of one demo run: a new run of the SQLite store, the console, and extra sinks from specs.
+def _check_positive(name: str, value: float) -> None:
+    # Written so that NaN is refused too.
+    if not value > 0:
+        raise ValueError(f"{name} must be positive, got {value!r}")
 
-    Extra sinks are built with :func:`rlpulse.open_sink` from ``SCHEME:TARGET``
-    specs (``csv:runs/demo.csv``, ``tensorboard:runs/tb``, …). Everything is
-    opened here and closed by :meth:`close`; when one cannot be opened, the
-    ones already open are closed before the error propagates: a
-    :class:`SinkSpecError` for a bad spec or a backend that is not installed,
-    an ``OSError`` for an unwritable path.
 
-    >>> import io, tempfile, pathlib
-    >>> with tempfile.TemporaryDirectory() as tmp:
-    ...     sinks = DemoSinks(pathlib.Path(tmp) / "demo.sqlite",
-    ...                       [f"csv:{pathlib.Path(tmp) / 'demo.csv'}"], io.StringIO())
-    ...     [type(sink).__name__ for sink in sinks.all]
-    ...     sinks.close()
-    ['SQLiteLogger', 'ConsoleLogger', 'CSVLogger']
-    """
+class _SyntheticPipeline(DemoPipeline):
+    """A producer filling a ring buffer that a consumer samples from, watched by one monitor."""
 
-    def __init__(
-        self,
-        out: str | os.PathLike[str],
-        specs: Sequence[str] = (),
-        console: TextIO | None = None,
-    ) -> None:
-        self.out = out
-        self.specs = tuple(specs)
-        self.extra: list[MetricSink] = []
+    def __init__(self, frames_per_second: float, poll_interval: float) -> None:
+        self.buffer: RingBuffer[int] = RingBuffer(_BUFFER_CAPACITY)
+        self.producer = Producer(self.buffer, frames_per_second=frames_per_second)
+        self.consumer = Consumer(self.buffer)
+        self.frames_per_second = frames_per_second
+        self.poll_interval = poll_interval
+
+    def drive(self, sinks: DemoSinks, seconds: float, stdout: TextIO) -> bool:
+        monitor = self._monitor(sinks)
         try:
-            for spec in specs:
-                try:
-                    self.extra.append(open_sink(spec))
-                except (ValueError, ImportError) as error:
-                    raise SinkSpecError(str(error)) from error
-            self.store = SQLiteLogger(out)
-        except BaseException:
-            self._close_all(self.extra)
-            raise
-        self.console = ConsoleLogger(console)
-
-    @property
-    def all(self) -> list[MetricSink]:
-        """The store, the console and the extra sinks, in that order.
-
-        >>> import io, tempfile, pathlib
-        >>> with tempfile.TemporaryDirectory() as tmp:
-        ...     sinks = DemoSinks(pathlib.Path(tmp) / "demo.sqlite", console=io.StringIO())
-        ...     len(sinks.all)
-        ...     sinks.close()
-        2
-        """
-        return [self.store, self.console, *self.extra]
-
-    def describe(self) -> str:
-        """Where the run is recorded, as a demo's opening line names it: the store and its run, the extra sinks' specs, the console.
-
-        >>> import io, tempfile, pathlib
-        >>> with tempfile.TemporaryDirectory() as tmp:
-        ...     sinks = DemoSinks(pathlib.Path(tmp) / "demo.sqlite",
-        ...                       [f"csv:{pathlib.Path(tmp) / 'demo.csv'}"], io.StringIO())
-        ...     description = sinks.describe().replace(tmp, "TMP").replace(sinks.store.run, "RUN")
-        ...     sinks.close()
-        >>> description
-        'TMP/demo.sqlite (run RUN), csv:TMP/demo.csv and the console'
-        """
-        extra = "".join(f", {spec}" for spec in self.specs)
-        return f"{self.out} (run {self.store.run}){extra} and the console"
-
-    def close(self) -> None:
-        """Close every sink, even when closing one of them fails; closing again does nothing.
-
-        >>> import io, tempfile, pathlib
-        >>> with tempfile.TemporaryDirectory() as tmp:
-        ...     sinks = DemoSinks(pathlib.Path(tmp) / "demo.sqlite", console=io.StringIO())
-        ...     sinks.close()
-        ...     sinks.close()
-        """
-        self._close_all(self.all)
-
-    @staticmethod
-    def _close_all(sinks: Sequence[MetricSink]) -> None:
-        # An exit stack runs every callback even when one raises, then
-        # re-raises; callbacks run last in, first out.
-        with contextlib.ExitStack() as stack:
-            for sink in reversed(sinks):
-                stack.callback(sink.close)
-
-
-def chart_path(out: str | os.PathLike[str]) -> Path:
-    """Where a demo writing to ``out`` draws its chart: the same name with ``.png``.
-
-    >>> chart_path("runs/demo.sqlite"), chart_path("runs/demo.png")
-    (PosixPath('runs/demo.png'), PosixPath('runs/demo.png.png'))
-    """
-    out = Path(out)
-    chart = out.with_suffix(".png")
-    return chart if chart != out else out.with_name(out.name + ".png")
-
-
-def report(
-    sinks: DemoSinks,
-    out: str | os.PathLike[str],
-    *,
-    elapsed: float,
-    interrupted: bool,
-    stdout: TextIO,
-    chart: bool = True,
-) -> Path | None:
-    """Print how a demo run ended: its summary, its chart, how to see it again; return the chart's path.
-
-    The chart is drawn next to ``out`` (see :func:`chart_path`) with
-    :func:`rlpulse.read.plot.plot_file`; without matplotlib, or with
-    ``chart=False``, it is skipped (with a one-line note in the first case)
-    and ``None`` is returned. The last line printed is always the
-    ``rlpulse show`` command that prints the summary again.
-
-    >>> import io, tempfile, pathlib
-    >>> with tempfile.TemporaryDirectory() as tmp:
-    ...     out = pathlib.Path(tmp) / "demo.sqlite"
-    ...     sinks = DemoSinks(out, console=io.StringIO())
-    ...     sinks.store.log_metrics({"collector/frames": 96.0}, step=3)
-    ...     sinks.close()
-    ...     output = io.StringIO()
-    ...     report(sinks, out, elapsed=1.0, interrupted=True, stdout=output, chart=False)
-    ...     print(output.getvalue().splitlines()[0])
-    Stopped early after 1.0 s.
-    """
-    if interrupted:
-        print(f"Stopped early after {format_duration(elapsed)}.", file=stdout)
-    store = sinks.store
-    print(file=stdout)
-    print(format_summary(summarize_file(store.path, store.run)), file=stdout)
-    print(file=stdout)
-    quoted_out = shlex.quote(os.fspath(out))
-    drawn: Path | None = None
-    if chart:
-        target = chart_path(out)
-        try:
-            drawn = plot_file(store.path, target, run=store.run)
-        except ImportError:
+            self.producer.start()
+            self.consumer.start()
+            monitor.start()
             print(
-                f"No chart: matplotlib is not installed ({INSTALL_HINT}).",
+                f"rlpulse demo: collector -> ring buffer -> learner "
+                f"(~{format_number(self.frames_per_second)} frames/s) "
+                f"for {format_duration(seconds)}, monitored into "
+                f"{sinks.describe()}; Ctrl-C stops early",
                 file=stdout,
+                flush=True,
             )
-        else:
-            print(
-                f"Chart of the run: {target} (redraw it with: rlpulse plot "
-                f"{quoted_out} -o {shlex.quote(os.fspath(target))})",
-                file=stdout,
-            )
-    print(f"See it again with: rlpulse show {quoted_out}", file=stdout, flush=True)
-    return drawn
+            time.sleep(seconds)
+        finally:
+            # The pipeline stops first, so the final snapshots show where it ended.
+            self.producer.stop()
+            self.consumer.stop()
+            monitor.stop()
+        return False
 
+    def frames(self) -> int:
+        return int(self.producer.stats()["frames"])
 
-def finish(
-    sinks: DemoSinks,
-    *,
-    started: float,
-    frames: int,
-    interrupted: bool,
-    stdout: TextIO,
-    chart: bool = True,
-) -> DemoResult:
-    """End a demo run once its pipeline stopped and its ``sinks`` are closed: print its :func:`report`, return its :class:`DemoResult`.
-
-    ``started`` is when the run began, on ``time.monotonic()``'s clock, and
-    ``frames`` the number of frames its collector wrote in all; ``chart``
-    and ``stdout`` are those of :func:`report`.
-
-    >>> import io, tempfile, pathlib, time
-    >>> with tempfile.TemporaryDirectory() as tmp:
-    ...     started = time.monotonic()
-    ...     sinks = DemoSinks(pathlib.Path(tmp) / "demo.sqlite", console=io.StringIO())
-    ...     sinks.store.log_metrics({"collector/frames": 96.0}, step=3)
-    ...     sinks.close()
-    ...     result = finish(sinks, started=started, frames=96, interrupted=False,
-    ...                     stdout=io.StringIO(), chart=False)
-    ...     result.run == sinks.store.run, result.frames, result.seconds >= 0, result.chart
-    (True, 96, True, None)
-    """
-    elapsed = time.monotonic() - started
-    drawn = report(
-        sinks,
-        sinks.out,
-        elapsed=elapsed,
-        interrupted=interrupted,
-        stdout=stdout,
-        chart=chart,
-    )
-    return DemoResult(
-        path=sinks.store.path,
-        run=sinks.store.run,
-        seconds=elapsed,
-        frames=frames,
-        interrupted=interrupted,
-        chart=drawn,
-    )
+    def _monitor(self, sinks: DemoSinks) -> LoggerMonitor:
+        monitor = LoggerMonitor(sinks.all, poll_interval=self.poll_interval)
+        monitor.watch(self.producer, name="collector", schedule=_COLLECTOR_SCHEDULE)
+        monitor.watch(
+            self.buffer, name="buffer", schedule=_BUFFER_SCHEDULE, step="write_count"
+        )
+        monitor.watch(
+            self.consumer,
+            name="learner",
+            schedule=_LEARNER_SCHEDULE,
+            step="updates",
+            rate_keys=("updates", "frames_sampled"),
+        )
+        return monitor
 
 
 def run_demo(
@@ -583,7 +398,7 @@ def run_demo(
     stdout: TextIO | None = None,
     console: TextIO | None = None,
 ) -> DemoResult:
-    """Run the synthetic demo pipeline (standard library only) for ``seconds``, then print the summary of its run.
+    """Drive the synthetic demo pipeline (standard library only) for ``seconds``, then print the summary of its run.
 
     A :class:`Producer` fills a :class:`RingBuffer` that a :class:`Consumer`
     samples from, while a background :class:`~rlpulse.LoggerMonitor`
@@ -591,13 +406,14 @@ def run_demo(
     (every 10,000 frames, and at least every 5 s), ``buffer`` (every second,
     at step ``write_count``) and ``learner`` (every 2 s) into a new run of the
     SQLite file ``out``, onto ``console`` (standard error by default) and into
-    every extra sink opened from the ``sinks`` specs (see :class:`DemoSinks`).
-    A progress line, the run's summary, the chart (``chart=True``, drawn
-    next to ``out`` when matplotlib is installed, see :func:`report`) and how
-    to show the run again go to ``stdout`` (standard output by default).
-    Ctrl-C ends the run early; the threads and the monitor are stopped and
-    every sink the demo opened is closed either way, so every watch's final
-    snapshot is recorded.
+    every extra sink opened from the ``sinks`` specs (see
+    :class:`~rlpulse._demo.common.DemoSinks`). A progress line, the run's
+    summary, the chart (``chart=True``, drawn next to ``out`` when matplotlib
+    is installed, see :func:`~rlpulse._demo.common.report`) and how to show
+    the run again go to ``stdout`` (standard output by default). Ctrl-C ends
+    the demo early; the threads and the monitor are stopped and every sink
+    the demo opened is closed either way, so every watch's final snapshot is
+    recorded.
 
     >>> import io, tempfile, pathlib
     >>> from rlpulse.read.records import read
@@ -611,51 +427,12 @@ def run_demo(
     >>> "rlpulse show" in output.getvalue()
     True
     """
-    if not seconds > 0:
-        raise ValueError(f"seconds must be positive, got {seconds!r}")
-    stdout = sys.stdout if stdout is None else stdout
-    demo_sinks = DemoSinks(out, sinks, console)
-    buffer: RingBuffer[int] = RingBuffer(_BUFFER_CAPACITY)
-    producer = Producer(buffer, frames_per_second=frames_per_second)
-    consumer = Consumer(buffer)
-    monitor = LoggerMonitor(demo_sinks.all, poll_interval=poll_interval)
-    monitor.watch(producer, name="collector", schedule=_COLLECTOR_SCHEDULE)
-    monitor.watch(buffer, name="buffer", schedule=_BUFFER_SCHEDULE, step="write_count")
-    monitor.watch(
-        consumer,
-        name="learner",
-        schedule=_LEARNER_SCHEDULE,
-        step="updates",
-        rate_keys=("updates", "frames_sampled"),
-    )
-    interrupted = False
-    started = time.monotonic()
-    try:
-        producer.start()
-        consumer.start()
-        monitor.start()
-        print(
-            f"rlpulse demo: collector -> ring buffer -> learner "
-            f"(~{format_number(frames_per_second)} frames/s) for "
-            f"{format_duration(seconds)}, monitored into {demo_sinks.describe()}; "
-            "Ctrl-C stops early",
-            file=stdout,
-            flush=True,
-        )
-        time.sleep(seconds)
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        # The pipeline stops first, so the final snapshots show where it ended.
-        producer.stop()
-        consumer.stop()
-        monitor.stop()
-        demo_sinks.close()
-    return finish(
-        demo_sinks,
-        started=started,
-        frames=int(producer.stats()["frames"]),
-        interrupted=interrupted,
-        stdout=stdout,
+    return record_demo(
+        _SyntheticPipeline(frames_per_second, poll_interval),
+        seconds,
+        out,
+        sinks=sinks,
         chart=chart,
+        stdout=stdout,
+        console=console,
     )

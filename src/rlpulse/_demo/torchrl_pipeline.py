@@ -26,10 +26,10 @@ import functools
 import logging
 import os
 import signal
-import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, TextIO
 
@@ -40,7 +40,13 @@ from torchrl.envs import GymEnv
 from torchrl.modules import MLP, QValueActor
 from torchrl.objectives import DQNLoss, SoftUpdate
 
-from rlpulse._demo.synthetic import DEFAULT_OUT, DemoResult, DemoSinks, finish
+from rlpulse._demo.common import (
+    DEFAULT_OUT,
+    DemoPipeline,
+    DemoResult,
+    DemoSinks,
+    record_demo,
+)
 from rlpulse.monitor import LoggerMonitor
 from rlpulse.read.summary import format_duration, format_number
 from rlpulse.schedules import Every
@@ -200,7 +206,7 @@ def run_torchrl_demo(
     stdout: TextIO | None = None,
     console: TextIO | None = None,
 ) -> DemoResult:
-    """Run the monitored TorchRL pipeline for ``seconds``, then print the summary of its run and draw it.
+    """Drive the monitored TorchRL pipeline for ``seconds``, then print the summary of its run and draw it.
 
     A ``Collector`` on ``CartPole-v1`` (random policy, ``frames_per_batch``
     frames a batch) fills a ``ReplayBuffer`` of ``buffer_capacity``
@@ -217,11 +223,11 @@ def run_torchrl_demo(
 
     into a new run of the SQLite file ``out``, onto ``console`` (standard
     error by default) and into every extra sink opened from the ``sinks``
-    specs (see :class:`~rlpulse._demo.synthetic.DemoSinks`). A line every
+    specs (see :class:`~rlpulse._demo.common.DemoSinks`). A line every
     ``progress_every`` seconds, then the run's summary and its chart (next to
-    ``out``, see :func:`rlpulse._demo.synthetic.report`) go to ``stdout``. Ctrl-C ends
-    the run early; the collector, the monitor and every sink are stopped
-    either way, so each watch's final snapshot is recorded.
+    ``out``, see :func:`rlpulse._demo.common.report`) go to ``stdout``. Ctrl-C
+    ends the demo early; the collector, the monitor and every sink are
+    stopped either way, so each watch's final snapshot is recorded.
 
     While it runs, torch uses one thread per operation and TorchRL's logger
     shows warnings only (both restored after): the collector's thread and
@@ -239,30 +245,92 @@ def run_torchrl_demo(
     >>> frames[-1] == result.frames > 0
     True
     """
-    if not seconds > 0:
-        raise ValueError(f"seconds must be positive, got {seconds!r}")
-    stdout = sys.stdout if stdout is None else stdout
-    demo_sinks = DemoSinks(out, sinks, console)
-    torch_threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    # TorchRL announces set-up steps (a storage's first allocation) at INFO
-    # level on standard output, between the demo's own lines.
-    torchrl_logger = logging.getLogger("torchrl")
-    torchrl_level = torchrl_logger.level
-    torchrl_logger.setLevel(logging.WARNING)
-    collector: Collector | None = None
-    interrupted = False
-    started = time.monotonic()
-    try:
+    pipeline = _TorchRLPipeline(
+        frames_per_batch=frames_per_batch,
+        collector_every=collector_every,
+        buffer_every=buffer_every,
+        poll_interval=poll_interval,
+        buffer_capacity=buffer_capacity,
+        batch_size=batch_size,
+        warmup_frames=warmup_frames,
+        frames_per_update=frames_per_update,
+        progress_every=progress_every,
+    )
+    return record_demo(
+        pipeline,
+        seconds,
+        out,
+        sinks=sinks,
+        chart=chart,
+        stdout=stdout,
+        console=console,
+    )
+
+
+@dataclass(frozen=True)
+class _Parts:
+    """The four parts of the TorchRL pipeline, once built."""
+
+    collector: Collector
+    buffer: ReplayBuffer
+    episodes: Tally
+    learner: DQNLearner
+
+
+@dataclass
+class _TorchRLPipeline(DemoPipeline):
+    """The settings of the TorchRL pipeline and, once driven, its collector."""
+
+    frames_per_batch: int
+    collector_every: int
+    buffer_every: float
+    poll_interval: float
+    buffer_capacity: int
+    batch_size: int
+    warmup_frames: int
+    frames_per_update: float
+    progress_every: float
+    collector: Collector | None = field(default=None, init=False)
+
+    def drive(self, sinks: DemoSinks, seconds: float, stdout: TextIO) -> bool:
+        deadline = time.monotonic() + seconds
+        with _torch_quietly():
+            parts = self._build()
+            self.collector = parts.collector
+            with LoggerMonitor(sinks.all, poll_interval=self.poll_interval) as monitor:
+                self._watch(monitor, parts)
+                print(
+                    f"rlpulse demo: TorchRL Collector on {ENV_NAME} (random policy) "
+                    f"-> ReplayBuffer -> DQN learner for {format_duration(seconds)}, "
+                    f"monitored into {sinks.describe()}; Ctrl-C stops early",
+                    file=stdout,
+                    flush=True,
+                )
+                parts.collector.start()
+                try:
+                    with _ctrl_c_stops() as stop:
+                        _train(parts, deadline, self.progress_every, stdout, stop)
+                    return stop.is_set()
+                finally:
+                    # The pipeline stops first, so the final snapshots (logged
+                    # as the monitor stops) show where it ended.
+                    parts.collector.async_shutdown(timeout=10)
+
+    def frames(self) -> int:
+        if self.collector is None:
+            return 0
+        return int(self.collector.stats().get("frames", 0))
+
+    def _build(self) -> _Parts:
         env = GymEnv(ENV_NAME)
         buffer = ReplayBuffer(
-            storage=LazyTensorStorage(buffer_capacity), batch_size=batch_size
+            storage=LazyTensorStorage(self.buffer_capacity), batch_size=self.batch_size
         )
         episodes = Tally()
         collector = Collector(
             env,
             None,
-            frames_per_batch=frames_per_batch,
+            frames_per_batch=self.frames_per_batch,
             total_frames=-1,
             replay_buffer=buffer,
             post_collect_hook=EpisodeTally(episodes, return_key=_RETURN_KEY),
@@ -271,78 +339,58 @@ def run_torchrl_demo(
             buffer,
             env.action_spec,
             observation_size=env.observation_spec["observation"].shape[-1],
-            batch_size=batch_size,
-            warmup_frames=warmup_frames,
-            frames_per_update=frames_per_update,
+            batch_size=self.batch_size,
+            warmup_frames=self.warmup_frames,
+            frames_per_update=self.frames_per_update,
         )
-        monitor = LoggerMonitor(demo_sinks.all, poll_interval=poll_interval)
-        with monitor:
-            monitor.watch(
-                collector,
-                name="collector",
-                # Every collector_every frames, and at least every 5 s
-                # however slowly the machine collects.
-                schedule=Every.counter("frames", collector_every) | Every.seconds(5),
-            )
-            monitor.watch(
-                buffer,
-                name="replay_buffer",
-                schedule=Every.seconds(buffer_every),
-                step="write_count",
-            )
-            monitor.watch(
-                episodes,
-                name="episodes",
-                stats_fn=functools.partial(episode_stats, episodes),
-                schedule=Every.seconds(2),
-                step="episodes",
-                rate_keys=("episodes",),
-            )
-            monitor.watch(
-                learner,
-                name="learner",
-                schedule=Every.seconds(2),
-                step="updates",
-                rate_keys=("updates", "frames_sampled"),
-            )
-            print(
-                f"rlpulse demo: TorchRL Collector on {ENV_NAME} (random policy) -> "
-                f"ReplayBuffer -> DQN learner for {format_duration(seconds)}, "
-                f"monitored into {demo_sinks.describe()}; Ctrl-C stops early",
-                file=stdout,
-                flush=True,
-            )
-            collector.start()
-            try:
-                with _ctrl_c_stops() as stop:
-                    _train(
-                        collector,
-                        learner,
-                        episodes,
-                        started + seconds,
-                        progress_every,
-                        stdout,
-                        stop,
-                    )
-                interrupted = stop.is_set()
-            finally:
-                # The pipeline stops first, so the final snapshots (logged as
-                # the monitor stops) show where it ended.
-                collector.async_shutdown(timeout=10)
-    except KeyboardInterrupt:
-        interrupted = True
+        return _Parts(collector, buffer, episodes, learner)
+
+    def _watch(self, monitor: LoggerMonitor, parts: _Parts) -> None:
+        monitor.watch(
+            parts.collector,
+            name="collector",
+            # Every collector_every frames, and at least every 5 s however
+            # slowly the machine collects.
+            schedule=Every.counter("frames", self.collector_every) | Every.seconds(5),
+        )
+        monitor.watch(
+            parts.buffer,
+            name="replay_buffer",
+            schedule=Every.seconds(self.buffer_every),
+            step="write_count",
+        )
+        monitor.watch(
+            parts.episodes,
+            name="episodes",
+            stats_fn=functools.partial(episode_stats, parts.episodes),
+            schedule=Every.seconds(2),
+            step="episodes",
+            rate_keys=("episodes",),
+        )
+        monitor.watch(
+            parts.learner,
+            name="learner",
+            schedule=Every.seconds(2),
+            step="updates",
+            rate_keys=("updates", "frames_sampled"),
+        )
+
+
+@contextlib.contextmanager
+def _torch_quietly() -> Iterator[None]:
+    """One torch thread per operation, TorchRL's logger at warnings only; both restored after."""
+    torch_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    # TorchRL announces set-up steps (a storage's first allocation) at INFO
+    # level on standard output, between the demo's own lines.
+    torchrl_logger = logging.getLogger("torchrl")
+    torchrl_level = torchrl_logger.level
+    torchrl_logger.setLevel(logging.WARNING)
+    try:
+        yield
     finally:
         torchrl_logger.setLevel(torchrl_level)
         torch.set_num_threads(torch_threads)
-        demo_sinks.close()
-    return finish(
-        demo_sinks,
-        started=started,
-        frames=0 if collector is None else int(collector.stats().get("frames", 0)),
-        interrupted=interrupted,
-        stdout=stdout,
-        chart=chart,
-    )
 
 
 @contextlib.contextmanager
@@ -369,9 +417,7 @@ def _ctrl_c_stops() -> Iterator[threading.Event]:
 
 
 def _train(
-    collector: Collector,
-    learner: DQNLearner,
-    episodes: Tally,
+    parts: _Parts,
     deadline: float,
     progress_every: float,
     stdout: TextIO,
@@ -380,24 +426,22 @@ def _train(
     started = time.monotonic()
     next_progress = started + progress_every
     while (now := time.monotonic()) < deadline and not stop.is_set():
-        if not collector.is_running():
+        if not parts.collector.is_running():
             raise RuntimeError(
                 "TorchRL's collector thread stopped on its own; its error is "
                 "printed above"
             )
-        if not learner.update():
+        if not parts.learner.update():
             time.sleep(0.005)
         if now >= next_progress:
             next_progress += progress_every
-            print(_progress(now - started, collector, learner, episodes), file=stdout)
+            print(_progress(now - started, parts), file=stdout)
 
 
-def _progress(
-    elapsed: float, collector: Collector, learner: DQNLearner, episodes: Tally
-) -> str:
-    frames = collector.stats().get("frames", 0)
-    learned = learner.stats()
-    watched = episode_stats(episodes)
+def _progress(elapsed: float, parts: _Parts) -> str:
+    frames = parts.collector.stats().get("frames", 0)
+    learned = parts.learner.stats()
+    watched = episode_stats(parts.episodes)
     line = (
         f"  {format_duration(elapsed):>7}  {format_number(frames)} frames "
         f"({format_number(frames / elapsed)}/s), {format_number(watched['episodes'])} "

@@ -181,51 +181,13 @@ def plot_run(
             f"{_some_names(names)}"
         )
     time_scale, time_unit = _time_unit(end - start)
-    series: dict[str, _Series] = {}
-    for record in records:
-        if record.name not in selected:
-            continue
-        if x == "step":
-            if record.step is None:
-                continue
-            position = float(record.step)
-        else:
-            position = (record.wall_time - start) / time_scale
-        line = series.get(record.name)
-        if line is None:
-            line = series[record.name] = _Series(record.name)
-        line.xs.append(position)
-        line.ys.append(record.value)
+    series = _series(records, selected, x, start, time_scale)
     if not series:
         raise PlotError(
             f"run {run} logged no step with {_some_names(selected)}; "
             "plot it over time instead (x='time', --x time)"
         )
-    if x == "time":
-        # Sinks fed from several threads may store payloads slightly out of
-        # time order; a line drawn in storage order would zigzag.
-        for line in series.values():
-            order = sorted(range(len(line.xs)), key=line.xs.__getitem__)
-            line.xs = [line.xs[index] for index in order]
-            line.ys = [line.ys[index] for index in order]
-    panels = _panels(series)
-    figure = matplotlib.Figure(
-        figsize=(
-            _PANEL_WIDTH_INCHES,
-            _HEADER_INCHES + _PANEL_HEIGHT_INCHES * len(panels),
-        ),
-        dpi=_DPI,
-        layout="constrained",
-    )
-    matplotlib.FigureCanvasAgg(figure)
-    all_axes = figure.subplots(len(panels), 1, squeeze=False, sharex=x == "time")
-    for axes, (watch, lines) in zip(all_axes[:, 0], panels.items(), strict=True):
-        _draw_panel(axes, watch, lines, matplotlib)
-    x_label = f"{time_unit} since the start of the run" if x == "time" else "step"
-    all_axes[-1, 0].set_xlabel(x_label)
-    if x == "step":
-        for axes in all_axes[:, 0]:
-            axes.set_xlabel("step")
+    figure = _figure(_panels(series), x, time_unit, matplotlib)
     title = f"rlpulse run {run}"
     if source:
         title += f" — {source}"
@@ -307,6 +269,66 @@ def _matplotlib() -> _Matplotlib:
             f"plotting needs matplotlib, which is not installed: {INSTALL_HINT}",
             name="matplotlib",
         ) from error
+
+
+def _series(
+    records: list[Record],
+    selected: set[str],
+    x: XAxis,
+    start: float,
+    time_scale: float,
+) -> dict[str, _Series]:
+    """The lines of the ``selected`` metrics, over their step or the time since ``start`` in ``time_scale`` units."""
+    series: dict[str, _Series] = {}
+    for record in records:
+        if record.name not in selected:
+            continue
+        if x == "step":
+            if record.step is None:
+                continue
+            position = float(record.step)
+        else:
+            position = (record.wall_time - start) / time_scale
+        line = series.get(record.name)
+        if line is None:
+            line = series[record.name] = _Series(record.name)
+        line.xs.append(position)
+        line.ys.append(record.value)
+    if x == "time":
+        # Sinks fed from several threads may store payloads slightly out of
+        # time order; a line drawn in storage order would zigzag.
+        for line in series.values():
+            order = sorted(range(len(line.xs)), key=line.xs.__getitem__)
+            line.xs = [line.xs[index] for index in order]
+            line.ys = [line.ys[index] for index in order]
+    return series
+
+
+def _figure(
+    panels: dict[str, list[_Series]],
+    x: XAxis,
+    time_unit: str,
+    matplotlib: _Matplotlib,
+) -> Figure:
+    """A figure of one panel per watch, stacked, on an Agg canvas."""
+    figure = matplotlib.Figure(
+        figsize=(
+            _PANEL_WIDTH_INCHES,
+            _HEADER_INCHES + _PANEL_HEIGHT_INCHES * len(panels),
+        ),
+        dpi=_DPI,
+        layout="constrained",
+    )
+    matplotlib.FigureCanvasAgg(figure)
+    all_axes = figure.subplots(len(panels), 1, squeeze=False, sharex=x == "time")
+    for axes, (watch, lines) in zip(all_axes[:, 0], panels.items(), strict=True):
+        _draw_panel(axes, watch, lines, matplotlib)
+    if x == "step":
+        for axes in all_axes[:, 0]:
+            axes.set_xlabel("step")
+    else:
+        all_axes[-1, 0].set_xlabel(f"{time_unit} since the start of the run")
+    return figure
 
 
 def _panels(series: dict[str, _Series]) -> dict[str, list[_Series]]:

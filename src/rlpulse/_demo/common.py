@@ -1,0 +1,294 @@
+"""What every demo pipeline shares: its sinks, how a demo is recorded, how it ends.
+
+A pipeline (:mod:`rlpulse._demo.synthetic`, :mod:`rlpulse._demo.torchrl_pipeline`)
+is a :class:`DemoPipeline`; :func:`record_demo` opens its :class:`DemoSinks`,
+drives it, closes them whether or not Ctrl-C stopped it early, prints the
+summary of the recorded run and its chart (:func:`report`) and returns the
+:class:`DemoResult`.
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import os
+import shlex
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from rlpulse.read.plot import INSTALL_HINT, plot_file
+from rlpulse.read.summary import format_duration, format_summary, summarize_file
+from rlpulse.sinks import ConsoleLogger, SQLiteLogger
+from rlpulse.sinks.registry import MetricSink, SinkSpecError, open_sink
+
+__all__ = [
+    "DEFAULT_OUT",
+    "DemoPipeline",
+    "DemoResult",
+    "DemoSinks",
+    "chart_path",
+    "record_demo",
+    "report",
+]
+
+DEFAULT_OUT = Path("runs") / "demo.sqlite"
+"""Where ``rlpulse demo`` records its runs unless told otherwise."""
+
+
+@dataclass(frozen=True)
+class DemoResult:
+    """What one demo did: the file and the name of the run it recorded, for how long.
+
+    ``frames`` is the number of frames the collector wrote in all,
+    ``interrupted`` tells whether Ctrl-C ended the demo early, and ``chart``
+    is the image drawn of the run (``None`` when matplotlib is not installed).
+
+    >>> DemoResult(Path("runs/demo.sqlite"), "baseline", 2.0, 8000, False).run
+    'baseline'
+    """
+
+    path: Path
+    run: str
+    seconds: float
+    frames: int
+    interrupted: bool
+    chart: Path | None = None
+
+
+class DemoSinks:
+    """The sinks of one demo: a new run of the SQLite store, the console, and extra sinks from specs.
+
+    Extra sinks are built with :func:`rlpulse.open_sink` from ``SCHEME:TARGET``
+    specs (``csv:runs/demo.csv``, ``tensorboard:runs/tb``, …). Everything is
+    opened here and closed by :meth:`close`; when one cannot be opened, the
+    ones already open are closed before the error propagates: a
+    :class:`SinkSpecError` for a bad spec or a backend that is not installed,
+    an ``OSError`` for an unwritable path.
+
+    >>> import io, tempfile, pathlib
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     sinks = DemoSinks(pathlib.Path(tmp) / "demo.sqlite",
+    ...                       [f"csv:{pathlib.Path(tmp) / 'demo.csv'}"], io.StringIO())
+    ...     [type(sink).__name__ for sink in sinks.all]
+    ...     sinks.close()
+    ['SQLiteLogger', 'ConsoleLogger', 'CSVLogger']
+    """
+
+    def __init__(
+        self,
+        out: str | os.PathLike[str],
+        specs: Sequence[str] = (),
+        console: TextIO | None = None,
+    ) -> None:
+        self.out = out
+        self.specs = tuple(specs)
+        self.extra: list[MetricSink] = []
+        try:
+            for spec in specs:
+                try:
+                    self.extra.append(open_sink(spec))
+                except (ValueError, ImportError) as error:
+                    raise SinkSpecError(str(error)) from error
+            self.store = SQLiteLogger(out)
+        except BaseException:
+            self._close_all(self.extra)
+            raise
+        self.console = ConsoleLogger(console)
+
+    @property
+    def all(self) -> list[MetricSink]:
+        """The store, the console and the extra sinks, in that order.
+
+        >>> import io, tempfile, pathlib
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     sinks = DemoSinks(pathlib.Path(tmp) / "demo.sqlite", console=io.StringIO())
+        ...     len(sinks.all)
+        ...     sinks.close()
+        2
+        """
+        return [self.store, self.console, *self.extra]
+
+    def describe(self) -> str:
+        """Where the demo is recorded, as its opening line names it: the store and its run, the extra sinks' specs, the console.
+
+        >>> import io, tempfile, pathlib
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     sinks = DemoSinks(pathlib.Path(tmp) / "demo.sqlite",
+        ...                       [f"csv:{pathlib.Path(tmp) / 'demo.csv'}"], io.StringIO())
+        ...     description = sinks.describe().replace(tmp, "TMP").replace(sinks.store.run, "RUN")
+        ...     sinks.close()
+        >>> description
+        'TMP/demo.sqlite (run RUN), csv:TMP/demo.csv and the console'
+        """
+        extra = "".join(f", {spec}" for spec in self.specs)
+        return f"{self.out} (run {self.store.run}){extra} and the console"
+
+    def close(self) -> None:
+        """Close every sink, even when closing one of them fails; closing again does nothing.
+
+        >>> import io, tempfile, pathlib
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     sinks = DemoSinks(pathlib.Path(tmp) / "demo.sqlite", console=io.StringIO())
+        ...     sinks.close()
+        ...     sinks.close()
+        """
+        self._close_all(self.all)
+
+    @staticmethod
+    def _close_all(sinks: Sequence[MetricSink]) -> None:
+        # An exit stack runs every callback even when one raises, then
+        # re-raises; callbacks run last in, first out.
+        with contextlib.ExitStack() as stack:
+            for sink in reversed(sinks):
+                stack.callback(sink.close)
+
+
+class DemoPipeline(abc.ABC):
+    """A monitored demo pipeline, as :func:`record_demo` drives it.
+
+    A pipeline is built with its settings (and rejects bad ones) before any
+    sink is opened; :meth:`drive` then monitors it into the sinks for a
+    while, and :meth:`frames` tells how many frames its collector wrote.
+
+    >>> import io, tempfile, pathlib
+    >>> class Idle(DemoPipeline):
+    ...     def drive(self, sinks, seconds, stdout):
+    ...         sinks.store.log_metrics({"collector/frames": 8.0}, step=8)
+    ...         return False
+    ...     def frames(self):
+    ...         return 8
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     result = record_demo(Idle(), 1.0, pathlib.Path(tmp) / "demo.sqlite",
+    ...                          chart=False, stdout=io.StringIO(), console=io.StringIO())
+    >>> result.frames, result.interrupted
+    (8, False)
+    """
+
+    @abc.abstractmethod
+    def drive(self, sinks: DemoSinks, seconds: float, stdout: TextIO) -> bool:
+        """Monitor the pipeline into ``sinks`` for ``seconds``, then stop it; return whether it stopped early.
+
+        It prints its opening line (naming :meth:`DemoSinks.describe`) and
+        any progress to ``stdout``. Ctrl-C may also end it by raising
+        ``KeyboardInterrupt``, once the pipeline and its monitor stopped.
+        """
+
+    @abc.abstractmethod
+    def frames(self) -> int:
+        """The number of frames the pipeline's collector wrote in all (0 before it started)."""
+
+
+def record_demo(
+    pipeline: DemoPipeline,
+    seconds: float,
+    out: str | os.PathLike[str],
+    *,
+    sinks: Sequence[str] = (),
+    chart: bool = True,
+    stdout: TextIO | None = None,
+    console: TextIO | None = None,
+) -> DemoResult:
+    """Drive ``pipeline`` for ``seconds``, recording it into a new run of ``out``; print how it ended.
+
+    The sinks (see :class:`DemoSinks`: the SQLite file ``out``, ``console``,
+    standard error by default, and the extra ``sinks`` specs) are closed
+    whether the pipeline ran its time, stopped early on Ctrl-C or failed.
+    What the demo prints, then the :func:`report` of the run (``chart`` as
+    there), go to ``stdout`` (standard output by default). An example is
+    :class:`DemoPipeline`'s.
+    """
+    if not seconds > 0:
+        raise ValueError(f"seconds must be positive, got {seconds!r}")
+    stdout = sys.stdout if stdout is None else stdout
+    demo_sinks = DemoSinks(out, sinks, console)
+    started = time.monotonic()
+    try:
+        interrupted = pipeline.drive(demo_sinks, seconds, stdout)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        demo_sinks.close()
+    elapsed = time.monotonic() - started
+    drawn = report(
+        demo_sinks,
+        elapsed=elapsed,
+        interrupted=interrupted,
+        stdout=stdout,
+        chart=chart,
+    )
+    return DemoResult(
+        path=demo_sinks.store.path,
+        run=demo_sinks.store.run,
+        seconds=elapsed,
+        frames=pipeline.frames(),
+        interrupted=interrupted,
+        chart=drawn,
+    )
+
+
+def chart_path(out: str | os.PathLike[str]) -> Path:
+    """Where a demo recording into ``out`` draws its chart: the same name with ``.png``.
+
+    >>> chart_path("runs/demo.sqlite"), chart_path("runs/demo.png")
+    (PosixPath('runs/demo.png'), PosixPath('runs/demo.png.png'))
+    """
+    out = Path(out)
+    chart = out.with_suffix(".png")
+    return chart if chart != out else out.with_name(out.name + ".png")
+
+
+def report(
+    sinks: DemoSinks,
+    *,
+    elapsed: float,
+    interrupted: bool,
+    stdout: TextIO,
+    chart: bool = True,
+) -> Path | None:
+    """Print how a demo ended: the summary of its run, its chart, how to see it again; return the chart's path.
+
+    The chart is drawn next to the store (see :func:`chart_path`) with
+    :func:`rlpulse.read.plot.plot_file`; without matplotlib, or with
+    ``chart=False``, it is skipped (with a one-line note in the first case)
+    and ``None`` is returned. The last line printed is always the
+    ``rlpulse show`` command that prints the summary again.
+
+    >>> import io, tempfile, pathlib
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     sinks = DemoSinks(pathlib.Path(tmp) / "demo.sqlite", console=io.StringIO())
+    ...     sinks.store.log_metrics({"collector/frames": 96.0}, step=3)
+    ...     sinks.close()
+    ...     output = io.StringIO()
+    ...     report(sinks, elapsed=1.0, interrupted=True, stdout=output, chart=False)
+    ...     print(output.getvalue().splitlines()[0])
+    Stopped early after 1.0 s.
+    """
+    if interrupted:
+        print(f"Stopped early after {format_duration(elapsed)}.", file=stdout)
+    store = sinks.store
+    print(file=stdout)
+    print(format_summary(summarize_file(store.path, store.run)), file=stdout)
+    print(file=stdout)
+    quoted_out = shlex.quote(os.fspath(sinks.out))
+    drawn: Path | None = None
+    if chart:
+        target = chart_path(sinks.out)
+        try:
+            drawn = plot_file(store.path, target, run=store.run)
+        except ImportError:
+            print(
+                f"No chart: matplotlib is not installed ({INSTALL_HINT}).",
+                file=stdout,
+            )
+        else:
+            print(
+                f"Chart of the run: {target} (redraw it with: rlpulse plot "
+                f"{quoted_out} -o {shlex.quote(os.fspath(target))})",
+                file=stdout,
+            )
+    print(f"See it again with: rlpulse show {quoted_out}", file=stdout, flush=True)
+    return drawn
