@@ -527,6 +527,15 @@ def test_inc_refuses_what_a_float_cannot_add(value: object) -> None:
         assert counters.stats()["frames"] == 0.0
 
 
+def test_a_refused_increment_names_the_value_passed_not_the_sum() -> None:
+    with SharedCounters(1, counters=("frames",)) as counters:
+        writer = counters.worker(0)
+        writer.inc("frames", 2)
+        with pytest.raises(TypeError, match=r"inc\('frames', 1j\)"):
+            writer.inc("frames", 1j)  # type: ignore[arg-type]
+        assert counters.stats()["frames"] == 2.0
+
+
 def test_inc_of_an_int_too_large_for_a_float_raises_overflow() -> None:
     with SharedCounters(1, counters=("frames",)) as counters:
         with pytest.raises(OverflowError):

@@ -4,8 +4,11 @@
  * Python; this type gives its inc(), set() and heartbeat() the same
  * behaviour as one C call each, so that a worker's increment costs about as
  * much as a plain attribute increment. Everything that is not on that path
- * (the slot layout, the error messages, pickling) stays in Python: a failing
- * call asks the Python object for the exception to raise.
+ * stays in Python: the slot layout (rlpulse.sources.shared._Layout, which
+ * hands _bind the worker's slot indices; this file knows only that a slot
+ * holds a C double, and checks the view it is given for that), the error
+ * messages (a failing call asks the Python object for the exception to
+ * raise) and pickling.
  *
  * Like the Python writer, it keeps a reference to the segment's float64 view
  * and holds no buffer export between calls: each write takes the view's
@@ -25,6 +28,17 @@ typedef struct {
     Py_ssize_t heartbeat;
     PyObject *clock;     /* the monotonic clock heartbeats are stamped with */
 } Writer;
+
+/* What inc() and set() differ in, apart from what they store. */
+typedef struct {
+    const char *method;      /* the method's name, for messages */
+    const char *value_name;  /* its value argument's name */
+    const char *kind;        /* the kind of key it writes: "counter", "gauge" */
+    int has_default;         /* whether the value may be left out (inc's n) */
+} WriterCall;
+
+static const WriterCall INC_CALL = {"inc", "n", "counter", 1};
+static const WriterCall SET_CALL = {"set", "value", "gauge", 0};
 
 /* Take the view's buffer for one access to slot index: the slot's address,
  * or NULL (no error set) once the view is released, when nothing may be
@@ -100,13 +114,13 @@ writer_fail(Writer *self, const char *method, PyObject *key, PyObject *value)
     return writer_raise(self, "_failure", "(sOO)", method, key, value);
 }
 
-/* Parse (key, value) from a vectorcall, value optional when has_default. */
+/* Parse (key, value) from a vectorcall; value is NULL when left out. */
 static int
-writer_arguments(const char *method, const char *value_name,
-                 PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-                 PyObject **key, PyObject **value, int has_default)
+writer_arguments(const WriterCall *call, PyObject *const *args, Py_ssize_t nargs,
+                 PyObject *kwnames, PyObject **key, PyObject **value)
 {
-    Py_ssize_t required = has_default ? 1 : 2;
+    const char *method = call->method;
+    const char *value_name = call->value_name;
     *key = nargs > 0 ? args[0] : NULL;
     *value = nargs > 1 ? args[1] : NULL;
     if (nargs > 2) {
@@ -140,7 +154,7 @@ writer_arguments(const char *method, const char *value_name,
             *slot = args[nargs + i];
         }
     }
-    if (*key == NULL || (required == 2 && *value == NULL)) {
+    if (*key == NULL || (!call->has_default && *value == NULL)) {
         PyErr_Format(PyExc_TypeError, "WorkerCounters.%s() missing required argument '%s'",
                      method, *key == NULL ? "key" : value_name);
         return -1;
@@ -148,23 +162,28 @@ writer_arguments(const char *method, const char *value_name,
     return 0;
 }
 
-/* The slot of key in names, or -1 with the Python side's exception set;
- * value is the call's value (NULL for inc()'s default), for the message. */
+/* Parse a call's (key, value) and look the key up in names: its slot, or
+ * -1 with the exception set (the Python side's for an unknown or unhashable
+ * key). value is NULL for inc()'s default. */
 static Py_ssize_t
-writer_slot(Writer *self, PyObject *names, PyObject *key, const char *method,
-            const char *kind, PyObject *value)
+writer_target(Writer *self, const WriterCall *call, PyObject *names,
+              PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+              PyObject **key, PyObject **value)
 {
-    PyObject *slot = PyDict_GetItemWithError(names, key);
+    if (writer_arguments(call, args, nargs, kwnames, key, value) < 0) {
+        return -1;
+    }
+    PyObject *slot = PyDict_GetItemWithError(names, *key);
     if (slot == NULL) {
         if (PyErr_Occurred()) {
             /* An unhashable key is refused like a bad value, as in Python. */
             if (writer_bad_call(0)) {
                 PyErr_Clear();
-                writer_fail(self, method, key, value);
+                writer_fail(self, call->method, *key, *value);
             }
         }
         else {
-            writer_raise(self, "_unknown", "(Os)", key, kind);
+            writer_raise(self, "_unknown", "(Os)", *key, call->kind);
         }
         return -1;
     }
@@ -200,21 +219,22 @@ writer_write(Writer *self, Py_ssize_t index, double number, int add,
     Py_RETURN_NONE;
 }
 
-/* Convert a value to float64 as a float64 memoryview stores it; -1 with an
- * error set on failure (the Python writer's errors raised through _failure). */
-static int
-writer_convert(Writer *self, const char *method, PyObject *key, PyObject *value,
-               double *number)
+/* Store number, converted to float64 as a float64 memoryview stores it, in
+ * slot index. A failure raises the Python writer's error for the call's
+ * method, key and value (number is value, or what inc() made of it). */
+static PyObject *
+writer_store(Writer *self, Py_ssize_t index, PyObject *number,
+             const char *method, PyObject *key, PyObject *value)
 {
-    *number = PyFloat_AsDouble(value);
-    if (*number == -1.0 && PyErr_Occurred()) {
+    double converted = PyFloat_AsDouble(number);
+    if (converted == -1.0 && PyErr_Occurred()) {
         if (writer_bad_call(1)) {
             PyErr_Clear();
             writer_fail(self, method, key, value);
         }
-        return -1;
+        return NULL;
     }
-    return 0;
+    return writer_write(self, index, converted, 0, method, key, value);
 }
 
 /* inc() of a value that is not an exact float or int: the slot's float plus
@@ -241,14 +261,10 @@ writer_inc_object(Writer *self, Py_ssize_t index, PyObject *key, PyObject *value
         }
         return NULL;
     }
-    double number;
-    int converted = writer_convert(self, "inc", key, total, &number);
-    Py_DECREF(total);
-    if (converted < 0) {
-        return NULL;
-    }
     /* The value's arithmetic ran Python code: the buffer is taken again. */
-    return writer_write(self, index, number, 0, "inc", key, value);
+    PyObject *stored = writer_store(self, index, total, "inc", key, value);
+    Py_DECREF(total);
+    return stored;
 }
 
 static PyObject *
@@ -256,11 +272,8 @@ writer_inc(Writer *self, PyObject *const *args, Py_ssize_t nargs,
            PyObject *kwnames)
 {
     PyObject *key, *value;
-    if (writer_arguments("inc", "n", args, nargs, kwnames, &key, &value, 1) < 0) {
-        return NULL;
-    }
-    Py_ssize_t index = writer_slot(self, self->counters, key, "inc", "counter",
-                                   value);
+    Py_ssize_t index = writer_target(self, &INC_CALL, self->counters, args, nargs,
+                                     kwnames, &key, &value);
     if (index < 0) {
         return NULL;
     }
@@ -284,18 +297,12 @@ writer_set(Writer *self, PyObject *const *args, Py_ssize_t nargs,
            PyObject *kwnames)
 {
     PyObject *key, *value;
-    if (writer_arguments("set", "value", args, nargs, kwnames, &key, &value, 0) < 0) {
-        return NULL;
-    }
-    Py_ssize_t index = writer_slot(self, self->gauges, key, "set", "gauge", value);
+    Py_ssize_t index = writer_target(self, &SET_CALL, self->gauges, args, nargs,
+                                     kwnames, &key, &value);
     if (index < 0) {
         return NULL;
     }
-    double number;
-    if (writer_convert(self, "set", key, value, &number) < 0) {
-        return NULL;
-    }
-    return writer_write(self, index, number, 0, "set", key, value);
+    return writer_store(self, index, value, "set", key, value);
 }
 
 static PyObject *
@@ -317,17 +324,55 @@ writer_heartbeat(Writer *self, PyObject *Py_UNUSED(ignored))
                         Py_None);
 }
 
+/* slots.<name>, which must be a dict (a new reference), or NULL. */
+static PyObject *
+writer_slot_map(PyObject *slots, const char *name)
+{
+    PyObject *map = PyObject_GetAttrString(slots, name);
+    if (map != NULL && !PyDict_Check(map)) {
+        PyErr_Format(PyExc_TypeError, "_bind(): slots.%s must be a dict, not %s",
+                     name, Py_TYPE(map)->tp_name);
+        Py_CLEAR(map);
+    }
+    return map;
+}
+
+/* Read one worker's slots (a _WorkerSlots of the layout) into the writer. */
+static int
+writer_take_slots(Writer *self, PyObject *slots)
+{
+    PyObject *counters = writer_slot_map(slots, "counters");
+    if (counters == NULL) {
+        return -1;
+    }
+    PyObject *gauges = writer_slot_map(slots, "gauges");
+    if (gauges == NULL) {
+        Py_DECREF(counters);
+        return -1;
+    }
+    PyObject *heartbeat = PyObject_GetAttrString(slots, "heartbeat");
+    Py_ssize_t index = heartbeat == NULL ? -1 : PyLong_AsSsize_t(heartbeat);
+    Py_XDECREF(heartbeat);
+    if (index == -1 && PyErr_Occurred()) {
+        Py_DECREF(counters);
+        Py_DECREF(gauges);
+        return -1;
+    }
+    self->heartbeat = index;
+    Py_XSETREF(self->counters, counters);
+    Py_XSETREF(self->gauges, gauges);
+    return 0;
+}
+
 static PyObject *
 writer_bind(Writer *self, PyObject *args)
 {
-    PyObject *view, *counters, *gauges, *clock;
-    Py_ssize_t heartbeat;
+    PyObject *view, *slots, *clock;
     if (self->view != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "_bind(): this writer is already bound");
         return NULL;
     }
-    if (!PyArg_ParseTuple(args, "OO!O!nO:_bind", &view, &PyDict_Type, &counters,
-                          &PyDict_Type, &gauges, &heartbeat, &clock)) {
+    if (!PyArg_ParseTuple(args, "OOO:_bind", &view, &slots, &clock)) {
         return NULL;
     }
     if (!PyCallable_Check(clock)) {
@@ -347,13 +392,11 @@ writer_bind(Writer *self, PyObject *args)
     }
     /* Slots are checked against the view at each write. */
     PyBuffer_Release(&buffer);
+    if (writer_take_slots(self, slots) < 0) {
+        return NULL;
+    }
     Py_INCREF(view);
     Py_XSETREF(self->view, view);
-    self->heartbeat = heartbeat;
-    Py_INCREF(counters);
-    Py_XSETREF(self->counters, counters);
-    Py_INCREF(gauges);
-    Py_XSETREF(self->gauges, gauges);
     Py_INCREF(clock);
     Py_XSETREF(self->clock, clock);
     Py_RETURN_NONE;
@@ -413,8 +456,8 @@ static PyMethodDef writer_methods[] = {
     {"heartbeat", (PyCFunction)writer_heartbeat, METH_NOARGS,
      "heartbeat()\n--\n\nStamp this worker's heartbeat with the current time."},
     {"_bind", (PyCFunction)writer_bind, METH_VARARGS,
-     "_bind(view, counters, gauges, heartbeat, clock)\n--\n\n"
-     "Write into view: counters and gauges map names to slots."},
+     "_bind(view, slots, clock)\n--\n\n"
+     "Write into view, at one worker's slots of the segment's layout."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -10,17 +10,17 @@ reads every worker's slots in one copy, whatever the workers are doing.
 from __future__ import annotations
 
 import os
+import struct
 import sys
 import time
 import weakref
 from collections.abc import Callable, Iterable
 from multiprocessing import shared_memory
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, cast
 
 __all__ = ["SharedCounters", "WorkerCounters"]
 
-_SLOT_BYTES = 8  # one float64
 _NEVER = float("nan")  # the heartbeat slot of a worker that has not beaten yet
 
 
@@ -32,6 +32,63 @@ def _clock() -> float:
     # too), and unlike time.time() it never jumps when the wall clock is
     # set or slewed, which would fake a dead worker or revive one.
     return time.monotonic()
+
+
+class _WorkerSlots(NamedTuple):
+    # One worker's slot indices, from _Layout.worker: what a writer binds to.
+    counters: dict[str, int]
+    gauges: dict[str, int]
+    heartbeat: int
+
+
+class _Layout:
+    # Where every value lives in the segment: the one definition the reader
+    # and both writers use (the compiled one is given a _WorkerSlots and
+    # checks only that the view holds the C doubles it stores). Every slot
+    # is a float64. Worker i's keys fill row i, its counters then its
+    # gauges; the heartbeats, one per worker, follow all rows, so that the
+    # keys' slots map one to one onto their names and each key's sum over
+    # workers is one strided slice.
+    __slots__ = ("counters", "gauges", "heartbeats", "keys", "row", "workers")
+
+    SLOT_FORMAT: ClassVar[Literal["d"]] = "d"
+    SLOT_BYTES: ClassVar[int] = struct.calcsize(SLOT_FORMAT)
+
+    def __init__(
+        self, workers: int, counters: tuple[str, ...], gauges: tuple[str, ...]
+    ) -> None:
+        self.workers = workers
+        self.counters = counters
+        self.gauges = gauges
+        self.keys = counters + gauges
+        self.row = len(self.keys)
+        start = workers * self.row
+        self.heartbeats = range(start, start + workers)
+
+    @property
+    def size(self) -> int:
+        # The segment's bytes.
+        return self.heartbeats.stop * self.SLOT_BYTES
+
+    def view(self, memory: shared_memory.SharedMemory) -> memoryview[float]:
+        return cast(memoryview, memory.buf).cast(self.SLOT_FORMAT)
+
+    def worker(self, index: int) -> _WorkerSlots:
+        first = index * self.row
+        slots = {key: first + column for column, key in enumerate(self.keys)}
+        return _WorkerSlots(
+            {key: slots[key] for key in self.counters},
+            {key: slots[key] for key in self.gauges},
+            self.heartbeats[index],
+        )
+
+    def key_names(self) -> list[str]:
+        # "worker_<i>/<key>" of every key slot, in slot order.
+        return [
+            f"worker_{index}/{key}"
+            for index in range(self.workers)
+            for key in self.keys
+        ]
 
 
 class SharedCounters:
@@ -107,41 +164,27 @@ class SharedCounters:
                 f"SharedCounters(liveness={liveness!r}) must be strictly positive: "
                 "it is how many seconds a worker stays alive after its last heartbeat."
             )
-        keys = counter_names + gauge_names
-        slots = workers * (len(keys) + 1)
-        memory = shared_memory.SharedMemory(create=True, size=slots * _SLOT_BYTES)
-        self._setup(
-            memory, workers, counter_names, gauge_names, float(liveness), os.getpid()
-        )
+        layout = _Layout(workers, counter_names, gauge_names)
+        memory = shared_memory.SharedMemory(create=True, size=layout.size)
+        self._setup(memory, layout, float(liveness), os.getpid())
         view = self._live_view()
-        for heartbeat_slot in range(self._heartbeats_start, slots):
+        for heartbeat_slot in layout.heartbeats:
             view[heartbeat_slot] = _NEVER
 
     def _setup(
         self,
         memory: shared_memory.SharedMemory,
-        workers: int,
-        counters: tuple[str, ...],
-        gauges: tuple[str, ...],
+        layout: _Layout,
         liveness: float,
         unlink_in: int | None,
     ) -> None:
         self._memory = memory
-        self._workers = workers
-        self._counters = counters
-        self._gauges = gauges
-        self._keys = counters + gauges
+        self._layout = layout
         self._liveness = liveness
-        self._view: memoryview[float] | None = cast(memoryview, memory.buf).cast("d")
-        # Worker i's keys occupy one row of slots; the heartbeats follow all
-        # rows, so that the keys' slots map one to one onto precomputed names.
-        self._row = len(self._keys)
-        self._heartbeats_start = workers * self._row
-        self._slot_names = [
-            f"worker_{index}/{key}" for index in range(workers) for key in self._keys
-        ]
+        self._view: memoryview[float] | None = layout.view(memory)
+        self._slot_names = layout.key_names()
         self._age_names = [
-            f"worker_{index}/heartbeat_age_s" for index in range(workers)
+            f"worker_{index}/heartbeat_age_s" for index in range(layout.workers)
         ]
         self._finalizer = weakref.finalize(
             self, _release, memory, self._view, unlink_in
@@ -156,7 +199,7 @@ class SharedCounters:
             ...     counters.workers
             4
         """
-        return self._workers
+        return self._layout.workers
 
     @property
     def counters(self) -> tuple[str, ...]:
@@ -167,7 +210,7 @@ class SharedCounters:
             ...     counters.counters
             ('frames', 'episodes')
         """
-        return self._counters
+        return self._layout.counters
 
     @property
     def gauges(self) -> tuple[str, ...]:
@@ -178,7 +221,7 @@ class SharedCounters:
             ...     counters.gauges
             ('queue',)
         """
-        return self._gauges
+        return self._layout.gauges
 
     @property
     def liveness(self) -> float:
@@ -226,15 +269,16 @@ class SharedCounters:
             ...     counters.stats()["worker_0/frames"]
             5.0
         """
+        workers = self._layout.workers
         if isinstance(index, bool) or not isinstance(index, int):
             raise TypeError(
                 f"SharedCounters.worker({index!r}): the worker index must be an int "
-                f"in 0..{self._workers - 1}."
+                f"in 0..{workers - 1}."
             )
-        if not 0 <= index < self._workers:
+        if not 0 <= index < workers:
             raise IndexError(
                 f"SharedCounters.worker({index}): no such worker; valid indices are "
-                f"0..{self._workers - 1} (created with workers={self._workers})."
+                f"0..{workers - 1} (created with workers={workers})."
             )
         return _WRITER(self, index)
 
@@ -253,11 +297,12 @@ class SharedCounters:
         values = self._live_view().tolist()
         # Read after the copy, so that no heartbeat in it is newer than now.
         now = _clock()
-        row = self._row
-        keys_end = self._heartbeats_start
+        layout = self._layout
+        row = layout.row
+        keys_end = layout.heartbeats.start
         snapshot: dict[str, float] = {
             key: sum(values[column:keys_end:row])
-            for column, key in enumerate(self._keys)
+            for column, key in enumerate(layout.keys)
         }
         alive = 0
         ages: dict[str, float] = {}
@@ -305,31 +350,26 @@ class SharedCounters:
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"name={self.name!r}"
+        layout = self._layout
         return (
-            f"SharedCounters(workers={self._workers}, counters={self._counters}, "
-            f"gauges={self._gauges}, liveness={self._liveness}, {state})"
+            f"SharedCounters(workers={layout.workers}, counters={layout.counters}, "
+            f"gauges={layout.gauges}, liveness={self._liveness}, {state})"
         )
 
     def __getstate__(self) -> dict[str, Any]:
         self._live_view()
         return {
             "name": self._memory.name,
-            "workers": self._workers,
-            "counters": self._counters,
-            "gauges": self._gauges,
+            "workers": self._layout.workers,
+            "counters": self._layout.counters,
+            "gauges": self._layout.gauges,
             "liveness": self._liveness,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self._setup(
-            _attach(state["name"]),
-            state["workers"],
-            state["counters"],
-            state["gauges"],
-            state["liveness"],
-            # A copy only attaches: the segment is the original's to unlink.
-            None,
-        )
+        layout = _Layout(state["workers"], state["counters"], state["gauges"])
+        # A copy only attaches: the segment is the original's to unlink.
+        self._setup(_attach(state["name"]), layout, state["liveness"], None)
 
     def _live_view(self) -> memoryview[float]:
         view = self._view
@@ -385,23 +425,9 @@ class WorkerCounters:
     def __init__(self, shared: SharedCounters, index: int) -> None:
         self._shared = shared
         self._index = index
-        first = index * shared._row
-        counter_slots = {
-            key: first + column for column, key in enumerate(shared.counters)
-        }
-        gauge_slots = {
-            key: first + len(shared.counters) + column
-            for column, key in enumerate(shared.gauges)
-        }
         # The segment's own view: closing the segment releases it, and a
         # write through a released view raises instead of touching memory.
-        self._bind(
-            shared._live_view(),
-            counter_slots,
-            gauge_slots,
-            shared._heartbeats_start + index,
-            _clock,
-        )
+        self._bind(shared._live_view(), shared._layout.worker(index), _clock)
 
     @property
     def index(self) -> int:
@@ -419,9 +445,11 @@ class WorkerCounters:
 
         Examples:
             >>> with SharedCounters(1, counters=("frames",)) as counters:
-            ...     counters.worker(0).inc("frames", 32)
+            ...     writer = counters.worker(0)
+            ...     writer.inc("frames", 32)
+            ...     writer.inc("frames")
             ...     counters.stats()["frames"]
-            32.0
+            33.0
         """
         # A float default keeps the common inc(key) on the interpreter's
         # float + float fast path: the slot holds a float64.
@@ -469,19 +497,14 @@ class WorkerCounters:
         return (SharedCounters.worker, (self._shared, self._index))
 
     def _bind(
-        self,
-        view: memoryview[float],
-        counters: dict[str, int],
-        gauges: dict[str, int],
-        heartbeat: int,
-        clock: Callable[[], float],
+        self, view: memoryview[float], slots: _WorkerSlots, clock: Callable[[], float]
     ) -> None:
         # ``clock`` is for the compiled writer: the Python methods call
         # _clock themselves.
         self._view = view
-        self._counter_slots = counters
-        self._gauge_slots = gauges
-        self._heartbeat_slot = heartbeat
+        self._counter_slots = slots.counters
+        self._gauge_slots = slots.gauges
+        self._heartbeat_slot = slots.heartbeat
 
     def _unknown(self, key: str, kind: str) -> KeyError:
         shared = self._shared

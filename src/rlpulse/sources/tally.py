@@ -106,10 +106,10 @@ class Tally:
 
         Examples:
             >>> tally = Tally()
-            >>> tally.inc("frames", 200)
+            >>> tally.inc("frames")
             >>> tally.inc("frames", 200)
             >>> tally.stats()
-            {'frames': 400}
+            {'frames': 201}
         """
         counters = self._counters
         try:
