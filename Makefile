@@ -8,7 +8,7 @@ CONSTRAINTS := constraints.txt
 # What an install builds from: the metadata and the optional C extension.
 BUILD_INPUTS := pyproject.toml setup.py src/rlpulse/_counters.c $(CONSTRAINTS)
 
-.PHONY: test lint typecheck pytest demo bench clean
+.PHONY: test lint typecheck pytest demo bench diagram clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,8 +24,8 @@ $(VENV)/.installed-demo: $(BIN)/python $(BUILD_INPUTS)
 test: lint typecheck pytest
 
 lint: $(VENV)/.installed-test
-	$(BIN)/ruff check src tests benchmarks setup.py
-	$(BIN)/ruff format --check src tests benchmarks setup.py
+	$(BIN)/ruff check src tests benchmarks scripts setup.py
+	$(BIN)/ruff format --check src tests benchmarks scripts setup.py
 
 typecheck: $(VENV)/.installed-test
 	$(BIN)/mypy --strict src
@@ -38,6 +38,10 @@ demo: $(VENV)/.installed-demo
 
 bench: $(VENV)/.installed-test
 	$(BIN)/python -m benchmarks
+
+# Redraws the component diagram of docs/architecture.md from the imports.
+diagram: $(BIN)/python
+	$(BIN)/python scripts/architecture_diagram.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .coverage runs build

@@ -12,9 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["TargetKind", "adapt", "background_hazard", "register"]
+__all__ = [
+    "TargetKind",
+    "adapt",
+    "background_hazard",
+    "refuse_in_background",
+    "register",
+]
 
 
 @dataclass(frozen=True)
@@ -89,3 +95,24 @@ def background_hazard(
             if reason is not None:
                 return reason
     return None
+
+
+class _Spec(Protocol):
+    @property
+    def target(self) -> Any: ...
+    @property
+    def provider(self) -> Any: ...
+    @property
+    def stats_kwargs(self) -> Mapping[str, Any]: ...
+
+
+def refuse_in_background(spec: _Spec) -> None:
+    """Raise :class:`ValueError` for a watch that polling from a background thread would hang.
+
+    Examples:
+        >>> from rlpulse.watch import WatchSpec
+        >>> refuse_in_background(WatchSpec("w", provider=dict))
+    """
+    reason = background_hazard(spec.target, spec.provider, spec.stats_kwargs)
+    if reason is not None:
+        raise ValueError(f"A background LoggerMonitor refuses this watch: {reason}")

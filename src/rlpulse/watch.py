@@ -25,21 +25,71 @@ from rlpulse.metrics import (
     rate_name,
     snapshot_of,
 )
-from rlpulse.schedules import Every, Schedule  # noqa: F401  (Every: doctests)
+from rlpulse.schedules import AnyOf, Every, Schedule
+from rlpulse.targets import adapt
 
-__all__ = ["AGGREGATES", "Watch", "WatchSpec"]
+__all__ = ["AGGREGATES", "Watch", "WatchSpec", "Watches", "provider_of"]
 
 AGGREGATES = ("mean", "min", "max")
 """What ``watch(..., aggregate=...)`` can compute over the polls between logs."""
 
 
+def provider_of(
+    target: Any, stats_fn: Callable[..., Any] | None, poll_timeout: float | None
+) -> tuple[Any, Callable[..., Any], str]:
+    """Return what a watch polls for ``target``, its provider, and the watch's default name.
+
+    Without ``stats_fn`` the provider is the ``stats`` method of the target,
+    as its kind wants it polled (:func:`rlpulse.targets.adapt`).
+
+    Examples:
+        >>> provider_of(object(), None, 5.0)
+        Traceback (most recent call last):
+        ...
+        TypeError: Cannot watch object of type object: it does not expose a callable stats() method and no stats_fn was provided.
+    """
+    if stats_fn is not None:
+        return target, stats_fn, type(target).__name__.lower()
+    target, default_name = adapt(target, poll_timeout)
+    provider = getattr(target, "stats", None)
+    if not callable(provider):
+        raise TypeError(
+            f"Cannot watch object of type {type(target).__name__}: it does "
+            "not expose a callable stats() method and no stats_fn was "
+            "provided."
+        )
+    return target, provider, default_name
+
+
 @dataclass(frozen=True)
 class WatchSpec:
-    """What a watch is: its target, provider and schedule, fixed at ``watch()``.
+    """What a watch is, fixed at :meth:`rlpulse.LoggerMonitor.watch`: the options it was given.
 
-    Derived defaults are resolved here: the step key defaults to the counter
-    of a one-counter schedule, the progress key of stall detection to that
-    counter, else the step key.
+    Attributes:
+        name: prefix of the watch's metrics, unique in the monitor;
+            ``watch()`` defaults it to the target's class name in lower case
+            (``_1``, ``_2``, … appended when taken).
+        provider, stats_kwargs: what a poll calls (``stats_fn``, else
+            ``target.stats``) and the keyword arguments it gets.
+        target: the watched object.
+        schedule: when to log: :class:`~rlpulse.Every` or a composite
+            (``Every.counter("frames", 10_000) | Every.seconds(60)``);
+            ``None`` logs at every poll.
+        step_key: the snapshot entry used as the logging step (``step=``);
+            defaults to the counter of a schedule with one counter part.
+        rate_keys: the entries to derive per-second rates from; ``None``:
+            the known counters (``frames``, ``write_count``, …).
+        log_on_start: log the first poll whatever the schedule says; else
+            it is the baseline only, and the first payload carries rates.
+        log_on_close: log a final snapshot at ``stop()``.
+        poll_timeout: the bound on one provider call in background mode.
+        aggregate: any of ``"mean"``, ``"min"``, ``"max"``: also log
+            ``<key>_mean`` (…) of every gauge over the polls since the
+            previous logged snapshot, this one included.
+        stall_after: seconds without progress of ``progress_key`` after
+            which payloads carry ``<name>/stalled = 1.0`` (else ``0.0``),
+            with one warning per stall.
+        progress_key: defaults to the schedule's counter, else the step key.
 
     Examples:
         >>> spec = WatchSpec("buffer", provider=dict, schedule=Every.counter("write_count", 10))
@@ -66,6 +116,12 @@ class WatchSpec:
     progress_key: str | None = None
 
     def __post_init__(self) -> None:
+        schedule = self.schedule
+        if schedule is not None and not isinstance(schedule, (Every, AnyOf)):
+            raise TypeError(
+                "schedule must be an Every schedule (or a composite of them), "
+                f"got {type(schedule).__name__}."
+            )
         unknown = [name for name in self.aggregate if name not in AGGREGATES]
         if unknown:
             raise ValueError(
@@ -118,6 +174,54 @@ class _CounterPart:
         self.last_value = value
 
 
+class _ScheduleState:
+    """Where a schedule stands: its counter parts' thresholds, and its seconds intervals."""
+
+    def __init__(self, schedule: Schedule | None) -> None:
+        parts = () if schedule is None else schedule.parts
+        self.counters = tuple(
+            _CounterPart(part.key, part.interval)
+            for part in parts
+            if part.key is not None
+        )
+        self.seconds = tuple(part.interval for part in parts if part.kind == "seconds")
+        self.min_seconds = min(self.seconds, default=0.0)
+
+    def prime(self, raw: Any) -> None:
+        """Set every counter part's first threshold from ``raw``."""
+        for part in self.counters:
+            value = counter_value(raw, part.key)
+            if value is not None:
+                part.prime(value)
+
+    def seconds_due(self, elapsed: float) -> bool:
+        """Whether ``elapsed`` seconds since the last log make a seconds part due."""
+        return any(elapsed >= interval for interval in self.seconds)
+
+    def counters_due(self, raw: Any) -> tuple[bool, bool]:
+        """Whether a counter part of ``raw`` crossed its threshold, and whether a counter was reset."""
+        due = reset = False
+        for part in self.counters:
+            value = counter_value(raw, part.key)
+            if value is None:
+                continue
+            if part.next_threshold is None:
+                part.prime(value)
+                continue
+            last_value = part.last_value
+            if last_value is not None and value < last_value:
+                # A reset (empty(), a state restore): rates and clock restart
+                # from this snapshot.
+                part.prime(value)
+                reset = True
+                continue
+            part.last_value = value
+            if value >= part.next_threshold:
+                part.next_threshold = (value // part.interval + 1) * part.interval
+                due = True
+        return due, reset
+
+
 class _PayloadNames(dict[Any, str]):
     """Per raw snapshot key, its payload key; a key seen for the first time is named by the watch."""
 
@@ -129,6 +233,78 @@ class _PayloadNames(dict[Any, str]):
 
     def __missing__(self, key: Any) -> str:
         return self._watch._name_key(key)
+
+
+class _Observations:
+    """What a watch that needs every poll sees between two logs: its gauges' aggregates, and its progress."""
+
+    def __init__(self, watch: Watch) -> None:
+        self.watch = watch
+        spec = watch.spec
+        self.aggregate = spec.aggregate
+        self.counters = RATE_NAMES if spec.rate_keys is None else spec.rate_keys
+        self.stall_after = spec.stall_after
+        self.progress_key = spec.progress_key or ""
+        self.accumulated: dict[str, list[float]] = {}
+        self.stalled = False
+        self._progress: float | None = None
+        self._progress_time: float | None = None
+
+    def observe(self, snapshot: dict[str, float], now: float) -> None:
+        """Take one poll's ``snapshot`` at ``now`` into the aggregates and the stall clock."""
+        if self.aggregate:
+            accumulated = self.accumulated
+            for key, value in snapshot.items():
+                if key in self.counters:
+                    continue
+                seen = accumulated.get(key)
+                if seen is None:
+                    accumulated[key] = [1.0, value, value, value]
+                else:
+                    seen[0] += 1.0
+                    seen[1] += value
+                    seen[2] = min(seen[2], value)
+                    seen[3] = max(seen[3], value)
+        if self.stall_after is not None:
+            self._observe_progress(snapshot.get(self.progress_key), now)
+
+    def _observe_progress(self, progress: float | None, now: float) -> None:
+        previous = self._progress
+        if progress is not None:
+            self._progress = progress
+        if self._progress_time is None or (
+            progress is not None and (previous is None or progress != previous)
+        ):
+            # The first poll, progress, or a reset (a decrease): the clock
+            # restarts.
+            self._progress_time = now
+            self.stalled = False
+            return
+        stuck_for = now - self._progress_time
+        if not self.stalled and stuck_for >= (self.stall_after or math.inf):
+            self.stalled = True
+            on_stall = self.watch.on_stall
+            if on_stall is not None:
+                on_stall(self.watch, stuck_for)
+
+    def add_to(self, payload: dict[str, float], prefix: str) -> None:
+        """Add ``<key>_<aggregate>`` of every gauge, and ``stalled``, to ``payload``."""
+        for key, (count, total, low, high) in self.accumulated.items():
+            for aggregate in self.aggregate:
+                if aggregate == "mean":
+                    value = total / count
+                elif aggregate == "min":
+                    value = low
+                else:
+                    value = high
+                payload[f"{prefix}{key}_{aggregate}"] = value
+        if self.stall_after is not None:
+            payload[f"{prefix}stalled"] = 1.0 if self.stalled else 0.0
+
+    def reset(self) -> None:
+        """Start the aggregates afresh: a payload was delivered."""
+        if self.accumulated:
+            self.accumulated = {}
 
 
 class Watch:
@@ -171,46 +347,30 @@ class Watch:
             if spec.stats_kwargs
             else spec.provider
         )
-        parts = () if spec.schedule is None else spec.schedule.parts
-        self.counter_parts = tuple(
-            _CounterPart(part.key, part.interval)
-            for part in parts
-            if part.key is not None
-        )
-        self.seconds_intervals = tuple(
-            part.interval for part in parts if part.kind == "seconds"
-        )
+        self.schedule_state = state = _ScheduleState(spec.schedule)
         # Aggregation and stall detection need every poll: no shortcut.
         self.every_poll = bool(spec.aggregate) or spec.stall_after is not None
         # A watch on one counter schedule and nothing else decides most
         # polls from that counter alone (below_threshold), before the clock.
         self._only_counter = (
-            self.counter_parts[0]
-            if len(self.counter_parts) == 1
-            and not self.seconds_intervals
-            and not self.every_poll
+            state.counters[0]
+            if len(state.counters) == 1 and not state.seconds and not self.every_poll
             else None
         )
         self.counter_gated = self._only_counter is not None
         # A watch whose schedule is time only decides before calling its
         # provider: it is skipped until the monotonic time next_due.
         self.clock_gated = (
-            bool(self.seconds_intervals)
-            and not self.counter_parts
-            and not self.every_poll
+            bool(state.seconds) and not state.counters and not self.every_poll
         )
-        self.min_seconds = min(self.seconds_intervals, default=0.0)
         self.next_due = -math.inf
-        self.stalled = False
-        self._progress: float | None = None
-        self._progress_time: float | None = None
-        self._accumulated: dict[str, list[float]] = {}
+        self.observations = _Observations(self) if self.every_poll else None
         self.baseline: dict[str, float] = {}
         self.baseline_time: float | None = None
         self.last_log_time: float | None = None
         self.has_logged = False
         self.step: int | None = None
-        self._prefix = prefix = f"{name}/"
+        self._prefix = f"{name}/"
         self._pending: dict[str, float] = {}
         self._names = _PayloadNames(self)
         # (snapshot key, payload key of its rate) of the rated counters:
@@ -219,15 +379,24 @@ class Watch:
         # (snapshot key, payload key, payload key of its rate or None) of
         # the entries the next poll needs: the rated ones and the step.
         self._kept: tuple[tuple[str, str, str | None], ...] = ()
-        rate_keys = spec.rate_keys
-        if rate_keys is not None:
-            self._rates = tuple((key, prefix + rate_name(key)) for key in rate_keys)
-            rated = dict(self._rates)
-            self._kept = tuple(
-                (key, prefix + key, rated.get(key))
-                for key in dict.fromkeys((*rate_keys, spec.step_key))
-                if key is not None
-            )
+        if spec.rate_keys is not None:
+            self._rate_given_keys(spec.rate_keys)
+
+    def _rate_given_keys(self, rate_keys: tuple[str, ...]) -> None:
+        # The rated and kept entries of given rate_keys are known up front.
+        prefix = self._prefix
+        self._rates = tuple((key, prefix + rate_name(key)) for key in rate_keys)
+        rated = dict(self._rates)
+        self._kept = tuple(
+            (key, prefix + key, rated.get(key))
+            for key in dict.fromkeys((*rate_keys, self.spec.step_key))
+            if key is not None
+        )
+
+    @property
+    def stalled(self) -> bool:
+        """Whether stall detection finds this watch without progress for ``stall_after`` seconds."""
+        return self.observations is not None and self.observations.stalled
 
     @property
     def step_key(self) -> str | None:
@@ -293,7 +462,11 @@ class Watch:
         depends only on its counters: the whole snapshot is built when due
         (or when it becomes the first baseline).
         """
-        observed = self._observe(snapshot_of(raw), now) if self.every_poll else None
+        observations = self.observations
+        observed = None
+        if observations is not None:
+            observed = snapshot_of(raw)
+            observations.observe(observed, now)
         first_poll = self.baseline_time is None
         if (
             not force
@@ -313,7 +486,8 @@ class Watch:
             payload = self._payload_of(raw, elapsed)
         else:
             payload = self._payload_of_snapshot(observed)
-            self._add_observations(payload)
+            if observations is not None:
+                observations.add_to(payload, self._prefix)
             if elapsed:
                 self._add_rates(payload, observed, elapsed)
         step_key = self.spec.step_key
@@ -359,62 +533,10 @@ class Watch:
                 if per_second is not None:
                     payload[rated] = per_second
 
-    def _observe(self, snapshot: dict[str, float], now: float) -> dict[str, float]:
-        spec = self.spec
-        if spec.aggregate:
-            counters = RATE_NAMES if spec.rate_keys is None else spec.rate_keys
-            accumulated = self._accumulated
-            for key, value in snapshot.items():
-                if key in counters:
-                    continue
-                seen = accumulated.get(key)
-                if seen is None:
-                    accumulated[key] = [1.0, value, value, value]
-                else:
-                    seen[0] += 1.0
-                    seen[1] += value
-                    seen[2] = min(seen[2], value)
-                    seen[3] = max(seen[3], value)
-        if spec.stall_after is not None:
-            self._observe_progress(snapshot.get(spec.progress_key or ""), now)
-        return snapshot
-
-    def _observe_progress(self, progress: float | None, now: float) -> None:
-        previous = self._progress
-        if progress is not None:
-            self._progress = progress
-        if self._progress_time is None or (
-            progress is not None and (previous is None or progress != previous)
-        ):
-            # The first poll, progress, or a reset (a decrease): the clock
-            # restarts.
-            self._progress_time = now
-            self.stalled = False
-            return
-        stuck_for = now - self._progress_time
-        if not self.stalled and stuck_for >= (self.spec.stall_after or math.inf):
-            self.stalled = True
-            if self.on_stall is not None:
-                self.on_stall(self, stuck_for)
-
-    def _add_observations(self, payload: dict[str, float]) -> None:
-        prefix = self._prefix
-        for key, (count, total, low, high) in self._accumulated.items():
-            for aggregate in self.spec.aggregate:
-                if aggregate == "mean":
-                    value = total / count
-                elif aggregate == "min":
-                    value = low
-                else:
-                    value = high
-                payload[f"{prefix}{key}_{aggregate}"] = value
-        if self.spec.stall_after is not None:
-            payload[f"{prefix}stalled"] = 1.0 if self.stalled else 0.0
-
     def commit(self, now: float) -> None:
         """Record the payload last returned by :meth:`evaluate` as delivered at ``now``."""
-        if self._accumulated:
-            self._accumulated = {}
+        if self.observations is not None:
+            self.observations.reset()
         self.baseline = self._pending
         self.last_log_time = now
         self.has_logged = True
@@ -430,7 +552,11 @@ class Watch:
         reference = self.last_log_time
         if reference is None:
             reference = self.baseline_time
-        self.next_due = -math.inf if reference is None else reference + self.min_seconds
+        self.next_due = (
+            -math.inf
+            if reference is None
+            else reference + self.schedule_state.min_seconds
+        )
 
     def _set_baseline_time(self, now: float) -> None:
         self.baseline_time = now
@@ -457,47 +583,77 @@ class Watch:
         schedule = self.spec.schedule
         if first_poll and not self.has_logged:
             if self.spec.log_on_start:
-                for part in self.counter_parts:
-                    value = counter_value(raw, part.key)
-                    if value is not None:
-                        part.prime(value)
+                self.schedule_state.prime(raw)
                 return True
             if schedule is None:
                 # log_on_start=False: the first poll only records the baseline.
                 return False
         if schedule is None:
             return True
-        due = self._due_by_seconds(now)
-        reset = False
-        for part in self.counter_parts:
-            value = counter_value(raw, part.key)
-            if value is None:
-                continue
-            if part.next_threshold is None:
-                part.prime(value)
-                continue
-            last_value = part.last_value
-            if last_value is not None and value < last_value:
-                # A reset (empty(), a state restore): rates and clock restart
-                # from this snapshot.
-                part.prime(value)
-                reset = True
-                continue
-            part.last_value = value
-            if value >= part.next_threshold:
-                part.next_threshold = (value // part.interval + 1) * part.interval
-                due = True
+        reference = self.last_log_time
+        if reference is None:
+            reference = self.baseline_time
+        due = reference is not None and self.schedule_state.seconds_due(now - reference)
+        counted_due, reset = self.schedule_state.counters_due(raw)
         if reset:
             self.baseline = snapshot_of(raw)
             self._set_baseline_time(now)
             return False
-        return due
+        return due or counted_due
 
-    def _due_by_seconds(self, now: float) -> bool:
-        reference = self.last_log_time
-        if reference is None:
-            reference = self.baseline_time
-        if reference is None:
-            return False
-        elapsed = now - reference
-        return any(elapsed >= interval for interval in self.seconds_intervals)
+
+class Watches:
+    """A monitor's watches by name, in registration order.
+
+    :attr:`all` is a tuple, replaced (never changed) at each registration,
+    so a polling thread iterating it needs no lock.
+
+    Examples:
+        >>> watches = Watches()
+        >>> [watches.add(lambda name: Watch(name, provider=dict), None, "buffer").name
+        ...  for _ in range(2)]
+        ['buffer', 'buffer_1']
+        >>> watches.remove("missing")
+        Traceback (most recent call last):
+        ...
+        KeyError: "No watch named 'missing'."
+    """
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, Watch] = {}
+        self.all: tuple[Watch, ...] = ()
+
+    def add(
+        self,
+        new: Callable[[str], Watch],
+        name: str | None,
+        default: str,
+        *,
+        check: Callable[[WatchSpec], None] | None = None,
+    ) -> Watch:
+        """Register ``new(unique name)`` under ``name``, else ``default`` with ``_1``, ``_2``, … appended when taken.
+
+        ``check(spec)`` may refuse the new watch by raising.
+        """
+        if name is None:
+            name, suffix = default, 0
+            while name in self._by_name:
+                suffix += 1
+                name = f"{default}_{suffix}"
+        elif name in self._by_name:
+            raise ValueError(f"A watch named {name!r} is already registered.")
+        watch = new(name)
+        if check is not None:
+            check(watch.spec)
+        self._by_name[name] = watch
+        self.all = tuple(self._by_name.values())
+        return watch
+
+    def remove(self, name: str) -> Watch:
+        """Unregister watch ``name`` and return it; it delivers nothing from now on."""
+        watch = self._by_name.pop(name, None)
+        if watch is None:
+            raise KeyError(f"No watch named {name!r}.")
+        self.all = tuple(self._by_name.values())
+        watch.active = False
+        return watch

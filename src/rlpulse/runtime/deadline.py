@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import time
 
-__all__ = ["Deadline"]
+__all__ = ["Deadline", "check_timeout"]
 
 
 class Deadline:
@@ -41,10 +41,18 @@ class Deadline:
         """Whether the deadline has passed."""
         return time.monotonic() >= self.at
 
-    def timeout(self) -> float | None:
-        """Seconds left as a ``timeout=`` argument: ``None`` for a deadline that never comes."""
-        return None if self.at == math.inf else self.remaining()
 
-    def capped(self, at: float) -> float:
-        """The earlier of this deadline and monotonic time ``at``."""
-        return min(self.at, at)
+def check_timeout(name: str, value: float | None) -> None:
+    """Refuse a timeout that is not a positive, finite number of seconds (``None`` is allowed).
+
+    Examples:
+        >>> check_timeout("stop_timeout", 2.5)
+        >>> check_timeout("stop_timeout", float("inf"))
+        Traceback (most recent call last):
+        ...
+        ValueError: stop_timeout must be a positive number of seconds or None, got inf.
+    """
+    if value is not None and not (value > 0 and math.isfinite(value)):
+        raise ValueError(
+            f"{name} must be a positive number of seconds or None, got {value!r}."
+        )

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
-from rlpulse.runtime.deadline import Deadline
+from rlpulse.runtime.deadline import Deadline, check_timeout
 from rlpulse.runtime.delivery import Delivery
 from rlpulse.runtime.poller import Poller, Round
 from rlpulse.runtime.reporting import Reporter
@@ -25,7 +25,10 @@ from rlpulse.watch import Watch
 __all__ = ["Engine"]
 
 _FLUSH_RESERVE_S = 0.1
-"""What stop() keeps of its deadline for the sinks' final flush, when waiting for calls would take it all."""
+"""What stop() keeps of its deadline for the sinks' final flush (at most a quarter of it).
+
+Waiting for calls left behind and for final snapshots may take until the
+deadline otherwise, and a sink's sender needs a moment to flush."""
 
 
 class Engine:
@@ -42,14 +45,22 @@ class Engine:
         *,
         poll_interval: float,
         queue_size: int,
-        stop_timeout: float,
+        stop_timeout: float | None,
     ) -> None:
+        if poll_interval <= 0:
+            raise ValueError(f"poll_interval must be positive, got {poll_interval}.")
+        check_timeout("stop_timeout", stop_timeout)
+        if queue_size < 1:
+            raise ValueError(f"queue_size must be at least 1, got {queue_size}.")
         self.watches = watches
         self.delivery = delivery
         self.reporter = reporter
-        self.poll_interval = poll_interval
+        self.poll_interval = float(poll_interval)
         self.queue_size = queue_size
-        self.stop_timeout = stop_timeout
+        # None: long enough for a final round at the slowest poll pace.
+        self.stop_timeout = (
+            max(5.0, 2 * self.poll_interval) if stop_timeout is None else stop_timeout
+        )
         self.generation = 0
         self.after_fork()
 
@@ -186,12 +197,18 @@ class Engine:
             watchdog.stop()
         self.generation += 1
 
-    def finish(self, finals: Sequence[Watch], deadline: Deadline) -> None:
-        """Log the final snapshots of ``finals``, then drain and flush every sink, by ``deadline``.
+    def finish(self, deadline: Deadline, log_final: bool | None) -> None:
+        """Log the final snapshots, then drain and flush every sink, by ``deadline``.
 
-        Under ``on_error="raise"`` the first failure is raised, once the
-        sinks are drained and flushed.
+        A watch gets one when its ``log_on_close`` is true, or whatever it
+        is when ``log_final`` is not ``None``. Under ``on_error="raise"`` the
+        first failure is raised, once the sinks are drained and flushed.
         """
+        finals = [
+            watch
+            for watch in self.watches()
+            if (watch.spec.log_on_close if log_final is None else log_final)
+        ]
         error: BaseException | None = None
         try:
             self._final_snapshots(finals, deadline)
@@ -207,7 +224,7 @@ class Engine:
     def _final_snapshots(self, watches: Sequence[Watch], deadline: Deadline) -> None:
         # A call left behind within its poll_timeout is waited for first: it
         # may return in time for its final snapshot.
-        until = deadline.capped(deadline.at - _FLUSH_RESERVE_S)
+        until = deadline.at - min(_FLUSH_RESERVE_S, self.stop_timeout / 4)
         table = self.supervision
         table.wait_returned(watches, until)
         for watch in watches:

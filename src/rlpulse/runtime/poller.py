@@ -91,6 +91,13 @@ class Round:
         """The watches this round has not reached (yet)."""
         return list(self.watches[self.index :])
 
+    def give_up_on(self, watch: Watch) -> bool:
+        """Claim the call of ``watch`` under way abandoned, unless it has returned already."""
+        index = self.index - 1
+        if index < 0 or self.watches[index] is not watch:
+            return False
+        return self.claims.setdefault(index, _ABANDONED) is _ABANDONED
+
 
 class Poller:
     """The polling thread of one background monitor.
@@ -146,11 +153,6 @@ class Poller:
         """Whether a thread is polling."""
         thread = self._thread
         return thread is not None and thread.is_alive()
-
-    @property
-    def stopping(self) -> bool:
-        """Whether :meth:`stop` was called."""
-        return self._stopping
 
     def is_polling_thread(self) -> bool:
         """Whether the calling thread is this poller's live polling thread."""
@@ -373,7 +375,7 @@ class Poller:
         """
         table = self.supervision
         with table.lock:
-            if polls.finished or not self._claim_current(polls, watch):
+            if polls.finished or not polls.give_up_on(watch):
                 return
             if hung:
                 self.on_hung(watch, table.mark_hung(watch))
@@ -392,13 +394,6 @@ class Poller:
                 return
             polls.thread = None
             watch = polls.current
-            if watch is not None and self._claim_current(polls, watch):
+            if watch is not None and polls.give_up_on(watch):
                 self.on_hung(watch, table.mark_hung(watch))
                 polls.current = None
-
-    def _claim_current(self, polls: Round, watch: Watch) -> bool:
-        # Give up on polls's call of watch, unless it has returned already.
-        index = polls.index - 1
-        if index < 0 or polls.watches[index] is not watch:
-            return False
-        return polls.claims.setdefault(index, _ABANDONED) is _ABANDONED

@@ -41,6 +41,11 @@ class Reporter:
     """
 
     def __init__(self, on_error: OnError) -> None:
+        if on_error not in ("warn", "raise", "ignore"):
+            raise ValueError(
+                "on_error must be one of 'warn', 'raise' or 'ignore', "
+                f"got {on_error!r}."
+            )
         self.on_error = on_error
         self.after_fork()
         self._counts = dict.fromkeys(
@@ -206,7 +211,7 @@ class Reporter:
         _log.warning(
             "LoggerMonitor stopped without draining sink %s: it did "
             "not return within stop_timeout=%ss; %d pending payloads "
-            "were dropped, and it gets no more calls from this run.",
+            "were dropped, and it gets no more calls until the monitor is started again.",
             sink.name,
             stop_timeout,
             discarded,

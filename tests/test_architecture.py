@@ -1,0 +1,202 @@
+"""The architecture as a contract: what each layer may import, and the shape limits.
+
+The core (schedules, metrics, watch, targets, monitor, runtime) knows no
+integration: it imports nothing from ``rlpulse.sources``, ``rlpulse.sinks``,
+``rlpulse.read``, ``rlpulse._demo``, TorchRL or Ray, and names none of them
+in a string (docstrings aside). Inside the core, each layer imports only
+the layers below it. Read from the source with :mod:`ast`, imports inside
+functions included.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "src" / "rlpulse"
+
+# Core layers, lowest first: a module may import its own layer and those before it.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("rlpulse.schedules", "rlpulse.metrics", "rlpulse.targets"),
+    ("rlpulse.watch",),
+    ("rlpulse.runtime",),
+    ("rlpulse.monitor",),
+)
+CORE = tuple(name for layer in LAYERS for name in layer)
+FORBIDDEN = (
+    "rlpulse.sources",
+    "rlpulse.sinks",
+    "rlpulse.read",
+    "rlpulse._demo",
+    "rlpulse.cli",
+    "torchrl",
+    "ray",
+)
+# How a string in the core would name an integration or an outer layer.
+NAMED = re.compile(r"\b(torchrl|ray|rlpulse\.(sources|sinks|read|_demo))\b", re.I)
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def within(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def core_modules() -> list[Path]:
+    return [
+        path
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if any(within(module_name(path), core) for core in CORE)
+    ]
+
+
+def imports_of(path: Path) -> list[str]:
+    return imports_in(path.read_text(), package=module_name(path).rsplit(".", 1)[0])
+
+
+def imports_in(text: str, *, package: str) -> list[str]:
+    """Every module a source text imports, relative imports resolved from ``package``."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            found.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            parts = [node.module or ""]
+            if node.level:
+                parts = [*package.split(".")[: 1 - node.level or None], *parts]
+            base = ".".join(part for part in parts if part)
+            found.append(base)
+            found.extend(f"{base}.{alias.name}" for alias in node.names)
+    return found
+
+
+def strings_of(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text())
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+    ]
+
+
+def layer_of(name: str) -> int:
+    for index, layer in enumerate(LAYERS):
+        if any(within(name, member) for member in layer):
+            return index
+    raise AssertionError(f"{name} is in no core layer")
+
+
+def test_the_core_is_found() -> None:
+    names = {module_name(path) for path in core_modules()}
+    assert {"rlpulse.monitor", "rlpulse.watch", "rlpulse.runtime.engine"} <= names
+
+
+@pytest.mark.parametrize("path", core_modules(), ids=module_name)
+def test_the_core_imports_no_integration_and_no_outer_layer(path: Path) -> None:
+    outside = [
+        name
+        for name in imports_of(path)
+        if any(within(name, forbidden) for forbidden in FORBIDDEN)
+    ]
+    assert outside == [], f"{module_name(path)} imports {outside}"
+
+
+@pytest.mark.parametrize("path", core_modules(), ids=module_name)
+def test_the_core_names_no_integration_in_its_strings(path: Path) -> None:
+    named = [text for text in strings_of(path) if NAMED.search(text)]
+    assert named == [], f"{module_name(path)} names {named}"
+
+
+@pytest.mark.parametrize("path", core_modules(), ids=module_name)
+def test_each_core_layer_imports_only_the_layers_below(path: Path) -> None:
+    own = layer_of(module_name(path))
+    above = [
+        name
+        for name in imports_of(path)
+        if within(name, "rlpulse")
+        and name != "rlpulse"
+        and any(within(name, core) for core in CORE)
+        and layer_of(name) > own
+    ]
+    assert above == [], f"{module_name(path)} imports {above} from a higher layer"
+
+
+def test_imports_inside_functions_and_relative_imports_are_seen() -> None:
+    text = "def late():\n    from ..sources import ray\n    import torchrl.envs\n"
+    found = imports_in(text, package="rlpulse.runtime")
+    assert "rlpulse.sources.ray" in found
+    assert "torchrl.envs" in found
+
+
+def body_length(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    body = node.body
+    if (
+        body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
+        body = body[1:]
+    if not body:
+        return 0
+    end = node.end_lineno or body[-1].lineno
+    return end - body[0].lineno + 1
+
+
+def all_modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def test_monitor_module_stays_small() -> None:
+    lines = len((PACKAGE / "monitor.py").read_text().splitlines())
+    assert lines <= 300, f"monitor.py has {lines} lines"
+
+
+@pytest.mark.parametrize("path", all_modules(), ids=module_name)
+def test_no_function_longer_than_60_lines_nor_class_longer_than_300(
+    path: Path,
+) -> None:
+    too_long: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if body_length(node) > 60:
+                too_long.append(f"function {node.name}: {body_length(node)} lines")
+        elif isinstance(node, ast.ClassDef):
+            length = (node.end_lineno or node.lineno) - node.lineno + 1
+            if length > 300:
+                too_long.append(f"class {node.name}: {length} lines")
+    assert too_long == [], f"{module_name(path)}: {too_long}"
+
+
+def test_the_architecture_diagram_matches_the_code() -> None:
+    from scripts import architecture_diagram
+
+    assert architecture_diagram.main(["--check"]) == 0, (
+        "docs/architecture.md's diagram is stale: run make diagram"
+    )
+
+
+def test_the_diagram_shows_the_core_importing_no_integration() -> None:
+    from scripts import architecture_diagram
+
+    core = set(architecture_diagram.CORE)
+    outer = {"sources", "sinks", "read", "cli", "_demo"}
+    edges = architecture_diagram.edges()
+    assert ("monitor", "runtime") in edges
+    assert [edge for edge in edges if edge[0] in core and edge[1] in outer] == []

@@ -1,0 +1,141 @@
+"""The runtime under concurrency: exact counters, and sinks drained side by side at stop.
+
+Real threads, real sinks (rlpulse's SQLite store read back, TorchRL's
+``TensorboardLogger`` read back with TensorBoard's own reader), under a hard
+deadline.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from torchrl.record.loggers import TensorboardLogger
+
+from rlpulse import LoggerMonitor, SQLiteLogger, read
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class Source:
+    def __init__(self) -> None:
+        self.frames = 0
+
+    def stats(self) -> dict[str, float]:
+        self.frames += 1
+        return {"frames": self.frames}
+
+
+class AlwaysFailing:
+    """A sink whose every call raises; it counts its calls (one sender thread calls it)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def log_metrics(
+        self, metrics: Mapping[str, float], step: int | None = None
+    ) -> None:
+        self.calls += 1
+        raise RuntimeError("sink down")
+
+
+class Hung:
+    """A sink whose calls block until released."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+
+    def log_metrics(
+        self, metrics: Mapping[str, float], step: int | None = None
+    ) -> None:
+        self.release.wait()
+
+
+@pytest.fixture
+def fast_thread_switches() -> Iterator[None]:
+    # Switch threads as often as the interpreter allows, so that an
+    # unguarded counter shared by the sender threads loses increments.
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.005)
+    return condition()
+
+
+@pytest.mark.usefixtures("fast_thread_switches")
+def test_every_failure_of_sinks_failing_at_once_is_counted() -> None:
+    sinks = [AlwaysFailing() for _ in range(8)]
+    monitor = LoggerMonitor(
+        sinks, poll_interval=0.001, on_error="ignore", queue_size=100_000
+    )
+    for index in range(20):
+        monitor.watch(Source(), name=f"w{index}")
+    monitor.start()
+    assert wait_until(lambda: min(sink.calls for sink in sinks) >= 2_000)
+    monitor.stop()
+    stats = monitor.stats()
+    assert stats["dropped"] == 0
+    assert stats["errors"] == sum(sink.calls for sink in sinks)
+    # Every payload reached every sink, and every call failed.
+    assert {sink.calls for sink in sinks} == {stats["logged"]}
+
+
+def test_stats_counts_are_consistent_while_polling() -> None:
+    monitor = LoggerMonitor(AlwaysFailing(), poll_interval=0.001, on_error="ignore")
+    monitor.watch(Source(), name="source")
+    with monitor:
+        assert wait_until(lambda: monitor.stats()["rounds"] >= 50)
+        stats = monitor.stats()
+        # A round's polls are counted from the moment they are made.
+        assert stats["polls"] >= stats["rounds"]
+        assert stats["logged"] <= stats["polls"]
+
+
+def test_a_hung_sink_listed_first_keeps_neither_sqlite_nor_tensorboard_from_its_final_flush(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    hung = Hung()
+    store = SQLiteLogger(tmp_path / "metrics.sqlite")
+    board = TensorboardLogger(exp_name="tb", log_dir=str(tmp_path))
+    source = Source()
+    monitor = LoggerMonitor([hung, store, board], poll_interval=0.02, stop_timeout=2)
+    monitor.watch(source, name="source")
+    try:
+        with caplog.at_level(logging.WARNING, logger="rlpulse"):
+            monitor.start()
+            assert wait_until(lambda: source.frames >= 3)
+            started = time.monotonic()
+            monitor.stop()
+            took = time.monotonic() - started
+        final_frames = float(source.frames)
+        # Read back while the store is still open: what stop() flushed.
+        stored = [r.value for r in read(store.path) if r.name == "source/frames"]
+        board.experiment.flush()
+        accumulator = EventAccumulator(str(tmp_path / "tb"))
+        accumulator.Reload()
+        charted = [event.value for event in accumulator.Scalars("source/frames")]
+    finally:
+        hung.release.set()
+        store.close()
+    warnings = [r.getMessage() for r in caplog.records if r.name == "rlpulse"]
+    assert took < 3
+    assert any("without draining sink Hung" in m for m in warnings)
+    assert not any("SQLiteLogger" in m or "TensorboardLogger" in m for m in warnings)
+    assert stored[-1] == final_frames  # the final snapshot, flushed
+    assert charted[-1] == final_frames
