@@ -8,6 +8,7 @@ what the sinks appending lines to one text file (CSV, JSON lines) share.
 
 from __future__ import annotations
 
+import abc
 import os
 import threading
 import time
@@ -26,7 +27,7 @@ Payload = tuple[Mapping[str, float], int | None, float]
 _SinkT = TypeVar("_SinkT", bound="BaseSink")
 
 
-class BaseSink:
+class BaseSink(abc.ABC):
     """The shared machinery of every rlpulse sink; a backend adds ``_write_batch``.
 
     ``log_metrics`` and ``log_batch`` resolve each payload's wall-clock time
@@ -126,14 +127,14 @@ class BaseSink:
             self._closed = True
             self._close()
 
+    @abc.abstractmethod
     def _write_batch(self, payloads: Sequence[Payload]) -> None:
         """Write ``payloads``, in order; called under the lock, only while open."""
-        raise NotImplementedError
 
-    def _flush(self) -> None:
+    def _flush(self) -> None:  # noqa: B027 - most sinks have nothing to flush
         """Flush what the sink buffers; called under the lock, only while open."""
 
-    def _close(self) -> None:
+    def _close(self) -> None:  # noqa: B027 - some sinks hold nothing to release
         """Release the sink's resources; called under the lock, once."""
 
     def _check_open(self) -> None:
@@ -193,9 +194,9 @@ class LineFileSink(BaseSink):
             raise
         self._file: IO[str] = file
 
+    @abc.abstractmethod
     def _format(self, payloads: Sequence[Payload]) -> str:
         """Return the lines that store ``payloads``, each ending in a newline."""
-        raise NotImplementedError
 
     def _start_file(self, file: IO[str]) -> None:
         """Write what a new file starts with (nothing unless the format has a header)."""
