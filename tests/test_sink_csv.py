@@ -254,3 +254,33 @@ def test_file_without_write_permission_raises_naming_it(tmp_path: Path) -> None:
 
     with pytest.raises(PermissionError, match=r"metrics\.csv"):
         CSVLogger(path)
+
+
+def test_a_batch_of_payloads_is_appended_in_order_and_read_back(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "metrics.csv"
+    with CSVLogger(path) as sink:
+        sink.log_metrics({"buffer/size": 1.0}, step=1, timestamp=1.0)
+        sink.log_batch(
+            [
+                ({"buffer/size": 2.0, "buffer/writes": 4.0}, 2, 2.0),
+                ({}, 3, 3.0),
+                ({"buffer/size": 5.0}, None, 4.0),
+            ]
+        )
+        sink.log_batch([])
+
+    assert list(read(path)) == [
+        Record(1.0, 1, "buffer/size", 1.0),
+        Record(2.0, 2, "buffer/size", 2.0),
+        Record(2.0, 2, "buffer/writes", 4.0),
+        Record(4.0, None, "buffer/size", 5.0),
+    ]
+
+
+def test_a_batch_after_close_raises(tmp_path: Path) -> None:
+    sink = CSVLogger(tmp_path / "metrics.csv")
+    sink.close()
+    with pytest.raises(RuntimeError, match="is closed"):
+        sink.log_batch([({"buffer/size": 1.0}, 1, 1.0)])

@@ -203,3 +203,23 @@ def test_file_without_write_permission_raises_naming_it(tmp_path: Path) -> None:
 
     with pytest.raises(PermissionError, match=r"metrics\.jsonl"):
         JSONLLogger(path)
+
+
+def test_a_batch_of_payloads_is_one_line_each_in_order(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    before = time.time()
+    with JSONLLogger(path) as sink:
+        sink.log_batch(
+            [
+                ({"buffer/size": 2.0}, 2, 2.0),
+                ({"buffer/size": 3.0, "buffer/writes": 1.0}, None, None),
+            ]
+        )
+
+    first, second = json_lines(path)
+    assert first == {"wall_time": 2.0, "step": 2, "metrics": {"buffer/size": 2.0}}
+    assert isinstance(second, dict)
+    assert second["step"] is None
+    assert second["metrics"] == {"buffer/size": 3.0, "buffer/writes": 1.0}
+    assert before <= second["wall_time"] <= time.time()
+    assert [record.value for record in read(path)] == [2.0, 3.0, 1.0]

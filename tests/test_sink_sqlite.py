@@ -325,3 +325,34 @@ def test_sqlite_file_with_another_metrics_table_raises(tmp_path: Path) -> None:
 def test_run_that_is_not_a_non_empty_string_raises(tmp_path: Path, run: object) -> None:
     with pytest.raises(ValueError, match="non-empty string"):
         SQLiteLogger(tmp_path / "metrics.db", run=run)  # type: ignore[arg-type]
+
+
+def test_a_batch_of_payloads_is_read_back_in_order(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.db"
+    many = {f"collector/metric_{index}": float(index) for index in range(300)}
+    with SQLiteLogger(path, run="r") as sink:
+        sink.log_batch(
+            [(many, 1, 1.0), ({"buffer/size": 5.0}, None, 2.0), (many, 2, 3.0)]
+        )
+
+    records = list(read(path, run="r"))
+    assert len(records) == 601
+    assert records[0] == Record(1.0, 1, "collector/metric_0", 0.0)
+    assert records[300] == Record(2.0, None, "buffer/size", 5.0)
+    assert records[-1] == Record(3.0, 2, "collector/metric_299", 299.0)
+
+
+def test_a_batch_that_fails_part_way_stores_none_of_its_payloads(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "metrics.db"
+    with SQLiteLogger(path, run="r") as sink:
+        sink.log_metrics({"buffer/size": 1.0}, step=1, timestamp=1.0)
+        # SQLite integers are 64-bit: the second payload's step cannot be stored.
+        with pytest.raises(OverflowError):
+            sink.log_batch(
+                [({"buffer/size": 2.0}, 2, 2.0), ({"buffer/size": 3.0}, 2**63, 3.0)]
+            )
+        sink.log_metrics({"buffer/size": 4.0}, step=4, timestamp=4.0)
+
+    assert [record.value for record in read(path, run="r")] == [1.0, 4.0]

@@ -143,3 +143,18 @@ def test_an_empty_payload_writes_no_scalar(tmp_path: Path) -> None:
         sink.flush()
     assert read_scalars(tmp_path) == {}
     assert repr(sink) == f"TensorBoardLogger({str(tmp_path)!r})"
+
+
+def test_a_batch_of_payloads_is_read_back_as_one_event_each(tmp_path: Path) -> None:
+    with TensorBoardLogger(tmp_path) as sink:
+        sink.log_batch(
+            [
+                ({"collector/frames": 96.0}, 96, 1.0),
+                ({"buffer/size": 1.0}, None, 2.0),
+                ({"collector/frames": 192.0, "buffer/size": 2.0}, None, 3.0),
+            ]
+        )
+        assert read_scalars(tmp_path) == {
+            "collector/frames": [(1.0, 96, 96.0), (3.0, 0, 192.0)],
+            "buffer/size": [(2.0, 0, 1.0), (3.0, 1, 2.0)],
+        }

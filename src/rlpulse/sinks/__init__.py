@@ -6,7 +6,11 @@ and ``ConsoleLogger``. A sink for an optional backend lives in its own module,
 ``rlpulse.sinks.<backend>``, and imports that backend only there.
 
 Every sink has ``log_metrics(metrics, step=None, *, timestamp=None)``,
-``flush()``, an idempotent ``close()``, and is a context manager.
+``log_batch(payloads)`` for several ``(metrics, step, timestamp)`` payloads
+at once, ``flush()``, an idempotent ``close()``, and is a context manager.
+They share that machinery through ``rlpulse.sinks.base.BaseSink``: a sink
+for a new backend subclasses it and writes a batch of payloads in
+``_write_batch``.
 
 >>> import io
 >>> from rlpulse.sinks import ConsoleLogger

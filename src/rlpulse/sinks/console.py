@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import sys
-import threading
 import time
-from collections.abc import Mapping
-from types import TracebackType
+from collections.abc import Mapping, Sequence
 from typing import TextIO
+
+from rlpulse.sinks.base import BaseSink, Payload
 
 __all__ = ["ConsoleLogger", "format_payload"]
 
@@ -45,7 +45,7 @@ def format_payload(
     return f"{head} {body}" if body else head
 
 
-class ConsoleLogger:
+class ConsoleLogger(BaseSink):
     """A sink that prints one compact line per payload, for watching a run live.
 
     ``stream`` defaults to ``sys.stderr`` as it is when each line is written,
@@ -62,9 +62,8 @@ class ConsoleLogger:
     """
 
     def __init__(self, stream: TextIO | None = None) -> None:
+        super().__init__()
         self._stream = stream
-        self._lock = threading.Lock()
-        self._closed = False
 
     @property
     def stream(self) -> TextIO:
@@ -76,17 +75,11 @@ class ConsoleLogger:
         """
         return sys.stderr if self._stream is None else self._stream
 
-    def log_metrics(
-        self,
-        metrics: Mapping[str, float],
-        step: int | None = None,
-        *,
-        timestamp: float | None = None,
-    ) -> None:
-        """Print the payload as one flushed line.
+    def _write_batch(self, payloads: Sequence[Payload]) -> None:
+        """Print each payload as one line, all in one flushed write.
 
-        ``timestamp`` is the wall-clock time of the poll that produced the
-        payload (now when ``None``); the line shows it as local time.
+        A payload's ``timestamp`` (the wall-clock time of the poll that
+        produced it) is shown as local time. ``close()`` leaves the stream open.
 
         >>> import io
         >>> from rlpulse import ConsoleLogger
@@ -94,55 +87,22 @@ class ConsoleLogger:
         >>> ConsoleLogger(stream).log_metrics({"loss": 0.25})
         >>> stream.getvalue().split(" ", 1)[1]
         'loss=0.25\\n'
-        """
-        wall_time = time.time() if timestamp is None else float(timestamp)
-        line = format_payload(metrics, step, wall_time) + "\n"
-        with self._lock:
-            self._check_open()
-            stream = self.stream
-            stream.write(line)
-            stream.flush()
-
-    def flush(self) -> None:
-        """Flush the stream.
-
-        >>> import io
-        >>> from rlpulse import ConsoleLogger
-        >>> ConsoleLogger(io.StringIO()).flush()
-        """
-        with self._lock:
-            self._check_open()
-            self.stream.flush()
-
-    def close(self) -> None:
-        """Stop accepting payloads, leaving the stream open; closing again does nothing.
-
-        >>> import io
-        >>> from rlpulse import ConsoleLogger
-        >>> stream = io.StringIO()
         >>> ConsoleLogger(stream).close()
         >>> stream.closed
         False
         """
-        with self._lock:
-            self._closed = True
+        text = "".join(
+            [
+                format_payload(metrics, step, wall_time) + "\n"
+                for metrics, step, wall_time in payloads
+            ]
+        )
+        stream = self.stream
+        stream.write(text)
+        stream.flush()
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise RuntimeError(
-                "ConsoleLogger is closed; create a new ConsoleLogger to keep logging"
-            )
-
-    def __enter__(self) -> ConsoleLogger:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
+    def _flush(self) -> None:
+        self.stream.flush()
 
     def __repr__(self) -> str:
         return f"ConsoleLogger({self._stream!r})"

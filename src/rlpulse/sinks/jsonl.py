@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
-import threading
-import time
-from collections.abc import Mapping
-from pathlib import Path
-from types import TracebackType
-from typing import IO
+from collections.abc import Sequence
 
-from rlpulse.read.records import RunFileError, open_line_file, prepare_record_file
+from rlpulse.read.records import RunFileError
+from rlpulse.sinks.base import LineFileSink, Payload
 
 __all__ = ["JSONLLogger"]
 
 
-class JSONLLogger:
+class JSONLLogger(LineFileSink):
     """A sink that appends every payload as one JSON object on its own line.
 
     A line looks like ``{"wall_time": 1.5, "step": 3, "metrics": {"a/b": 1.0}}``;
@@ -38,29 +33,23 @@ class JSONLLogger:
     {"wall_time": 1.5, "step": 3, "metrics": {"collector/frames": 96.0}}
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path: Path = prepare_record_file(path)
-        self._lock = threading.Lock()
-        file = open_line_file(self.path)
+    def _check_existing(self) -> None:
+        with open(self.path, "rb") as file:
+            first_line = file.readline()
         try:
-            if os.fstat(file.fileno()).st_size > 0:
-                _check_first_line(self.path)
-        except BaseException:
-            file.close()
-            raise
-        self._file: IO[str] | None = file
+            payload = json.loads(first_line)
+            is_payload = isinstance(payload, dict) and "metrics" in payload
+        except ValueError:
+            is_payload = False
+        if not is_payload:
+            raise RunFileError(
+                f"{self.path} is not an rlpulse JSON lines file (its first line is "
+                'not a {"wall_time", "step", "metrics"} object); give a new path or '
+                "one written by JSONLLogger"
+            )
 
-    def log_metrics(
-        self,
-        metrics: Mapping[str, float],
-        step: int | None = None,
-        *,
-        timestamp: float | None = None,
-    ) -> None:
-        """Append the payload as one JSON line in a single flushed write.
-
-        ``timestamp`` is the wall-clock time of the poll that produced the
-        payload (now when ``None``); it is written as ``wall_time``.
+    def _format(self, payloads: Sequence[Payload]) -> str:
+        """Return one JSON line per payload; ``wall_time`` is the payload's ``timestamp``.
 
         >>> import tempfile, pathlib
         >>> from rlpulse import JSONLLogger
@@ -71,78 +60,18 @@ class JSONLLogger:
         ...     print(path.read_text(), end="")
         {"wall_time": 2.0, "step": null, "metrics": {"buffer/size": 10.0}}
         """
-        payload = {
-            "wall_time": time.time() if timestamp is None else float(timestamp),
-            "step": None if step is None else int(step),
-            "metrics": {name: float(value) for name, value in metrics.items()},
-        }
-        line = json.dumps(payload) + "\n"
-        with self._lock:
-            file = self._open_file()
-            file.write(line)
-            file.flush()
-
-    def flush(self) -> None:
-        """Flush the file (every payload is already flushed by ``log_metrics``).
-
-        >>> import tempfile, pathlib
-        >>> from rlpulse import JSONLLogger
-        >>> with tempfile.TemporaryDirectory() as tmp:
-        ...     with JSONLLogger(pathlib.Path(tmp) / "metrics.jsonl") as sink:
-        ...         sink.flush()
-        """
-        with self._lock:
-            self._open_file().flush()
-
-    def close(self) -> None:
-        """Close the file; closing again does nothing, logging afterwards raises.
-
-        >>> import tempfile, pathlib
-        >>> from rlpulse import JSONLLogger
-        >>> with tempfile.TemporaryDirectory() as tmp:
-        ...     sink = JSONLLogger(pathlib.Path(tmp) / "metrics.jsonl")
-        ...     sink.close()
-        ...     sink.close()
-        """
-        with self._lock:
-            if self._file is not None:
-                self._file.close()
-                self._file = None
-
-    def _open_file(self) -> IO[str]:
-        if self._file is None:
-            raise RuntimeError(
-                f"JSONLLogger for {self.path} is closed; "
-                "create a new JSONLLogger to keep logging"
-            )
-        return self._file
-
-    def __enter__(self) -> JSONLLogger:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"JSONLLogger({str(self.path)!r})"
-
-
-def _check_first_line(path: Path) -> None:
-    with open(path, "rb") as file:
-        first_line = file.readline()
-    try:
-        payload = json.loads(first_line)
-        is_payload = isinstance(payload, dict) and "metrics" in payload
-    except ValueError:
-        is_payload = False
-    if not is_payload:
-        raise RunFileError(
-            f"{path} is not an rlpulse JSON lines file (its first line is not a "
-            '{"wall_time", "step", "metrics"} object); give a new path or one '
-            "written by JSONLLogger"
+        return "".join(
+            [
+                json.dumps(
+                    {
+                        "wall_time": wall_time,
+                        "step": None if step is None else int(step),
+                        "metrics": {
+                            name: float(value) for name, value in metrics.items()
+                        },
+                    }
+                )
+                + "\n"
+                for metrics, step, wall_time in payloads
+            ]
         )

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import functools
 import re
-import threading
-import time
-from collections.abc import Mapping
-from types import TracebackType
+from collections.abc import Sequence
 from typing import Any
+
+from rlpulse.sinks.base import BaseSink, Payload
 
 __all__ = ["MLflowLogger"]
 
@@ -25,7 +24,7 @@ _DEFAULT_METRICS_PER_BATCH = 1000
 _INVALID_KEY_CHARACTERS = re.compile(r"[^/\w.\- ]")
 
 
-class MLflowLogger:
+class MLflowLogger(BaseSink):
     """A sink that logs every payload into an MLflow run, one ``log_batch`` per payload.
 
     Which run: ``run_id`` names an existing run; otherwise, when neither
@@ -68,6 +67,7 @@ class MLflowLogger:
                 f"{experiment!r}; an existing run already belongs to an experiment: "
                 "give run_id to log into that run, or experiment to start a new one"
             )
+        super().__init__()
         backend = _import_backend()
         self._metric_class: Any = backend.Metric
         self._metrics_per_batch: int = backend.metrics_per_batch
@@ -77,22 +77,30 @@ class MLflowLogger:
             backend.get_tracking_uri() if tracking_uri is None else tracking_uri
         )
         """Where the run is stored: the ``tracking_uri`` given, else MLflow's default."""
-        self._lock = threading.Lock()
-        self._closed = False
-        self._owns_run = False
+        self.run_id: str
+        self.run_id, self._owns_run = self._find_run(
+            run_id, experiment, tracking_uri, backend
+        )
+        self._destination = f"run {self.run_id}"
+
+    def _find_run(
+        self,
+        run_id: str | None,
+        experiment: str | None,
+        tracking_uri: str | None,
+        backend: Any,
+    ) -> tuple[str, bool]:
+        # The run to log into, and whether the logger started it.
         if run_id is not None:
             self._check_run_exists(run_id, backend.MlflowException)
-            self.run_id: str = run_id
-            return
+            return run_id, False
         active_run = backend.active_run()
         if experiment is None and tracking_uri is None and active_run is not None:
-            self.run_id = active_run.info.run_id
-            return
+            return str(active_run.info.run_id), False
         experiment_id = (
             "0" if experiment is None else self._experiment_id(experiment, backend)
         )
-        self.run_id = self.client.create_run(experiment_id).info.run_id
-        self._owns_run = True
+        return str(self.client.create_run(experiment_id).info.run_id), True
 
     def _check_run_exists(self, run_id: str, mlflow_exception: Any) -> None:
         try:
@@ -118,17 +126,13 @@ class MLflowLogger:
                 raise error from None
             return str(found.experiment_id)
 
-    def log_metrics(
-        self,
-        metrics: Mapping[str, float],
-        step: int | None = None,
-        *,
-        timestamp: float | None = None,
-    ) -> None:
-        """Log one payload with ``log_batch``: every metric at ``step`` (``0`` when ``None``).
+    def _write_batch(self, payloads: Sequence[Payload]) -> None:
+        """Log the payloads with ``log_batch``: every metric at its payload's step (``0`` when ``None``).
 
-        ``timestamp`` is the wall-clock time of the poll that produced the
-        payload (now when ``None``); MLflow stores it in milliseconds.
+        A payload's ``timestamp`` (the wall-clock time of the poll that
+        produced it) is stored in milliseconds. A run the logger started is
+        ended as ``FINISHED`` by ``close()``; a run it was given (``run_id``,
+        or the active run) keeps running.
 
         >>> import tempfile, pathlib
         >>> from rlpulse.sinks.mlflow import MLflowLogger
@@ -137,78 +141,30 @@ class MLflowLogger:
         ...     with MLflowLogger(tracking_uri=uri) as sink:
         ...         sink.log_metrics({"buffer/size": 10.0, "buffer/writes": 4.0})
         ...         sorted(sink.client.get_run(sink.run_id).data.metrics.items())
-        [('buffer/size', 10.0), ('buffer/writes', 4.0)]
-        """
-        wall_time = time.time() if timestamp is None else float(timestamp)
-        timestamp_ms = round(wall_time * 1000)
-        metric_step = 0 if step is None else int(step)
-        entries = [
-            self._metric_class(
-                _mlflow_key(name), float(value), timestamp_ms, metric_step
-            )
-            for name, value in metrics.items()
-        ]
-        with self._lock:
-            self._check_open()
-            for start in range(0, len(entries), self._metrics_per_batch):
-                self.client.log_batch(
-                    self.run_id,
-                    metrics=entries[start : start + self._metrics_per_batch],
-                    synchronous=True,
-                )
-
-    def flush(self) -> None:
-        """Do nothing more: every payload is stored when ``log_metrics`` returns.
-
-        >>> import tempfile, pathlib
-        >>> from rlpulse.sinks.mlflow import MLflowLogger
-        >>> with tempfile.TemporaryDirectory() as tmp:
-        ...     uri = f"sqlite:///{pathlib.Path(tmp) / 'mlflow.db'}"
-        ...     with MLflowLogger(tracking_uri=uri) as sink:
-        ...         sink.flush()
-        """
-        with self._lock:
-            self._check_open()
-
-    def close(self) -> None:
-        """End the run as ``FINISHED`` when the logger started it; idempotent.
-
-        A run the logger was given (``run_id``, or the active run) keeps running.
-
-        >>> import tempfile, pathlib
-        >>> from rlpulse.sinks.mlflow import MLflowLogger
-        >>> with tempfile.TemporaryDirectory() as tmp:
-        ...     uri = f"sqlite:///{pathlib.Path(tmp) / 'mlflow.db'}"
-        ...     sink = MLflowLogger(tracking_uri=uri)
-        ...     sink.close()
-        ...     sink.close()
         ...     sink.client.get_run(sink.run_id).info.status
+        [('buffer/size', 10.0), ('buffer/writes', 4.0)]
         'FINISHED'
         """
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            if self._owns_run:
-                self.client.set_terminated(self.run_id, "FINISHED")
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise RuntimeError(
-                f"MLflowLogger for run {self.run_id} is closed; "
-                "create a new MLflowLogger to keep logging"
+        entries = [
+            self._metric_class(
+                _mlflow_key(name),
+                float(value),
+                round(wall_time * 1000),
+                0 if step is None else int(step),
+            )
+            for metrics, step, wall_time in payloads
+            for name, value in metrics.items()
+        ]
+        for start in range(0, len(entries), self._metrics_per_batch):
+            self.client.log_batch(
+                self.run_id,
+                metrics=entries[start : start + self._metrics_per_batch],
+                synchronous=True,
             )
 
-    def __enter__(self) -> MLflowLogger:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
+    def _close(self) -> None:
+        if self._owns_run:
+            self.client.set_terminated(self.run_id, "FINISHED")
 
     def __repr__(self) -> str:
         return f"MLflowLogger(run_id={self.run_id!r})"

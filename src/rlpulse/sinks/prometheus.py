@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import re
 import threading
-import time
-from collections.abc import Iterator, Mapping
-from types import TracebackType
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
+
+from rlpulse.sinks.base import BaseSink, Payload
 
 if TYPE_CHECKING:
     from prometheus_client.registry import CollectorRegistry
@@ -24,7 +24,7 @@ _INVALID_NAME_CHARACTERS = re.compile(r"[^a-zA-Z0-9_]")
 _POLL_TIME_FAMILY = "last_poll_timestamp_seconds"
 
 
-class PrometheusExporter:
+class PrometheusExporter(BaseSink):
     """A sink that serves the latest value of every metric as a Prometheus gauge.
 
     A payload key ``"<watch>/<metric>"`` becomes the gauge
@@ -76,9 +76,8 @@ class PrometheusExporter:
                 "use letters, digits, '_' and ':', not starting with a digit"
             )
         prometheus_client = _import_backend()
+        super().__init__()
         self.prefix = prefix
-        self._lock = threading.Lock()
-        self._closed = False
         self._latest: dict[tuple[str, str], float] = {}
         self._poll_times: dict[str, float] = {}
         self._gauge_of_metric: dict[str, str] = {}
@@ -101,14 +100,8 @@ class PrometheusExporter:
             self.registry = registry
             self.registry.register(self)
 
-    def log_metrics(
-        self,
-        metrics: Mapping[str, float],
-        step: int | None = None,
-        *,
-        timestamp: float | None = None,
-    ) -> None:
-        """Make this payload's values the latest ones served.
+    def _write_batch(self, payloads: Sequence[Payload]) -> None:
+        """Make the payloads' values the latest ones served, the last payload's winning.
 
         ``step`` is not served (a step is usually one of the payload's own
         counters); ``timestamp`` is the wall-clock time of the poll that
@@ -124,22 +117,19 @@ class PrometheusExporter:
         >>> 'rlpulse_size{watch="buffer"} 10.0' in page
         True
         """
-        wall_time = time.time() if timestamp is None else float(timestamp)
-        with self._lock:
-            if self._closed:
-                raise RuntimeError(
-                    "PrometheusExporter is closed; create a new PrometheusExporter "
-                    "to keep serving metrics"
-                )
-            watches = set()
+        for metrics, _, wall_time in payloads:
             for key, value in metrics.items():
                 watch, separator, metric = key.partition("/")
                 if not separator:
                     watch, metric = "", key
-                watches.add(watch)
                 self._latest[(self._gauge_for(metric), watch)] = float(value)
-            for watch in watches:
                 self._poll_times[watch] = wall_time
+
+    def _closed_message(self) -> str:
+        return (
+            "PrometheusExporter is closed; create a new PrometheusExporter "
+            "to keep serving metrics"
+        )
 
     def _gauge_for(self, metric: str) -> str:
         gauge = self._gauge_of_metric.get(metric)
@@ -215,35 +205,24 @@ class PrometheusExporter:
         ...     exporter.flush()
         """
 
-    def close(self) -> None:
-        """Stop serving: shut the HTTP server down or leave the given registry; idempotent.
+    def _close(self) -> None:
+        """Stop serving: shut the HTTP server down or leave the given registry.
+
+        It runs under the exporter's lock, which a scrape under way may wait
+        for: shutting the server down waits for its serving loop, never for
+        the threads answering scrapes, so that wait cannot deadlock.
 
         >>> from rlpulse.sinks.prometheus import PrometheusExporter
         >>> exporter = PrometheusExporter(port=0)
         >>> exporter.close()
         >>> exporter.close()
         """
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
         if self._server_thread is not None:
             self._server_thread.join(timeout=5.0)
         self.registry.unregister(self)
-
-    def __enter__(self) -> PrometheusExporter:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         where = self.url if self.url is not None else "a given registry"

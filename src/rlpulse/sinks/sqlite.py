@@ -6,12 +6,11 @@ import functools
 import itertools
 import os
 import sqlite3
-import threading
 import time
-from collections.abc import Mapping
-from types import TracebackType
+from collections.abc import Sequence
 
 from rlpulse.read.records import SQLITE_SCHEMA, RunFileError, prepare_record_file
+from rlpulse.sinks.base import BaseSink, Payload
 
 __all__ = ["SQLiteLogger"]
 
@@ -21,7 +20,7 @@ _METRICS_PER_STATEMENT = 400
 _METRICS_COLUMNS = {"run", "wall_time", "step", "name", "value"}
 
 
-class SQLiteLogger:
+class SQLiteLogger(BaseSink):
     """A sink that stores payloads in a SQLite file, one run per logger.
 
     The file holds any number of runs: ``run=None`` starts a new one named after
@@ -53,16 +52,17 @@ class SQLiteLogger:
                 f"run must be a non-empty string naming the run, or None for a "
                 f"new run named after the time; got {run!r}"
             )
+        super().__init__()
         self.path = prepare_record_file(path)
-        self._lock = threading.Lock()
-        # The monitor delivers from its own thread; the lock above serialises
+        # The monitor delivers from its own thread; the sink's lock serialises
         # every use of the connection.
         # An absolute path, so that a file named like ":memory:" stays a file.
-        self._connection: sqlite3.Connection | None = sqlite3.connect(
+        self._connection = sqlite3.connect(
             self.path.absolute(), isolation_level=None, check_same_thread=False
         )
         try:
             self._run_id, self.run = self._open_run(self._connection, run)
+            self._destination = f"{self.path} (run {self.run!r})"
         except sqlite3.Error as error:
             self._connection.close()
             raise RunFileError(
@@ -114,17 +114,11 @@ class SQLiteLogger:
             return cursor.lastrowid, name
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def log_metrics(
-        self,
-        metrics: Mapping[str, float],
-        step: int | None = None,
-        *,
-        timestamp: float | None = None,
-    ) -> None:
-        """Store one payload as one committed transaction.
+    def _write_batch(self, payloads: Sequence[Payload]) -> None:
+        """Store the payloads as one committed transaction.
 
-        ``timestamp`` is the wall-clock time of the poll that produced the
-        payload (now when ``None``); it is stored as ``wall_time``.
+        A payload's ``timestamp`` (the wall-clock time of the poll that
+        produced it) is stored as ``wall_time``.
 
         >>> import tempfile, pathlib
         >>> from rlpulse import SQLiteLogger
@@ -132,74 +126,35 @@ class SQLiteLogger:
         ...     with SQLiteLogger(pathlib.Path(tmp) / "metrics.db") as sink:
         ...         sink.log_metrics({"buffer/size": 10.0, "buffer/writes": 4.0})
         """
-        wall_time = time.time() if timestamp is None else float(timestamp)
-        payload_columns = (self._run_id, wall_time, None if step is None else int(step))
-        values = [(name, float(value)) for name, value in metrics.items()]
-        chunks = [
-            values[start : start + _METRICS_PER_STATEMENT]
-            for start in range(0, len(values), _METRICS_PER_STATEMENT)
-        ]
-        with self._lock:
-            connection = self._open_connection()
-            if len(chunks) == 1:
-                # One statement outside a transaction is a transaction of its own.
-                _insert(connection, payload_columns, chunks[0])
-            elif chunks:
-                connection.execute("BEGIN IMMEDIATE")
-                try:
-                    for chunk in chunks:
-                        _insert(connection, payload_columns, chunk)
-                    connection.execute("COMMIT")
-                except BaseException:
-                    if connection.in_transaction:
-                        connection.execute("ROLLBACK")
-                    raise
-
-    def flush(self) -> None:
-        """Do nothing more: every payload is committed when ``log_metrics`` returns.
-
-        >>> import tempfile, pathlib
-        >>> from rlpulse import SQLiteLogger
-        >>> with tempfile.TemporaryDirectory() as tmp:
-        ...     with SQLiteLogger(pathlib.Path(tmp) / "metrics.db") as sink:
-        ...         sink.flush()
-        """
-        with self._lock:
-            self._open_connection()
-
-    def close(self) -> None:
-        """Close the file; closing again does nothing, logging afterwards raises.
-
-        >>> import tempfile, pathlib
-        >>> from rlpulse import SQLiteLogger
-        >>> with tempfile.TemporaryDirectory() as tmp:
-        ...     sink = SQLiteLogger(pathlib.Path(tmp) / "metrics.db")
-        ...     sink.close()
-        ...     sink.close()
-        """
-        with self._lock:
-            if self._connection is not None:
-                self._connection.close()
-                self._connection = None
-
-    def _open_connection(self) -> sqlite3.Connection:
-        if self._connection is None:
-            raise RuntimeError(
-                f"SQLiteLogger for {self.path} (run {self.run!r}) is closed; "
-                "create a new SQLiteLogger to keep logging"
+        statements = []
+        for metrics, step, wall_time in payloads:
+            payload_columns = (
+                self._run_id,
+                wall_time,
+                None if step is None else int(step),
             )
-        return self._connection
+            values = [(name, float(value)) for name, value in metrics.items()]
+            statements += [
+                (payload_columns, values[start : start + _METRICS_PER_STATEMENT])
+                for start in range(0, len(values), _METRICS_PER_STATEMENT)
+            ]
+        connection = self._connection
+        if len(statements) == 1:
+            # One statement outside a transaction is a transaction of its own.
+            _insert(connection, *statements[0])
+        elif statements:
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                for payload_columns, values in statements:
+                    _insert(connection, payload_columns, values)
+                connection.execute("COMMIT")
+            except BaseException:
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
+                raise
 
-    def __enter__(self) -> SQLiteLogger:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
+    def _close(self) -> None:
+        self._connection.close()
 
     def __repr__(self) -> str:
         return f"SQLiteLogger({str(self.path)!r}, run={self.run!r})"

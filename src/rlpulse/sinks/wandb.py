@@ -6,16 +6,15 @@ imported when a :class:`WandbLogger` is created, never by ``import rlpulse``.
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Mapping
-from types import TracebackType
+from collections.abc import Sequence
 from typing import Any
+
+from rlpulse.sinks.base import BaseSink, Payload
 
 __all__ = ["WandbLogger"]
 
 
-class WandbLogger:
+class WandbLogger(BaseSink):
     """A sink that logs every payload as one row of a W&B run's history.
 
     Which run: ``run`` when given; else the current ``wandb.run``; else a new
@@ -45,9 +44,8 @@ class WandbLogger:
     """
 
     def __init__(self, run: Any = None, **init_kwargs: Any) -> None:
+        super().__init__()
         wandb = _import_backend()
-        self._lock = threading.Lock()
-        self._closed = False
         self._watches_with_x_axis: set[str] = set()
         self._owns_run = False
         if run is None:
@@ -69,17 +67,11 @@ class WandbLogger:
         self.run: Any = run
         """The W&B run the logger writes to."""
 
-    def log_metrics(
-        self,
-        metrics: Mapping[str, float],
-        step: int | None = None,
-        *,
-        timestamp: float | None = None,
-    ) -> None:
-        """Log one payload as one history row; ``step`` goes to each watch's ``<watch>/step``.
+    def _write_batch(self, payloads: Sequence[Payload]) -> None:
+        """Log each payload as one history row; ``step`` goes to each watch's ``<watch>/step``.
 
-        ``timestamp`` is the wall-clock time of the poll that produced the
-        payload (now when ``None``); it is the row's ``_timestamp``.
+        A payload's ``timestamp`` (the wall-clock time of the poll that
+        produced it) is the row's ``_timestamp``.
 
         >>> import tempfile
         >>> from rlpulse.sinks.wandb import WandbLogger
@@ -90,71 +82,28 @@ class WandbLogger:
         ...         sink.run.summary["buffer/size"]
         10
         """
-        row: dict[str, float] = {name: float(value) for name, value in metrics.items()}
-        with self._lock:
-            self._check_open()
+        for metrics, step, wall_time in payloads:
+            row = {name: float(value) for name, value in metrics.items()}
             if step is not None:
                 for watch in {
                     name.partition("/")[0] for name in metrics if "/" in name
                 }:
-                    step_metric = f"{watch}/step"
-                    if watch not in self._watches_with_x_axis:
-                        self.run.define_metric(step_metric)
-                        self.run.define_metric(f"{watch}/*", step_metric=step_metric)
-                        self._watches_with_x_axis.add(watch)
-                    row[step_metric] = int(step)
-            row["_timestamp"] = time.time() if timestamp is None else float(timestamp)
+                    row[self._x_axis_of(watch)] = int(step)
+            row["_timestamp"] = wall_time
             self.run.log(row)
 
-    def flush(self) -> None:
-        """Do nothing more: W&B sends every row on its own, in the background.
+    def _x_axis_of(self, watch: str) -> str:
+        step_metric = f"{watch}/step"
+        if watch not in self._watches_with_x_axis:
+            self.run.define_metric(step_metric)
+            self.run.define_metric(f"{watch}/*", step_metric=step_metric)
+            self._watches_with_x_axis.add(watch)
+        return step_metric
 
-        >>> import tempfile
-        >>> from rlpulse.sinks.wandb import WandbLogger
-        >>> QUIET = {"console": "off", "silent": True}
-        >>> with tempfile.TemporaryDirectory() as tmp:
-        ...     with WandbLogger(project="demo", dir=tmp, mode="offline", settings=QUIET) as sink:
-        ...         sink.flush()
-        """
-        with self._lock:
-            self._check_open()
-
-    def close(self) -> None:
-        """Finish the run when the logger started it; idempotent.
-
-        A run the logger was given, or found current, keeps running.
-
-        >>> import tempfile
-        >>> from rlpulse.sinks.wandb import WandbLogger
-        >>> QUIET = {"console": "off", "silent": True}
-        >>> with tempfile.TemporaryDirectory() as tmp:
-        ...     sink = WandbLogger(project="demo", dir=tmp, mode="offline", settings=QUIET)
-        ...     sink.close()
-        ...     sink.close()
-        """
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            if self._owns_run:
-                self.run.finish()
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise RuntimeError(
-                "WandbLogger is closed; create a new WandbLogger to keep logging"
-            )
-
-    def __enter__(self) -> WandbLogger:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
+    def _close(self) -> None:
+        # A run the logger was given, or found current, keeps running.
+        if self._owns_run:
+            self.run.finish()
 
     def __repr__(self) -> str:
         return f"WandbLogger(run={getattr(self.run, 'id', None)!r})"

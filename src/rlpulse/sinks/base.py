@@ -1,0 +1,220 @@
+"""What every sink shares: the lock, the closed state, the payload entry points, ``with``.
+
+A sink subclasses :class:`BaseSink` and writes only what differs: how a batch
+of payloads is written (``_write_batch``), and, when it has them, what
+flushing and closing do (``_flush``, ``_close``). :class:`LineFileSink` adds
+what the sinks appending lines to one text file (CSV, JSON lines) share.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import IO, TypeVar
+
+from rlpulse.read.records import open_line_file, prepare_record_file
+
+__all__ = ["BaseSink", "LineFileSink", "Payload"]
+
+Payload = tuple[Mapping[str, float], int | None, float]
+"""One payload as a sink writes it: ``(metrics, step, wall_time)``."""
+
+_SinkT = TypeVar("_SinkT", bound="BaseSink")
+
+
+class BaseSink(abc.ABC):
+    """The shared machinery of every rlpulse sink; a backend adds ``_write_batch``.
+
+    ``log_metrics`` and ``log_batch`` resolve each payload's wall-clock time
+    and hand the payloads, under the sink's lock, to ``_write_batch``: one
+    payload from ``log_metrics``, all of them from ``log_batch``, so a backend
+    writes a batch in one go (one transaction, one write) with one method.
+    ``flush`` and ``close`` take the same lock and call ``_flush`` and
+    ``_close``; ``close`` runs ``_close`` once, however often it is called.
+    After ``close``, logging and flushing raise ``RuntimeError``.
+
+    >>> class ListSink(BaseSink):
+    ...     def __init__(self) -> None:
+    ...         super().__init__()
+    ...         self.rows = []
+    ...     def _write_batch(self, payloads):
+    ...         self.rows.extend(payloads)
+    >>> with ListSink() as sink:
+    ...     sink.log_metrics({"buffer/size": 5.0}, step=7, timestamp=1.5)
+    >>> sink.rows
+    [({'buffer/size': 5.0}, 7, 1.5)]
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._closed = False
+        # What the sink writes to, as the closed-sink error names it.
+        self._destination = ""
+
+    def log_metrics(
+        self,
+        metrics: Mapping[str, float],
+        step: int | None = None,
+        *,
+        timestamp: float | None = None,
+    ) -> None:
+        """Consume one payload, produced by a poll at wall-clock time ``timestamp`` (now when ``None``).
+
+        >>> import io
+        >>> from rlpulse import ConsoleLogger
+        >>> with ConsoleLogger(io.StringIO()) as sink:
+        ...     sink.log_metrics({"collector/frames": 96.0}, step=3, timestamp=1.5)
+        """
+        wall_time = time.time() if timestamp is None else float(timestamp)
+        with self._lock:
+            self._check_open()
+            self._write_batch(((metrics, step, wall_time),))
+
+    def log_batch(
+        self,
+        payloads: Iterable[tuple[Mapping[str, float], int | None, float | None]],
+    ) -> None:
+        """Consume several payloads at once, in order, each a ``(metrics, step, timestamp)`` triple.
+
+        The sink writes them as one batch (the file sinks in one write or one
+        transaction); a ``timestamp`` of ``None`` means now.
+
+        >>> import io
+        >>> from rlpulse import ConsoleLogger
+        >>> stream = io.StringIO()
+        >>> ConsoleLogger(stream).log_batch([({"loss": 0.5}, 1, None), ({"loss": 0.25}, 2, None)])
+        >>> [line.split(" ", 1)[1] for line in stream.getvalue().splitlines()]
+        ['step=1 loss=0.5', 'step=2 loss=0.25']
+        """
+        now = time.time()
+        batch = [
+            (metrics, step, now if timestamp is None else float(timestamp))
+            for metrics, step, timestamp in payloads
+        ]
+        with self._lock:
+            self._check_open()
+            if batch:
+                self._write_batch(batch)
+
+    def flush(self) -> None:
+        """Make what was logged visible to the sink's readers.
+
+        >>> import io
+        >>> from rlpulse import ConsoleLogger
+        >>> ConsoleLogger(io.StringIO()).flush()
+        """
+        with self._lock:
+            self._check_open()
+            self._flush()
+
+    def close(self) -> None:
+        """Release the sink's resources; closing again does nothing, logging afterwards raises.
+
+        >>> import io
+        >>> from rlpulse import ConsoleLogger
+        >>> sink = ConsoleLogger(io.StringIO())
+        >>> sink.close()
+        >>> sink.close()
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._close()
+
+    @abc.abstractmethod
+    def _write_batch(self, payloads: Sequence[Payload]) -> None:
+        """Write ``payloads``, in order; called under the lock, only while open."""
+
+    def _flush(self) -> None:  # noqa: B027 - most sinks have nothing to flush
+        """Flush what the sink buffers; called under the lock, only while open."""
+
+    def _close(self) -> None:  # noqa: B027 - some sinks hold nothing to release
+        """Release the sink's resources; called under the lock, once."""
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(self._closed_message())
+
+    def _closed_message(self) -> str:
+        name = type(self).__name__
+        subject = f"{name} for {self._destination}" if self._destination else name
+        return f"{subject} is closed; create a new {name} to keep logging"
+
+    def __enter__(self: _SinkT) -> _SinkT:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class LineFileSink(BaseSink):
+    """A sink appending lines to one text file; a format adds ``_format`` and its file checks.
+
+    The file is created when missing (with its parents); a torn last line left
+    by a crash is removed before appending (``open_line_file``). A new, empty
+    file gets ``_start_file``; an existing one must pass ``_check_existing``.
+    Each batch is one write of ``_format(payloads)``, flushed before the call
+    returns.
+
+    >>> import tempfile, pathlib
+    >>> class NameLines(LineFileSink):
+    ...     def _format(self, payloads):
+    ...         return "".join(f"{name}\\n" for metrics, _, _ in payloads for name in metrics)
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     with NameLines(pathlib.Path(tmp) / "names.txt") as sink:
+    ...         sink.log_metrics({"buffer/size": 5.0, "buffer/writes": 2.0})
+    ...     print(sink.path.read_text(), end="")
+    buffer/size
+    buffer/writes
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        super().__init__()
+        self.path: Path = prepare_record_file(path)
+        self._destination = str(self.path)
+        file = open_line_file(self.path)
+        try:
+            if os.fstat(file.fileno()).st_size == 0:
+                self._start_file(file)
+            else:
+                self._check_existing()
+        except BaseException:
+            file.close()
+            raise
+        self._file: IO[str] = file
+
+    @abc.abstractmethod
+    def _format(self, payloads: Sequence[Payload]) -> str:
+        """Return the lines that store ``payloads``, each ending in a newline."""
+
+    def _start_file(self, file: IO[str]) -> None:
+        """Write what a new file starts with (nothing unless the format has a header)."""
+
+    def _check_existing(self) -> None:
+        """Raise ``RunFileError`` unless the existing file at ``path`` has this format."""
+
+    def _write_batch(self, payloads: Sequence[Payload]) -> None:
+        text = self._format(payloads)
+        if text:
+            self._file.write(text)
+            self._file.flush()
+
+    def _flush(self) -> None:
+        self._file.flush()
+
+    def _close(self) -> None:
+        self._file.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self.path)!r})"
