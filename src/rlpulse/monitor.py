@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from types import TracebackType
 from typing import Any
 
 from rlpulse.runtime import lifecycle
@@ -255,12 +254,7 @@ class LoggerMonitor:
     def __enter__(self) -> LoggerMonitor:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
     def stats(self) -> dict[str, float]:

@@ -221,13 +221,13 @@ def plot_file(
     ``OSError`` when ``output`` cannot be written.
 
     >>> import tempfile, pathlib
-    >>> from rlpulse import CSVLogger
+    >>> from rlpulse import JSONLLogger
     >>> with tempfile.TemporaryDirectory() as tmp:
-    ...     metrics = pathlib.Path(tmp) / "metrics.csv"
-    ...     with CSVLogger(metrics) as sink:
-    ...         sink.log_metrics({"buffer/size": 3.0}, step=1, timestamp=100.0)
-    ...         sink.log_metrics({"buffer/size": 5.0}, step=2, timestamp=101.0)
-    ...     image = plot_file(metrics, pathlib.Path(tmp) / "charts" / "metrics.png")
+    ...     sink = JSONLLogger(pathlib.Path(tmp) / "metrics.jsonl")
+    ...     for step, size in enumerate((3.0, 5.0), start=1):
+    ...         sink.log_metrics({"buffer/size": size}, step=step, timestamp=99.0 + step)
+    ...     sink.close()
+    ...     image = plot_file(sink.path, pathlib.Path(tmp) / "charts" / "metrics.png")
     ...     image.name, image.read_bytes()[:4]
     ('metrics.png', b'\\x89PNG')
     """

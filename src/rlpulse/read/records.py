@@ -124,10 +124,10 @@ def read(path: str | os.PathLike[str], run: str | None = None) -> Iterator[Recor
     >>> import tempfile, pathlib
     >>> from rlpulse import CSVLogger
     >>> with tempfile.TemporaryDirectory() as tmp:
-    ...     path = pathlib.Path(tmp) / "metrics.csv"
-    ...     with CSVLogger(path) as sink:
-    ...         sink.log_metrics({"collector/frames": 96.0}, step=3, timestamp=1.5)
-    ...     list(read(path))
+    ...     sink = CSVLogger(pathlib.Path(tmp) / "metrics.csv")
+    ...     sink.log_metrics({"collector/frames": 96.0}, step=3, timestamp=1.5)
+    ...     sink.close()
+    ...     list(read(sink.path))
     [Record(wall_time=1.5, step=3, name='collector/frames', value=96.0)]
     """
     path = Path(path)

@@ -66,8 +66,9 @@ class Engine:
 
     def after_fork(self) -> None:
         """Forget every thread and lock: what a forked child must not inherit."""
-        for watch in getattr(self, "supervision", Supervision()).left:
-            watch.schedule_next()
+        inherited = getattr(self, "supervision", None)
+        for watch in () if inherited is None else inherited.left:
+            watch.schedule_next()  # its call was left behind in the parent
         self.supervision = Supervision()
         self.poll_lock = threading.Lock()
         self.polling_thread: threading.Thread | None = None

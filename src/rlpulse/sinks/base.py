@@ -14,7 +14,6 @@ import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import IO, TypeVar
 
 from rlpulse.read.records import open_line_file, prepare_record_file
@@ -149,12 +148,7 @@ class BaseSink(abc.ABC):
     def __enter__(self: _SinkT) -> _SinkT:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_value: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
 

@@ -16,7 +16,6 @@ import time
 import weakref
 from collections.abc import Callable, Iterable
 from multiprocessing import shared_memory
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, cast
 
 __all__ = ["SharedCounters", "WorkerCounters"]
@@ -340,12 +339,7 @@ class SharedCounters:
     def __enter__(self) -> SharedCounters:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
