@@ -140,9 +140,9 @@ def _not_started_torchrl_rig(case: Case) -> _TorchRLBackgroundRig:
 
 def test_background_rlpulse_payloads_where_none_were_due_are_refused() -> None:
     rig = _not_started_torchrl_rig(CASES[1])
-    before = {"rounds": 10, "logged": 0, "dropped": 0}
-    after = {"rounds": 12, "logged": 3, "dropped": 0}
-    with pytest.raises(RuntimeError, match="logged 3 payloads in 2 rounds"):
+    before = {"rounds": 10, "polls": 0, "logged": 0, "dropped": 0}
+    after = {"rounds": 12, "polls": 3, "logged": 3, "dropped": 0}
+    with pytest.raises(RuntimeError, match="logged 3 payloads of 3 polls in 2 rounds"):
         _check_background_work_done(CASES[1], rig, before, after)
 
 

@@ -139,3 +139,45 @@ def test_a_hung_sink_listed_first_keeps_neither_sqlite_nor_tensorboard_from_its_
     assert not any("SQLiteLogger" in m or "TensorboardLogger" in m for m in warnings)
     assert stored[-1] == final_frames  # the final snapshot, flushed
     assert charted[-1] == final_frames
+
+
+class Blocking:
+    """A source whose stats() blocks, from its second call, until released or for ``seconds``."""
+
+    def __init__(self, seconds: float | None = None) -> None:
+        self.release = threading.Event()
+        self.seconds = seconds
+        self.calls = 0
+
+    def stats(self) -> dict[str, float]:
+        self.calls += 1
+        if self.calls > 1:
+            self.release.wait(self.seconds)
+        return {"frames": self.calls}
+
+
+class Discard:
+    def log_metrics(
+        self, metrics: Mapping[str, float], step: int | None = None
+    ) -> None:
+        pass
+
+
+def test_a_slow_call_returning_late_does_not_hide_a_hang_after_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The slow call is left behind after one poll interval; the hang that
+    # the round meets next must still be noticed when the slow call returns.
+    slow, hung = Blocking(seconds=0.7), Blocking()
+    monitor = LoggerMonitor(Discard(), poll_interval=0.5, poll_timeout=1.5)
+    monitor.watch(slow, name="slow")
+    monitor.watch(hung, name="hung")
+    try:
+        with caplog.at_level(logging.WARNING, logger="rlpulse"):
+            monitor.start()
+            assert wait_until(lambda: monitor.stats()["hung"] == 1, timeout=10)
+            monitor.stop(log_final=False)
+    finally:
+        hung.release.set()
+    assert monitor.stats()["timeouts"] >= 1
+    assert any("skipped watch 'hung'" in r.getMessage() for r in caplog.records)

@@ -186,3 +186,10 @@ def test_every_any_refuses_what_is_not_a_schedule() -> None:
         AnyOf((Every.seconds(1), "x"))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="at least one"):
         Every.any()
+
+
+def test_a_nested_step_key_gives_the_step() -> None:
+    watch = make_watch(Every.counter("worker_0/frames", 10))
+    payload = poll(watch, {"worker_0": {"frames": 12}, "size": 3}, now=0.0)
+    assert payload == {"w/worker_0/frames": 12.0, "w/size": 3.0}
+    assert watch.step == 12

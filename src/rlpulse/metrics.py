@@ -8,22 +8,22 @@ become ``str``. Everything else is dropped silently, never raised.
 
 This module is the one place these rules live: the value conversion
 (:func:`as_metric`), the flattening (:func:`collect`), the lookup of one
-counter (:func:`counter_value`) and per-second rates (:func:`rate`). Pure
+counter (:func:`counter_value`) and per-second rates (:func:`add_rates`). Pure
 functions, no state.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 __all__ = [
     "RATE_NAMES",
+    "add_rates",
     "as_metric",
     "collect",
     "counter_value",
     "finite_counter",
-    "rate",
     "rate_name",
     "snapshot_of",
 ]
@@ -49,19 +49,31 @@ def rate_name(key: str) -> str:
     return RATE_NAMES.get(key) or f"{key}_per_second"
 
 
-def rate(current: float, previous: float | None, elapsed: float) -> float | None:
-    """Return the per-second rate of a counter from ``previous`` to ``current`` over ``elapsed`` seconds.
+def add_rates(
+    into: dict[str, float],
+    current: Mapping[str, float],
+    previous: Mapping[str, float],
+    rated: Iterable[tuple[str, str]],
+    elapsed: float,
+) -> None:
+    """Add to ``into`` the per-second rate of each counter of ``rated``, ``(key, rate's key)`` pairs.
 
-    ``None`` without a previous value or when the counter went down (a
-    reset), so no rate is ever negative.
+    A rate is the counter's change from ``previous`` to ``current`` over
+    ``elapsed`` seconds; none without a previous value or when the counter
+    went down (a reset), so no rate is ever negative.
 
     Examples:
-        >>> rate(30.0, 10.0, 4.0), rate(5.0, 10.0, 4.0), rate(5.0, None, 4.0)
-        (5.0, None, None)
+        >>> into = {}
+        >>> add_rates(into, {"frames": 30.0, "batches": 1.0}, {"frames": 10.0, "batches": 4.0},
+        ...           [("frames", "w/frames_per_second"), ("batches", "w/batches_per_second")], 4.0)
+        >>> into
+        {'w/frames_per_second': 5.0}
     """
-    if previous is None or current < previous:
-        return None
-    return (current - previous) / elapsed
+    for key, rate_key in rated:
+        now = current.get(key)
+        before = previous.get(key)
+        if now is not None and before is not None and now >= before:
+            into[rate_key] = (now - before) / elapsed
 
 
 def as_metric(value: Any) -> float | None:
@@ -141,11 +153,13 @@ def collect(
     into: dict[str, float],
     prefix: str = "",
     names: Mapping[Any, str] | None = None,
+    name_new: Callable[[Any], str] | None = None,
 ) -> None:
     """Add the metrics of mapping ``raw`` to ``into``, keyed ``prefix + key``, nested keys joined by ``/``.
 
     ``names``, when given, maps a top-level key of ``raw`` to its key in
-    ``into`` (a watch keeps one, so a key is named once, not at every poll).
+    ``into``, and ``name_new`` names a key it does not know yet (a watch
+    keeps them, so a key is named once, not at every poll).
 
     Examples:
         >>> into = {}
@@ -158,13 +172,13 @@ def collect(
     # finite_counter does, without a call per entry.
     for key, value in raw.items():
         kind = type(value)
-        if kind is float:
-            if value - value != 0.0:
-                continue
-        elif kind is int:
+        if kind is int:
             try:
                 value = value + 0.0
             except OverflowError:
+                continue
+        elif kind is float:
+            if value - value != 0.0:
                 continue
         elif kind is bool:
             value = 1.0 if value else 0.0
@@ -176,7 +190,10 @@ def collect(
             if value is None:
                 continue
         if names is not None:
-            into[names[key]] = value
+            try:
+                into[names[key]] = value
+            except KeyError:
+                into[name_new(key) if name_new else f"{prefix}{key}"] = value
         elif prefix or type(key) is not str:
             into[f"{prefix}{key}"] = value
         else:

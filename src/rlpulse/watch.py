@@ -18,10 +18,10 @@ from typing import Any
 
 from rlpulse.metrics import (
     RATE_NAMES,
+    add_rates,
     collect,
     counter_value,
     finite_counter,
-    rate,
     rate_name,
     snapshot_of,
 )
@@ -222,19 +222,6 @@ class _ScheduleState:
         return due, reset
 
 
-class _PayloadNames(dict[Any, str]):
-    """Per raw snapshot key, its payload key; a key seen for the first time is named by the watch."""
-
-    __slots__ = ("_watch",)
-
-    def __init__(self, watch: Watch) -> None:
-        super().__init__()
-        self._watch = watch
-
-    def __missing__(self, key: Any) -> str:
-        return self._watch._name_key(key)
-
-
 class _Observations:
     """What a watch that needs every poll sees between two logs: its gauges' aggregates, and its progress."""
 
@@ -348,6 +335,9 @@ class Watch:
             else spec.provider
         )
         self.schedule_state = state = _ScheduleState(spec.schedule)
+        # Read at every poll: the spec's answers, kept at hand.
+        self._scheduled = spec.schedule is not None
+        self._step_key = spec.step_key
         # Aggregation and stall detection need every poll: no shortcut.
         self.every_poll = bool(spec.aggregate) or spec.stall_after is not None
         # A watch on one counter schedule and nothing else decides most
@@ -372,23 +362,27 @@ class Watch:
         self.step: int | None = None
         self._prefix = f"{name}/"
         self._pending: dict[str, float] = {}
-        self._names = _PayloadNames(self)
+        # Per raw snapshot key seen, its payload key; a new one is named once.
+        self._names: dict[Any, str] = {}
+        self._name_new = self._name_key
         # (snapshot key, payload key of its rate) of the rated counters:
         # those given, else the known counters as they are seen.
         self._rates: tuple[tuple[str, str], ...] = ()
-        # (snapshot key, payload key, payload key of its rate or None) of
-        # the entries the next poll needs: the rated ones and the step.
-        self._kept: tuple[tuple[str, str, str | None], ...] = ()
+        # (snapshot key, payload key) of the entries the next poll needs:
+        # the rated ones and the step.
+        self._kept: tuple[tuple[str, str], ...] = ()
         if spec.rate_keys is not None:
             self._rate_given_keys(spec.rate_keys)
+        elif spec.step_key is not None:
+            # Kept up front: a nested step key is never named on its own.
+            self._kept = ((spec.step_key, self._prefix + spec.step_key),)
 
     def _rate_given_keys(self, rate_keys: tuple[str, ...]) -> None:
         # The rated and kept entries of given rate_keys are known up front.
         prefix = self._prefix
         self._rates = tuple((key, prefix + rate_name(key)) for key in rate_keys)
-        rated = dict(self._rates)
         self._kept = tuple(
-            (key, prefix + key, rated.get(key))
+            (key, prefix + key)
             for key in dict.fromkeys((*rate_keys, self.spec.step_key))
             if key is not None
         )
@@ -470,7 +464,7 @@ class Watch:
         first_poll = self.baseline_time is None
         if (
             not force
-            and (first_poll or self.spec.schedule is not None)
+            and (first_poll or self._scheduled)
             and not self._is_due(raw, now, first_poll)
         ):
             if first_poll:
@@ -489,8 +483,8 @@ class Watch:
             if observations is not None:
                 observations.add_to(payload, self._prefix)
             if elapsed:
-                self._add_rates(payload, observed, elapsed)
-        step_key = self.spec.step_key
+                add_rates(payload, observed, self.baseline, self._rates, elapsed)
+        step_key = self._step_key
         if step_key is not None and step_key in self._pending:
             self.step = int(self._pending[step_key])
         else:
@@ -504,34 +498,23 @@ class Watch:
         if type(raw) is not dict and not isinstance(raw, Mapping):
             snapshot_of(raw)  # raises the error that says what is wrong
         payload: dict[str, float] = {}
-        collect(raw, payload, self._prefix, self._names)
+        collect(raw, payload, self._prefix, self._names, self._name_new)
         snapshot: dict[str, float] = {}
-        baseline = self.baseline
-        for name, payload_key, rated in self._kept:
+        for name, payload_key in self._kept:
             if payload_key in payload:
-                snapshot[name] = current = payload[payload_key]
-                if rated is not None and elapsed:
-                    per_second = rate(current, baseline.get(name), elapsed)
-                    if per_second is not None:
-                        payload[rated] = per_second
+                snapshot[name] = payload[payload_key]
+        if elapsed:
+            add_rates(payload, snapshot, self.baseline, self._rates, elapsed)
         self._pending = snapshot
         return payload
 
     def _payload_of_snapshot(self, snapshot: dict[str, float]) -> dict[str, float]:
         names = self._names
         self._pending = snapshot
-        return {names[key]: value for key, value in snapshot.items()}
-
-    def _add_rates(
-        self, payload: dict[str, float], snapshot: dict[str, float], elapsed: float
-    ) -> None:
-        baseline = self.baseline
-        for name, rated in self._rates:
-            current = snapshot.get(name)
-            if current is not None:
-                per_second = rate(current, baseline.get(name), elapsed)
-                if per_second is not None:
-                    payload[rated] = per_second
+        return {
+            names.get(key) or self._name_key(key): value
+            for key, value in snapshot.items()
+        }
 
     def commit(self, now: float) -> None:
         """Record the payload last returned by :meth:`evaluate` as delivered at ``now``."""
@@ -575,8 +558,8 @@ class Watch:
             rate_key = None if known is None else self._prefix + known
             if rate_key is not None:
                 self._rates += ((name, rate_key),)
-            if rate_key is not None or name == self.spec.step_key:
-                self._kept += ((name, payload_key, rate_key),)
+                if name != self.spec.step_key:
+                    self._kept += ((name, payload_key),)
         return payload_key
 
     def _is_due(self, raw: Any, now: float, first_poll: bool) -> bool:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 from rlpulse.runtime.deadline import Deadline, check_timeout
 from rlpulse.runtime.delivery import Delivery
-from rlpulse.runtime.poller import Poller, Round
+from rlpulse.runtime.poller import Poller, Round, run_final
 from rlpulse.runtime.reporting import Reporter
 from rlpulse.runtime.supervision import Supervision
 from rlpulse.runtime.watchdog import Watchdog
@@ -24,7 +24,7 @@ from rlpulse.watch import Watch
 
 __all__ = ["Engine"]
 
-_FLUSH_RESERVE_S = 0.1
+_FLUSH_RESERVE_S = 1.0
 """What stop() keeps of its deadline for the sinks' final flush (at most a quarter of it).
 
 Waiting for calls left behind and for final snapshots may take until the
@@ -100,8 +100,9 @@ class Engine:
             failing.discard(watch)
         if payload is None:
             return None
-        wall_time = time.time() if self.delivery.wants_timestamp else 0.0
-        if not self.delivery.deliver((payload, watch.step, wall_time, watch.name)):
+        delivery = self.delivery
+        wall_time = time.time() if delivery.wants_timestamp else 0.0
+        if not delivery.deliver((payload, watch.step, wall_time, watch.name)):
             return None
         watch.commit(now)
         return payload
@@ -194,7 +195,7 @@ class Engine:
         """Stop the polling thread and the watchdog, by ``deadline``."""
         poller, watchdog, self.poller = self.poller, self.watchdog, None
         if poller is not None and watchdog is not None:
-            poller.stop(until=deadline.at)
+            poller.stop(until=self._waits_end(deadline))
             watchdog.stop()
         self.generation += 1
 
@@ -222,37 +223,49 @@ class Engine:
         if error is not None:
             raise error
 
+    def _waits_end(self, deadline: Deadline) -> float:
+        # Waiting for threads and calls ends a little before the deadline,
+        # so that the sinks always have time for their final flush.
+        return deadline.at - min(_FLUSH_RESERVE_S, self.stop_timeout / 4)
+
     def _final_snapshots(self, watches: Sequence[Watch], deadline: Deadline) -> None:
-        # A call left behind within its poll_timeout is waited for first: it
-        # may return in time for its final snapshot.
-        until = deadline.at - min(_FLUSH_RESERVE_S, self.stop_timeout / 4)
+        # The watches whose call is not out get theirs at once; then a call
+        # left behind within its poll_timeout is waited for: it may return
+        # in time for its own.
+        until = self._waits_end(deadline)
         table = self.supervision
-        table.wait_returned(watches, until)
-        for watch in watches:
+        self._final_round([w for w in watches if not table.outstanding(w)], until)
+        late = [watch for watch in watches if table.outstanding(watch)]
+        if not late:
+            return
+        table.wait_returned(late, until)
+        for watch in late:
             if table.outstanding(watch):
                 state = "hung" if table.is_hung(watch) else "outstanding"
                 self.reporter.no_final_snapshot(
                     watch, f"its stats() call is still {state}."
                 )
-        pending = [watch for watch in watches if not table.outstanding(watch)]
-        if not pending:
+        self._final_round([w for w in late if not table.outstanding(w)], until)
+
+    def _final_round(self, watches: list[Watch], until: float) -> None:
+        if not watches:
             return
-        polls = Round(pending, force=True, deadline=until)
+        polls = Round(watches, force=True, deadline=until)
         finisher = Poller(
             poll=self.poll,
-            watches=lambda: pending,
+            watches=lambda: watches,
             interval=self.poll_interval,
-            supervision=table,
+            supervision=self.supervision,
             reporter=self.reporter,
             end_round=self.delivery.end_round,
             on_hung=self.reporter.hung_at_stop,
         )
         watchdog = Watchdog(finisher)
-        finisher.run_final(polls, watchdog.check, watchdog.period())
+        run_final(finisher, polls, watchdog.check, watchdog.period())
         if polls.error is not None:
             raise polls.error  # on_error="raise": the first failure ends them
         for watch in polls.unfinished:
-            if not table.outstanding(watch):
+            if not self.supervision.outstanding(watch):
                 self.reporter.no_final_snapshot(
                     watch, f"stop_timeout={self.stop_timeout}s ran out first."
                 )

@@ -25,7 +25,7 @@ from rlpulse.runtime.reporting import Reporter
 from rlpulse.runtime.supervision import Supervision
 from rlpulse.watch import Watch
 
-__all__ = ["Poller", "Round"]
+__all__ = ["Poller", "Round", "run_final"]
 
 # Who settled a call: the polling thread (it returned) or the watchdog.
 _DONE = "done"
@@ -141,8 +141,6 @@ class Poller:
         self._exited = threading.Event()
         self._next_tick = 0.0
 
-    # -- control ----------------------------------------------------------
-
     def start(self) -> None:
         """Start the polling thread: its first round one interval from now."""
         self._next_tick = time.monotonic() + self.interval
@@ -150,9 +148,8 @@ class Poller:
 
     @property
     def alive(self) -> bool:
-        """Whether a thread is polling."""
-        thread = self._thread
-        return thread is not None and thread.is_alive()
+        """Whether a thread is polling (or about to: one handed a round has not started yet)."""
+        return self._thread is not None and not self._exited.is_set()
 
     def is_polling_thread(self) -> bool:
         """Whether the calling thread is this poller's live polling thread."""
@@ -175,13 +172,15 @@ class Poller:
         self._waiters.pop(watch, None)
 
     def stop(self, until: float) -> bool:
-        """Stop polling; wait for the polling thread until monotonic time ``until``.
+        """Stop polling, by monotonic time ``until``; return whether the polling thread ended in time.
 
-        Returns whether it ended in time; if not, it is given up on and the
-        watch it was polling is marked hung.
+        A provider call under way is left behind, not waited for (its
+        watch's final snapshot waits for it). A thread that does not end in
+        time is given up on, and the watch it was polling marked hung.
         """
         self._stopping = True
         self._wake.set()
+        self._leave_current_behind()
         ended = self.is_polling_thread() or self._exited.wait(
             max(0.0, until - time.monotonic())
         )
@@ -190,29 +189,24 @@ class Poller:
         self._finish()
         return ended
 
-    def run_final(
-        self, polls: Round, check: Callable[[Round], None], period: float
-    ) -> None:
-        """Poll a forced round on a fresh thread, supervised from this one by ``check`` every ``period`` seconds.
+    def _leave_current_behind(self) -> None:
+        with self.supervision.lock:
+            polls = self.active
+            if polls is None or polls.force:
+                return
+            if self._give_up(polls, polls.current, since=time.monotonic(), hung=False):
+                polls.thread = self._thread = None
+                self._exited.set()  # nothing polls on: the thread left is in its call
 
-        Returns when the round is done or at its deadline; watches not
-        reached remain in ``polls.unfinished``.
-        """
+    def spawn_final(self, polls: Round) -> None:
+        """Poll a forced round on a fresh thread of its own (see :func:`run_final`)."""
         self._spawn(polls, one_shot=True)
-        while not polls.done.wait(min(period, 0.05)):
-            check(polls)
-            if time.monotonic() >= polls.deadline:
-                self.abandon_active()
-                break
-        self.active = None
 
     def _finish(self) -> None:
         self._thread = None
         for polls in self._requests:
             polls.done.set()
         self._requests.clear()
-
-    # -- the polling thread -----------------------------------------------
 
     def _spawn(
         self, polls: Round | None, *, one_shot: bool = False, live: bool = False
@@ -251,7 +245,9 @@ class Poller:
                 self._wake.clear()
                 continue
             while self._requests:
-                if not self._execute(self._requests.popleft()):
+                request = self._requests.popleft()
+                request.thread = me
+                if not self._execute(request):
                     return
             if self._stopping or time.monotonic() < self._next_tick:
                 continue
@@ -260,6 +256,7 @@ class Poller:
                 self._late_error = None
                 raise error
             tick = Round(self.watches(), force=False, awaited=False)
+            tick.thread = me
             if not self._execute(tick):
                 return
             if tick.error is not None:
@@ -269,7 +266,6 @@ class Poller:
     def _execute(self, polls: Round) -> bool:
         """Poll the rest of ``polls``; False when this thread was left behind meanwhile."""
         me = threading.current_thread()
-        polls.thread = me
         self.active = polls
         started = time.monotonic()
         logged: dict[str, dict[str, float]] | None = (
@@ -308,6 +304,8 @@ class Poller:
         left = self.supervision.left
         overruns = self.supervision.overruns
         waiters = self._waiters
+        # A timed round ends early once stop() is called: finals follow.
+        timed = polls.done is _UNAWAITED
         now = time.monotonic()
         index = -1
         try:
@@ -319,20 +317,20 @@ class Poller:
                     continue
                 if now < watch.next_due and not force:
                     continue
-                if time.monotonic() >= polls.deadline:
+                if polls.thread is not me:
+                    return True  # given up on: the rest is left undone
+                if time.monotonic() >= polls.deadline or (self._stopping and timed):
                     break
                 polls.index = index + 1
                 polls.current = watch
                 counted[0] += 1
                 payload = poll(watch, force)
-                polls.current = None
                 if payload is not None:
                     counted[1] += 1
                 if claim(index, _DONE) is not _DONE:
-                    self._resume(watch)
+                    self._resume(watch)  # left behind: the round went on
                     return True
-                if polls.thread is not me:
-                    return True  # given up on: the rest is left undone
+                polls.current = None
                 if overruns:
                     overruns.pop(watch, None)  # in time: the streak ends
                 if waiters:
@@ -363,8 +361,6 @@ class Poller:
             self.supervision.returned(watch)
         watch.schedule_next()
 
-    # -- hand-over, called by the watchdog --------------------------------
-
     def leave_behind(
         self, polls: Round, watch: Watch, *, since: float, hung: bool
     ) -> None:
@@ -373,27 +369,47 @@ class Poller:
         ``hung``: the call has overrun its ``poll_timeout`` (else it only
         held the round up for its hand-over delay).
         """
-        table = self.supervision
-        with table.lock:
-            if polls.finished or not polls.give_up_on(watch):
-                return
-            if hung:
-                self.on_hung(watch, table.mark_hung(watch))
-            else:
-                table.leave_behind(watch, since)
-            polls.current = None
-            self._release(watch)
-            self._spawn(polls, one_shot=polls.force, live=not polls.force)
+        with self.supervision.lock:
+            if self._give_up(polls, watch, since=since, hung=hung):
+                self._spawn(polls, one_shot=polls.force, live=not polls.force)
 
     def abandon_active(self) -> None:
         """Give up on the round being polled: its thread stops after its call, which is marked hung."""
-        table = self.supervision
-        with table.lock:
+        with self.supervision.lock:
             polls = self.active
-            if polls is None:
-                return
-            polls.thread = None
-            watch = polls.current
-            if watch is not None and polls.give_up_on(watch):
-                self.on_hung(watch, table.mark_hung(watch))
-                polls.current = None
+            if polls is not None:
+                polls.thread = None
+                self._give_up(polls, polls.current, since=0.0, hung=True)
+
+    def _give_up(
+        self, polls: Round, watch: Watch | None, *, since: float, hung: bool
+    ) -> bool:
+        # Under the table's lock: claim polls's call of watch abandoned
+        # (False when it returned first) and record it left behind, or hung.
+        if watch is None or polls.finished or not polls.give_up_on(watch):
+            return False
+        table = self.supervision
+        if hung:
+            self.on_hung(watch, table.mark_hung(watch))
+        else:
+            table.leave_behind(watch, since)
+        polls.current = None
+        self._release(watch)
+        return True
+
+
+def run_final(
+    poller: Poller, polls: Round, check: Callable[[Round], None], period: float
+) -> None:
+    """Poll a forced round on a fresh thread, supervised from this one by ``check`` every ``period`` seconds.
+
+    Returns when the round is done or at its deadline; watches not reached
+    remain in ``polls.unfinished``.
+    """
+    poller.spawn_final(polls)
+    while not polls.done.wait(min(period, 0.05)):
+        check(polls)
+        if time.monotonic() >= polls.deadline:
+            poller.abandon_active()
+            break
+    poller.active = None
