@@ -306,6 +306,7 @@ class Poller:
         waiters = self._waiters
         # A timed round ends early once stop() is called: finals follow.
         timed = polls.done is _UNAWAITED
+        bounded = polls.deadline != math.inf  # only final rounds have a deadline
         now = time.monotonic()
         index = -1
         try:
@@ -319,7 +320,9 @@ class Poller:
                     continue
                 if polls.thread is not me:
                     return True  # given up on: the rest is left undone
-                if time.monotonic() >= polls.deadline or (self._stopping and timed):
+                if self._stopping and timed:
+                    break
+                if bounded and time.monotonic() >= polls.deadline:
                     break
                 polls.index = index + 1
                 polls.current = watch
