@@ -11,7 +11,7 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -19,17 +19,9 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from torchrl.record.loggers import TensorboardLogger
 
 from rlpulse import LoggerMonitor, SQLiteLogger, read
+from test_reliability import Blocking, Source, wait_until
 
 pytestmark = pytest.mark.timeout(60)
-
-
-class Source:
-    def __init__(self) -> None:
-        self.frames = 0
-
-    def stats(self) -> dict[str, float]:
-        self.frames += 1
-        return {"frames": self.frames}
 
 
 class AlwaysFailing:
@@ -67,15 +59,6 @@ def fast_thread_switches() -> Iterator[None]:
         yield
     finally:
         sys.setswitchinterval(before)
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.005)
-    return condition()
 
 
 @pytest.mark.usefixtures("fast_thread_switches")
@@ -141,21 +124,6 @@ def test_a_hung_sink_listed_first_keeps_neither_sqlite_nor_tensorboard_from_its_
     assert charted[-1] == final_frames
 
 
-class Blocking:
-    """A source whose stats() blocks, from its second call, until released or for ``seconds``."""
-
-    def __init__(self, seconds: float | None = None) -> None:
-        self.release = threading.Event()
-        self.seconds = seconds
-        self.calls = 0
-
-    def stats(self) -> dict[str, float]:
-        self.calls += 1
-        if self.calls > 1:
-            self.release.wait(self.seconds)
-        return {"frames": self.calls}
-
-
 class Discard:
     def log_metrics(
         self, metrics: Mapping[str, float], step: int | None = None
@@ -168,7 +136,7 @@ def test_a_slow_call_returning_late_does_not_hide_a_hang_after_it(
 ) -> None:
     # The slow call is left behind after one poll interval; the hang that
     # the round meets next must still be noticed when the slow call returns.
-    slow, hung = Blocking(seconds=0.7), Blocking()
+    slow, hung = Blocking(seconds=0.7, block_after=1), Blocking(block_after=1)
     monitor = LoggerMonitor(Discard(), poll_interval=0.5, poll_timeout=1.5)
     monitor.watch(slow, name="slow")
     monitor.watch(hung, name="hung")
