@@ -60,3 +60,67 @@ def test_a_full_queue_drops_the_oldest_and_counts_it() -> None:
     queue.wake()
     assert queue.close(deadline=time.monotonic() + 5) is None
     assert recorder.steps == [3, 4]
+
+
+class _BatchRecorder:
+    """A sink with log_batch: it records each call's payloads."""
+
+    def __init__(self, seconds: float = 0.0) -> None:
+        self.seconds = seconds
+        self.batches: list[
+            list[tuple[Mapping[str, float], int | None, float | None]]
+        ] = []
+
+    def log_metrics(
+        self, metrics: Mapping[str, float], step: int | None = None
+    ) -> None:
+        raise AssertionError("a sink with log_batch gets batches")
+
+    def log_batch(
+        self, payloads: list[tuple[Mapping[str, float], int | None, float | None]]
+    ) -> None:
+        self.batches.append(list(payloads))
+        time.sleep(self.seconds)
+
+
+def test_a_sink_with_log_batch_gets_everything_pending_in_one_call() -> None:
+    recorder = _BatchRecorder()
+    queue = SinkQueue(Sink(recorder), size=16)
+    for step in range(4):
+        queue.put(({"w/x": float(step)}, step, 100.0 + step, "w"))
+    queue.start()
+    queue.wake()
+    assert queue.close(deadline=time.monotonic() + 5) is None
+    # Without a timestamp keyword on log_metrics, the payloads carry none.
+    assert recorder.batches == [[({"w/x": float(s)}, s, None) for s in range(4)]]
+
+
+def test_a_failing_batch_is_one_failure_and_the_next_batch_is_sent() -> None:
+    failures: list[str] = []
+
+    class FailsOnce(_BatchRecorder):
+        def log_batch(
+            self, payloads: list[tuple[Mapping[str, float], int | None, float | None]]
+        ) -> None:
+            super().log_batch(payloads)
+            if len(self.batches) == 1:
+                raise OSError("disk full")
+
+    recorder = FailsOnce()
+    queue = SinkQueue(
+        Sink(recorder),
+        size=16,
+        on_failure=lambda sink, watch, error: failures.append(f"{watch}: {error}"),
+    )
+    queue.start()
+    try:
+        queue.put(({"w/x": 1.0}, 1, 0.0, "w"))
+        queue.wake()
+        _wait_for(lambda: len(recorder.batches) == 1)
+        queue.put(({"w/x": 2.0}, 2, 0.0, "w"))
+        queue.wake()
+        _wait_for(lambda: len(recorder.batches) == 2)
+    finally:
+        assert queue.close(deadline=time.monotonic() + 5) is None
+    assert failures == ["w: disk full"]
+    assert [[step for _, step, _ in batch] for batch in recorder.batches] == [[1], [2]]

@@ -149,3 +149,50 @@ def test_a_slow_call_returning_late_does_not_hide_a_hang_after_it(
         hung.release.set()
     assert monitor.stats()["timeouts"] >= 1
     assert any("skipped watch 'hung'" in r.getMessage() for r in caplog.records)
+
+
+class Batches:
+    """A sink with log_batch that records each batch's size and takes ``seconds`` per call."""
+
+    def __init__(self, seconds: float = 0.0) -> None:
+        self.seconds = seconds
+        self.sizes: list[int] = []
+
+    def log_metrics(
+        self, metrics: Mapping[str, float], step: int | None = None
+    ) -> None:
+        raise AssertionError("a sink with log_batch gets batches")
+
+    def log_batch(self, payloads: list[object]) -> None:
+        self.sizes.append(len(payloads))
+        time.sleep(self.seconds)
+
+
+def test_batches_grow_when_the_sink_is_slower_than_the_polls() -> None:
+    busy = Batches(seconds=0.05)
+    monitor = LoggerMonitor(busy, poll_interval=0.005, queue_size=10_000)
+    for index in range(20):
+        monitor.watch(Source(), name=f"w{index}")
+    with monitor:
+        assert wait_until(lambda: sum(busy.sizes) >= 400)
+    assert monitor.stats()["dropped"] == 0
+    assert max(busy.sizes) > 20  # several rounds' payloads in one call
+    assert sum(busy.sizes) == monitor.stats()["logged"]  # none lost
+
+
+def test_under_light_load_a_batch_is_one_payload_and_sqlite_keeps_them_all(
+    tmp_path: Path,
+) -> None:
+    quick = Batches()
+    store = SQLiteLogger(tmp_path / "light.sqlite")
+    monitor = LoggerMonitor([quick, store], poll_interval=0.2)
+    source = Source()
+    monitor.watch(source, name="source")
+    try:
+        with monitor:
+            assert wait_until(lambda: source.frames >= 5)
+        frames = [r.value for r in read(store.path) if r.name == "source/frames"]
+    finally:
+        store.close()
+    assert set(quick.sizes) == {1}
+    assert frames == [float(n) for n in range(1, source.frames + 1)]

@@ -12,6 +12,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 from rlpulse.runtime.sinks import Sink
 
@@ -136,36 +137,15 @@ class SinkQueue:
 
     def _send_loop(self) -> None:
         pending = self.pending
-        popleft = pending.popleft
-        release = self.delivered.append
         sink = self.sink
-        log_metrics = sink.log_metrics
-        wants_timestamp = sink.wants_timestamp
-        on_failure = self._on_failure
-        on_success = self._on_success
         while True:
             self._wakeup.wait()
             self._wakeup.clear()
-            # This loop runs once per payload per sink, competing with the
-            # polling thread for the GIL: it calls the sink directly, reads
-            # only what the call needs, and reports a success only when it
-            # ends a failure streak.
             while pending:
-                item = popleft()
-                release(item)
-                try:
-                    if wants_timestamp:
-                        log_metrics(item[0], step=item[1], timestamp=item[2])
-                    else:
-                        log_metrics(item[0], step=item[1])
-                except Exception as err:
-                    if self._abandoned:
-                        return
-                    if on_failure is not None:
-                        on_failure(sink, item[3], err)
-                    continue
-                if sink.failing and on_success is not None:
-                    on_success(sink)
+                if sink.log_batch is not None:
+                    self._send_batch(sink.log_batch)
+                else:
+                    self._send_each()
                 if self._abandoned:
                     return
             if self._abandoned:
@@ -177,3 +157,58 @@ class SinkQueue:
                     if self._on_failure is not None:
                         self._on_failure(sink, "", err)
                 return
+
+    def _send_each(self) -> None:
+        # This loop runs once per payload, competing with the polling thread
+        # for the GIL: it calls the sink directly, reads only what the call
+        # needs, and reports a success only when it ends a failure streak.
+        pending = self.pending
+        popleft = pending.popleft
+        release = self.delivered.append
+        sink = self.sink
+        log_metrics = sink.log_metrics
+        wants_timestamp = sink.wants_timestamp
+        while pending:
+            item = popleft()
+            release(item)
+            try:
+                if wants_timestamp:
+                    log_metrics(item[0], step=item[1], timestamp=item[2])
+                else:
+                    log_metrics(item[0], step=item[1])
+            except Exception as err:
+                if self._abandoned:
+                    return
+                self._failed(item[3], err)
+                continue
+            self._succeeded()
+            if self._abandoned:
+                return
+
+    def _send_batch(self, log_batch: Callable[..., Any]) -> None:
+        # Everything pending in one call: under light load one payload (no
+        # added latency), under heavy load as many as have queued up.
+        pending = self.pending
+        popleft = pending.popleft
+        batch: list[Item] = []
+        while pending:
+            batch.append(popleft())
+        self.delivered.extend(batch)
+        stamped = self.sink.wants_timestamp
+        try:
+            log_batch(
+                [(item[0], item[1], item[2] if stamped else None) for item in batch]
+            )
+        except Exception as err:
+            if not self._abandoned:
+                self._failed(batch[0][3], err)
+            return
+        self._succeeded()
+
+    def _failed(self, watch_name: str, err: Exception) -> None:
+        if self._on_failure is not None:
+            self._on_failure(self.sink, watch_name, err)
+
+    def _succeeded(self) -> None:
+        if self.sink.failing and self._on_success is not None:
+            self._on_success(self.sink)

@@ -3,7 +3,10 @@
 Any object with ``log_metrics(metrics, step=None)`` is a sink (every TorchRL
 logger is); one with only ``log_scalar(name, value, step=None)`` gets one
 call per metric. A sink whose ``log_metrics`` takes a ``timestamp`` keyword
-receives the wall-clock time of the poll that produced the payload.
+receives the wall-clock time of the poll that produced the payload. A sink
+with ``log_batch(payloads)`` gets everything pending in its queue in one
+call, each payload a ``(metrics, step, timestamp)`` triple (background mode;
+manual mode calls ``log_metrics``).
 """
 
 from __future__ import annotations
@@ -30,12 +33,25 @@ class Sink:
         [('rb/size', 3.0, 7)]
     """
 
-    __slots__ = ("failing", "log_metrics", "name", "target", "wants_timestamp")
+    __slots__ = (
+        "failing",
+        "log_batch",
+        "log_metrics",
+        "name",
+        "target",
+        "wants_timestamp",
+    )
 
     def __init__(self, target: Any) -> None:
         self.target = target
         self.name = type(target).__name__
         self.failing = False
+        # A sink's optional log_batch(payloads): the sender hands it all
+        # that is pending at once, each payload (metrics, step, timestamp).
+        log_batch = getattr(target, "log_batch", None)
+        self.log_batch: Callable[..., Any] | None = (
+            log_batch if callable(log_batch) else None
+        )
         log_metrics = getattr(target, "log_metrics", None)
         if callable(log_metrics):
             self.log_metrics: Callable[..., Any] = log_metrics
