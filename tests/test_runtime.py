@@ -196,3 +196,27 @@ def test_under_light_load_a_batch_is_one_payload_and_sqlite_keeps_them_all(
         store.close()
     assert set(quick.sizes) == {1}
     assert frames == [float(n) for n in range(1, source.frames + 1)]
+
+
+def _context_switches(thread: threading.Thread) -> int:
+    status = Path(f"/proc/self/task/{thread.native_id}/status").read_text()
+    return sum(
+        int(line.split()[1]) for line in status.splitlines() if "ctxt_switches" in line
+    )
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc")
+def test_no_thread_wakes_while_the_monitor_has_nothing_to_do() -> None:
+    # A short poll_timeout makes the watchdog check every few milliseconds
+    # while a round runs; between rounds a minute apart it must sleep.
+    monitor = LoggerMonitor(Discard(), poll_interval=60, poll_timeout=0.01)
+    monitor.watch(Source(), name="source")
+    with monitor:
+        time.sleep(0.2)  # the first round is a minute away: all idle
+        threads = [t for t in threading.enumerate() if t.name.startswith("rlpulse-")]
+        assert {t.name for t in threads} >= {"rlpulse-poller", "rlpulse-watchdog"}
+        before = {t.name: _context_switches(t) for t in threads}
+        time.sleep(0.5)
+        woke = {t.name: _context_switches(t) - before[t.name] for t in threads}
+    # A watchdog checking every 3 ms would have woken about 150 times.
+    assert max(woke.values()) <= 5, woke

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 from rlpulse.runtime.deadline import Deadline, check_timeout
 from rlpulse.runtime.delivery import Delivery
-from rlpulse.runtime.poller import Poller, Round, run_final
+from rlpulse.runtime.poller import Poller, Round, poll_final
 from rlpulse.runtime.reporting import Reporter
 from rlpulse.runtime.supervision import Supervision
 from rlpulse.runtime.watchdog import Watchdog
@@ -261,7 +261,7 @@ class Engine:
             on_hung=self.reporter.hung_at_stop,
         )
         watchdog = Watchdog(finisher)
-        run_final(finisher, polls, watchdog.check, watchdog.period())
+        poll_final(finisher, polls, watchdog.check, watchdog.period())
         if polls.error is not None:
             raise polls.error  # on_error="raise": the first failure ends them
         for watch in polls.unfinished:

@@ -25,7 +25,7 @@ from rlpulse.runtime.reporting import Reporter
 from rlpulse.runtime.supervision import Supervision
 from rlpulse.watch import Watch
 
-__all__ = ["Poller", "Round", "run_final"]
+__all__ = ["Poller", "Round", "poll_final"]
 
 # Who settled a call: the polling thread (it returned) or the watchdog.
 _DONE = "done"
@@ -129,6 +129,8 @@ class Poller:
         self.on_hung = on_hung
         self._stopping = False
         self._wake = threading.Event()
+        # Set when a round starts: the watchdog sleeps while no round runs.
+        self.busy = threading.Event()
         self._requests: deque[Round] = deque()
         # The round being polled, for the watchdog.
         self.active: Round | None = None
@@ -199,7 +201,7 @@ class Poller:
                 self._exited.set()  # nothing polls on: the thread left is in its call
 
     def spawn_final(self, polls: Round) -> None:
-        """Poll a forced round on a fresh thread of its own (see :func:`run_final`)."""
+        """Poll a forced round on a fresh thread of its own (see :func:`poll_final`)."""
         self._spawn(polls, one_shot=True)
 
     def _finish(self) -> None:
@@ -267,6 +269,7 @@ class Poller:
         """Poll the rest of ``polls``; False when this thread was left behind meanwhile."""
         me = threading.current_thread()
         self.active = polls
+        self.busy.set()
         started = time.monotonic()
         logged: dict[str, dict[str, float]] | None = (
             None if polls.done is _UNAWAITED else polls.logged
@@ -401,7 +404,7 @@ class Poller:
         return True
 
 
-def run_final(
+def poll_final(
     poller: Poller, polls: Round, check: Callable[[Round], None], period: float
 ) -> None:
     """Poll a forced round on a fresh thread, supervised from this one by ``check`` every ``period`` seconds.

@@ -27,6 +27,7 @@ class Watchdog:
     def __init__(self, poller: Poller) -> None:
         self._poller = poller
         self._wake = threading.Event()
+        self._stopping = False
         # What the watchdog last saw: (round, watch, first seen at).
         self._seen: tuple[Round, Watch, float] | None = None
         # The check period, and the watches it was computed for.
@@ -43,7 +44,9 @@ class Watchdog:
 
     def stop(self) -> None:
         """Stop supervising; wait (briefly) for the thread to end."""
+        self._stopping = True
         self._wake.set()
+        self._poller.busy.set()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(1.0)
@@ -69,8 +72,17 @@ class Watchdog:
         return self._period
 
     def _loop(self) -> None:
-        while not self._wake.wait(self.period()):
-            polls = self._poller.active
+        poller = self._poller
+        while not self._stopping:
+            polls = poller.active
+            if polls is None and not poller.supervision.left:
+                # Nothing to watch: sleep until a round starts.
+                poller.busy.wait()
+                poller.busy.clear()
+                continue
+            if self._wake.wait(self.period()):
+                return
+            polls = poller.active
             if polls is not None:
                 self.check(polls)
             self._check_left_behind()
