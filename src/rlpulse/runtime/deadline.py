@@ -15,31 +15,20 @@ __all__ = ["Deadline", "check_timeout"]
 
 
 class Deadline:
-    """A point in monotonic time: ``seconds`` from now (``None``: never).
+    """A point in monotonic time, :attr:`at`: ``seconds`` from now (``None``: never).
 
     Examples:
-        >>> deadline = Deadline(5.0)
-        >>> 4.9 < deadline.remaining() <= 5.0, deadline.expired
-        (True, False)
-        >>> Deadline(None).remaining()
-        inf
-        >>> Deadline(0.0).expired
+        >>> import time
+        >>> 4.9 < Deadline(5.0).at - time.monotonic() <= 5.0
         True
+        >>> Deadline(None).at
+        inf
     """
 
     __slots__ = ("at",)
 
     def __init__(self, seconds: float | None) -> None:
         self.at = math.inf if seconds is None else time.monotonic() + seconds
-
-    def remaining(self) -> float:
-        """Seconds left, never negative."""
-        return max(0.0, self.at - time.monotonic())
-
-    @property
-    def expired(self) -> bool:
-        """Whether the deadline has passed."""
-        return time.monotonic() >= self.at
 
 
 def check_timeout(name: str, value: float | None) -> None:

@@ -164,11 +164,8 @@ class Poller:
 
     def wait_done_with(self, watch: Watch, timeout: float) -> None:
         """Wait until the polling thread is not polling ``watch``, or left its call behind."""
-        active = self.active
-        if active is None or active.current is not watch:
-            return
         waiter = self._waiters.setdefault(watch, threading.Event())
-        active = self.active
+        active = self.active  # read after the waiter is known: no lost release
         if active is not None and active.current is watch:
             waiter.wait(timeout)
         self._waiters.pop(watch, None)

@@ -112,11 +112,6 @@ class Supervision:
         self.hung.discard(watch)
         self._returned.notify_all()
 
-    def waiting(self) -> list[Watch]:
-        """The watches whose call is outstanding but not (yet) hung."""
-        with self.lock:
-            return [watch for watch in self.left if watch not in self.hung]
-
     def wait_returned(self, watches: Iterable[Watch], until: float) -> None:
         """Wait, until monotonic time ``until``, for the calls of ``watches`` left behind within their ``poll_timeout``.
 
