@@ -124,3 +124,28 @@ def test_a_failing_batch_is_one_failure_and_the_next_batch_is_sent() -> None:
         assert queue.close(deadline=time.monotonic() + 5) is None
     assert failures == ["w: disk full"]
     assert [[step for _, step, _ in batch] for batch in recorder.batches] == [[1], [2]]
+
+
+def test_one_drop_warning_per_streak_that_ends_with_a_round_without_drops() -> None:
+    warned: list[int] = []
+    queue = SinkQueue(
+        Sink(_Recorder()),
+        size=2,
+        on_drop=lambda q: None if q.dropping else warned.append(q.dropped),
+    )
+
+    def round_of(payloads: int) -> None:
+        for step in range(payloads):
+            queue.put(({"w/x": 1.0}, step, 0.0, "w"))
+        queue.wake()  # the sender is not started: nothing drains
+
+    round_of(3)  # the first drop starts a streak: one warning
+    queue.pending.clear()  # a sender took a batch: room, but no recovery
+    round_of(3)
+    round_of(3)
+    assert warned == [1]
+    queue.pending.clear()
+    round_of(1)  # a round without a drop ends the streak
+    round_of(3)
+    assert warned == [1, 6]  # the second streak's first drop is the sixth
+    assert queue.dropped == 7

@@ -60,7 +60,9 @@ class SinkQueue:
         # the other core and back at every reuse.
         self.delivered: deque[Item] = deque()
         self.dropped = 0
+        # In a drop streak (one warning a streak), and whether this round dropped.
         self.dropping = False
+        self._dropped_this_round = False
         self._on_failure = on_failure
         self._on_success = on_success
         self._on_drop = on_drop
@@ -80,9 +82,6 @@ class SinkQueue:
     def put(self, item: Item) -> None:
         """Queue ``item``, dropping the oldest pending one when full."""
         pending = self.pending
-        if len(pending) < self.size and not self.dropping:
-            pending.append(item)
-            return
         if len(pending) >= self.size:
             try:
                 pending.popleft()
@@ -90,16 +89,23 @@ class SinkQueue:
                 pass
             else:
                 self.dropped += 1
+                self._dropped_this_round = True
                 if self._on_drop is not None:
                     self._on_drop(self)
                 self.dropping = True
-        elif self.dropping:
-            self.dropping = False
         pending.append(item)
 
     def wake(self) -> None:
-        """Tell the sender there is work (once per poll, not per payload); free what it delivered."""
+        """Tell the sender there is work (once per round, not per payload); free what it delivered.
+
+        A drop streak ends with the first round that drops nothing: under
+        sustained overload the queue has room now and then (the sender
+        takes all it holds at once), which is no recovery.
+        """
         self.delivered.clear()
+        if not self._dropped_this_round:
+            self.dropping = False
+        self._dropped_this_round = False
         if self.pending:
             self._wakeup.set()
 
