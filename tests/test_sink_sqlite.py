@@ -328,18 +328,19 @@ def test_run_that_is_not_a_non_empty_string_raises(tmp_path: Path, run: object) 
 
 
 def test_a_batch_of_payloads_is_read_back_in_order(tmp_path: Path) -> None:
+    # 3,001 metrics: more than one INSERT statement holds.
     path = tmp_path / "metrics.db"
-    many = {f"collector/metric_{index}": float(index) for index in range(300)}
+    many = {f"collector/metric_{index}": float(index) for index in range(1500)}
     with SQLiteLogger(path, run="r") as sink:
         sink.log_batch(
             [(many, 1, 1.0), ({"buffer/size": 5.0}, None, 2.0), (many, 2, 3.0)]
         )
 
     records = list(read(path, run="r"))
-    assert len(records) == 601
+    assert len(records) == 3001
     assert records[0] == Record(1.0, 1, "collector/metric_0", 0.0)
-    assert records[300] == Record(2.0, None, "buffer/size", 5.0)
-    assert records[-1] == Record(3.0, 2, "collector/metric_299", 299.0)
+    assert records[1500] == Record(2.0, None, "buffer/size", 5.0)
+    assert records[-1] == Record(3.0, 2, "collector/metric_1499", 1499.0)
 
 
 def test_a_batch_that_fails_part_way_stores_none_of_its_payloads(
@@ -348,11 +349,11 @@ def test_a_batch_that_fails_part_way_stores_none_of_its_payloads(
     path = tmp_path / "metrics.db"
     with SQLiteLogger(path, run="r") as sink:
         sink.log_metrics({"buffer/size": 1.0}, step=1, timestamp=1.0)
-        # SQLite integers are 64-bit: the second payload's step cannot be stored.
+        # SQLite integers are 64-bit: the last payload's step cannot be
+        # stored, in a later INSERT statement than the first payload's.
+        many = {f"buffer/metric_{index}": 2.0 for index in range(2500)}
         with pytest.raises(OverflowError):
-            sink.log_batch(
-                [({"buffer/size": 2.0}, 2, 2.0), ({"buffer/size": 3.0}, 2**63, 3.0)]
-            )
+            sink.log_batch([(many, 2, 2.0), ({"buffer/size": 3.0}, 2**63, 3.0)])
         sink.log_metrics({"buffer/size": 4.0}, step=4, timestamp=4.0)
 
     assert [record.value for record in read(path, run="r")] == [1.0, 4.0]

@@ -1,4 +1,4 @@
-"""The embedded default store: every payload one committed SQLite transaction."""
+"""The embedded default store: every call (one payload or a batch) one committed SQLite transaction."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from rlpulse.sinks.base import BaseSink, Payload
 
 __all__ = ["SQLiteLogger"]
 
-# Payloads are stored with one multi-row INSERT per this many metrics; the
-# parameter count stays below 999, the smallest limit SQLite builds allow.
-_METRICS_PER_STATEMENT = 400
+# A batch is stored with one multi-row INSERT per this many metrics (of any
+# payloads): 4 parameters a row and one for the run stay below 32,766, the
+# smallest limit of SQLite builds since 3.32 (999 before).
+_ROWS_PER_STATEMENT = 2000 if sqlite3.sqlite_version_info >= (3, 32) else 240
 _METRICS_COLUMNS = {"run", "wall_time", "step", "name", "value"}
 
 
@@ -29,7 +30,8 @@ class SQLiteLogger(BaseSink):
     back with ``rlpulse.read(path, run=...)``; ``rlpulse.read.records.list_runs``
     lists the runs.
 
-    Each ``log_metrics`` call is one transaction, committed before it returns,
+    Each ``log_metrics`` call, and each ``log_batch`` call of the monitor's
+    sender, is one transaction, committed before it returns,
     in WAL mode: other connections and processes can read the file while it is
     written, and a killed process (even ``kill -9``) loses nothing it committed.
     Commits are not synced to disk (``synchronous=NORMAL``), so a power loss or
@@ -58,7 +60,11 @@ class SQLiteLogger(BaseSink):
         # every use of the connection.
         # An absolute path, so that a file named like ":memory:" stays a file.
         self._connection = sqlite3.connect(
-            self.path.absolute(), isolation_level=None, check_same_thread=False
+            self.path.absolute(),
+            isolation_level=None,
+            check_same_thread=False,
+            # Prepared INSERTs of large batches are big: keep a few.
+            cached_statements=16,
         )
         try:
             self._run_id, self.run = self._open_run(self._connection, run)
@@ -126,27 +132,28 @@ class SQLiteLogger(BaseSink):
         ...     with SQLiteLogger(pathlib.Path(tmp) / "metrics.db") as sink:
         ...         sink.log_metrics({"buffer/size": 10.0, "buffer/writes": 4.0})
         """
-        statements = []
-        for metrics, step, wall_time in payloads:
-            payload_columns = (
-                self._run_id,
-                wall_time,
-                None if step is None else int(step),
-            )
-            values = [(name, float(value)) for name, value in metrics.items()]
-            statements += [
-                (payload_columns, values[start : start + _METRICS_PER_STATEMENT])
-                for start in range(0, len(values), _METRICS_PER_STATEMENT)
-            ]
+        rows = [
+            (wall_time, None if step is None else int(step), name, float(value))
+            for metrics, step, wall_time in payloads
+            for name, value in metrics.items()
+        ]
+        # Few statements per batch, not one per payload: each statement
+        # releases the GIL while SQLite runs it, and beside a CPU-bound
+        # thread every release costs a wait of up to the interpreter's
+        # switch interval to get it back.
+        chunks = [
+            rows[start : start + _ROWS_PER_STATEMENT]
+            for start in range(0, len(rows), _ROWS_PER_STATEMENT)
+        ]
         connection = self._connection
-        if len(statements) == 1:
+        if len(chunks) == 1:
             # One statement outside a transaction is a transaction of its own.
-            _insert(connection, *statements[0])
-        elif statements:
+            _insert(connection, self._run_id, chunks[0])
+        elif chunks:
             connection.execute("BEGIN IMMEDIATE")
             try:
-                for payload_columns, values in statements:
-                    _insert(connection, payload_columns, values)
+                for chunk in chunks:
+                    _insert(connection, self._run_id, chunk)
                 connection.execute("COMMIT")
             except BaseException:
                 if connection.in_transaction:
@@ -160,23 +167,21 @@ class SQLiteLogger(BaseSink):
         return f"SQLiteLogger({str(self.path)!r}, run={self.run!r})"
 
 
-@functools.lru_cache(maxsize=64)
-def _insert_statement(metric_count: int) -> str:
-    # ?1..?3 are the payload's run, wall_time and step, bound once; then one
-    # (name, value) pair per metric.
+@functools.lru_cache(maxsize=16)
+def _insert_statement(row_count: int) -> str:
+    # ?1 is the run, bound once; then (wall_time, step, name, value) per row.
     rows = ", ".join(
-        f"(?1, ?2, ?3, ?{4 + 2 * index}, ?{5 + 2 * index})"
-        for index in range(metric_count)
+        f"(?1, ?{2 + 4 * index}, ?{3 + 4 * index}, ?{4 + 4 * index}, ?{5 + 4 * index})"
+        for index in range(row_count)
     )
     return f"INSERT INTO metrics (run, wall_time, step, name, value) VALUES {rows}"
 
 
 def _insert(
     connection: sqlite3.Connection,
-    payload_columns: tuple[int, float, int | None],
-    values: list[tuple[str, float]],
+    run_id: int,
+    rows: list[tuple[float, int | None, str, float]],
 ) -> None:
     connection.execute(
-        _insert_statement(len(values)),
-        (*payload_columns, *itertools.chain.from_iterable(values)),
+        _insert_statement(len(rows)), (run_id, *itertools.chain.from_iterable(rows))
     )
