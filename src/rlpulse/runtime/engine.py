@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from rlpulse.runtime.agenda import Agenda
 from rlpulse.runtime.deadline import Deadline, check_timeout
 from rlpulse.runtime.delivery import Delivery
 from rlpulse.runtime.poller import Poller, Round, poll_final
@@ -53,6 +54,9 @@ class Engine:
         if queue_size < 1:
             raise ValueError(f"queue_size must be at least 1, got {queue_size}.")
         self.watches = watches
+        # Which watches a round calls; only one thread at a time asks (the
+        # polling thread, or an inline step() under the poll lock).
+        self.agenda = Agenda(watches)
         self.delivery = delivery
         self.reporter = reporter
         self.poll_interval = float(poll_interval)
@@ -135,9 +139,9 @@ class Engine:
             started = now = time.monotonic()
             finished = False
             try:
-                for watch in self.watches():
-                    # A time-only schedule that is not due costs no call.
-                    if now < watch.next_due or (left and watch in left):
+                # A time-only schedule that is not due costs no call.
+                for watch in self.agenda.due(now):
+                    if left and watch in left:
                         continue
                     tally[0] += 1
                     payload = self.poll(watch, False)
@@ -179,6 +183,7 @@ class Engine:
             reporter=self.reporter,
             end_round=self.delivery.end_round,
             on_hung=self.reporter.hung,
+            due=self.agenda.due,
         )
         self.poller, self.watchdog = poller, Watchdog(poller)
         poller.start()
@@ -259,6 +264,7 @@ class Engine:
             reporter=self.reporter,
             end_round=self.delivery.end_round,
             on_hung=self.reporter.hung_at_stop,
+            due=lambda now: watches,
         )
         watchdog = Watchdog(finisher)
         poll_final(finisher, polls, watchdog.check, watchdog.period())

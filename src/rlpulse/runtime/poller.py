@@ -103,7 +103,8 @@ class Poller:
     """The polling thread of one background monitor.
 
     ``poll(watch, force)`` polls one watch; ``watches()`` gives the current
-    registration; ``end_round()`` is told of every round that ends and
+    registration, ``due(now)`` the watches a timed round calls;
+    ``end_round()`` is told of every round that ends and
     ``on_hung(watch, overruns)`` of every call marked hung. Each thread
     counts its polls in a tally of ``reporter``, which also holds an error
     raised by a sink that must end polling (``on_error="raise"``).
@@ -119,9 +120,11 @@ class Poller:
         reporter: Reporter,
         end_round: Callable[[], None],
         on_hung: Callable[[Watch, int], None],
+        due: Callable[[float], Sequence[Watch]],
     ) -> None:
         self._poll = poll
         self.watches = watches
+        self._due = due
         self.interval = interval
         self.supervision = supervision
         self._reporter = reporter
@@ -254,7 +257,7 @@ class Poller:
             if error is not None:
                 self._late_error = None
                 raise error
-            tick = Round(self.watches(), force=False, awaited=False)
+            tick = Round(self._due(time.monotonic()), force=False, awaited=False)
             tick.thread = me
             if not self._execute(tick):
                 return
@@ -337,7 +340,7 @@ class Poller:
                 if overruns:
                     overruns.pop(watch, None)  # in time: the streak ends
                 if waiters:
-                    self._release(watch)
+                    _release(waiters, watch)
                 if payload is not None and logged is not None:
                     logged[watch.name] = payload
             else:
@@ -351,11 +354,6 @@ class Poller:
                 return True
             polls.error = err
         return False
-
-    def _release(self, watch: Watch) -> None:
-        waiter = self._waiters.get(watch)
-        if waiter is not None:
-            waiter.set()
 
     def _resume(self, watch: Watch) -> None:
         # A call left behind returned: its watch is polled again. Under the
@@ -397,8 +395,15 @@ class Poller:
         else:
             table.leave_behind(watch, since)
         polls.current = None
-        self._release(watch)
+        _release(self._waiters, watch)
         return True
+
+
+def _release(waiters: dict[Watch, threading.Event], watch: Watch) -> None:
+    # Tell whoever waits for the thread to be done with watch (unwatch()).
+    waiter = waiters.get(watch)
+    if waiter is not None:
+        waiter.set()
 
 
 def poll_final(

@@ -1,0 +1,91 @@
+"""Which watches a round calls: every watch but a time-gated one not yet due, in registration order."""
+
+from __future__ import annotations
+
+from rlpulse import Every, LoggerMonitor
+from rlpulse.runtime.agenda import Agenda
+from rlpulse.watch import Watch
+
+
+def _logged(watch: Watch, now: float) -> None:
+    # What a poll that logs does to the watch's schedule.
+    assert watch.evaluate({"frames": 1}, now=now, force=False) is not None
+    watch.commit(now)
+
+
+def _names(watches: object) -> list[str]:
+    return [watch.name for watch in watches]  # type: ignore[attr-defined]
+
+
+def test_due_watches_come_in_registration_order_whatever_their_due_times() -> None:
+    fast = Watch("fast", provider=dict, schedule=Every.seconds(1))
+    every = Watch("every", provider=dict)
+    slow = Watch("slow", provider=dict, schedule=Every.seconds(10))
+    counted = Watch("counted", provider=dict, schedule=Every.counter("frames", 5))
+    agenda = Agenda(lambda: (slow, every, fast, counted))
+
+    assert _names(agenda.due(0.0)) == ["slow", "every", "fast", "counted"]
+    _logged(slow, 0.0)
+    _logged(fast, 0.0)
+    assert _names(agenda.due(0.5)) == ["every", "counted"]
+    assert _names(agenda.due(1.0)) == ["every", "fast", "counted"]
+    _logged(fast, 1.0)
+    assert _names(agenda.due(10.0)) == ["slow", "every", "fast", "counted"]
+
+
+def test_a_watch_not_logged_when_due_stays_due() -> None:
+    hourly = Watch("hourly", provider=dict, schedule=Every.seconds(3600))
+    agenda = Agenda(lambda: (hourly,))
+    assert _names(agenda.due(0.0)) == ["hourly"]
+    # Its poll failed or was dropped: nothing moved its due time.
+    assert _names(agenda.due(1.0)) == ["hourly"]
+    _logged(hourly, 1.0)
+    assert _names(agenda.due(2.0)) == []
+    assert _names(agenda.due(3601.0)) == ["hourly"]
+
+
+def test_a_new_registration_is_seen_at_the_next_round() -> None:
+    first = Watch("first", provider=dict, schedule=Every.seconds(60))
+    registered: tuple[Watch, ...] = (first,)
+    agenda = Agenda(lambda: registered)
+    _logged(first, 0.0)
+    assert _names(agenda.due(1.0)) == []
+
+    second = Watch("second", provider=dict, schedule=Every.seconds(60))
+    registered = (first, second)
+    assert _names(agenda.due(2.0)) == ["second"]
+    registered = (second,)
+    assert _names(agenda.due(61.0)) == ["second"]
+
+
+def test_a_round_calls_only_the_due_watches_among_ten_thousand() -> None:
+    calls: list[str] = []
+
+    class Source:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def stats(self) -> dict[str, float]:
+            calls.append(self.name)
+            return {"frames": float(len(calls))}
+
+    class Null:
+        def log_metrics(self, metrics: object, step: object = None) -> None:
+            pass
+
+    monitor = LoggerMonitor(Null(), background=False)
+    for index in range(10_000):
+        monitor.watch(
+            Source(f"hourly_{index}"),
+            name=f"hourly_{index}",
+            schedule=Every.seconds(3600),
+        )
+    for index in range(100):
+        monitor.watch(Source(f"every_{index}"), name=f"every_{index}")
+    monitor.step()  # the first poll of every watch
+    calls.clear()
+
+    logged = monitor.step()
+
+    assert calls == [f"every_{index}" for index in range(100)]
+    assert list(logged) == calls
