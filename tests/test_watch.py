@@ -193,3 +193,16 @@ def test_a_nested_step_key_gives_the_step() -> None:
     payload = poll(watch, {"worker_0": {"frames": 12}, "size": 3}, now=0.0)
     assert payload == {"w/worker_0/frames": 12.0, "w/size": 3.0}
     assert watch.step == 12
+
+
+def test_a_schedule_counts_from_when_its_round_was_due_not_from_when_it_ran() -> None:
+    # Every.seconds(1) polled on a 1 s cadence: the round that logged it ran
+    # 4 ms late, the next only 0.1 ms late; it is due all the same.
+    watch = Watch("w", provider=dict, schedule=Every.seconds(1))
+    assert watch.evaluate({"frames": 1}, now=0.004, force=False) is not None
+    watch.commit(now=0.004, scheduled=0.0)
+    assert watch.due_by_clock(1.0001)
+    payload = watch.evaluate({"frames": 3}, now=1.0001, force=False)
+    # Rates still count from when it ran.
+    assert payload is not None
+    assert payload["w/frames_per_second"] == pytest.approx(2 / 0.9961)

@@ -516,12 +516,17 @@ class Watch:
             for key, value in snapshot.items()
         }
 
-    def commit(self, now: float) -> None:
-        """Record the payload last returned by :meth:`evaluate` as delivered at ``now``."""
+    def commit(self, now: float, scheduled: float | None = None) -> None:
+        """Record the payload last returned by :meth:`evaluate` as delivered at ``now``.
+
+        ``scheduled``: when the poller's round was due; the schedule counts
+        from there, so that the next round, however soon after its own due
+        time it starts, finds the watch due. Rates count from ``now``.
+        """
         if self.observations is not None:
             self.observations.reset()
         self.baseline = self._pending
-        self.last_log_time = now
+        self.last_log_time = now if scheduled is None else min(scheduled, now)
         self.has_logged = True
         self.baseline_time = now
         if self.clock_gated:

@@ -83,8 +83,14 @@ class Engine:
 
     # -- one watch --------------------------------------------------------
 
-    def poll(self, watch: Watch, force: bool) -> dict[str, float] | None:
-        """Poll ``watch`` once; return its payload when delivered."""
+    def poll(
+        self, watch: Watch, force: bool, scheduled: float | None = None
+    ) -> dict[str, float] | None:
+        """Poll ``watch`` once; return its payload when delivered.
+
+        ``scheduled``: when the polling thread's round was due (see
+        :meth:`~rlpulse.watch.Watch.commit`).
+        """
         generation = self.generation
         failing = self.reporter.failing
         try:
@@ -108,7 +114,7 @@ class Engine:
         wall_time = time.time() if delivery.wants_timestamp else 0.0
         if not delivery.deliver((payload, watch.step, wall_time, watch.name)):
             return None
-        watch.commit(now)
+        watch.commit(now, scheduled)
         return payload
 
     # -- rounds -----------------------------------------------------------

@@ -31,8 +31,8 @@ __all__ = ["Poller", "Round", "poll_final"]
 _DONE = "done"
 _ABANDONED = "abandoned"
 
-Poll = Callable[[Watch, bool], "dict[str, float] | None"]
-"""Polls one watch (``force``: whatever its schedule says); returns its payload, if logged."""
+Poll = Callable[[Watch, bool, "float | None"], "dict[str, float] | None"]
+"""Polls one watch (``force``: whatever its schedule says; then when its round was due, if on the timer); returns its payload, if logged."""
 
 _UNAWAITED = threading.Event()
 
@@ -56,6 +56,7 @@ class Round:
         "force",
         "index",
         "logged",
+        "scheduled",
         "thread",
         "watches",
     )
@@ -67,10 +68,13 @@ class Round:
         force: bool,
         deadline: float = math.inf,
         awaited: bool = True,
+        scheduled: float | None = None,
     ) -> None:
         self.watches = watches
         self.force = force
         self.deadline = deadline
+        # When a timed round was due (its place in the poller's cadence).
+        self.scheduled = scheduled
         self.index = 0
         # What the round logged, by watch, for whoever awaits it; the
         # thread's own timed (unawaited) rounds keep nothing.
@@ -85,6 +89,15 @@ class Round:
         # Nobody waits for the thread's own timed rounds: they share one
         # event rather than make one per round.
         self.done = threading.Event() if awaited else _UNAWAITED
+
+    @classmethod
+    def timed(
+        cls, watches: Sequence[Watch], scheduled: float, thread: threading.Thread
+    ) -> Round:
+        """The polling ``thread``'s own round, due at ``scheduled``; nobody awaits it."""
+        polls = cls(watches, force=False, awaited=False, scheduled=scheduled)
+        polls.thread = thread
+        return polls
 
     @property
     def unfinished(self) -> list[Watch]:
@@ -188,7 +201,10 @@ class Poller:
         )
         if not ended:
             self.abandon_active()
-        self._finish()
+        self._thread = None
+        for polls in self._requests:
+            polls.done.set()
+        self._requests.clear()
         return ended
 
     def _leave_current_behind(self) -> None:
@@ -203,12 +219,6 @@ class Poller:
     def spawn_final(self, polls: Round) -> None:
         """Poll a forced round on a fresh thread of its own (see :func:`poll_final`)."""
         self._spawn(polls, one_shot=True)
-
-    def _finish(self) -> None:
-        self._thread = None
-        for polls in self._requests:
-            polls.done.set()
-        self._requests.clear()
 
     def _spawn(
         self, polls: Round | None, *, one_shot: bool = False, live: bool = False
@@ -257,13 +267,15 @@ class Poller:
             if error is not None:
                 self._late_error = None
                 raise error
-            tick = Round(self._due(time.monotonic()), force=False, awaited=False)
-            tick.thread = me
+            due_at = self._next_tick
+            tick = Round.timed(self._due(time.monotonic()), due_at, me)
             if not self._execute(tick):
                 return
             if tick.error is not None:
                 raise tick.error
-            self._next_tick = time.monotonic() + self.interval
+            # Keep to the cadence: a busy thread's GIL turn delays each wake-up,
+            # and the delays would add up (a round that overran: at once).
+            self._next_tick = max(due_at + self.interval, time.monotonic())
 
     def _execute(self, polls: Round) -> bool:
         """Poll the rest of ``polls``; False when this thread was left behind meanwhile."""
@@ -302,7 +314,7 @@ class Poller:
         # Returns True when this thread was left behind (or given up on).
         poll = self._poll
         watches = polls.watches
-        force = polls.force
+        force, scheduled = polls.force, polls.scheduled
         claim = polls.claims.setdefault
         left = self.supervision.left
         overruns = self.supervision.overruns
@@ -330,7 +342,7 @@ class Poller:
                 polls.index = index + 1
                 polls.current = watch
                 counted[0] += 1
-                payload = poll(watch, force)
+                payload = poll(watch, force, scheduled)
                 if payload is not None:
                     counted[1] += 1
                 if claim(index, _DONE) is not _DONE:
