@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping
 
@@ -126,10 +127,25 @@ def test_a_failing_batch_is_one_failure_and_the_next_batch_is_sent() -> None:
     assert [[step for _, step, _ in batch] for batch in recorder.batches] == [[1], [2]]
 
 
-def test_one_drop_warning_per_streak_that_ends_with_a_round_without_drops() -> None:
+class _Gated(_BatchRecorder):
+    """A batch recorder whose every call waits for a token of ``gate``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Semaphore(0)
+
+    def log_batch(
+        self, payloads: list[tuple[Mapping[str, float], int | None, float | None]]
+    ) -> None:
+        self.gate.acquire()
+        super().log_batch(payloads)
+
+
+def test_one_drop_warning_per_streak_that_ends_once_the_sender_caught_up() -> None:
     warned: list[int] = []
+    sink = _Gated()
     queue = SinkQueue(
-        Sink(_Recorder()),
+        Sink(sink),
         size=2,
         on_drop=lambda q: None if q.dropping else warned.append(q.dropped),
     )
@@ -137,15 +153,25 @@ def test_one_drop_warning_per_streak_that_ends_with_a_round_without_drops() -> N
     def round_of(payloads: int) -> None:
         for step in range(payloads):
             queue.put(({"w/x": 1.0}, step, 0.0, "w"))
-        queue.wake()  # the sender is not started: nothing drains
+        queue.wake()
 
-    round_of(3)  # the first drop starts a streak: one warning
-    queue.pending.clear()  # a sender took a batch: room, but no recovery
-    round_of(3)
-    round_of(3)
-    assert warned == [1]
-    queue.pending.clear()
-    round_of(1)  # a round without a drop ends the streak
-    round_of(3)
-    assert warned == [1, 6]  # the second streak's first drop is the sixth
-    assert queue.dropped == 7
+    queue.start()
+    try:
+        round_of(1)
+        _wait_for(lambda: not queue.pending)  # the sender is in its call
+        round_of(3)  # the first drop starts a streak: one warning
+        assert warned == [1]
+        sink.gate.release()
+        _wait_for(lambda: not queue.pending)  # it took the next batch at once
+        round_of(3)  # room in the queue was no recovery: no new warning
+        assert warned == [1]
+        sink.gate.release(2)
+        _wait_for(lambda: queue.caught_up)  # it delivered all it was given
+        round_of(1)  # the streak ends
+        _wait_for(lambda: not queue.pending)
+        round_of(3)
+        assert warned == [1, 3]  # the second streak's first drop is the third
+    finally:
+        sink.gate.release(10)
+        assert queue.close(deadline=time.monotonic() + 5) is None
+    assert queue.dropped == 3

@@ -55,7 +55,8 @@ class LoggerMonitor:
         stop_timeout: seconds :meth:`stop` may take, final snapshots and
             draining included; ``None`` means ``max(5, 2 * poll_interval)``.
         queue_size: payloads each sink's queue holds in background mode
-            before the oldest is dropped (default ``1000``).
+            before the oldest is dropped (default ``1000``), and at least
+            one round's: one per watch polled.
 
     Examples:
         >>> class Buffer:

@@ -38,9 +38,11 @@ class Delivery:
         self.wants_timestamp = any(sink.wants_timestamp for sink in self.sinks)
         self._reporter = reporter
         self.queues: tuple[SinkQueue, ...] = ()
+        self._queue_size = 0
 
     def open_queues(self, size: int) -> None:
         """Feed every sink from its own queue of ``size`` payloads from now on."""
+        self._queue_size = size
         self.queues = tuple(
             SinkQueue(
                 sink,
@@ -83,6 +85,12 @@ class Delivery:
         if first_error is not None and self._reporter.on_error == "raise":
             raise first_error
         return delivered
+
+    def hold(self, payloads: int) -> None:
+        """Let every queue hold at least ``payloads``, one round's worth: a round never drops its own."""
+        size = max(self._queue_size, payloads)
+        for queue in self.queues:
+            queue.size = size
 
     def end_round(self) -> None:
         """Wake every sender once: a round of polls has ended."""

@@ -119,6 +119,12 @@ class Engine:
 
     # -- rounds -----------------------------------------------------------
 
+    def due(self, now: float) -> Sequence[Watch]:
+        """The watches a round at ``now`` calls; every sink's queue holds at least that many payloads."""
+        due = self.agenda.due(now)
+        self.delivery.hold(len(due))
+        return due
+
     def step(self) -> dict[str, dict[str, float]]:
         """Poll every watch once; on a polling thread that is alive, on that thread."""
         poller = self.poller
@@ -146,7 +152,7 @@ class Engine:
             finished = False
             try:
                 # A time-only schedule that is not due costs no call.
-                for watch in self.agenda.due(now):
+                for watch in self.due(now):
                     if left and watch in left:
                         continue
                     tally[0] += 1
@@ -189,7 +195,7 @@ class Engine:
             reporter=self.reporter,
             end_round=self.delivery.end_round,
             on_hung=self.reporter.hung,
-            due=self.agenda.due,
+            due=self.due,
         )
         self.poller, self.watchdog = poller, Watchdog(poller)
         poller.start()

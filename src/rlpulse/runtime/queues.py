@@ -60,9 +60,10 @@ class SinkQueue:
         # the other core and back at every reuse.
         self.delivered: deque[Item] = deque()
         self.dropped = 0
-        # In a drop streak (one warning a streak), and whether this round dropped.
+        # In a drop streak (one warning a streak); whether the sender has
+        # delivered all it was given since the last drop (the streak's end).
         self.dropping = False
-        self._dropped_this_round = False
+        self.caught_up = True
         self._on_failure = on_failure
         self._on_success = on_success
         self._on_drop = on_drop
@@ -89,7 +90,7 @@ class SinkQueue:
                 pass
             else:
                 self.dropped += 1
-                self._dropped_this_round = True
+                self.caught_up = False
                 if self._on_drop is not None:
                     self._on_drop(self)
                 self.dropping = True
@@ -98,14 +99,14 @@ class SinkQueue:
     def wake(self) -> None:
         """Tell the sender there is work (once per round, not per payload); free what it delivered.
 
-        A drop streak ends with the first round that drops nothing: under
-        sustained overload the queue has room now and then (the sender
-        takes all it holds at once), which is no recovery.
+        A drop streak ends once the sender has caught up: it found its
+        queue empty after a call. Room in the queue is no recovery: the
+        sender takes all the queue holds at once, so under sustained
+        overload a round often finds it empty.
         """
         self.delivered.clear()
-        if not self._dropped_this_round:
+        if self.caught_up:
             self.dropping = False
-        self._dropped_this_round = False
         if self.pending:
             self._wakeup.set()
 
@@ -154,6 +155,7 @@ class SinkQueue:
                     self._send_each()
                 if self._abandoned:
                     return
+            self.caught_up = True
             if self._abandoned:
                 return
             if self._closing:

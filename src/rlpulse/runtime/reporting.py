@@ -157,7 +157,7 @@ class Reporter:
             _log.warning(
                 "LoggerMonitor dropped the oldest pending payload of sink %s: its "
                 "queue of %d is full (the sink is slower than the polls). Further "
-                "drops are counted silently until a round of polls drops none.",
+                "drops are counted silently until the sink catches up.",
                 queue.sink.name,
                 queue.size,
             )
