@@ -16,6 +16,7 @@ __all__ = ["SECTIONS", "progress"]
 SECTIONS: dict[str, str] = {
     "monitor": "benchmarks.monitor_overhead",
     "sinks": "benchmarks.sinks",
+    "loop_slowdown": "benchmarks.loop_slowdown",
     "reliability": "benchmarks.reliability",
     "scale_out": "benchmarks.scale_out",
 }

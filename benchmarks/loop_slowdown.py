@@ -1,0 +1,401 @@
+"""Loop slowdown: what a background monitor costs the training loop it watches.
+
+The same loop runs on the main thread with no monitor, with TorchRL's
+``LoggerMonitor`` logging to TorchRL's ``CSVLogger``, and with rlpulse's
+``LoggerMonitor`` logging to ``SQLiteLogger`` and ``ConsoleLogger``; each
+monitor has the same 100 collector-like watches, polled at 10 Hz in
+background mode. Configurations alternate round by round in one process, the
+order rotating, so the drifts of a shared machine hit them alike.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import sqlite3
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import rlpulse
+from benchmarks import progress
+from benchmarks.monitor_overhead import AdvancingCollectorLike
+
+__all__ = [
+    "BUDGETS",
+    "CONFIGURATIONS",
+    "LoopResult",
+    "Sample",
+    "Settings",
+    "cpu_loop",
+    "measure",
+    "render",
+    "run",
+]
+
+CONFIGURATIONS = ("no monitor", "TorchRL", "rlpulse")
+"""The configurations of each round, in their first round's order."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How long and how big: rounds of one window per configuration and loop.
+
+    Examples:
+        >>> Settings().watches, Settings().poll_interval
+        (100, 0.1)
+    """
+
+    rounds: int = 8
+    # Half an interval past a round, so that the last round due is not
+    # raced by the window's end.
+    window_s: float = 3.05
+    watches: int = 100
+    poll_interval: float = 0.1
+    loops: tuple[str, ...] = ("CPU-bound Python loop", "TorchRL collector loop")
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One window of one configuration: what the loop did and what the monitor delivered.
+
+    Examples:
+        >>> sample = Sample(1000, 2.0, 1.98, 2.01, delivered=1980, due=2000)
+        >>> round(sample.off_cpu, 3), round(sample.others_cpu, 3), sample.delivered_share
+        (0.01, 0.015, 0.99)
+    """
+
+    iterations: int
+    wall_s: float
+    loop_cpu_s: float
+    process_cpu_s: float
+    delivered: int = 0
+    due: int = 0
+
+    @property
+    def off_cpu(self) -> float:
+        """The share of the window the loop's thread was off the CPU (waiting for the GIL or a core)."""
+        return max(0.0, 1.0 - self.loop_cpu_s / self.wall_s)
+
+    @property
+    def others_cpu(self) -> float:
+        """CPU time of every other thread of the process, as a share of one core."""
+        return max(0.0, self.process_cpu_s - self.loop_cpu_s) / self.wall_s
+
+    @property
+    def delivered_share(self) -> float:
+        """Payloads that reached the sink, of those due at the poll rate (1.0 with no monitor)."""
+        return self.delivered / self.due if self.due else 1.0
+
+
+@dataclass
+class LoopResult:
+    """Every window of one loop, by configuration, in round order."""
+
+    loop: str
+    samples: dict[str, list[Sample]] = field(
+        default_factory=lambda: {name: [] for name in CONFIGURATIONS}
+    )
+
+    def _paired(self, name: str, value: Callable[[Sample, Sample], float]) -> float:
+        bare = self.samples["no monitor"]
+        return statistics.median(
+            value(sample, base)
+            for sample, base in zip(self.samples[name], bare, strict=True)
+        )
+
+    def iterations_down(self, name: str) -> float:
+        """Median over rounds of the loop's iterations lost against the bare loop of the same round."""
+        return self._paired(
+            name,
+            lambda s, b: 1.0 - (s.iterations / s.wall_s) / (b.iterations / b.wall_s),
+        )
+
+    def off_cpu_added(self, name: str) -> float:
+        """Median over rounds of the loop thread's off-CPU share, less the bare loop's of the same round."""
+        return self._paired(name, lambda s, b: s.off_cpu - b.off_cpu)
+
+    def monitor_cpu(self, name: str) -> float:
+        """Median over rounds of the other threads' CPU (a share of one core), less the bare loop's."""
+        return self._paired(name, lambda s, b: s.others_cpu - b.others_cpu)
+
+    def delivered(self, name: str) -> float:
+        """Median over rounds of the share of due payloads delivered."""
+        return statistics.median(s.delivered_share for s in self.samples[name])
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A limit on one of rlpulse's figures, for one loop or all."""
+
+    label: str
+    figure: Callable[[LoopResult], float]
+    limit: float
+    at_least: bool = False
+
+    def passes(self, result: LoopResult) -> bool:
+        """Whether ``result`` keeps within the limit."""
+        value = self.figure(result)
+        return value >= self.limit if self.at_least else value < self.limit
+
+
+BUDGETS = (
+    Budget("delivered, of due", lambda r: r.delivered("rlpulse"), 0.99, at_least=True),
+    Budget(
+        "loop thread off the CPU, added", lambda r: r.off_cpu_added("rlpulse"), 0.01
+    ),
+    Budget("loop iterations lost", lambda r: r.iterations_down("rlpulse"), 0.02),
+)
+"""rlpulse's budgets, applied to every loop."""
+
+
+def cpu_loop() -> Callable[[float], int]:
+    """A CPU-bound pure-Python loop, as a training loop's Python side is: returns ``run(seconds) -> iterations``.
+
+    Examples:
+        >>> cpu_loop()(0.01) > 0
+        True
+    """
+
+    def run(seconds: float) -> int:
+        deadline = time.monotonic() + seconds
+        iterations = 0
+        while time.monotonic() < deadline:
+            total = 0
+            for value in range(1000):
+                total += value * value
+            iterations += 1
+        return iterations
+
+    return run
+
+
+def collector_loop(stack: contextlib.ExitStack) -> Callable[[float], int]:
+    """A TorchRL collector on CartPole filling a replay buffer: ``run(seconds) -> batches``.
+
+    A random policy, 64 frames a batch; one torch thread, so that the
+    process's other threads are the monitor's.
+    """
+    import torch
+    from torchrl.collectors import Collector
+    from torchrl.data import LazyTensorStorage, ReplayBuffer
+    from torchrl.envs import GymEnv
+
+    torch.set_num_threads(1)
+    buffer = ReplayBuffer(storage=LazyTensorStorage(100_000))
+    collector = Collector(
+        GymEnv("CartPole-v1"), None, frames_per_batch=64, total_frames=-1
+    )
+    stack.callback(collector.shutdown)
+    batches = iter(collector)
+
+    def run(seconds: float) -> int:
+        deadline = time.monotonic() + seconds
+        iterations = 0
+        while time.monotonic() < deadline:
+            buffer.extend(next(batches))
+            iterations += 1
+        return iterations
+
+    return run
+
+
+def _window(
+    loop: Callable[[float], int],
+    seconds: float,
+    monitor: Any,
+) -> tuple[int, float, float, float]:
+    if monitor is not None:
+        monitor.start()
+    started, thread_started, process_started = (
+        time.monotonic(),
+        time.thread_time(),
+        time.process_time(),
+    )
+    iterations = loop(seconds)
+    wall = time.monotonic() - started
+    loop_cpu = time.thread_time() - thread_started
+    process_cpu = time.process_time() - process_started
+    if monitor is not None:
+        monitor.stop(log_final=False)
+    return iterations, wall, loop_cpu, process_cpu
+
+
+def _watched(monitor: Any, watches: int) -> Any:
+    for index in range(watches):
+        monitor.watch(AdvancingCollectorLike(), name=f"worker_{index}")
+    return monitor
+
+
+def _sample(
+    name: str,
+    loop: Callable[[float], int],
+    settings: Settings,
+    directory: Path,
+    round_index: int,
+) -> Sample:
+    seconds, watches = settings.window_s, settings.watches
+    # Polls are due one interval after start, then every interval.
+    due = watches * int(seconds / settings.poll_interval)
+    if name == "no monitor":
+        return Sample(*_window(loop, seconds, None))
+    if name == "TorchRL":
+        from torchrl.record.loggers.csv import CSVLogger
+        from torchrl.record.loggers.monitoring import LoggerMonitor
+
+        logger = CSVLogger(f"round_{round_index}", log_dir=str(directory / "torchrl"))
+        monitor = _watched(
+            LoggerMonitor(logger, poll_interval=settings.poll_interval), watches
+        )
+        measured = _window(loop, seconds, monitor)
+        scalars = logger.experiment.scalars
+        delivered = sum(len(scalars[f"worker_{i}/frames"]) for i in range(watches))
+        for handle in logger.experiment.files.values():
+            handle.close()
+        return Sample(*measured, delivered=delivered, due=due)
+    store = directory / "rlpulse.sqlite"
+    with (
+        rlpulse.SQLiteLogger(store, run=f"round_{round_index}") as sqlite_sink,
+        open(directory / "console.log", "a") as stream,  # as a redirected stderr
+        rlpulse.ConsoleLogger(stream) as console,
+    ):
+        monitor = _watched(
+            rlpulse.LoggerMonitor(
+                [sqlite_sink, console], poll_interval=settings.poll_interval
+            ),
+            watches,
+        )
+        measured = _window(loop, seconds, monitor)
+    with contextlib.closing(sqlite3.connect(store)) as connection:
+        (delivered,) = connection.execute(
+            "SELECT count(*) FROM metrics JOIN runs ON runs.id = metrics.run "
+            "WHERE runs.name = ? AND metrics.name LIKE '%/frames'",
+            (f"round_{round_index}",),
+        ).fetchone()
+    return Sample(*measured, delivered=delivered, due=due)
+
+
+@contextlib.contextmanager
+def _loops(settings: Settings) -> Iterator[dict[str, Callable[[float], int]]]:
+    with contextlib.ExitStack() as stack:
+        made: dict[str, Callable[[float], int]] = {}
+        for loop in settings.loops:
+            made[loop] = cpu_loop() if loop.startswith("CPU") else collector_loop(stack)
+        yield made
+
+
+def measure(settings: Settings) -> list[LoopResult]:
+    """Run every round: each loop, each configuration, one window each, the order rotating."""
+    results = [LoopResult(loop) for loop in settings.loops]
+    with tempfile.TemporaryDirectory() as tmp, _loops(settings) as loops:
+        for loop in loops.values():
+            loop(min(1.0, settings.window_s))  # warm-up: imports, caches, the env
+        for round_index in range(settings.rounds):
+            order = (
+                CONFIGURATIONS[round_index % 3 :] + CONFIGURATIONS[: round_index % 3]
+            )
+            for result in results:
+                for name in order:
+                    directory = Path(tmp) / f"{round_index}-{name}-{len(result.loop)}"
+                    directory.mkdir()
+                    result.samples[name].append(
+                        _sample(
+                            name, loops[result.loop], settings, directory, round_index
+                        )
+                    )
+            progress(f"loop_slowdown: round {round_index + 1}/{settings.rounds}")
+    return results
+
+
+def _percent(value: float) -> str:
+    return f"{100 * value:.1f} %"
+
+
+def table(result: LoopResult) -> str:
+    """The markdown table of one loop's figures, per configuration."""
+    lines = [
+        "| configuration | delivered, of due | loop iterations lost | loop thread off the CPU (added) | monitor CPU, share of a core |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name in CONFIGURATIONS:
+        bare = name == "no monitor"
+        off = statistics.median(s.off_cpu for s in result.samples[name])
+        lines.append(
+            f"| {name} | {'—' if bare else _percent(result.delivered(name))} | "
+            f"{'—' if bare else _percent(result.iterations_down(name))} | "
+            f"{_percent(off)}{'' if bare else f' ({_percent(result.off_cpu_added(name))})'} | "
+            f"{'—' if bare else _percent(result.monitor_cpu(name))} |"
+        )
+    return "\n".join(lines)
+
+
+def render(results: list[LoopResult], settings: Settings) -> str:
+    """The section's markdown: method, one table per loop, rlpulse's budgets."""
+    parts = [
+        "## Loop slowdown: what monitoring costs a training loop",
+        "",
+        "A loop runs on the main thread for a "
+        f"{settings.window_s:g} s window per configuration: with no monitor, "
+        "with TorchRL's `LoggerMonitor` logging to TorchRL's `CSVLogger`, and "
+        "with rlpulse's `LoggerMonitor` logging to `SQLiteLogger` and "
+        "`ConsoleLogger` (into a file, as a redirected standard error). Each "
+        f"monitor has {settings.watches} collector-like watches (six-key "
+        "`stats()`, counters moving at every call) polled in background mode "
+        f"every {settings.poll_interval:g} s, no schedule: "
+        f"{round(settings.watches / settings.poll_interval):,} payloads due a "
+        "second. Configurations alternate in one process, their order rotating "
+        f"each round, for {settings.rounds} rounds; figures are medians over "
+        "rounds, each monitored window against the bare window of its round. "
+        "*Delivered* counts the payloads in the sink afterwards (rlpulse: rows "
+        "of the SQLite run; TorchRL: its logger's scalars) against those due at "
+        "the poll rate. *Off the CPU* is the share of the window the loop's "
+        "thread was not running (`time.thread_time` against wall time: waiting "
+        "for the GIL or for a core); *added* is that less the bare window's, "
+        "the part the monitor caused. *Monitor CPU* is the CPU time of the "
+        "process's other threads, less the bare window's, as a share of one core.",
+    ]
+    for result in results:
+        parts += ["", f"### {result.loop}", "", table(result)]
+    parts += [
+        "",
+        "### rlpulse's budgets",
+        "",
+        "| loop | figure | rlpulse | budget | result |",
+        "|---|---|---:|---:|---|",
+    ]
+    for result in results:
+        for budget in BUDGETS:
+            sign = ">=" if budget.at_least else "<"
+            verdict = "pass" if budget.passes(result) else "OVER BUDGET"
+            parts.append(
+                f"| {result.loop} | {budget.label} | {_percent(budget.figure(result))} "
+                f"| {sign} {_percent(budget.limit)} | {verdict} |"
+            )
+    parts += [
+        "",
+        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "
+        f"{platform.python_version()}, {platform.system()}; TorchRL "
+        f"{_version('torchrl')}, rlpulse {rlpulse.__version__}.",
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def _version(package: str) -> str:
+    from importlib.metadata import version
+
+    return version(package)
+
+
+def run(*, quick: bool = False) -> str:
+    """Measure and render the section (``quick``: a smoke run whose numbers mean nothing)."""
+    settings = (
+        Settings(rounds=1, window_s=0.35, watches=5, loops=("CPU-bound Python loop",))
+        if quick
+        else Settings()
+    )
+    return render(measure(settings), settings)
