@@ -17,6 +17,7 @@ SECTIONS: dict[str, str] = {
     "monitor": "benchmarks.monitor_overhead",
     "sinks": "benchmarks.sinks",
     "loop_slowdown": "benchmarks.loop_slowdown",
+    "watch_count": "benchmarks.watch_count",
     "reliability": "benchmarks.reliability",
     "scale_out": "benchmarks.scale_out",
 }

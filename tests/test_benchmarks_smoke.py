@@ -261,3 +261,22 @@ def test_loop_slowdown_benchmark_measures_every_configuration_of_both_loops() ->
     markdown = render(results, settings)
     assert markdown.startswith("## Loop slowdown")
     assert markdown.count("### ") == len(settings.loops) + 1  # and the budgets
+
+
+@pytest.mark.timeout(120)
+def test_watch_count_benchmark_times_both_monitors_in_both_modes() -> None:
+    from benchmarks.watch_count import Settings, measure, render
+
+    settings = Settings(watches=200, due=10, rounds=2, steps=3, background_window_s=0.2)
+    result = measure(settings)
+
+    for figures in (
+        result.manual_all,
+        result.manual_due,
+        result.background_all,
+        result.background_due,
+    ):
+        assert len(figures) == 2 and all(value > 0 for value in figures)
+    markdown = render(result, settings)
+    assert markdown.startswith("## Watch count")
+    assert markdown.count("| <= 2.00 |") == 2
