@@ -276,7 +276,8 @@ def test_watch_count_benchmark_times_both_monitors_in_both_modes() -> None:
         result.background_all,
         result.background_due,
     ):
-        assert len(figures) == 2 and all(value > 0 for value in figures)
+        assert len(figures) == 2
+        assert all(value > 0 for value in figures)
     markdown = render(result, settings)
     assert markdown.startswith("## Watch count")
     assert markdown.count("| <= 2.00 |") == 2
