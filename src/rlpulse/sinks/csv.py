@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import IO
 
 from rlpulse.read.records import CSV_FIELDS, RunFileError
 from rlpulse.sinks.base import LineFileSink, Payload
@@ -46,9 +45,7 @@ class CSVLogger(LineFileSink):
     1.5,3,collector/frames,96.0
     """
 
-    def _start_file(self, file: IO[str]) -> None:
-        file.write(_HEADER)
-        file.flush()
+    _header = _HEADER
 
     def _check_existing(self) -> None:
         with open(self.path, "rb") as file:
