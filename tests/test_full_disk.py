@@ -29,7 +29,7 @@ from rlpulse.sinks.base import BaseSink
 pytestmark = pytest.mark.timeout(120)
 
 DISK_SIZE = "1m"
-QUEUE_SIZE = 100
+QUEUE_SIZE = 1000
 
 
 @pytest.fixture
@@ -271,7 +271,7 @@ def test_a_sink_on_a_full_disk_fails_alone_and_writes_again_when_space_returns(
                 filler.fill()
                 failed, polls = failed_payloads(), monitor.stats()["polls"]
                 wait_until_above(failed_payloads, failed + 2000, "failures", watch)
-                assert monitor.stats()["polls"] > polls + 2000
+                assert monitor.stats()["polls"] > polls + 1000  # the polls go on
                 assert len(sink_warnings()) == streak
                 # Space returns: the sink writes again.
                 filler.free()
