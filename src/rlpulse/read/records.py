@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import io
 import json
 import math
 import os
@@ -189,25 +190,26 @@ def prepare_record_file(path: str | os.PathLike[str]) -> Path:
     return path
 
 
-def open_line_file(path: Path) -> IO[str]:
+def open_line_file(path: Path) -> io.FileIO:
     """Open a CSV or JSON lines file for appending, first removing a torn last line.
 
     A last line without its newline was cut short by a crash; appending after
     it would glue the next line onto it, so it is truncated away. The returned
-    text file writes UTF-8 and ``\\n`` line endings.
+    file is binary and unbuffered: each write goes straight to the file
+    system, so nothing waits in a buffer to be written later.
 
     >>> import tempfile, pathlib
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     path = pathlib.Path(tmp) / "metrics.jsonl"
     ...     _ = path.write_text('{"complete": 1}\\n{"cut sho')
     ...     with open_line_file(path) as file:
-    ...         _ = file.write('{"next": 2}\\n')
+    ...         _ = file.write(b'{"next": 2}\\n')
     ...     path.read_text().splitlines()
     ['{"complete": 1}', '{"next": 2}']
     """
     try:
         _truncate_torn_last_line(path)
-        return open(path, "a", encoding="utf-8", newline="")
+        return open(path, "ab", buffering=0)
     except OSError as error:
         raise _unwritable(path, error) from error
 

@@ -9,12 +9,13 @@ what the sinks appending lines to one text file (CSV, JSON lines) share.
 from __future__ import annotations
 
 import abc
+import contextlib
 import os
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, TypeVar
+from typing import TypeVar
 
 from rlpulse.read.records import open_line_file, prepare_record_file
 
@@ -157,9 +158,11 @@ class LineFileSink(BaseSink):
 
     The file is created when missing (with its parents); a torn last line left
     by a crash is removed before appending (``open_line_file``). A new, empty
-    file gets ``_start_file``; an existing one must pass ``_check_existing``.
-    Each batch is one write of ``_format(payloads)``, flushed before the call
-    returns.
+    file starts with ``_header``; an existing one must pass ``_check_existing``.
+    Each batch is one write of ``_format(payloads)``, straight to the file
+    (no buffer in between), before the call returns. A write that fails (a
+    full disk) leaves the file as it was: what part of the batch got written
+    is truncated away, and the call raises ``OSError`` naming the file.
 
     >>> import tempfile, pathlib
     >>> class NameLines(LineFileSink):
@@ -173,39 +176,61 @@ class LineFileSink(BaseSink):
     buffer/writes
     """
 
+    _header = ""
+    """What a new file starts with (nothing unless the format has a header)."""
+
     def __init__(self, path: str | os.PathLike[str]) -> None:
         super().__init__()
         self.path: Path = prepare_record_file(path)
         self._destination = str(self.path)
-        file = open_line_file(self.path)
+        self._file = open_line_file(self.path)
+        # The end of the last complete write, where a failed one is cut back to.
+        self._size = os.fstat(self._file.fileno()).st_size
+        self._torn = False
         try:
-            if os.fstat(file.fileno()).st_size == 0:
-                self._start_file(file)
+            if self._size == 0:
+                self._append(self._header)
             else:
                 self._check_existing()
         except BaseException:
-            file.close()
+            self._file.close()
             raise
-        self._file: IO[str] = file
 
     @abc.abstractmethod
     def _format(self, payloads: Sequence[Payload]) -> str:
         """Return the lines that store ``payloads``, each ending in a newline."""
 
-    def _start_file(self, file: IO[str]) -> None:
-        """Write what a new file starts with (nothing unless the format has a header)."""
-
     def _check_existing(self) -> None:
         """Raise ``RunFileError`` unless the existing file at ``path`` has this format."""
 
     def _write_batch(self, payloads: Sequence[Payload]) -> None:
-        text = self._format(payloads)
-        if text:
-            self._file.write(text)
-            self._file.flush()
+        self._append(self._format(payloads))
 
-    def _flush(self) -> None:
-        self._file.flush()
+    def _append(self, text: str) -> None:
+        data = text.encode()
+        file = self._file
+        try:
+            if self._torn:
+                file.truncate(self._size)
+                self._torn = False
+            written = 0
+            while written < len(data):
+                written += file.write(data[written:])
+        except OSError as error:
+            # Part of the lines may be in the file: cut them off now, for
+            # the readers, and again before the next write, in case that
+            # failed too.
+            self._torn = True
+            with contextlib.suppress(OSError):
+                file.truncate(self._size)
+            raise type(error)(
+                error.errno,
+                f"cannot write metrics to {self.path}: {error.strerror or error}; "
+                "nothing of this call was written (the file is left as it was), "
+                "and later calls write again once the file can be written to "
+                "(free space, if its file system is full)",
+            ) from error
+        self._size += len(data)
 
     def _close(self) -> None:
         self._file.close()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from typing import IO
 
 from rlpulse.read.records import CSV_FIELDS, RunFileError
 from rlpulse.sinks.base import LineFileSink, Payload
@@ -29,11 +28,15 @@ class CSVLogger(LineFileSink):
 
     The file has the header ``wall_time,step,name,value`` (written once, when
     the file is new), ``step`` is empty for payloads without one, and names are
-    quoted by the usual CSV rules, so any name survives. Each payload is one
-    write, flushed before ``log_metrics`` returns: a killed process loses
-    nothing already logged, and a row torn by a crash mid-write is skipped by
-    ``rlpulse.read`` and removed when the file is opened again. Opening an
-    existing file appends to it. A logger may be used from any thread.
+    quoted by the usual CSV rules, so any name survives. Each call
+    (``log_metrics``, or ``log_batch`` with the monitor's batch) is one write
+    straight to the file, done before it returns: a killed process (even
+    ``kill -9``) loses nothing already logged, and a row torn by a crash
+    mid-write is skipped by ``rlpulse.read`` and removed when the file is
+    opened again. A write that fails (a full disk) raises ``OSError`` naming
+    the file and leaves the file as it was. Writes are not synced to disk, so
+    an operating system crash may lose the last ones. Opening an existing
+    file appends to it. A logger may be used from any thread.
 
     >>> import tempfile, pathlib
     >>> from rlpulse import CSVLogger
@@ -46,9 +49,7 @@ class CSVLogger(LineFileSink):
     1.5,3,collector/frames,96.0
     """
 
-    def _start_file(self, file: IO[str]) -> None:
-        file.write(_HEADER)
-        file.flush()
+    _header = _HEADER
 
     def _check_existing(self) -> None:
         with open(self.path, "rb") as file:

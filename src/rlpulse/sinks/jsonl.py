@@ -17,11 +17,14 @@ class JSONLLogger(LineFileSink):
     A line looks like ``{"wall_time": 1.5, "step": 3, "metrics": {"a/b": 1.0}}``;
     ``step`` is ``null`` for payloads without one. NaN and infinities are
     written as ``NaN`` / ``Infinity``, as Python's ``json`` module reads them.
-    Each payload is one write, flushed before ``log_metrics`` returns: a killed
-    process loses nothing already logged, and a line torn by a crash mid-write
-    is skipped by ``rlpulse.read`` and removed when the file is opened again.
-    Opening an existing file appends to it. A logger may be used from any
-    thread.
+    Each call (``log_metrics``, or ``log_batch`` with the monitor's batch) is
+    one write straight to the file, done before it returns: a killed process
+    (even ``kill -9``) loses nothing already logged, and a line torn by a
+    crash mid-write is skipped by ``rlpulse.read`` and removed when the file
+    is opened again. A write that fails (a full disk) raises ``OSError``
+    naming the file and leaves the file as it was. Writes are not synced to
+    disk, so an operating system crash may lose the last ones. Opening an
+    existing file appends to it. A logger may be used from any thread.
 
     >>> import tempfile, pathlib
     >>> from rlpulse import JSONLLogger

@@ -1,0 +1,303 @@
+"""A full file system: the file sink on it fails alone, and writes again once space returns.
+
+Every test mounts a tmpfs of 1 MiB of its own and fills it for real, with a
+file written until the kernel answers ``ENOSPC``; so it needs the right to
+mount (root), and is skipped where that is refused.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rlpulse import CSVLogger, JSONLLogger, LoggerMonitor, SQLiteLogger, read
+from rlpulse.read.records import Record
+from rlpulse.sinks.base import BaseSink
+
+pytestmark = pytest.mark.timeout(120)
+
+DISK_SIZE = "1m"
+QUEUE_SIZE = 1000
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MiB tmpfs mounted for the test, always unmounted after it."""
+    if os.geteuid() != 0:
+        pytest.skip("filling a file system for real needs root, to mount a tmpfs")
+    if shutil.which("mount") is None or shutil.which("umount") is None:
+        pytest.skip("filling a file system for real needs mount and umount")
+    mount_point = tmp_path / "disk"
+    mount_point.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={DISK_SIZE}", "tmpfs", str(mount_point)],
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield mount_point
+    finally:
+        unmounted = subprocess.run(["umount", str(mount_point)], capture_output=True)
+        if unmounted.returncode != 0:
+            # Something (a thread left behind by a failed test) holds a file.
+            subprocess.run(["umount", "--lazy", str(mount_point)], check=True)
+
+
+class Filler:
+    """Takes every free block of a file system, and gives them back."""
+
+    def __init__(self, disk: Path) -> None:
+        self.path = disk / "filler"
+
+    def fill(self) -> None:
+        block = b"\0" * 4096
+        with open(self.path, "ab", buffering=0) as file:
+            while True:
+                try:
+                    file.write(block)
+                except OSError as error:
+                    if error.errno != errno.ENOSPC:
+                        raise
+                    return
+
+    def free(self) -> None:
+        self.path.unlink()
+
+
+def records_of(
+    payloads: Iterable[tuple[Mapping[str, float], int | None, float | None]],
+) -> list[Record]:
+    records = []
+    for metrics, step, timestamp in payloads:
+        assert timestamp is not None
+        records += [Record(timestamp, step, n, float(v)) for n, v in metrics.items()]
+    return records
+
+
+def recording(sink_class: type[BaseSink]) -> type[Any]:
+    """``sink_class`` keeping, from its side, what each call reported written."""
+
+    class Recording(sink_class):  # type: ignore[valid-type,misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.lock = threading.Lock()
+            self.written: list[Record] = []
+            self.failed_calls = 0
+            self.failed_payloads = 0
+
+        def log_batch(
+            self,
+            payloads: Iterable[tuple[Mapping[str, float], int | None, float | None]],
+        ) -> None:
+            payloads = list(payloads)
+            try:
+                super().log_batch(payloads)
+            except Exception:
+                with self.lock:
+                    self.failed_calls += 1
+                    self.failed_payloads += len(payloads)
+                raise
+            with self.lock:
+                self.written += records_of(payloads)
+
+        def written_count(self) -> int:
+            with self.lock:
+                return len(self.written)
+
+    # Warnings name a sink by its class.
+    Recording.__name__ = Recording.__qualname__ = sink_class.__name__
+    return Recording
+
+
+SINKS: dict[str, tuple[type[BaseSink], str]] = {
+    "SQLiteLogger": (SQLiteLogger, "metrics.db"),
+    "CSVLogger": (CSVLogger, "metrics.csv"),
+    "JSONLLogger": (JSONLLogger, "metrics.jsonl"),
+}
+
+
+def open_sink(name: str, disk: Path) -> Any:
+    sink_class, file_name = SINKS[name]
+    options = {"run": "full"} if sink_class is SQLiteLogger else {}
+    return recording(sink_class)(disk / file_name, **options)
+
+
+def read_back(sink: Any) -> list[Record]:
+    """What the sink's file holds, read as a user would; the file is checked too."""
+    if isinstance(sink, SQLiteLogger):
+        with sqlite3.connect(sink.path) as connection:
+            assert connection.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        connection.close()
+        return list(read(sink.path, run=sink.run))
+    return list(read(sink.path))
+
+
+def payloads(
+    count: int, first_step: int = 0
+) -> list[tuple[dict[str, float], int, float]]:
+    return [
+        (
+            {
+                f"source/metric_{index:02d}_of_a_long_name": float(step + index)
+                for index in range(20)
+            },
+            step,
+            1.5 + step,
+        )
+        for step in range(first_step, first_step + count)
+    ]
+
+
+@pytest.mark.parametrize("sink_name", list(SINKS))
+def test_a_write_that_finds_no_space_leaves_the_file_as_it_was(
+    small_disk: Path, sink_name: str
+) -> None:
+    sink = open_sink(sink_name, small_disk)
+    filler = Filler(small_disk)
+    sink.log_batch(payloads(3))
+    filler.fill()
+    before = sink.path.read_bytes()
+    # Larger than any buffer in the way, and than one SQLite statement.
+    for attempt in range(3):
+        with pytest.raises((OSError, sqlite3.Error)) as failure:
+            sink.log_batch(payloads(300, first_step=3))
+        assert sink.failed_calls == attempt + 1
+        assert read_back(sink) == sink.written
+        if not isinstance(sink, SQLiteLogger):
+            assert failure.value.errno == errno.ENOSPC
+            assert str(sink.path) in str(failure.value)
+            assert sink.path.read_bytes() == before
+    filler.free()
+    sink.log_batch(payloads(300, first_step=3))
+    assert read_back(sink) == sink.written == records_of(payloads(303))
+    sink.close()
+    # The file opens again, to be appended to.
+    reopened = open_sink(sink_name, small_disk)
+    reopened.log_batch(payloads(1, first_step=303))
+    reopened.close()
+    assert read_back(reopened) == records_of(payloads(304))
+
+
+def test_a_new_csv_file_whose_header_finds_no_space_is_left_empty(
+    small_disk: Path,
+) -> None:
+    filler = Filler(small_disk)
+    filler.fill()
+    path = small_disk / "metrics.csv"
+    with pytest.raises(OSError, match=re.escape(f"cannot write metrics to {path}")):
+        CSVLogger(path)
+    assert path.read_bytes() == b""
+    filler.free()
+    with CSVLogger(path) as sink:
+        sink.log_metrics({"frames": 1.0}, step=1, timestamp=2.5)
+    assert list(read(path)) == [Record(2.5, 1, "frames", 1.0)]
+
+
+class Source:
+    """A watched object with a counter (the step) and enough metrics to fill a disk."""
+
+    def __init__(self) -> None:
+        self.frames = 0
+
+    def stats(self) -> dict[str, float]:
+        self.frames += 1
+        metrics = {
+            f"metric_{index:02d}_of_a_long_name": 0.5 * index for index in range(20)
+        }
+        return {"frames": self.frames, **metrics}
+
+
+def wait_until_above(
+    count: Callable[[], int], floor: int, what: str, watch: Callable[[], None]
+) -> None:
+    deadline = time.monotonic() + 60
+    while count() <= floor:
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        watch()
+        time.sleep(0.005)
+
+
+@pytest.mark.parametrize("sink_name", list(SINKS))
+def test_a_sink_on_a_full_disk_fails_alone_and_writes_again_when_space_returns(
+    small_disk: Path,
+    tmp_path: Path,
+    sink_name: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    full = open_sink(sink_name, small_disk)
+    other = SQLiteLogger(tmp_path / "other.db", run="other")
+    filler = Filler(small_disk)
+    monitor = LoggerMonitor([full, other], poll_interval=0.005, queue_size=QUEUE_SIZE)
+    for index in range(4):
+        monitor.watch(Source(), name=f"source_{index}", step="frames")
+    most_queued = 0
+
+    def watch() -> None:
+        nonlocal most_queued
+        most_queued = max(most_queued, monitor.stats()["queued"])
+
+    def failed_payloads() -> int:
+        return int(full.failed_payloads)
+
+    def sink_warnings() -> list[str]:
+        return [
+            record.getMessage()
+            for record in caplog.records
+            if record.name == "rlpulse"
+            and f"to sink {sink_name}" in record.getMessage()
+        ]
+
+    with caplog.at_level(logging.WARNING, logger="rlpulse"):
+        monitor.start()
+        try:
+            for streak in (1, 2):
+                # Writing: then the disk fills, and every write fails.
+                written = full.written_count()
+                wait_until_above(full.written_count, written + 500, "writes", watch)
+                filler.fill()
+                failed, polls = failed_payloads(), monitor.stats()["polls"]
+                wait_until_above(failed_payloads, failed + 2000, "failures", watch)
+                assert monitor.stats()["polls"] > polls + 1000  # the polls go on
+                assert len(sink_warnings()) == streak
+                # Space returns: the sink writes again.
+                filler.free()
+                written = full.written_count()
+                wait_until_above(full.written_count, written, "recovery", watch)
+        finally:
+            monitor.stop()
+
+    stats = monitor.stats()
+    # Warned once per streak, every failed call counted, nothing else wrong.
+    warnings = [r.getMessage() for r in caplog.records if r.name == "rlpulse"]
+    assert warnings == sink_warnings()
+    assert len(warnings) == 2
+    assert "database or disk is full" in warnings[0] or (
+        "No space left on device" in warnings[0] and str(full.path) in warnings[0]
+    )
+    assert stats["errors"] == full.failed_calls > 0
+    assert stats["dropped"] == 0
+    # Memory bounded: each queue holds at most queue_size payloads.
+    assert most_queued <= 2 * QUEUE_SIZE
+    # The other sink got every payload, and the full one lost nothing it
+    # reported written; its file is intact.
+    other_payloads = [
+        r for r in read(other.path, run="other") if r.name.endswith("/frames")
+    ]
+    assert len(other_payloads) == stats["logged"]
+    assert read_back(full) == full.written
+    full.close()
+    other.close()
