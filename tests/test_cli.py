@@ -703,3 +703,43 @@ def test_ctrl_c_ends_the_torchrl_demo_early_with_final_snapshots_and_summary(
         _names(records, "replay_buffer/write_count")[-1]
         == _names(records, "collector/frames")[-1]
     )
+
+
+def _without_credentials(home: Path) -> dict[str, str]:
+    """The environment of a new user: no W&B key or mode, no MLflow settings, an empty home."""
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("WANDB_", "MLFLOW_"))
+    }
+    home.mkdir()
+    env["HOME"] = str(home)
+    return env
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize(
+    ("spec", "advice"),
+    [
+        ("wandb:myproj", "wandb login"),
+        ("mlflow:runs/mlruns", "mlflow:sqlite:///runs/mlflow.db"),
+    ],
+)
+def test_demo_with_a_sink_its_backend_refuses_is_a_one_line_error(
+    tmp_path: Path, spec: str, advice: str
+) -> None:
+    pytest.importorskip(spec.partition(":")[0])
+    demo = subprocess.run(
+        _demo_command(tmp_path / "d.sqlite", "--synthetic", "--sink", spec),
+        capture_output=True,
+        text=True,
+        timeout=150,
+        cwd=tmp_path,
+        env=_without_credentials(tmp_path / "home"),
+    )
+
+    assert demo.returncode == 2, demo.stderr
+    assert demo.stderr.startswith(f"rlpulse: error: cannot open sink {spec!r}: ")
+    assert len(demo.stderr.splitlines()) == 1
+    assert advice in demo.stderr
+    assert not (tmp_path / "d.sqlite").exists()

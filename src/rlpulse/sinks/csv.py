@@ -33,7 +33,9 @@ class CSVLogger(LineFileSink):
     write, flushed before ``log_metrics`` returns: a killed process loses
     nothing already logged, and a row torn by a crash mid-write is skipped by
     ``rlpulse.read`` and removed when the file is opened again. Opening an
-    existing file appends to it. A logger may be used from any thread.
+    existing file appends to it; missing parent directories are created, as
+    TensorBoard's and TorchRL's loggers create their log directories. A
+    logger may be used from any thread.
 
     >>> import tempfile, pathlib
     >>> from rlpulse import CSVLogger

@@ -20,8 +20,8 @@ class JSONLLogger(LineFileSink):
     Each payload is one write, flushed before ``log_metrics`` returns: a killed
     process loses nothing already logged, and a line torn by a crash mid-write
     is skipped by ``rlpulse.read`` and removed when the file is opened again.
-    Opening an existing file appends to it. A logger may be used from any
-    thread.
+    Opening an existing file appends to it; missing parent directories are
+    created. A logger may be used from any thread.
 
     >>> import tempfile, pathlib
     >>> from rlpulse import JSONLLogger
