@@ -743,3 +743,42 @@ def test_demo_with_a_sink_its_backend_refuses_is_a_one_line_error(
     assert len(demo.stderr.splitlines()) == 1
     assert advice in demo.stderr
     assert not (tmp_path / "d.sqlite").exists()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("options", [(), ("--runs",)])
+def test_show_into_a_closed_pipe_stops_quietly(
+    tmp_path: Path, options: tuple[str, ...]
+) -> None:
+    path = tmp_path / "run.sqlite"
+    _write_sqlite_run(path, "baseline", 400.0)
+    reader, writer = os.pipe()
+    os.close(reader)  # like `| head` once it has read what it wanted
+    try:
+        show = subprocess.run(
+            [sys.executable, "-m", "rlpulse", "show", str(path), *options],
+            stdout=writer,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=30,
+        )
+    finally:
+        os.close(writer)
+
+    assert show.stderr == ""
+    assert show.returncode == 141
+
+
+def test_show_into_a_closed_pipe_in_process_returns_141_and_silences_stdout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "run.sqlite"
+    _write_sqlite_run(path, "baseline", 400.0)
+    reader, writer = os.pipe()
+    os.close(reader)
+    with open(writer, "w") as closed_pipe:
+        monkeypatch.setattr(sys, "stdout", closed_pipe)
+
+        assert main(["show", str(path)]) == 141
+        # Standard output now goes to the null device: writing works.
+        print("after", file=closed_pipe, flush=True)

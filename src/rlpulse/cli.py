@@ -11,7 +11,9 @@ standard error and exit code 2. What the commands do lives in
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
+import os
 import sqlite3
 import sys
 from collections.abc import Callable
@@ -278,7 +280,10 @@ def main(argv: list[str] | None = None) -> int:
     """Run the ``rlpulse`` command line with ``argv`` (default: ``sys.argv[1:]``) and return the exit code.
 
     Errors a user can cause print one ``rlpulse: error: ...`` line on standard
-    error and return 2; bad arguments exit with argparse's usual code 2.
+    error and return 2; bad arguments exit with argparse's usual code 2. A
+    reader that closes standard output early (``rlpulse show RUN | head``) is
+    no error: the command stops quietly and returns 141, as a command killed
+    by ``SIGPIPE`` exits in a shell.
 
     >>> import contextlib, io
     >>> errors = io.StringIO()
@@ -291,11 +296,28 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handler: _Handler = args.handler
     try:
-        return handler(args)
+        code = handler(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return code
+    except BrokenPipeError:
+        _discard_standard_output()
+        return _CLOSED_PIPE
     except OSError as error:
         return _fail(_describe(error))
     except (RunFileError, PlotError, SinkSpecError, sqlite3.Error) as error:
         return _fail(str(error))
+
+
+_CLOSED_PIPE = 128 + 13
+"""The exit code after standard output was closed: a shell's for ``SIGPIPE``."""
+
+
+def _discard_standard_output() -> None:
+    """Point standard output at the null device, so the interpreter's last flush has nowhere to fail."""
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
 
 
 _TORCHRL_MODULES = frozenset({"torch", "torchrl", "tensordict", "gymnasium"})
