@@ -782,3 +782,43 @@ def test_show_into_a_closed_pipe_in_process_returns_141_and_silences_stdout(
         assert main(["show", str(path)]) == 141
         # Standard output now goes to the null device: writing works.
         print("after", file=closed_pipe, flush=True)
+
+
+@pytest.mark.timeout(90)
+def test_sigterm_ends_the_demo_by_the_signal_with_its_final_snapshots(
+    tmp_path: Path, wait_until: Callable[..., bool]
+) -> None:
+    path = tmp_path / "demo.sqlite"
+    demo = subprocess.Popen(
+        _demo_command(path, "--synthetic", "--seconds", "60"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert demo.stdout is not None
+        assert demo.stdout.readline().startswith("rlpulse demo: ")
+        assert wait_until(
+            lambda: any(r.name == "collector/frames" for r in read(path)), 30
+        )
+        demo.send_signal(signal.SIGTERM)
+        demo.communicate(timeout=30)
+    finally:
+        demo.kill()
+        demo.wait()
+
+    assert demo.returncode == -signal.SIGTERM
+    # Neither 10,000 frames nor 5 s passed: only the forced final snapshot,
+    # logged with rates, carries the collector's frame rate.
+    assert _names(list(read(path)), "collector/frames_per_second")
+
+
+def test_the_demo_in_process_puts_back_the_sigterm_handler_it_found(
+    tmp_path: Path,
+) -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    argv = ["demo", "--synthetic", "--seconds", "0.2", "--out", str(tmp_path / "d.db")]
+
+    assert main(argv) == 0
+
+    assert signal.getsignal(signal.SIGTERM) is before

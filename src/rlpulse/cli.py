@@ -14,13 +14,15 @@ import argparse
 import contextlib
 import math
 import os
+import signal
 import sqlite3
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeAlias
 
-from rlpulse import __version__
+from rlpulse import __version__, stop_on_sigterm
 from rlpulse._demo.common import DEFAULT_OUT
 from rlpulse._demo.synthetic import run_demo
 from rlpulse.read.plot import PlotError, plot_file
@@ -54,7 +56,9 @@ A background LoggerMonitor polls their stats() into a new run of a SQLite
 file (--out), prints each payload on standard error and feeds any extra
 sinks (--sink). At the end (or on Ctrl-C) it logs final snapshots; the
 summary of the run is printed and its chart drawn next to the SQLite file
-(with matplotlib: pip install 'rlpulse[plot]').
+(with matplotlib: pip install 'rlpulse[plot]'). On SIGTERM (what a job
+scheduler sends) it logs the final snapshots and flushes every sink, then
+ends by the signal, without the summary.
 
 Sink specs are SCHEME:TARGET, with SCHEME one of:
   {", ".join(sorted(SCHEMES))}
@@ -324,6 +328,26 @@ _TORCHRL_MODULES = frozenset({"torch", "torchrl", "tensordict", "gymnasium"})
 
 
 def _demo(args: argparse.Namespace) -> int:
+    with _stopping_on_sigterm():
+        return _run_demo(args)
+
+
+@contextlib.contextmanager
+def _stopping_on_sigterm() -> Iterator[None]:
+    """While the demo runs, ``SIGTERM`` keeps its final snapshots (:func:`rlpulse.stop_on_sigterm`)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may handle signals
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    stop_on_sigterm()
+    try:
+        yield
+    finally:
+        # None: a handler from outside Python, which cannot be put back.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+
+def _run_demo(args: argparse.Namespace) -> int:
     if not args.synthetic:
         try:
             from rlpulse._demo.torchrl_pipeline import run_torchrl_demo
