@@ -8,6 +8,7 @@ import runpy
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -822,3 +823,15 @@ def test_the_demo_in_process_puts_back_the_sigterm_handler_it_found(
     assert main(argv) == 0
 
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+@pytest.mark.timeout(60)
+def test_the_demo_runs_from_a_thread_that_cannot_handle_signals(tmp_path: Path) -> None:
+    codes: list[int] = []
+    argv = ["demo", "--synthetic", "--seconds", "0.2", "--out", str(tmp_path / "d.db")]
+    thread = threading.Thread(target=lambda: codes.append(main(argv)))
+    thread.start()
+    thread.join(timeout=50)
+
+    assert codes == [0]
+    assert any(r.name == "collector/frames" for r in read(tmp_path / "d.db"))

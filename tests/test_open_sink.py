@@ -239,3 +239,18 @@ def test_an_unwritable_path_is_a_sink_spec_error_naming_it(tmp_path: Path) -> No
         open_sink(f"csv:{blocker / 'metrics.csv'}")
     assert isinstance(error.value.__cause__, OSError)
     assert str(blocker) in str(error.value)
+
+
+def test_a_backend_refusing_a_path_is_a_sink_spec_error_naming_it(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("tensorboardX")
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    spec = f"tensorboard:{blocker / 'tb'}"
+    with pytest.raises(
+        SinkSpecError, match="give a directory you can write to"
+    ) as error:
+        open_sink(spec)
+    assert str(error.value).startswith(f"cannot open sink {spec!r}: ")
+    assert f"{blocker / 'tb'}: " in str(error.value)

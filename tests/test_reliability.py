@@ -917,6 +917,9 @@ def test_sigterm_in_process_stops_running_monitors_before_the_previous_handler()
     monitor.watch(Source(), name="s", schedule=Every.seconds(3600))
     try:
         rlpulse.stop_on_sigterm()
+        installed = signal.getsignal(signal.SIGTERM)
+        rlpulse.stop_on_sigterm()  # changes nothing
+        assert signal.getsignal(signal.SIGTERM) is installed
         monitor.start()
         with pytest.raises(Terminated):
             signal.raise_signal(signal.SIGTERM)
@@ -944,3 +947,22 @@ def test_stop_on_sigterm_from_another_thread_says_to_call_it_in_the_main_thread(
     assert len(errors) == 1
     assert isinstance(errors[0], RuntimeError)
     assert "main thread" in str(errors[0])
+
+
+def test_a_previous_handler_that_returns_lets_the_process_go_on() -> None:
+    calls: list[int] = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: calls.append(signum))
+    sink = Recorder()
+    monitor = LoggerMonitor(sink, poll_interval=3600)
+    monitor.watch(Source(), name="s", schedule=Every.seconds(3600))
+    try:
+        rlpulse.stop_on_sigterm()
+        monitor.start()
+        signal.raise_signal(signal.SIGTERM)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert calls == [signal.SIGTERM]
+    assert sink.count("s") == 1  # the final snapshot
+    assert repr(monitor).endswith("idle)")  # stopped; the caller goes on
+    monitor.stop()
+    assert sink.count("s") == 1

@@ -99,8 +99,8 @@ def stop_on_sigterm() -> None:
             return
         # The default disposition (or a handler Python does not know of,
         # installed outside it): end the process by the signal.
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.raise_signal(signal.SIGTERM)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # pragma: no cover - ends
+        signal.raise_signal(signal.SIGTERM)  # pragma: no cover - the process
 
     signal.signal(signal.SIGTERM, on_sigterm)
     _sigterm_handler = on_sigterm

@@ -215,8 +215,6 @@ def open_sink(spec: str) -> MetricSink:
         )
     try:
         return opener(target)
-    except SinkSpecError:
-        raise
     except Exception as error:
         raise SinkSpecError(_setup_failure(spec, name, error)) from error
 
