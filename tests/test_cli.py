@@ -8,6 +8,7 @@ import runpy
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -703,3 +704,134 @@ def test_ctrl_c_ends_the_torchrl_demo_early_with_final_snapshots_and_summary(
         _names(records, "replay_buffer/write_count")[-1]
         == _names(records, "collector/frames")[-1]
     )
+
+
+def _without_credentials(home: Path) -> dict[str, str]:
+    """The environment of a new user: no W&B key or mode, no MLflow settings, an empty home."""
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(("WANDB_", "MLFLOW_"))
+    }
+    home.mkdir()
+    env["HOME"] = str(home)
+    return env
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize(
+    ("spec", "advice"),
+    [
+        ("wandb:myproj", "wandb login"),
+        ("mlflow:runs/mlruns", "mlflow:sqlite:///runs/mlflow.db"),
+    ],
+)
+def test_demo_with_a_sink_its_backend_refuses_is_a_one_line_error(
+    tmp_path: Path, spec: str, advice: str
+) -> None:
+    pytest.importorskip(spec.partition(":")[0])
+    demo = subprocess.run(
+        _demo_command(tmp_path / "d.sqlite", "--synthetic", "--sink", spec),
+        capture_output=True,
+        text=True,
+        timeout=150,
+        cwd=tmp_path,
+        env=_without_credentials(tmp_path / "home"),
+    )
+
+    assert demo.returncode == 2, demo.stderr
+    assert demo.stderr.startswith(f"rlpulse: error: cannot open sink {spec!r}: ")
+    assert len(demo.stderr.splitlines()) == 1
+    assert advice in demo.stderr
+    assert not (tmp_path / "d.sqlite").exists()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("options", [(), ("--runs",)])
+def test_show_into_a_closed_pipe_stops_quietly(
+    tmp_path: Path, options: tuple[str, ...]
+) -> None:
+    path = tmp_path / "run.sqlite"
+    _write_sqlite_run(path, "baseline", 400.0)
+    reader, writer = os.pipe()
+    os.close(reader)  # like `| head` once it has read what it wanted
+    try:
+        show = subprocess.run(
+            [sys.executable, "-m", "rlpulse", "show", str(path), *options],
+            stdout=writer,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=30,
+        )
+    finally:
+        os.close(writer)
+
+    assert show.stderr == ""
+    assert show.returncode == 141
+
+
+def test_show_into_a_closed_pipe_in_process_returns_141_and_silences_stdout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "run.sqlite"
+    _write_sqlite_run(path, "baseline", 400.0)
+    reader, writer = os.pipe()
+    os.close(reader)
+    with open(writer, "w") as closed_pipe:
+        monkeypatch.setattr(sys, "stdout", closed_pipe)
+
+        assert main(["show", str(path)]) == 141
+        # Standard output now goes to the null device: writing works.
+        print("after", file=closed_pipe, flush=True)
+
+
+@pytest.mark.timeout(90)
+def test_sigterm_ends_the_demo_by_the_signal_with_its_final_snapshots(
+    tmp_path: Path, wait_until: Callable[..., bool]
+) -> None:
+    path = tmp_path / "demo.sqlite"
+    demo = subprocess.Popen(
+        _demo_command(path, "--synthetic", "--seconds", "60"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert demo.stdout is not None
+        assert demo.stdout.readline().startswith("rlpulse demo: ")
+        assert wait_until(
+            lambda: any(r.name == "collector/frames" for r in read(path)), 30
+        )
+        demo.send_signal(signal.SIGTERM)
+        demo.communicate(timeout=30)
+    finally:
+        demo.kill()
+        demo.wait()
+
+    assert demo.returncode == -signal.SIGTERM
+    # Neither 10,000 frames nor 5 s passed: only the forced final snapshot,
+    # logged with rates, carries the collector's frame rate.
+    assert _names(list(read(path)), "collector/frames_per_second")
+
+
+def test_the_demo_in_process_puts_back_the_sigterm_handler_it_found(
+    tmp_path: Path,
+) -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    argv = ["demo", "--synthetic", "--seconds", "0.2", "--out", str(tmp_path / "d.db")]
+
+    assert main(argv) == 0
+
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+@pytest.mark.timeout(60)
+def test_the_demo_runs_from_a_thread_that_cannot_handle_signals(tmp_path: Path) -> None:
+    codes: list[int] = []
+    argv = ["demo", "--synthetic", "--seconds", "0.2", "--out", str(tmp_path / "d.db")]
+    thread = threading.Thread(target=lambda: codes.append(main(argv)))
+    thread.start()
+    thread.join(timeout=50)
+
+    assert codes == [0]
+    assert any(r.name == "collector/frames" for r in read(tmp_path / "d.db"))

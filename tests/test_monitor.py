@@ -392,3 +392,52 @@ def test_repr_says_what_the_monitor_holds() -> None:
     monitor = LoggerMonitor([Recorder(), Recorder()], background=False)
     monitor.watch(Counter())
     assert repr(monitor) == "LoggerMonitor(1 watches, 2 sinks, idle)"
+
+
+@pytest.mark.parametrize("interval", [float("nan"), float("inf")])
+def test_a_poll_interval_that_is_not_finite_is_refused(interval: float) -> None:
+    with pytest.raises(ValueError, match="positive, finite number of seconds"):
+        LoggerMonitor(Recorder(), poll_interval=interval)
+
+
+def test_rate_keys_given_as_one_str_are_refused_not_split() -> None:
+    monitor = LoggerMonitor(Recorder(), background=False)
+    with pytest.raises(TypeError, match=r"rate_keys=\('frames',\)"):
+        monitor.watch(Counter(), rate_keys="frames")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="aggregate"):
+        monitor.watch(Counter(), aggregate="mean")
+    with pytest.raises(TypeError, match="names"):
+        monitor.watch(Counter(), rate_keys=(1, 2))  # type: ignore[arg-type]
+    assert monitor.stats()["watches"] == 0
+    monitor.watch(Counter(), name="listed", rate_keys=["frames"])  # type: ignore[arg-type]
+    assert "listed/frames_per_second" in _rated(monitor)
+
+
+def _rated(monitor: LoggerMonitor) -> dict[str, float]:
+    monitor.step()
+    time.sleep(0.01)
+    return monitor.step()["listed"]
+
+
+@pytest.mark.parametrize(
+    ("name", "error", "message"),
+    [
+        ("", ValueError, "must not be empty"),
+        ("train/collector", ValueError, "must not contain '/'"),
+        (5, TypeError, "must be a str"),
+    ],
+)
+def test_a_watch_name_that_would_garble_metric_names_is_refused(
+    name: Any, error: type[Exception], message: str
+) -> None:
+    monitor = LoggerMonitor(Recorder(), background=False)
+    with pytest.raises(error, match=message):
+        monitor.watch(Counter(), name=name)
+    assert monitor.stats()["watches"] == 0
+
+
+def test_a_stats_fn_that_cannot_be_called_is_refused_at_watch() -> None:
+    monitor = LoggerMonitor(Recorder(), background=False)
+    with pytest.raises(TypeError, match="stats_fn must be a callable"):
+        monitor.watch(Counter(), stats_fn=42)  # type: ignore[arg-type]
+    assert monitor.stats()["watches"] == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import socket
 import subprocess
 import sys
 import textwrap
@@ -14,7 +15,7 @@ import pytest
 import rlpulse
 from rlpulse import CSVLogger, JSONLLogger, SQLiteLogger, open_sink, read
 from rlpulse.sinks.console import ConsoleLogger
-from rlpulse.sinks.registry import SCHEMES
+from rlpulse.sinks.registry import SCHEMES, SinkSpecError
 
 BACKENDS = ("tensorboardX", "wandb", "mlflow", "prometheus_client")
 
@@ -215,3 +216,41 @@ def test_without_its_backend_a_sink_raises_import_error_naming_the_extra(
     assert f"pip install 'rlpulse[{extra}]'" in completed.stdout
     assert class_name in completed.stdout
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_port_in_use_is_a_sink_spec_error_saying_what_to_do() -> None:
+    pytest.importorskip("prometheus_client")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(SinkSpecError, match="'prometheus:0' picks one") as error:
+            open_sink(f"prometheus:127.0.0.1:{port}")
+    message = str(error.value)
+    assert message.startswith(f"cannot open sink 'prometheus:127.0.0.1:{port}': ")
+    assert "\n" not in message
+    assert isinstance(error.value.__cause__, OSError)
+
+
+def test_an_unwritable_path_is_a_sink_spec_error_naming_it(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(SinkSpecError, match="cannot write metrics to") as error:
+        open_sink(f"csv:{blocker / 'metrics.csv'}")
+    assert isinstance(error.value.__cause__, OSError)
+    assert str(blocker) in str(error.value)
+
+
+def test_a_backend_refusing_a_path_is_a_sink_spec_error_naming_it(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("tensorboardX")
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    spec = f"tensorboard:{blocker / 'tb'}"
+    with pytest.raises(
+        SinkSpecError, match="give a directory you can write to"
+    ) as error:
+        open_sink(spec)
+    assert str(error.value).startswith(f"cannot open sink {spec!r}: ")
+    assert f"{blocker / 'tb'}: " in str(error.value)

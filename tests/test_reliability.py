@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -797,3 +798,171 @@ def test_a_call_left_behind_across_a_restart_is_still_marked_hung(
     assert monitor.stats()["timeouts"] == 1
     assert hung.calls == 1
     assert any("skipped watch 'hung'" in m for m in rlpulse_warnings(caplog))
+
+
+def _sigterm_script(store: Path, before: str, opt_in: str = "stop_on_sigterm()") -> str:
+    """A script whose background monitor logs nothing until its final snapshot; it prints ``ready``, then waits."""
+    return textwrap.dedent(
+        f"""
+        import signal, sys, time
+        from rlpulse import Every, LoggerMonitor, SQLiteLogger, stop_on_sigterm
+
+        class Source:
+            frames = 0
+            def stats(self):
+                self.frames += 7
+                return {{"frames": self.frames}}
+
+        {before}
+        {opt_in}
+        monitor = LoggerMonitor(SQLiteLogger({str(store)!r}), poll_interval=3600)
+        monitor.watch(Source(), name="src", schedule=Every.seconds(3600))
+        monitor.start()
+        print("ready", flush=True)
+        time.sleep(60)
+        print("not terminated", flush=True)
+        """
+    )
+
+
+def _terminate(script: str) -> tuple[int, str]:
+    """Run ``script``, send it SIGTERM once it is ready; return its exit status and output."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline() == "ready\n"
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=30)
+    finally:
+        process.kill()
+        process.wait()
+    return process.returncode, out + err
+
+
+def _final_frames(store: Path) -> list[float]:
+    return [r.value for r in rlpulse.read(store) if r.name == "src/frames"]
+
+
+def test_sigterm_without_the_opt_in_loses_the_final_snapshot(tmp_path: Path) -> None:
+    store = tmp_path / "run.sqlite"
+    returncode, _ = _terminate(_sigterm_script(store, "", opt_in=""))
+    assert returncode == -signal.SIGTERM
+    assert _final_frames(store) == []
+
+
+def test_sigterm_after_stop_on_sigterm_logs_the_final_snapshot_and_terminates(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "run.sqlite"
+    returncode, output = _terminate(_sigterm_script(store, ""))
+    assert returncode == -signal.SIGTERM, output
+    assert "not terminated" not in output
+    assert _final_frames(store) == [7.0]  # the final snapshot, and only it
+
+
+def test_sigterm_reaches_the_handler_installed_before_once(tmp_path: Path) -> None:
+    store = tmp_path / "run.sqlite"
+    before = textwrap.dedent(
+        """
+        def previous(signum, frame):
+            print("previous handler", signum, flush=True)
+            sys.exit(3)
+        signal.signal(signal.SIGTERM, previous)
+        stop_on_sigterm()  # a second call below changes nothing
+        """
+    ).replace("\n", "\n        ")
+    returncode, output = _terminate(_sigterm_script(store, before))
+    assert returncode == 3, output
+    assert output.count("previous handler") == 1
+    assert _final_frames(store) == [7.0]
+
+
+def test_an_ignored_sigterm_stays_ignored_and_stops_nothing() -> None:
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    sink = Recorder()
+    monitor = LoggerMonitor(sink, poll_interval=3600)
+    monitor.watch(Source(), name="s", schedule=Every.seconds(3600))
+    try:
+        rlpulse.stop_on_sigterm()
+        monitor.start()
+        signal.raise_signal(signal.SIGTERM)
+        assert sink.count("s") == 0
+        assert repr(monitor).endswith("running)")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        monitor.stop()
+    assert sink.count("s") == 1
+
+
+def test_sigterm_in_process_stops_running_monitors_before_the_previous_handler() -> (
+    None
+):
+    class Terminated(Exception):
+        pass
+
+    seen: list[int] = []
+    sink = Recorder()
+
+    def earlier(signum: int, frame: object) -> None:
+        seen.append(sink.count("s"))
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, earlier)
+    monitor = LoggerMonitor(sink, poll_interval=3600)
+    monitor.watch(Source(), name="s", schedule=Every.seconds(3600))
+    try:
+        rlpulse.stop_on_sigterm()
+        installed = signal.getsignal(signal.SIGTERM)
+        rlpulse.stop_on_sigterm()  # changes nothing
+        assert signal.getsignal(signal.SIGTERM) is installed
+        monitor.start()
+        with pytest.raises(Terminated):
+            signal.raise_signal(signal.SIGTERM)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        monitor.stop()
+    assert seen == [1]  # the final snapshot was logged before it was called
+    assert sink.count("s") == 1  # and the monitor was stopped
+
+
+def test_stop_on_sigterm_from_another_thread_says_to_call_it_in_the_main_thread() -> (
+    None
+):
+    errors: list[BaseException] = []
+
+    def install() -> None:
+        try:
+            rlpulse.stop_on_sigterm()
+        except BaseException as error:
+            errors.append(error)
+
+    thread = threading.Thread(target=install)
+    thread.start()
+    thread.join()
+    assert len(errors) == 1
+    assert isinstance(errors[0], RuntimeError)
+    assert "main thread" in str(errors[0])
+
+
+def test_a_previous_handler_that_returns_lets_the_process_go_on() -> None:
+    calls: list[int] = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: calls.append(signum))
+    sink = Recorder()
+    monitor = LoggerMonitor(sink, poll_interval=3600)
+    monitor.watch(Source(), name="s", schedule=Every.seconds(3600))
+    try:
+        rlpulse.stop_on_sigterm()
+        monitor.start()
+        signal.raise_signal(signal.SIGTERM)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert calls == [signal.SIGTERM]
+    assert sink.count("s") == 1  # the final snapshot
+    assert repr(monitor).endswith("idle)")  # stopped; the caller goes on
+    monitor.stop()
+    assert sink.count("s") == 1

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rlpulse import Record, SQLiteLogger, read
+from rlpulse import CSVLogger, Record, SQLiteLogger, read
 from rlpulse.read.records import RunFileError, list_runs
 
 RUN_NAME_FORMAT = "%Y-%m-%d_%H-%M-%S"
@@ -199,14 +199,34 @@ def test_large_payload_failing_part_way_stores_nothing(tmp_path: Path) -> None:
     assert [record.name for record in read(path)] == ["x/after"]
 
 
-def test_file_named_like_an_in_memory_database_is_a_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("path", [":memory:", Path(":memory:")])
+def test_an_in_memory_database_is_refused_saying_a_store_is_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str | Path
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    with SQLiteLogger(":memory:") as sink:
+    with pytest.raises(ValueError, match=r"stores runs in a file.*give a file path"):
+        SQLiteLogger(path)
+
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_file_named_like_an_in_memory_database_in_a_directory_is_a_file(
+    tmp_path: Path,
+) -> None:
+    with SQLiteLogger(tmp_path / ":memory:") as sink:
         sink.log_metrics({"x/v": 1.0})
 
     assert [record.value for record in read(tmp_path / ":memory:")] == [1.0]
+
+
+def test_an_empty_path_is_refused_saying_to_give_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="path of the metrics file is empty"):
+        SQLiteLogger("")
+    with pytest.raises(ValueError, match="path of the metrics file is empty"):
+        CSVLogger("")
 
 
 def test_nan_is_read_back_as_nan_and_infinity_as_infinity(tmp_path: Path) -> None:

@@ -206,3 +206,29 @@ def test_a_schedule_counts_from_when_its_round_was_due_not_from_when_it_ran() ->
     # Rates still count from when it ran.
     assert payload is not None
     assert payload["w/frames_per_second"] == pytest.approx(2 / 0.9961)
+
+
+@pytest.mark.parametrize("interval", [float("nan"), float("inf"), -float("inf")])
+def test_every_refuses_an_interval_that_is_not_finite(interval: float) -> None:
+    with pytest.raises(ValueError, match="strictly positive: a finite number of"):
+        Every.seconds(interval)
+    with pytest.raises(ValueError, match="strictly positive: a finite number of"):
+        Every.counter("frames", interval)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("interval", ["5", True, b"5"])
+def test_every_refuses_an_interval_that_is_not_a_number(interval: Any) -> None:
+    with pytest.raises(TypeError, match="a finite number of seconds above zero"):
+        Every("seconds", interval)
+
+
+def test_a_counter_interval_is_a_whole_number_of_counts() -> None:
+    with pytest.raises(ValueError, match="whole number of counts"):
+        Every.counter("frames", 0.5)  # type: ignore[arg-type]
+    assert Every.counter("frames", 1e4).interval == 10_000  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("key", [5, ("frames",), b"frames"])
+def test_a_counter_key_is_the_name_of_a_snapshot_entry(key: Any) -> None:
+    with pytest.raises(TypeError, match="counter key must be the name"):
+        Every.counter(key, 10)

@@ -7,6 +7,7 @@ rates, and hands the metrics to sinks.
 
 from rlpulse.monitor import LoggerMonitor
 from rlpulse.read.records import Record, read
+from rlpulse.runtime.lifecycle import stop_on_sigterm
 from rlpulse.schedules import AnyOf, Every
 from rlpulse.sinks import ConsoleLogger, CSVLogger, JSONLLogger, SQLiteLogger
 from rlpulse.sinks.registry import open_sink
@@ -28,4 +29,5 @@ __all__ = [
     "__version__",
     "open_sink",
     "read",
+    "stop_on_sigterm",
 ]

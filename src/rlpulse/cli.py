@@ -11,14 +11,18 @@ standard error and exit code 2. What the commands do lives in
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
+import os
+import signal
 import sqlite3
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeAlias
 
-from rlpulse import __version__
+from rlpulse import __version__, stop_on_sigterm
 from rlpulse._demo.common import DEFAULT_OUT
 from rlpulse._demo.synthetic import run_demo
 from rlpulse.read.plot import PlotError, plot_file
@@ -52,7 +56,9 @@ A background LoggerMonitor polls their stats() into a new run of a SQLite
 file (--out), prints each payload on standard error and feeds any extra
 sinks (--sink). At the end (or on Ctrl-C) it logs final snapshots; the
 summary of the run is printed and its chart drawn next to the SQLite file
-(with matplotlib: pip install 'rlpulse[plot]').
+(with matplotlib: pip install 'rlpulse[plot]'). On SIGTERM (what a job
+scheduler sends) it logs the final snapshots and flushes every sink, then
+ends by the signal, without the summary.
 
 Sink specs are SCHEME:TARGET, with SCHEME one of:
   {", ".join(sorted(SCHEMES))}
@@ -278,7 +284,10 @@ def main(argv: list[str] | None = None) -> int:
     """Run the ``rlpulse`` command line with ``argv`` (default: ``sys.argv[1:]``) and return the exit code.
 
     Errors a user can cause print one ``rlpulse: error: ...`` line on standard
-    error and return 2; bad arguments exit with argparse's usual code 2.
+    error and return 2; bad arguments exit with argparse's usual code 2. A
+    reader that closes standard output early (``rlpulse show RUN | head``) is
+    no error: the command stops quietly and returns 141, as a command killed
+    by ``SIGPIPE`` exits in a shell.
 
     >>> import contextlib, io
     >>> errors = io.StringIO()
@@ -291,17 +300,54 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handler: _Handler = args.handler
     try:
-        return handler(args)
+        code = handler(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return code
+    except BrokenPipeError:
+        _discard_standard_output()
+        return _CLOSED_PIPE
     except OSError as error:
         return _fail(_describe(error))
     except (RunFileError, PlotError, SinkSpecError, sqlite3.Error) as error:
         return _fail(str(error))
 
 
+_CLOSED_PIPE = 128 + 13
+"""The exit code after standard output was closed: a shell's for ``SIGPIPE``."""
+
+
+def _discard_standard_output() -> None:
+    """Point standard output at the null device, so the interpreter's last flush has nowhere to fail."""
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+
+
 _TORCHRL_MODULES = frozenset({"torch", "torchrl", "tensordict", "gymnasium"})
 
 
 def _demo(args: argparse.Namespace) -> int:
+    with _stopping_on_sigterm():
+        return _run_demo(args)
+
+
+@contextlib.contextmanager
+def _stopping_on_sigterm() -> Iterator[None]:
+    """While the demo runs, ``SIGTERM`` keeps its final snapshots (:func:`rlpulse.stop_on_sigterm`)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may handle signals
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    stop_on_sigterm()
+    try:
+        yield
+    finally:
+        # None: a handler from outside Python, which cannot be put back.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+
+def _run_demo(args: argparse.Namespace) -> int:
     if not args.synthetic:
         try:
             from rlpulse._demo.torchrl_pipeline import run_torchrl_demo

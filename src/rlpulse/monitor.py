@@ -42,7 +42,8 @@ class LoggerMonitor:
             — or a sequence of sinks; every payload reaches every sink.
 
     Keyword Args:
-        poll_interval: seconds between background polls (default ``1.0``).
+        poll_interval: seconds between background polls, a finite number above
+            zero (default ``1.0``).
         background: poll from a daemon thread between :meth:`start` and
             :meth:`stop` (default), or (``False``) only at :meth:`step`.
         on_error: a failing poll or sink ``"warn"`` (default: one warning a
@@ -164,11 +165,11 @@ class LoggerMonitor:
             schedule=schedule,
             step_key=step,
             stats_kwargs=stats_kwargs or {},
-            rate_keys=None if rate_keys is None else tuple(rate_keys),
+            rate_keys=rate_keys,
             log_on_start=log_on_start,
             log_on_close=log_on_close,
             poll_timeout=timeout,
-            aggregate=tuple(aggregate),
+            aggregate=aggregate,
             stall_after=stall_after,
             progress_key=progress_key,
             on_stall=self._reporter.stalled,

@@ -7,6 +7,8 @@ Every.seconds(60)``) and is due when any part is due.
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass
 from typing import Literal
 
@@ -47,20 +49,26 @@ class Every:
     def __post_init__(self) -> None:
         if self.kind not in ("seconds", "counter"):
             raise ValueError(f"kind must be 'seconds' or 'counter', got {self.kind!r}.")
-        if not self.interval or self.interval <= 0:
-            raise ValueError(
-                f"interval must be strictly positive, got {self.interval}."
-            )
+        _check_interval(self.kind, self.interval)
         if self.kind == "counter" and not self.key:
             raise ValueError("counter schedules require a non-empty counter key.")
+        if self.key is not None and not isinstance(self.key, str):
+            raise TypeError(
+                "the counter key must be the name of a snapshot entry (a str, "
+                f"like 'frames'), got {type(self.key).__name__} {self.key!r}."
+            )
 
     @classmethod
     def seconds(cls, interval: float) -> Every:
-        """Return a schedule due every ``interval`` seconds.
+        """Return a schedule due every ``interval`` seconds (a finite number above zero).
 
         Examples:
             >>> Every.seconds(2).interval
             2.0
+            >>> Every.seconds(float("nan"))
+            Traceback (most recent call last):
+            ...
+            ValueError: interval must be strictly positive: a finite number of seconds above zero, got nan.
         """
         return cls(kind="seconds", interval=float(interval))
 
@@ -68,9 +76,16 @@ class Every:
     def counter(cls, key: str, interval: int) -> Every:
         """Return a schedule due when snapshot entry ``key`` crosses a multiple of ``interval``.
 
+        ``key`` names the entry (a non-empty str); ``interval`` is a whole
+        number of counts above zero (``10_000`` or ``1e4``).
+
         Examples:
             >>> Every.counter("write_count", 50).key
             'write_count'
+            >>> Every.counter("frames", 0.5)
+            Traceback (most recent call last):
+            ...
+            ValueError: a counter schedule's interval must be a whole number of counts (like 10_000), got 0.5.
         """
         return cls(kind="counter", interval=interval, key=key)
 
@@ -144,6 +159,31 @@ class AnyOf:
 
 
 Schedule = Every | AnyOf
+
+
+def _check_interval(kind: str, interval: object) -> None:
+    """Refuse an interval that is not a finite number above zero (whole, for counters).
+
+    TorchRL's ``ValueError`` (``strictly positive``) for a missing or
+    non-positive interval, and its ``TypeError`` for one that is no number.
+    """
+    unit = "seconds" if kind == "seconds" else "counts"
+    allowed = f"a finite number of {unit} above zero"
+    if isinstance(interval, bool) or not isinstance(interval, numbers.Real):
+        if interval is None:
+            raise ValueError(f"interval must be strictly positive: {allowed}.")
+        raise TypeError(
+            f"interval must be {allowed}, got {type(interval).__name__} {interval!r}."
+        )
+    if not 0 < float(interval) < math.inf:
+        raise ValueError(
+            f"interval must be strictly positive: {allowed}, got {interval!r}."
+        )
+    if kind == "counter" and not float(interval).is_integer():
+        raise ValueError(
+            "a counter schedule's interval must be a whole number of counts "
+            f"(like 10_000), got {interval!r}."
+        )
 
 
 def _flatten(schedules: tuple[Schedule, ...]) -> tuple[Every, ...]:

@@ -66,19 +66,22 @@ class WatchSpec:
     """What a watch is, fixed at :meth:`rlpulse.LoggerMonitor.watch`: the options it was given.
 
     Attributes:
-        name: prefix of the watch's metrics, unique in the monitor;
-            ``watch()`` defaults it to the target's class name in lower case
-            (``_1``, ``_2``, … appended when taken).
-        provider, stats_kwargs: what a poll calls (``stats_fn``, else
-            ``target.stats``) and the keyword arguments it gets.
+        name: prefix of the watch's metrics, unique in the monitor: a
+            non-empty str without ``/`` (which separates the watch from its
+            metrics); ``watch()`` defaults it to the target's class name in
+            lower case (``_1``, ``_2``, … appended when taken).
+        provider, stats_kwargs: what a poll calls (``stats_fn``, a callable,
+            else ``target.stats``) and the keyword arguments it gets.
         target: the watched object.
         schedule: when to log: :class:`~rlpulse.Every` or a composite
             (``Every.counter("frames", 10_000) | Every.seconds(60)``);
             ``None`` logs at every poll.
         step_key: the snapshot entry used as the logging step (``step=``);
             defaults to the counter of a schedule with one counter part.
-        rate_keys: the entries to derive per-second rates from; ``None``:
-            the known counters (``frames``, ``write_count``, …).
+        rate_keys: the entries to derive per-second rates from, a tuple or
+            list of names (a single str is refused, not split into
+            characters); ``None``: the known counters (``frames``,
+            ``write_count``, …).
         log_on_start: log the first poll whatever the schedule says; else
             it is the baseline only, and the first payload carries rates.
         log_on_close: log a final snapshot at ``stop()``.
@@ -99,6 +102,10 @@ class WatchSpec:
         Traceback (most recent call last):
         ...
         ValueError: Unknown aggregate 'median': choose from mean, min, max.
+        >>> WatchSpec("w", provider=dict, rate_keys="frames")
+        Traceback (most recent call last):
+        ...
+        TypeError: rate_keys takes a tuple or list of names, got the str 'frames': write rate_keys=('frames',).
     """
 
     name: str
@@ -116,12 +123,23 @@ class WatchSpec:
     progress_key: str | None = None
 
     def __post_init__(self) -> None:
+        _check_name(self.name)
+        if not callable(self.provider):
+            raise TypeError(
+                f"Watch {self.name!r}: stats_fn must be a callable returning the "
+                f"snapshot mapping, got {type(self.provider).__name__} "
+                f"{self.provider!r}."
+            )
         schedule = self.schedule
         if schedule is not None and not isinstance(schedule, (Every, AnyOf)):
             raise TypeError(
                 "schedule must be an Every schedule (or a composite of them), "
                 f"got {type(schedule).__name__}."
             )
+        if self.rate_keys is not None:
+            rate_keys = _entry_names("rate_keys", self.rate_keys)
+            object.__setattr__(self, "rate_keys", rate_keys)
+        object.__setattr__(self, "aggregate", _entry_names("aggregate", self.aggregate))
         unknown = [name for name in self.aggregate if name not in AGGREGATES]
         if unknown:
             raise ValueError(
@@ -138,7 +156,6 @@ class WatchSpec:
             step_key = counters[0]
         object.__setattr__(self, "step_key", step_key)
         object.__setattr__(self, "stats_kwargs", dict(self.stats_kwargs))
-        object.__setattr__(self, "aggregate", tuple(self.aggregate))
         if stall_after is None:
             return
         progress_key = self.progress_key or (
@@ -156,6 +173,45 @@ class WatchSpec:
         """The keys of the schedule's counter parts, in order."""
         parts = () if self.schedule is None else self.schedule.parts
         return tuple(part.key for part in parts if part.key is not None)
+
+
+def _check_name(name: object) -> None:
+    """Refuse a watch name that is not a non-empty str without ``/``.
+
+    ``/`` separates the watch from its metric in every metric name
+    (``collector/frames``), and readers split there.
+    """
+    if not isinstance(name, str):
+        raise TypeError(
+            f"A watch name must be a str, got {type(name).__name__} {name!r}."
+        )
+    if not name:
+        raise ValueError(
+            "A watch name must not be empty: pass a name such as 'collector', "
+            "or None for the target's class name."
+        )
+    if "/" in name:
+        raise ValueError(
+            f"A watch name must not contain '/', got {name!r}: '/' separates "
+            "the watch from its metrics (collector/frames); use '_' or '.'."
+        )
+
+
+def _entry_names(option: str, names: Any) -> tuple[str, ...]:
+    """``names`` as a tuple of snapshot entry names; a single str is refused, not split."""
+    if isinstance(names, str):
+        raise TypeError(
+            f"{option} takes a tuple or list of names, got the str {names!r}: "
+            f"write {option}=({names!r},)."
+        )
+    checked: list[str] = []
+    for name in names:
+        if not isinstance(name, str):
+            raise TypeError(
+                f"{option} takes names (str), got {type(name).__name__} {name!r}."
+            )
+        checked.append(name)
+    return tuple(checked)
 
 
 class _CounterPart:

@@ -23,7 +23,7 @@ from typing import TextIO
 from rlpulse.read.plot import INSTALL_HINT, plot_file
 from rlpulse.read.summary import format_duration, format_summary, summarize_file
 from rlpulse.sinks import ConsoleLogger, SQLiteLogger
-from rlpulse.sinks.registry import MetricSink, SinkSpecError, open_sink
+from rlpulse.sinks.registry import MetricSink, open_sink
 
 __all__ = [
     "DEFAULT_OUT",
@@ -66,8 +66,9 @@ class DemoSinks:
     specs (``csv:runs/demo.csv``, ``tensorboard:runs/tb``, …). Everything is
     opened here and closed by :meth:`close`; when one cannot be opened, the
     ones already open are closed before the error propagates: a
-    :class:`SinkSpecError` for a bad spec or a backend that is not installed,
-    an ``OSError`` for an unwritable path.
+    :class:`SinkSpecError` for an extra sink (a bad spec, a backend that is
+    not installed or refuses to start), an ``OSError`` or ``RunFileError``
+    for a store that cannot be written.
 
     >>> import io, tempfile, pathlib
     >>> with tempfile.TemporaryDirectory() as tmp:
@@ -89,10 +90,7 @@ class DemoSinks:
         self.extra: list[MetricSink] = []
         try:
             for spec in specs:
-                try:
-                    self.extra.append(open_sink(spec))
-                except (ValueError, ImportError) as error:
-                    raise SinkSpecError(str(error)) from error
+                self.extra.append(open_sink(spec))
             self.store = SQLiteLogger(out)
         except BaseException:
             self._close_all(self.extra)

@@ -170,9 +170,11 @@ def list_runs(path: str | os.PathLike[str]) -> list[str]:
 def prepare_record_file(path: str | os.PathLike[str]) -> Path:
     """Return ``path`` as a ``Path`` to a file that exists and can be appended to.
 
-    Missing parent directories are created. A path that cannot be written (a
-    directory, a parent that is a file, no permission) raises the matching
-    ``OSError`` with a message naming the path.
+    Missing parent directories are created (the convention of TensorBoard's
+    and TorchRL's loggers for their log directories). An empty path raises
+    ``ValueError``; one that cannot be written (a directory, a parent that is
+    a file, no permission) raises the matching ``OSError`` with a message
+    naming the path.
 
     >>> import tempfile, pathlib
     >>> with tempfile.TemporaryDirectory() as tmp:
@@ -180,6 +182,11 @@ def prepare_record_file(path: str | os.PathLike[str]) -> Path:
     ...     path.exists(), path.stat().st_size
     (True, 0)
     """
+    if not os.fspath(path):
+        raise ValueError(
+            "the path of the metrics file is empty; give a file path such as "
+            "'runs/metrics.sqlite'"
+        )
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

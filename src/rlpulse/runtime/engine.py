@@ -10,6 +10,7 @@ after either (one left behind as slow or hung) delivers nothing.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -48,8 +49,11 @@ class Engine:
         queue_size: int,
         stop_timeout: float | None,
     ) -> None:
-        if poll_interval <= 0:
-            raise ValueError(f"poll_interval must be positive, got {poll_interval}.")
+        if not (poll_interval > 0 and math.isfinite(poll_interval)):
+            raise ValueError(
+                "poll_interval must be a positive, finite number of seconds, "
+                f"got {poll_interval!r}."
+            )
         check_timeout("stop_timeout", stop_timeout)
         if queue_size < 1:
             raise ValueError(f"queue_size must be at least 1, got {queue_size}.")

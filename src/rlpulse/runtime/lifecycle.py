@@ -2,9 +2,10 @@
 
 Both registries hold monitors weakly, so a dropped monitor is collected.
 At interpreter exit every running monitor is stopped (final snapshots,
-sink queues drained and flushed). In a child made by ``os.fork`` every
-inherited monitor is reset: no thread, no lock held by a thread that does
-not exist there; it can be started again.
+sink queues drained and flushed); :func:`stop_on_sigterm` does the same on
+``SIGTERM``, which skips the exit hook otherwise. In a child made by
+``os.fork`` every inherited monitor is reset: no thread, no lock held by a
+thread that does not exist there; it can be started again.
 """
 
 from __future__ import annotations
@@ -12,10 +13,14 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import signal
+import threading
 import weakref
+from collections.abc import Callable
+from types import FrameType
 from typing import Protocol
 
-__all__ = ["running", "stopped", "track"]
+__all__ = ["running", "stop_on_sigterm", "stopped", "track"]
 
 
 class _Monitor(Protocol):
@@ -48,6 +53,61 @@ def _stop_running_monitors() -> None:
         # An exit hook must not let one monitor's failure stop the others.
         with contextlib.suppress(Exception):
             monitor.stop()
+
+
+def stop_on_sigterm() -> None:
+    """On ``SIGTERM``, stop every running monitor, then end the process as ``SIGTERM`` would have.
+
+    ``SIGTERM`` — what SLURM, Kubernetes and most schedulers send before
+    they kill a job — ends a Python process without running the exit hook
+    that logs the final snapshots. After this call, a ``SIGTERM`` first
+    stops every running background monitor (final snapshots, sink queues
+    drained and flushed, within each one's ``stop_timeout``), then hands
+    the signal on to the handler installed before: a Python handler is
+    called (whatever it does — return, raise ``SystemExit`` — happens as
+    before); with none, or the default, the process ends by ``SIGTERM``
+    (its exit status says so, as without this call); a ``SIGTERM`` that
+    was ignored stays ignored, and no monitor is stopped. Calling it again
+    changes nothing. Python lets only the main thread install signal
+    handlers: from any other thread this raises ``RuntimeError``.
+
+    Examples:
+        >>> import signal
+        >>> before = signal.getsignal(signal.SIGTERM)
+        >>> stop_on_sigterm()
+        >>> signal.getsignal(signal.SIGTERM) is before
+        False
+        >>> _ = signal.signal(signal.SIGTERM, before)  # as it was
+    """
+    global _sigterm_handler
+    if threading.current_thread() is not threading.main_thread():
+        raise RuntimeError(
+            "stop_on_sigterm() installs a signal handler, which Python allows "
+            "only in the main thread: call it there, for instance at the start "
+            "of the script"
+        )
+    previous = signal.getsignal(signal.SIGTERM)
+    if _sigterm_handler is not None and previous is _sigterm_handler:
+        return
+
+    def on_sigterm(signum: int, frame: FrameType | None) -> None:
+        if previous == signal.SIG_IGN:
+            return
+        _stop_running_monitors()
+        if callable(previous):
+            previous(signum, frame)
+            return
+        # The default disposition (or a handler Python does not know of,
+        # installed outside it): end the process by the signal.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # pragma: no cover - ends
+        signal.raise_signal(signal.SIGTERM)  # pragma: no cover - the process
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    _sigterm_handler = on_sigterm
+
+
+_sigterm_handler: Callable[[int, FrameType | None], None] | None = None
+"""The handler :func:`stop_on_sigterm` installed, once it did."""
 
 
 def _reset_in_child() -> None:

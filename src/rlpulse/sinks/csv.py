@@ -36,7 +36,9 @@ class CSVLogger(LineFileSink):
     opened again. A write that fails (a full disk) raises ``OSError`` naming
     the file and leaves the file as it was. Writes are not synced to disk, so
     an operating system crash may lose the last ones. Opening an existing
-    file appends to it. A logger may be used from any thread.
+    file appends to it; missing parent directories are created, as
+    TensorBoard's and TorchRL's loggers create their log directories. A
+    logger may be used from any thread.
 
     >>> import tempfile, pathlib
     >>> from rlpulse import CSVLogger

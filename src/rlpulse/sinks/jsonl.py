@@ -24,7 +24,8 @@ class JSONLLogger(LineFileSink):
     is opened again. A write that fails (a full disk) raises ``OSError``
     naming the file and leaves the file as it was. Writes are not synced to
     disk, so an operating system crash may lose the last ones. Opening an
-    existing file appends to it. A logger may be used from any thread.
+    existing file appends to it; missing parent directories are created. A
+    logger may be used from any thread.
 
     >>> import tempfile, pathlib
     >>> from rlpulse import JSONLLogger

@@ -10,12 +10,21 @@ imports an optional backend:
   on standard error or output;
 - ``tensorboard:DIR``: ``TensorBoardLogger(DIR)``;
 - ``mlflow:URI``: ``MLflowLogger(tracking_uri=URI)`` (``mlflow:`` for
-  MLflow's default tracking URI or the active run);
+  MLflow's default tracking URI or the active run; without
+  ``MLFLOW_TRACKING_URI`` MLflow 3 creates ``mlflow.db`` in the working
+  directory);
 - ``wandb:PROJECT``: ``WandbLogger(project=PROJECT)`` (``wandb:`` for the
   current run, else a new one);
 - ``prometheus:PORT``: ``PrometheusExporter(port=PORT)`` on the loopback
   interface (``prometheus:`` for a free port); ``prometheus:ADDR:PORT``
   serves on ``ADDR``.
+
+File sinks create missing parent directories, as TensorBoard's and
+TorchRL's loggers create their log directories. Whatever keeps a sink from
+being set up — a bad target, a backend not installed, a path that cannot be
+written, a backend refusing (W&B without credentials, a port in use) —
+raises :class:`SinkSpecError`, one line that names the spec and says what
+to do, with the original error as its cause.
 """
 
 from __future__ import annotations
@@ -31,9 +40,10 @@ _SinkT = TypeVar("_SinkT", bound="MetricSink")
 
 
 class SinkSpecError(ValueError):
-    """A sink spec that cannot be opened: unknown scheme, bad target, backend not installed.
+    """A sink spec that cannot be opened: unknown scheme, bad target, backend not installed or refusing.
 
-    Its message is one line that names the spec and says what to do.
+    Its message is one line that names the spec (or the path) and says what
+    to do; ``__cause__`` is the error that kept the sink from being set up.
 
     >>> try:
     ...     open_sink("postgres:db")
@@ -197,9 +207,64 @@ def open_sink(spec: str) -> MetricSink:
             f"sink spec {spec!r} has no scheme; write SCHEME:TARGET "
             f"(as in 'sqlite:runs/metrics.sqlite') with one of: {known}"
         )
-    opener = SCHEMES.get(scheme.strip().lower())
+    name = scheme.strip().lower()
+    opener = SCHEMES.get(name)
     if opener is None:
         raise SinkSpecError(
             f"unknown sink scheme {scheme!r} in {spec!r}; known schemes: {known}"
         )
-    return opener(target)
+    try:
+        return opener(target)
+    except Exception as error:
+        raise SinkSpecError(_setup_failure(spec, name, error)) from error
+
+
+_SETUP_HINTS = {
+    "sqlite": "give the path of a file in a directory you can write to",
+    "csv": "give the path of a file in a directory you can write to",
+    "jsonl": "give the path of a file in a directory you can write to",
+    "console": "use 'console:stderr' or 'console:stdout'",
+    "tensorboard": "give a directory you can write to",
+    "mlflow": (
+        "give a tracking URI MLflow can store runs in, as in "
+        "'mlflow:sqlite:///runs/mlflow.db' or 'mlflow:http://HOST:5000'"
+    ),
+    "wandb": (
+        "log in with 'wandb login' (or set WANDB_API_KEY), or log without an "
+        "account with WANDB_MODE=offline"
+    ),
+    "prometheus": (
+        "choose a port that is free ('prometheus:0' picks one) on an address "
+        "of this machine"
+    ),
+}
+"""What to do when a scheme's backend refuses to set its sink up."""
+
+
+def _setup_failure(spec: str, scheme: str, error: Exception) -> str:
+    """The one line saying why ``spec``'s sink could not be set up, and what to do.
+
+    An error raised by rlpulse's own code already says what to do; one
+    raised inside a backend (W&B without credentials, MLflow refusing a
+    store, a port in use) gets the scheme's hint.
+    """
+    reason = str(error) or type(error).__name__
+    if isinstance(error, OSError) and error.strerror:
+        reason = error.strerror
+        if error.filename is not None and str(error.filename) not in reason:
+            reason = f"{error.filename}: {reason}"
+    reason = " ".join(reason.split())
+    if _raised_in_rlpulse(error):
+        return reason
+    return (
+        f"cannot open sink {spec!r}: {type(error).__name__}: {reason.rstrip('.')}; "
+        f"{_SETUP_HINTS.get(scheme, 'check the sink spec')}"
+    )
+
+
+def _raised_in_rlpulse(error: BaseException) -> bool:
+    trace = error.__traceback__
+    while trace is not None and trace.tb_next is not None:
+        trace = trace.tb_next
+    module = "" if trace is None else trace.tb_frame.f_globals.get("__name__", "")
+    return str(module).startswith("rlpulse.")

@@ -24,7 +24,10 @@ _METRICS_COLUMNS = {"run", "wall_time", "step", "name", "value"}
 class SQLiteLogger(BaseSink):
     """A sink that stores payloads in a SQLite file, one run per logger.
 
-    The file holds any number of runs: ``run=None`` starts a new one named after
+    A store is a file, created with its missing parent directories (as
+    TensorBoard's and TorchRL's loggers create their log directories) and
+    read back after the process ended; ``":memory:"`` is refused rather than
+    taken for a file of that name. The file holds any number of runs: ``run=None`` starts a new one named after
     the local time (``2024-05-01_12-03-04``, with ``_1``, ``_2``, ... appended
     when that name is taken); the name of an existing run appends to it. Read it
     back with ``rlpulse.read(path, run=...)``; ``rlpulse.read.records.list_runs``
@@ -46,6 +49,10 @@ class SQLiteLogger(BaseSink):
     ...         sink.log_metrics({"collector/frames": 96.0}, step=3, timestamp=1.5)
     ...     print(sink.run, list(read(path, run="baseline")))
     baseline [Record(wall_time=1.5, step=3, name='collector/frames', value=96.0)]
+    >>> SQLiteLogger(":memory:")
+    Traceback (most recent call last):
+    ...
+    ValueError: SQLiteLogger stores runs in a file, to be read back after the process ends: ':memory:' would be a file of that name in the working directory, not an in-memory database; give a file path such as 'runs/metrics.sqlite'
     """
 
     def __init__(self, path: str | os.PathLike[str], run: str | None = None) -> None:
@@ -54,11 +61,18 @@ class SQLiteLogger(BaseSink):
                 f"run must be a non-empty string naming the run, or None for a "
                 f"new run named after the time; got {run!r}"
             )
+        if os.fspath(path) == ":memory:":
+            raise ValueError(
+                "SQLiteLogger stores runs in a file, to be read back after the "
+                "process ends: ':memory:' would be a file of that name in the "
+                "working directory, not an in-memory database; give a file path "
+                "such as 'runs/metrics.sqlite'"
+            )
         super().__init__()
         self.path = prepare_record_file(path)
         # The monitor delivers from its own thread; the sink's lock serialises
         # every use of the connection.
-        # An absolute path, so that a file named like ":memory:" stays a file.
+        # An absolute path: SQLite gives no file name a special meaning then.
         self._connection = sqlite3.connect(
             self.path.absolute(),
             isolation_level=None,
