@@ -30,9 +30,16 @@ __all__ = [
 ]
 
 # Below ten thousand a number reads best in full (4096, not 4.096k).
-_SUFFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e4, "k"))
+_SUFFIXES: tuple[tuple[float, str], ...] = (
+    (1e12, "T"),
+    (1e9, "G"),
+    (1e6, "M"),
+    (1e4, "k"),
+)
 _SUFFIX_SCALES = {"T": 1e12, "G": 1e9, "M": 1e6, "k": 1e3}
 _SIGNIFICANT_DIGITS = 4
+# Below this a number keeps below ten thousand once rounded to four digits.
+_NO_SUFFIX_BELOW = 9999.5
 # A Tally reports how many values it ever observed as <key>_count.
 _COUNT_SUFFIX = "_count"
 
@@ -312,14 +319,17 @@ def format_number(value: float) -> str:
     """
     if value == 0:
         return "0"
+    if -_NO_SUFFIX_BELOW < value < _NO_SUFFIX_BELOW:
+        # The common case, in one step: no suffix, even once rounded.
+        return f"{value:.{_SIGNIFICANT_DIGITS}g}"
     if not math.isfinite(value):
         return str(value)
     rounded = float(f"{value:.{_SIGNIFICANT_DIGITS}g}")
-    for threshold, suffix in _SUFFIXES:
-        if abs(rounded) >= threshold:
-            scaled = rounded / _SUFFIX_SCALES[suffix]
-            return f"{scaled:.{_SIGNIFICANT_DIGITS}g}{suffix}"
-    return f"{rounded:.{_SIGNIFICANT_DIGITS}g}"
+    suffix = next(
+        suffix for threshold, suffix in _SUFFIXES if abs(rounded) >= threshold
+    )
+    scaled = rounded / _SUFFIX_SCALES[suffix]
+    return f"{scaled:.{_SIGNIFICANT_DIGITS}g}{suffix}"
 
 
 def format_duration(seconds: float) -> str:
