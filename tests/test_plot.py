@@ -256,9 +256,9 @@ def test_cumulative_draws_each_counter_itself_beside_its_rate(sqlite_run: Path) 
     figure = plot_run(read(sqlite_run), run="baseline", cumulative=True)
 
     axes = _axes_by_unit(figure, "collector")
-    assert list(axes) == ["per second (/s), log scale", "value"]
-    assert _labels(axes["value"]) == ["frames (cumulative)"]
-    (line,) = axes["value"].get_lines()
+    assert list(axes) == ["per second (/s), log scale", "total (cumulative)"]
+    assert _labels(axes["total (cumulative)"]) == ["frames"]
+    (line,) = axes["total (cumulative)"].get_lines()
     assert list(line.get_ydata()) == [1000.0 * second for second in range(10)]
     assert line.get_linestyle() == ":"
 
@@ -308,7 +308,9 @@ def test_a_counter_rate_has_a_gap_where_the_counter_went_down() -> None:
 def test_a_counter_seen_once_is_drawn_itself() -> None:
     figure = plot_run(_records((0, None, "collector/frames", 600.0)), run="short")
 
-    assert _labels(_panels(figure)["collector"]) == ["frames (cumulative)"]
+    collector = _panels(figure)["collector"]
+    assert _labels(collector) == ["frames"]
+    assert collector.get_ylabel() == "total (cumulative)"
 
 
 def test_a_counter_rate_over_steps_is_placed_at_each_records_step() -> None:

@@ -16,8 +16,9 @@ What a panel shows, one axis per unit, stacked, each with a single scale:
   rate: the rate the monitor logged (``frames`` through
   ``frames_per_second``), else the rate between its consecutive records
   (a tally's ``episode_return_count`` as ``episode_return_count/s``); the
-  cumulative line itself, dotted, only on request (``cumulative=True``,
-  ``--cumulative``);
+  cumulative line itself, dotted on an axis of its own below the others,
+  only on request (``cumulative=True``, ``--cumulative``) or when the
+  counter has no two records to rate;
 - metrics that never changed over the run as a note above the panel
   (``constant: capacity = 100k``) instead of flat lines.
 
@@ -78,7 +79,7 @@ MAX_LINES = 8
 XAxis = Literal["time", "step"]
 Match: TypeAlias = "str | Sequence[str] | None"
 
-_Unit = Literal["rate", "bytes", "percent", "seconds", "value"]
+_Unit = Literal["rate", "bytes", "percent", "seconds", "value", "total"]
 # The axes of a panel, top to bottom, and their labels.
 _UNIT_LABELS: dict[_Unit, str] = {
     "rate": "per second (/s)",
@@ -86,6 +87,7 @@ _UNIT_LABELS: dict[_Unit, str] = {
     "percent": "percent (%)",
     "seconds": "seconds (s)",
     "value": "value",
+    "total": "total (cumulative)",
 }
 _RATE_SUFFIX = "_per_second"
 # A tally's window summaries keep the unit of what they summarise.
@@ -493,9 +495,7 @@ def _lines(
         if derived is not None:
             lines.append(derived)
         if cumulative or (derived is None and rate not in series):
-            lines.append(
-                _Line(f"{key} (cumulative)", "value", _CUMULATIVE, metric.xs, metric.ys)
-            )
+            lines.append(_Line(key, "total", _CUMULATIVE, metric.xs, metric.ys))
     return lines
 
 
