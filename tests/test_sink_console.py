@@ -22,6 +22,12 @@ from rlpulse.sinks.console import DEFAULT_WIDTH, format_payload
 NOON = time.mktime((2024, 5, 1, 12, 3, 4, 0, 0, -1))
 
 
+@pytest.fixture(autouse=True)
+def _no_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lines of the default width, whatever the shell running the tests exports."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
 def logged_lines(metrics: dict[str, float], step: int | None = None) -> list[str]:
     stream = io.StringIO()
     ConsoleLogger(stream).log_metrics(metrics, step=step, timestamp=NOON)
