@@ -6,6 +6,8 @@ import math
 import struct
 import subprocess
 import sys
+import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,11 +15,23 @@ import pytest
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from rlpulse import CSVLogger, Every, JSONLLogger, LoggerMonitor, Record, SQLiteLogger
+from rlpulse import (
+    CSVLogger,
+    Every,
+    JSONLLogger,
+    LoggerMonitor,
+    Record,
+    SQLiteLogger,
+    Tally,
+    read,
+)
 from rlpulse.cli import main
 from rlpulse.read.plot import (
     INSTALL_HINT,
+    MAX_LINES,
+    MAX_PANELS,
     PlotError,
+    PlotWarning,
     plot_file,
     plot_run,
     select_metrics,
@@ -86,13 +100,11 @@ def _panels(figure: Figure) -> dict[str, Axes]:
     }
 
 
-def _twin(figure: Figure, panel: Axes) -> Axes:
-    (twin,) = [
-        axes
-        for axes in figure.axes
-        if axes is not panel and axes.bbox.bounds == panel.bbox.bounds
-    ]
-    return twin
+def _axes_by_unit(figure: Figure, watch: str) -> dict[str, Axes]:
+    """A panel's axes, top to bottom, by their y label (the unit)."""
+    return {
+        axes.get_ylabel(): axes for axes in figure.axes if axes.get_label() == watch
+    }
 
 
 def _labels(axes: Axes) -> list[str]:
@@ -222,16 +234,100 @@ def test_rates_are_labelled_per_second_and_replace_their_counter(
     assert collector.get_ylabel().startswith("per second (/s)")
 
 
-def test_a_counter_without_its_rate_is_drawn_itself(sqlite_run: Path) -> None:
+def test_a_counter_without_its_logged_rate_is_drawn_as_its_rate_between_records(
+    sqlite_run: Path,
+) -> None:
     from rlpulse import read
 
     figure = plot_run(read(sqlite_run), run="baseline", match="*/frames")
 
     (collector,) = _panels(figure).values()
-    assert _labels(collector) == ["frames"]
-    assert list(collector.get_lines()[0].get_ydata()) == [
-        1000.0 * second for second in range(10)
+    assert _labels(collector) == ["frames/s"]
+    assert collector.get_ylabel().startswith("per second (/s)")
+    assert list(collector.get_lines()[0].get_xdata()) == [
+        float(s) for s in range(1, 10)
     ]
+    assert list(collector.get_lines()[0].get_ydata()) == [1000.0] * 9
+
+
+def test_cumulative_draws_each_counter_itself_beside_its_rate(sqlite_run: Path) -> None:
+    from rlpulse import read
+
+    figure = plot_run(read(sqlite_run), run="baseline", cumulative=True)
+
+    axes = _axes_by_unit(figure, "collector")
+    assert list(axes) == ["per second (/s), log scale", "total (cumulative)"]
+    assert _labels(axes["total (cumulative)"]) == ["frames"]
+    (line,) = axes["total (cumulative)"].get_lines()
+    assert list(line.get_ydata()) == [1000.0 * second for second in range(10)]
+    assert line.get_linestyle() == ":"
+
+
+def test_a_tallys_episode_count_is_drawn_as_episodes_per_second(
+    tmp_path: Path,
+) -> None:
+    tally = Tally()
+    path = tmp_path / "metrics.sqlite"
+    with SQLiteLogger(path, run="episodes") as sink:
+        for second in range(6):
+            for _ in range(second % 2 + 1):  # one, then two episodes a second
+                tally.observe("episode_return", 20.0 + second)
+            stats = {f"tally/{key}": value for key, value in tally.stats().items()}
+            sink.log_metrics(stats, timestamp=START + second)
+
+    figure = plot_run_of(path)
+
+    axes = _axes_by_unit(figure, "tally")
+    assert list(axes) == ["per second (/s)", "value"]
+    (rate,) = axes["per second (/s)"].get_lines()
+    assert rate.get_label() == "episode_return_count/s"
+    assert list(rate.get_ydata()) == [2.0, 1.0, 2.0, 1.0, 2.0]
+    assert "episode_return_count" not in _labels(axes["value"])
+    assert "episode_return_mean" in _labels(axes["value"])
+
+
+def test_a_counter_rate_has_a_gap_where_the_counter_went_down() -> None:
+    figure = plot_run(
+        _records(
+            (0, None, "learner/update_count", 10.0),
+            (1, None, "learner/update_count", 30.0),
+            (2, None, "learner/update_count", 0.0),  # restored from a checkpoint
+            (3, None, "learner/update_count", 20.0),
+        ),
+        run="reset",
+    )
+
+    (line,) = _panels(figure)["learner"].get_lines()
+    assert line.get_label() == "update_count/s"
+    ys = list(line.get_ydata())
+    assert ys[0] == 20.0
+    assert math.isnan(ys[1])
+    assert ys[2] == 20.0
+
+
+def test_a_counter_seen_once_is_drawn_itself() -> None:
+    figure = plot_run(_records((0, None, "collector/frames", 600.0)), run="short")
+
+    collector = _panels(figure)["collector"]
+    assert _labels(collector) == ["frames"]
+    assert collector.get_ylabel() == "total (cumulative)"
+
+
+def test_a_counter_rate_over_steps_is_placed_at_each_records_step() -> None:
+    figure = plot_run(
+        _records(
+            (0, 0, "buffer/write_count", 0.0),
+            (2, 400, "buffer/write_count", 400.0),
+            (4, 1000, "buffer/write_count", 1000.0),
+        ),
+        run="stepped",
+        x="step",
+    )
+
+    (line,) = _panels(figure)["buffer"].get_lines()
+    assert line.get_label() == "writes/s"
+    assert list(line.get_xdata()) == [400.0, 1000.0]
+    assert list(line.get_ydata()) == [200.0, 300.0]
 
 
 def test_constant_metrics_are_listed_above_their_panel_instead_of_drawn(
@@ -257,7 +353,7 @@ def test_a_panel_of_constants_only_draws_them(tmp_path: Path) -> None:
     assert buffer.get_title(loc="right") == ""
 
 
-def test_gauges_next_to_rates_get_a_right_hand_axis(sqlite_run: Path) -> None:
+def test_rates_and_gauges_of_a_panel_get_an_axis_each(sqlite_run: Path) -> None:
     figure = plot_run(
         _records(
             (0, None, "buffer/writes_per_second", 100.0),
@@ -268,13 +364,45 @@ def test_gauges_next_to_rates_get_a_right_hand_axis(sqlite_run: Path) -> None:
         run="mixed",
     )
 
-    buffer = _panels(figure)["buffer"]
-    twin = _twin(figure, buffer)
-    assert _labels(buffer) == ["writes/s"]
-    assert _labels(twin) == ["size (right axis)"]
-    assert twin.get_ylabel() == "value"
-    assert buffer.get_lines()[0].get_linestyle() == "-"
-    assert twin.get_lines()[0].get_linestyle() == "--"
+    axes = _axes_by_unit(figure, "buffer")
+    assert list(axes) == ["per second (/s)", "value"]
+    assert _labels(axes["per second (/s)"]) == ["writes/s"]
+    assert _labels(axes["value"]) == ["size"]
+    assert axes["per second (/s)"].get_lines()[0].get_linestyle() == "-"
+    assert axes["value"].get_lines()[0].get_linestyle() == "--"
+    assert axes["per second (/s)"].get_title(loc="left") == "buffer"
+
+
+def test_a_panel_has_one_axis_per_unit_bytes_percent_seconds_and_plain() -> None:
+    rows = []
+    for second in range(3):
+        rows += [
+            (second, None, "system/process/rss_bytes", 4.0e8 + 1e6 * second),
+            (second, None, "system/host/memory_used_bytes", 8.0e9 + 1e7 * second),
+            (second, None, "system/process/cpu_percent", 90.0 + second),
+            (second, None, "system/host/memory_percent", 40.0 - second),
+            (second, None, "system/worker_0/heartbeat_age_s", 0.1 * second),
+            (second, None, "system/latency_s_mean", 0.02 + 0.01 * second),
+            (second, None, "system/process/threads", 12.0 + second),
+        ]
+
+    figure = plot_run(_records(*rows), run="machine")
+
+    axes = _axes_by_unit(figure, "system")
+    assert list(axes) == ["bytes", "percent (%)", "seconds (s)", "value"]
+    assert _labels(axes["bytes"]) == ["host/memory_used_bytes", "process/rss_bytes"]
+    assert _labels(axes["percent (%)"]) == [
+        "host/memory_percent",
+        "process/cpu_percent",
+    ]
+    assert _labels(axes["seconds (s)"]) == [
+        "latency_s_mean",
+        "worker_0/heartbeat_age_s",
+    ]
+    assert _labels(axes["value"]) == ["process/threads"]
+    assert axes["bytes"].yaxis.get_major_formatter()(4.0e8, 0) == "400M"
+    assert axes["bytes"].get_title(loc="left") == "system"
+    assert all(a.get_title(loc="left") == "" for a in list(axes.values())[1:])
 
 
 def test_a_panel_of_gauges_only_has_a_single_value_axis(sqlite_run: Path) -> None:
@@ -335,14 +463,19 @@ def test_negative_values_keep_zero_in_view() -> None:
     assert _panels(figure)["learner"].get_ylim()[1] == 0.0
 
 
-def test_legends_sit_to_the_right_of_their_panel(sqlite_run: Path) -> None:
-    figure = plot_run_of(sqlite_run)
+def test_legends_sit_inside_their_axis(sqlite_run: Path) -> None:
+    figure = plot_run(read(sqlite_run), run="baseline", cumulative=True)
     figure.canvas.draw()
 
-    for panel in _panels(figure).values():
-        legend = panel.get_legend()
+    assert len(figure.axes) == 4
+    for axes in figure.axes:
+        legend = axes.get_legend()
         assert legend is not None
-        assert legend.get_window_extent().x0 >= panel.get_window_extent().x1
+        inside, outside = legend.get_window_extent(), axes.get_window_extent()
+        assert outside.x0 <= inside.x0
+        assert inside.x1 <= outside.x1
+        assert outside.y0 <= inside.y0
+        assert inside.y1 <= outside.y1
 
 
 def test_metrics_without_a_watch_get_a_panel_of_their_own() -> None:
@@ -365,6 +498,115 @@ def test_nan_values_leave_a_gap_instead_of_failing() -> None:
 
     (line,) = _panels(figure)["learner"].get_lines()
     assert math.isnan(line.get_ydata()[1])
+
+
+# Bounds: what a chart leaves out
+
+
+def _wide_records(watches: int, metrics: int) -> list[Record]:
+    return _records(
+        *[
+            (second, None, f"w{watch:02d}/m{metric:02d}", float(second * metric + 1))
+            for second in range(2)
+            for watch in range(watches)
+            for metric in range(metrics)
+        ]
+    )
+
+
+def test_a_chart_draws_the_first_watches_by_name_and_says_how_many_it_left_out() -> (
+    None
+):
+    with pytest.warns(PlotWarning) as caught:
+        figure = plot_run(_wide_records(MAX_PANELS + 3, 2), run="wide")
+
+    assert list(_panels(figure)) == [f"w{watch:02d}" for watch in range(MAX_PANELS)]
+    (warning,) = caught
+    message = str(warning.message)
+    assert message.startswith(
+        f"left out 3 of {MAX_PANELS + 3} watches (6 metrics: w12, w13, w14)"
+    )
+    assert "--match 'w12/*'" in message
+    assert message in figure.get_suptitle()
+
+
+def test_a_panel_draws_at_most_max_lines_lines_rates_first() -> None:
+    rows = [
+        (second, None, f"learner/gauge_{metric:02d}", float(second + metric))
+        for second in range(2)
+        for metric in range(MAX_LINES)
+    ] + [
+        (second, None, f"learner/r{rate}_per_second", float(second + rate))
+        for second in range(2)
+        for rate in range(3)
+    ]
+
+    with pytest.warns(PlotWarning, match="left out 3 lines of the watches drawn"):
+        figure = plot_run(_records(*rows), run="busy")
+
+    axes = _axes_by_unit(figure, "learner")
+    assert _labels(axes["per second (/s)"]) == ["r0/s", "r1/s", "r2/s"]
+    assert _labels(axes["value"]) == [f"gauge_{m:02d}" for m in range(MAX_LINES - 3)]
+
+
+def test_the_constants_note_names_a_few_and_counts_the_rest() -> None:
+    rows = [
+        (second, None, f"config/c{index}", float(index))
+        for second in range(2)
+        for index in range(10)
+    ] + [(0, None, "config/lr", 0.1), (1, None, "config/lr", 0.2)]
+
+    figure = plot_run(_records(*rows), run="configured")
+
+    note = _panels(figure)["config"].get_title(loc="right")
+    assert note.startswith("constant: c0 = 0   c1 = 1")
+    assert note.endswith("and 4 more")
+
+
+@pytest.mark.timeout(180)
+def test_a_run_of_20000_metrics_is_drawn_quickly_and_says_what_it_left_out(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "wide.sqlite"
+    with SQLiteLogger(path, run="wide") as sink:
+        for second in range(5):
+            sink.log_metrics(
+                {
+                    f"w{watch:02d}/{kind}{metric:03d}{suffix}": float(
+                        second * metric + watch
+                    )
+                    for watch in range(40)
+                    for metric in range(125)
+                    for kind, suffix in (
+                        ("m", ""),
+                        ("r", "_per_second"),
+                        ("b", "_bytes"),
+                        ("e", "_count"),
+                    )
+                },
+                step=second,
+                timestamp=START + second,
+            )
+    output = tmp_path / "wide.png"
+
+    started = time.perf_counter()
+    result = subprocess.run(
+        [str(RLPULSE_SCRIPT), "plot", str(path), "-o", str(output)],
+        capture_output=True,
+        text=True,
+        timeout=150,
+    )
+    elapsed = time.perf_counter() - started
+
+    assert result.returncode == 0, result.stderr
+    assert elapsed < 60  # a liveness bound; it takes a few seconds
+    assert _png_size(output)[0] > 0
+    assert result.stderr.startswith(
+        "rlpulse: note: left out 28 of 40 watches (14,000 metrics: w12, w13, w14, …) "
+        "and "
+    )
+    assert "narrow it with --match" in result.stderr
+    assert result.stderr.count("\n") == 1
 
 
 # The x axis
@@ -432,6 +674,52 @@ def test_step_axis_uses_each_records_step_and_skips_records_without_one() -> Non
     assert buffer.get_xlabel() == "step"
 
 
+def test_step_axis_names_the_watches_and_metrics_left_out_without_a_step() -> None:
+    records = _records(
+        (0, 100, "buffer/size", 1.0),
+        (1, 200, "buffer/size", 2.0),
+        (0, 100, "collector/frames_per_second", 5.0),
+        (0, None, "collector/workers_alive", 2.0),
+        (0, None, "learner/loss", 0.9),
+        (1, None, "learner/loss", 0.7),
+        (0, None, "tally/episode_return_mean", 20.0),
+    )
+
+    with pytest.warns(PlotWarning) as caught:
+        figure = plot_run(records, run="mixed", x="step")
+
+    assert list(_panels(figure)) == ["buffer", "collector"]
+    (warning,) = caught
+    assert str(warning.message) == (
+        "left out 2 watches without a step: learner, tally; metrics without a "
+        "step: collector/workers_alive (draw them over time: x='time', --x time)"
+    )
+    assert str(warning.message) in figure.get_suptitle()
+
+
+def test_step_axis_names_a_metric_left_out_of_a_watch_it_draws() -> None:
+    records = _records(
+        (0, 100, "buffer/size", 1.0),
+        (0, None, "buffer/capacity", 10.0),
+    )
+
+    with pytest.warns(PlotWarning) as caught:
+        plot_run(records, run="partial", x="step")
+
+    assert [str(warning.message) for warning in caught] == [
+        "left out metrics without a step: buffer/capacity "
+        "(draw it over time: x='time', --x time)"
+    ]
+
+
+def test_step_axis_with_every_metric_stepped_warns_of_nothing(
+    sqlite_run: Path,
+) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plot_run(read(sqlite_run), run="baseline", x="step")
+
+
 def test_step_axis_of_a_run_without_steps_is_a_plot_error() -> None:
     with pytest.raises(PlotError, match=r"no step.*--x time"):
         plot_run(_records((0, None, "buffer/size", 1.0)), run="stepless", x="step")
@@ -467,6 +755,28 @@ def test_select_metrics_reads_a_plain_pattern_as_a_substring() -> None:
         "collector/frames",
         "learner/frames_sampled",
     ]
+
+
+def test_select_metrics_keeps_the_names_matching_any_of_several_patterns() -> None:
+    names = ["collector/frames", "buffer/size", "learner/loss", "learner/lr"]
+
+    assert select_metrics(names, ["buffer", "learner/l?"]) == [
+        "buffer/size",
+        "learner/lr",
+    ]
+    assert select_metrics(names, []) == []
+
+
+def test_several_patterns_keep_the_panels_matching_any(sqlite_run: Path) -> None:
+    figure = plot_run(read(sqlite_run), run="baseline", match=["buffer/*", "learner/*"])
+
+    assert list(_panels(figure)) == ["buffer", "learner"]
+    assert "4 of 7 metrics" in figure.get_suptitle()
+
+
+def test_no_metric_matching_several_patterns_names_them_all(sqlite_run: Path) -> None:
+    with pytest.raises(PlotError, match="no metric matching 'zz' or 'yy/\\*'"):
+        plot_run(read(sqlite_run), run="baseline", match=["zz", "yy/*"])
 
 
 def test_match_keeps_only_the_matching_panels(sqlite_run: Path) -> None:
@@ -608,6 +918,75 @@ def test_cli_plot_passes_match_x_and_run(
     )
 
     assert output.read_bytes()[:8] == PNG_SIGNATURE
+
+
+def test_cli_plot_keeps_the_metrics_of_every_repeated_match(
+    sqlite_run: Path, tmp_path: Path
+) -> None:
+    both = tmp_path / "both.png"
+    learner = tmp_path / "learner.png"
+
+    arguments = ["plot", str(sqlite_run), "--match", "buffer/*", "--match"]
+    assert main([*arguments, "learner/*", "-o", str(both)]) == 0
+    assert (
+        main(["plot", str(sqlite_run), "--match", "learner/*", "-o", str(learner)]) == 0
+    )
+
+    assert _png_size(both)[1] > 1.6 * _png_size(learner)[1]
+
+
+def test_cli_plot_cumulative_draws_the_counters_too(
+    sqlite_run: Path, tmp_path: Path
+) -> None:
+    rates = tmp_path / "rates.png"
+    counters = tmp_path / "counters.png"
+
+    assert (
+        main(["plot", str(sqlite_run), "--match", "collector/", "-o", str(rates)]) == 0
+    )
+    arguments = ["plot", str(sqlite_run), "--match", "collector/", "--cumulative"]
+    assert main([*arguments, "-o", str(counters)]) == 0
+
+    assert _png_size(counters)[1] > 1.6 * _png_size(rates)[1]  # a second axis
+
+
+def test_cli_plot_over_steps_says_on_standard_error_which_watches_it_left_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "metrics.sqlite"
+    with SQLiteLogger(path, run="mixed") as sink:
+        for second in range(3):
+            sink.log_metrics(
+                {"buffer/size": 5.0 + second}, step=second, timestamp=START
+            )
+            sink.log_metrics({"learner/loss": 1.0 / (second + 1)}, timestamp=START)
+    output = tmp_path / "steps.png"
+
+    assert main(["plot", str(path), "-o", str(output), "--x", "step"]) == 0
+
+    captured = capsys.readouterr()
+    assert captured.out == f"wrote {output}\n"
+    assert captured.err == (
+        "rlpulse: note: left out 1 watch without a step: learner "
+        "(draw it over time: x='time', --x time)\n"
+    )
+
+
+def test_cli_plot_passes_on_matplotlibs_own_warnings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "metrics.csv"
+    with CSVLogger(path) as sink:
+        for second in range(2):
+            sink.log_metrics(
+                {"学習/loss": 1.0 / (second + 1)}, timestamp=START + second
+            )
+
+    # The default font has no such glyph.
+    with pytest.warns(UserWarning, match="missing from font"):
+        assert main(["plot", str(path), "-o", str(tmp_path / "chart.png")]) == 0
+
+    assert "rlpulse: note" not in capsys.readouterr().err
 
 
 def test_cli_plot_of_a_run_with_no_matching_metric_is_a_one_line_error(

@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
+import fcntl
 import io
+import os
+import select
+import struct
 import sys
+import termios
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from rlpulse import ConsoleLogger
-from rlpulse.sinks.console import format_payload
+from rlpulse.read.summary import format_number
+from rlpulse.sinks.console import DEFAULT_WIDTH, format_payload
 
 NOON = time.mktime((2024, 5, 1, 12, 3, 4, 0, 0, -1))
+
+
+@pytest.fixture(autouse=True)
+def _no_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lines of the default width, whatever the shell running the tests exports."""
+    monkeypatch.delenv("COLUMNS", raising=False)
 
 
 def logged_lines(metrics: dict[str, float], step: int | None = None) -> list[str]:
@@ -26,9 +39,29 @@ def test_payload_is_one_line_with_time_step_watch_and_compact_numbers() -> None:
         {"collector/frames": 12000.0, "collector/frames_per_second": 3400.0}, step=1200
     )
 
-    assert lines == [
-        "12:03:04 step=1200 collector  frames=1.2e+04 frames_per_second=3.4e+03"
-    ]
+    assert lines == ["12:03:04 step=1200 collector  frames_per_second=3400 frames=12k"]
+
+
+def test_a_watchs_rates_come_first_then_its_gauges_then_its_counters() -> None:
+    line = format_payload(
+        {
+            "buffer/write_count": 84000.0,
+            "buffer/size": 5000.0,
+            "buffer/episodes": 12.0,
+            "buffer/episodes_per_second": 0.5,
+            "buffer/utilization": 0.05,
+            "buffer/writes_per_second": 3100.0,
+            "buffer/episode_return_count": 12.0,
+        },
+        None,
+        NOON,
+    )
+
+    assert line == (
+        "12:03:04 buffer  episodes_per_second=0.5 writes_per_second=3100 "
+        "size=5000 utilization=0.05 write_count=84k episodes=12 "
+        "episode_return_count=12"
+    )
 
 
 def test_metrics_are_grouped_by_watch_in_order_of_first_appearance() -> None:
@@ -51,16 +84,38 @@ def test_only_the_first_slash_separates_the_watch() -> None:
     assert line == "12:03:04 collector  worker_0/frames=5"
 
 
-def test_numbers_keep_three_significant_digits() -> None:
-    (line,) = logged_lines(
-        {"x/a": 3.14159, "x/b": -0.000123456, "x/c": 123456.0, "x/d": float("nan")}
+def test_numbers_are_written_as_rlpulse_show_writes_them() -> None:
+    values = {
+        "x/size": 1600.0,
+        "x/capacity": 50000.0,
+        "x/rss_bytes": 406_400_000.0,
+        "x/a": 3.14159,
+        "x/b": -0.000123456,
+        "x/c": 123456.0,
+        "x/d": float("nan"),
+    }
+
+    (line,) = logged_lines(values)
+
+    assert line == (
+        "12:03:04 x  size=1600 capacity=50k rss_bytes=406.4M a=3.142 "
+        "b=-0.0001235 c=123.5k d=nan"
     )
+    items = line.split("  ", 1)[1].split()
+    assert items == [f"{key[2:]}={format_number(v)}" for key, v in values.items()]
 
-    assert line == "12:03:04 x  a=3.14 b=-0.000123 c=1.23e+05 d=nan"
+
+def test_integers_are_written_as_integers_without_exponent_or_point() -> None:
+    (line,) = logged_lines({"x/size": 1600.0, "x/ready": 8.0, "x/zero": 0.0})
+
+    assert line == "12:03:04 x  size=1600 ready=8 zero=0"
+    assert "e+" not in line
+    assert "." not in line
 
 
-def test_empty_payload_prints_the_time_and_step() -> None:
-    assert logged_lines({}, step=5) == ["12:03:04 step=5"]
+def test_empty_payload_says_it_has_no_metrics() -> None:
+    assert logged_lines({}, step=5) == ["12:03:04 step=5 (no metrics)"]
+    assert logged_lines({}) == ["12:03:04 (no metrics)"]
 
 
 def test_format_payload_is_the_logged_line() -> None:
@@ -138,7 +193,7 @@ def test_flush_flushes_the_stream() -> None:
 
 def test_lines_from_several_threads_never_interleave() -> None:
     stream = io.StringIO()
-    sink = ConsoleLogger(stream)
+    sink = ConsoleLogger(stream, width=60)
     payload = {f"x/metric_{index}": float(index) for index in range(20)}
 
     def log_payloads() -> None:
@@ -151,8 +206,147 @@ def test_lines_from_several_threads_never_interleave() -> None:
     for thread in threads:
         thread.join(timeout=30)
 
-    assert stream.getvalue().splitlines() == [format_payload(payload, None, NOON)] * 200
+    assert stream.getvalue() == (format_payload(payload, None, NOON, 60) + "\n") * 200
 
 
-def test_repr_names_the_stream() -> None:
+def test_repr_names_the_stream_and_a_fixed_width() -> None:
     assert repr(ConsoleLogger()) == "ConsoleLogger(None)"
+    assert repr(ConsoleLogger(width=80)) == "ConsoleLogger(None, width=80)"
+
+
+# Fitting the width
+
+
+WIDE_PAYLOAD = {
+    **{f"collector/worker_{i}/frames_per_second": 1234.5 + i for i in range(6)},
+    "collector/frames": 1_234_567.0,
+    "buffer/size": 50000.0,
+    "buffer/capacity": 100_000.0,
+    "buffer/utilization": 0.5,
+    "system/process/rss_bytes": 406_400_000.0,
+    "system/host/cpu_percent": 87.25,
+}
+
+
+def _items(text: str) -> list[str]:
+    """The ``key=value`` items of a payload's text, in order, whatever its line breaks."""
+    return [word for word in text.split() if "=" in word]
+
+
+def test_a_long_payload_continues_on_indented_lines_within_the_width() -> None:
+    stream = io.StringIO()
+
+    ConsoleLogger(stream, width=72).log_metrics(WIDE_PAYLOAD, step=9, timestamp=NOON)
+
+    lines = stream.getvalue().splitlines()
+    assert len(lines) > 1
+    assert all(len(line) <= 72 for line in lines)
+    assert lines[0].startswith("12:03:04 step=9 collector  worker_0/frames_per_second=")
+    assert all(line.startswith(" " * 9) and line[9] != " " for line in lines[1:])
+    assert _items(stream.getvalue()) == _items(format_payload(WIDE_PAYLOAD, 9, NOON))
+
+
+def test_a_watch_name_stays_with_its_first_metric_across_a_break() -> None:
+    text = format_payload(WIDE_PAYLOAD, None, NOON, width=72)
+
+    for line in text.splitlines():
+        assert not line.rstrip().endswith(("collector", "buffer", "system", "|"))
+    assert "  buffer  size=50k" in text or "| buffer  size=50k" in text
+
+
+def test_a_metric_longer_than_the_width_stays_whole_on_its_own_line() -> None:
+    name = "x/" + "a" * 50
+
+    lines = format_payload({name: 1.0, "x/b": 2.0}, None, NOON, width=30).splitlines()
+
+    assert lines == ["12:03:04", f"{' ' * 9}x  {'a' * 50}=1", f"{' ' * 9}b=2"]
+
+
+def test_a_file_gets_lines_of_the_default_width_without_columns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("COLUMNS", raising=False)
+    path = tmp_path / "console.log"
+
+    with path.open("w") as file, ConsoleLogger(file) as sink:
+        sink.log_metrics(WIDE_PAYLOAD, timestamp=NOON)
+
+    lines = path.read_text().splitlines()
+    assert len(lines) > 1
+    assert max(len(line) for line in lines) <= DEFAULT_WIDTH
+    assert max(len(line) for line in lines) > DEFAULT_WIDTH - 40
+
+
+def test_the_columns_environment_variable_sets_the_width(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "console.log"
+    with path.open("w") as file, ConsoleLogger(file) as sink:
+        monkeypatch.setenv("COLUMNS", "60")
+        sink.log_metrics(WIDE_PAYLOAD, timestamp=NOON)
+        monkeypatch.setenv("COLUMNS", "400")
+        sink.log_metrics(WIDE_PAYLOAD, timestamp=NOON)
+
+    lines = path.read_text().splitlines()
+    assert all(len(line) <= 60 for line in lines[:-1])
+    assert len(lines[-1]) > 200  # the second payload, on one line
+
+
+def _read_terminal(master: int) -> str:
+    chunks = []
+    while select.select([master], [], [], 0.5)[0]:
+        chunks.append(os.read(master, 65536))
+    return b"".join(chunks).decode().replace("\r\n", "\n")
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("columns", [60, 132])
+def test_lines_fit_the_width_of_the_terminal_they_are_written_to(
+    columns: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("COLUMNS", raising=False)
+    master, follower = os.openpty()
+    try:
+        fcntl.ioctl(
+            follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0)
+        )
+        with open(follower, "w", closefd=False) as terminal:
+            ConsoleLogger(terminal).log_metrics(WIDE_PAYLOAD, timestamp=NOON)
+            shown = _read_terminal(master)
+    finally:
+        os.close(follower)
+        os.close(master)
+
+    lines = shown.splitlines()
+    assert len(lines) > 1
+    assert all(len(line) <= columns for line in lines)
+    assert max(len(line) for line in lines) > columns - 40
+    assert _items(shown) == _items(format_payload(WIDE_PAYLOAD, None, NOON))
+
+
+@pytest.mark.parametrize("width", [0, -5, 2.5, True, "80"])
+def test_a_width_that_is_not_a_positive_integer_is_refused(width: object) -> None:
+    with pytest.raises(ValueError, match=r"width=\.\.\.\) must be a positive number"):
+        ConsoleLogger(width=width)  # type: ignore[arg-type]
+
+
+def test_a_stream_with_only_write_and_flush_gets_the_default_width(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+    class Lines:
+        def __init__(self) -> None:
+            self.text = ""
+
+        def write(self, text: str) -> int:
+            self.text += text
+            return len(text)
+
+        def flush(self) -> None:
+            pass
+
+    stream = Lines()
+    ConsoleLogger(stream).log_metrics(WIDE_PAYLOAD, timestamp=NOON)  # type: ignore[arg-type]
+
+    assert stream.text == format_payload(WIDE_PAYLOAD, None, NOON, DEFAULT_WIDTH) + "\n"

@@ -19,6 +19,7 @@ from rlpulse.read.summary import (
     summarize_file,
 )
 from rlpulse.sinks import CSVLogger, JSONLLogger, SQLiteLogger
+from rlpulse.sources import Tally
 
 
 def _summary(records: list[Record]) -> RunSummary:
@@ -86,6 +87,31 @@ def test_known_counter_name_is_a_counter_even_without_its_rate() -> None:
 
     assert write_count.is_counter
     assert write_count.mean_rate == pytest.approx(5.0)
+
+
+def test_a_tallys_observation_count_is_a_counter_with_a_mean_rate(
+    tmp_path: Path,
+) -> None:
+    tally = Tally()
+    path = tmp_path / "metrics.sqlite"
+    with SQLiteLogger(path, run="episodes") as sink:
+        for second, episode_return in enumerate((10.0, 12.0, 9.0, 11.0, 10.0)):
+            tally.observe("episode_return", episode_return)
+            stats = {f"tally/{key}": value for key, value in tally.stats().items()}
+            sink.log_metrics(stats, step=second, timestamp=100.0 + 2 * second)
+
+    summary = summarize_file(path)
+
+    count = _metric(summary, "tally/episode_return_count")
+    assert count.is_counter
+    assert count.mean_rate == pytest.approx(0.5)  # 4 more episodes in 8 s
+    assert _metric(summary, "tally/episode_return_mean").mean_rate is None
+    row = next(
+        line
+        for line in format_summary(summary).splitlines()
+        if line.startswith("tally/episode_return_count")
+    )
+    assert row.split()[-1] == "0.5"
 
 
 def test_bare_counter_name_without_watch_prefix_is_recognised() -> None:

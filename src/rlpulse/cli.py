@@ -18,6 +18,7 @@ import signal
 import sqlite3
 import sys
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeAlias
@@ -25,7 +26,13 @@ from typing import TypeAlias
 from rlpulse import __version__, stop_on_sigterm
 from rlpulse._demo.common import DEFAULT_OUT
 from rlpulse._demo.synthetic import run_demo
-from rlpulse.read.plot import PlotError, plot_file
+from rlpulse.read.plot import (
+    MAX_LINES,
+    MAX_PANELS,
+    PlotError,
+    PlotWarning,
+    plot_file,
+)
 from rlpulse.read.records import RunFileError, list_runs
 from rlpulse.read.summary import format_summary, summarize_file
 from rlpulse.sinks.registry import SCHEMES, SinkSpecError
@@ -85,24 +92,28 @@ examples:
 """
 
 
-_PLOT_DESCRIPTION = """\
+_PLOT_DESCRIPTION = f"""\
 Draw a recorded run into an image: one panel per watch (the part of a metric
-name before the first '/'), its rates (per second, solid lines) and gauges
-(dashed, on a right-hand axis when the panel also has rates) over the time
-since the run started, or over the logged step with --x step. A cumulative
-counter is drawn through its rate; metrics that never changed are listed
-above their panel. Axes whose lines differ widely in size are logarithmic.
+name before the first '/'), over the time since the run started, or over the
+logged step with --x step (watches without a step are left out, and named).
+A panel has one axis per unit: rates (per second, solid lines), then bytes,
+percent, seconds and plain gauges (dashed). A cumulative counter is drawn as
+its rate (itself too with --cumulative); metrics that never changed are
+listed above their panel. Axes whose lines differ widely in size are
+logarithmic. A chart draws at most {MAX_PANELS} watches of {MAX_LINES} lines each and
+says what it left out: narrow it with --match.
 
 RUN is a file written by SQLiteLogger, CSVLogger or JSONLLogger; --run picks
 a run of a SQLite file (default: the latest). --match keeps only the metrics
 whose name matches PATTERN: a glob (matched against the whole name) when it
-holds *, ? or [, a substring otherwise. The image format follows the
-extension of FILE (.png, .svg, .pdf). Needs matplotlib:
-pip install 'rlpulse[plot]'.
+holds *, ? or [, a substring otherwise; repeated, it keeps the metrics
+matching any. The image format follows the extension of FILE (.png, .svg,
+.pdf). Needs matplotlib: pip install 'rlpulse[plot]'.
 
 examples:
   rlpulse plot runs/demo.sqlite -o runs/demo.png
   rlpulse plot runs/demo.sqlite -o collector.png --match 'collector/*'
+  rlpulse plot runs/demo.sqlite -o two.png --match 'collector/*' --match 'buffer/*'
   rlpulse plot metrics.csv -o rates.png --match _per_second --x step
 """
 
@@ -218,7 +229,14 @@ def _add_plot_command(commands: _Commands) -> None:
     plot.add_argument(
         "--match",
         metavar="PATTERN",
-        help="only metrics whose name matches: a glob with *, ? or [, else a substring",
+        action="append",
+        help="only metrics whose name matches: a glob with *, ? or [, else a "
+        "substring; repeat it to keep the metrics matching any",
+    )
+    plot.add_argument(
+        "--cumulative",
+        action="store_true",
+        help="draw each cumulative counter itself too, beside its rate",
     )
     plot.add_argument(
         "--x",
@@ -373,9 +391,25 @@ def _plot(args: argparse.Namespace) -> int:
     if (problem := _not_a_metrics_file(path)) is not None:
         return _fail(problem)
     try:
-        written = plot_file(path, args.output, run=args.run, match=args.match, x=args.x)
+        with warnings.catch_warnings(record=True) as notes:
+            warnings.simplefilter("always", PlotWarning)
+            written = plot_file(
+                path,
+                args.output,
+                run=args.run,
+                match=args.match,
+                x=args.x,
+                cumulative=args.cumulative,
+            )
     except ImportError as error:
         return _fail(str(error))
+    for note in notes:
+        if issubclass(note.category, PlotWarning):
+            print(f"rlpulse: note: {note.message}", file=sys.stderr)
+        else:
+            warnings.warn_explicit(
+                note.message, note.category, note.filename, note.lineno
+            )
     print(f"wrote {written}")
     return 0
 

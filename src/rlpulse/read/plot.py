@@ -6,18 +6,30 @@ the run, or over the logging step. Needs matplotlib (extra ``rlpulse[plot]``),
 imported only when a chart is drawn, always through the Agg backend: no
 window ever opens.
 
-What a panel shows:
+What a panel shows, one axis per unit, stacked, each with a single scale:
 
-- rates (``frames_per_second``, …) on the left axis, in units per second;
-- gauges (``size``, ``utilization``, a tally's ``episode_return_mean``, …) on
-  the left axis too, or on a right axis of their own when the panel also has
-  rates;
-- a cumulative counter only when its rate is not drawn (``frames`` is shown
-  through ``frames_per_second``);
-- metrics that never changed over the run as a note under the panel's title
-  (``capacity = 100k``) instead of flat lines.
+- per second: rates (``frames_per_second``, drawn as ``frames/s``), solid;
+- bytes (``*_bytes``), percent (``*_percent``), seconds (``*_s``,
+  ``*_seconds``) and plain values (``size``, ``utilization``, a tally's
+  ``episode_return_mean``, …): gauges, dashed;
+- a cumulative counter (see :func:`rlpulse.read.summary.is_counter`) as its
+  rate: the rate the monitor logged (``frames`` through
+  ``frames_per_second``), else the rate between its consecutive records
+  (a tally's ``episode_return_count`` as ``episode_return_count/s``); the
+  cumulative line itself, dotted on an axis of its own below the others,
+  only on request (``cumulative=True``, ``--cumulative``) or when the
+  counter has no two records to rate;
+- metrics that never changed over the run as a note above the panel
+  (``constant: capacity = 100k``) instead of flat lines.
 
-Legends sit to the right of the panels, never over the data.
+An axis is linear from zero, or logarithmic when its lines' sizes differ
+widely. Legends sit inside their axis, where they cover the fewest points.
+
+A chart stays readable and quick to draw whatever the run holds: at most
+:data:`MAX_PANELS` panels of at most :data:`MAX_LINES` lines each. What it
+leaves out (and, with ``x="step"``, the watches without a step) is said in
+the chart's subtitle and in a :class:`PlotWarning`, which ``rlpulse plot``
+prints on standard error.
 """
 
 from __future__ import annotations
@@ -25,22 +37,31 @@ from __future__ import annotations
 import fnmatch
 import math
 import os
-from collections.abc import Iterable
+import warnings
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from rlpulse.metrics import rate_name
 from rlpulse.read.records import Record
-from rlpulse.read.summary import format_duration, format_number, read_run
+from rlpulse.read.summary import (
+    format_duration,
+    format_number,
+    is_counter,
+    read_run,
+)
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure, SubFigure
 
 __all__ = [
     "INSTALL_HINT",
+    "MAX_LINES",
+    "MAX_PANELS",
     "PlotError",
+    "PlotWarning",
     "plot_file",
     "plot_run",
     "select_metrics",
@@ -49,17 +70,40 @@ __all__ = [
 INSTALL_HINT = "pip install 'rlpulse[plot]'"
 """How to install what ``rlpulse plot`` needs."""
 
-XAxis = Literal["time", "step"]
+MAX_PANELS = 12
+"""The most panels (watches) one chart draws, the first by name."""
 
+MAX_LINES = 8
+"""The most lines one panel draws: rates first, then gauges, then cumulative counters."""
+
+XAxis = Literal["time", "step"]
+Match: TypeAlias = "str | Sequence[str] | None"
+
+_Unit = Literal["rate", "bytes", "percent", "seconds", "value", "total"]
+# The axes of a panel, top to bottom, and their labels.
+_UNIT_LABELS: dict[_Unit, str] = {
+    "rate": "per second (/s)",
+    "bytes": "bytes",
+    "percent": "percent (%)",
+    "seconds": "seconds (s)",
+    "value": "value",
+    "total": "total (cumulative)",
+}
 _RATE_SUFFIX = "_per_second"
+# A tally's window summaries keep the unit of what they summarise.
+_SUMMARY_SUFFIXES = ("_mean", "_min", "_max", "_last")
+_RATE, _GAUGE, _CUMULATIVE = 0, 1, 2
+_STYLES = {_RATE: "-", _GAUGE: "--", _CUMULATIVE: ":"}
 _PANEL_WIDTH_INCHES = 11.0
-_PANEL_HEIGHT_INCHES = 2.8
+_AXES_HEIGHT_INCHES = 2.3
+_PANEL_TITLE_INCHES = 0.5
 _HEADER_INCHES = 0.7
 _DPI = 110
 # Fewer points than this get a marker on each, so that sparse series (a
 # counter schedule logging every 10,000 frames) read as measurements.
 _MARKERS_BELOW = 40
 _MAX_NAMES_IN_ERROR = 12
+_MAX_CONSTANTS_NOTED = 6
 # Lines on one axis whose largest values differ by more than this factor
 # share a logarithmic axis.
 _LOG_SCALE_SPREAD = 30.0
@@ -78,55 +122,101 @@ class PlotError(ValueError):
     """
 
 
+class PlotWarning(UserWarning):
+    """What a chart was asked for but leaves out: watches without a step, panels or lines past the bounds.
+
+    Its message is one line that says what was left out and how to draw it.
+
+    >>> import warnings
+    >>> records = [Record(100.0, None, "learner/loss", 0.5), Record(100.0, 7, "buffer/size", 3.0)]
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     figure = plot_run(records, run="r", x="step")
+    >>> print(caught[0].message)
+    left out 1 watch without a step: learner (draw it over time: x='time', --x time)
+    """
+
+
 @dataclass
 class _Series:
+    """One metric's records, in time order: wall times, x positions, values."""
+
     name: str
+    times: list[float] = field(default_factory=list)
     xs: list[float] = field(default_factory=list)
     ys: list[float] = field(default_factory=list)
+
+    @property
+    def watch(self) -> str:
+        watch, separator, _ = self.name.partition("/")
+        return watch if separator else ""
 
     @property
     def key(self) -> str:
         return self.name.partition("/")[2] or self.name
 
-    @property
-    def is_rate(self) -> bool:
-        return self.key.endswith(_RATE_SUFFIX)
+
+@dataclass
+class _Line:
+    """What one drawn line shows: its label, axis, kind and points."""
+
+    label: str
+    unit: _Unit
+    kind: int
+    xs: list[float]
+    ys: list[float]
 
     @property
     def constant(self) -> float | None:
-        """The series' only value when it never changed (NaN aside), else ``None``."""
+        """The line's only value when it never changed (NaN aside), else ``None``."""
         values = {y for y in self.ys if not math.isnan(y)}
         return values.pop() if len(values) == 1 else None
 
+
+@dataclass
+class _Panel:
+    watch: str
+    lines: list[_Line]
+    constants: list[_Line]
+
     @property
-    def label(self) -> str:
-        if self.is_rate:
-            return f"{self.key.removesuffix(_RATE_SUFFIX)}/s"
-        return self.key
+    def units(self) -> list[_Unit]:
+        drawn = {line.unit for line in self.lines}
+        return [unit for unit in _UNIT_LABELS if unit in drawn]
 
 
-def select_metrics(names: Iterable[str], match: str | None = None) -> list[str]:
+def select_metrics(names: Iterable[str], match: Match = None) -> list[str]:
     """Return the metric names ``rlpulse plot --match`` keeps, sorted.
 
-    ``match`` is a glob pattern when it holds ``*``, ``?`` or ``[`` (matched
-    against the whole name, case-sensitively, as in ``collector/*`` or
+    A pattern is a glob when it holds ``*``, ``?`` or ``[`` (matched against
+    the whole name, case-sensitively, as in ``collector/*`` or
     ``*_per_second``), else a substring of the name (``buffer``,
-    ``episode_return``). ``None`` keeps every name.
+    ``episode_return``). ``match`` is one pattern or several (a name
+    matching any of them is kept); ``None`` keeps every name.
 
     >>> names = ["collector/frames", "collector/frames_per_second", "buffer/size"]
     >>> select_metrics(names, "*_per_second")
     ['collector/frames_per_second']
     >>> select_metrics(names, "frames")
     ['collector/frames', 'collector/frames_per_second']
+    >>> select_metrics(names, ["buffer/*", "*_per_second"])
+    ['buffer/size', 'collector/frames_per_second']
     >>> select_metrics(names)
     ['buffer/size', 'collector/frames', 'collector/frames_per_second']
     """
     unique = sorted(set(names))
     if match is None:
         return unique
-    if any(character in match for character in "*?["):
-        return [name for name in unique if fnmatch.fnmatchcase(name, match)]
-    return [name for name in unique if match in name]
+    patterns = [match] if isinstance(match, str) else list(match)
+    return [
+        name for name in unique if any(_matches(name, pattern) for pattern in patterns)
+    ]
+
+
+def _matches(name: str, pattern: str) -> bool:
+    if any(character in pattern for character in "*?["):
+        return fnmatch.fnmatchcase(name, pattern)
+    return pattern in name
 
 
 def plot_run(
@@ -134,21 +224,25 @@ def plot_run(
     *,
     run: str,
     source: str | None = None,
-    match: str | None = None,
+    match: Match = None,
     x: XAxis = "time",
+    cumulative: bool = False,
 ) -> Figure:
     """Draw the records of one run and return the matplotlib figure, one panel per watch.
 
     ``x="time"`` puts the time since the run's first record on the x axis
     (seconds, or minutes or hours for long runs); ``x="step"`` puts each
-    record's step there and leaves out records without one. ``match`` keeps
-    only some metrics (see :func:`select_metrics`). The title names ``run``
-    and, when given, ``source`` (the file it came from).
+    record's step there and leaves out records without one (a
+    :class:`PlotWarning` names the watches left out). ``match`` keeps only
+    some metrics (see :func:`select_metrics`). ``cumulative=True`` draws
+    each cumulative counter itself too, beside its rate. The title names
+    ``run`` and, when given, ``source`` (the file it came from).
 
     The figure is drawn on an Agg canvas: save it with ``savefig`` or read
-    its panels (``figure.axes``), lines and labels. Raises :class:`PlotError`
-    when there is nothing to draw, and ``ImportError`` naming
-    :data:`INSTALL_HINT` when matplotlib is not installed.
+    its axes (``figure.axes``: each axis's label is its watch, its y label
+    its unit), lines and labels. Raises :class:`PlotError` when there is
+    nothing to draw, and ``ImportError`` naming :data:`INSTALL_HINT` when
+    matplotlib is not installed.
 
     >>> records = [
     ...     Record(100.0, 0, "collector/frames", 0.0),
@@ -177,8 +271,8 @@ def plot_run(
     selected = set(select_metrics(names, match))
     if not selected:
         raise PlotError(
-            f"run {run} has no metric matching {match!r}; its metrics are "
-            f"{_some_names(names)}"
+            f"run {run} has no metric matching {_patterns(match)}; its metrics "
+            f"are {_some_names(names)}"
         )
     time_scale, time_unit = _time_unit(end - start)
     series = _series(records, selected, x, start, time_scale)
@@ -187,7 +281,15 @@ def plot_run(
             f"run {run} logged no step with {_some_names(selected)}; "
             "plot it over time instead (x='time', --x time)"
         )
-    figure = _figure(_panels(series), x, time_unit, matplotlib)
+    notes = []
+    if x == "step" and (stepless := _stepless(selected, series)):
+        notes.append(stepless)
+    panels, left_out = _panels(series, names, cumulative)
+    if left_out:
+        notes.append(left_out)
+    for note in notes:
+        warnings.warn(note, PlotWarning, stacklevel=2)
+    figure = _figure(panels, x, time_unit, matplotlib)
     title = f"rlpulse run {run}"
     if source:
         title += f" — {source}"
@@ -195,7 +297,8 @@ def plot_run(
         f"{len(records)} records over {format_duration(end - start)}, "
         f"{len(series)} of {len(names)} metrics"
     )
-    figure.suptitle(f"{title}\n{subtitle}", fontsize="large", x=0.01, ha="left")
+    lines = [title, subtitle, *notes]
+    figure.suptitle("\n".join(lines), fontsize="large", x=0.01, ha="left")
     return figure
 
 
@@ -204,16 +307,17 @@ def plot_file(
     output: str | os.PathLike[str],
     *,
     run: str | None = None,
-    match: str | None = None,
+    match: Match = None,
     x: XAxis = "time",
+    cumulative: bool = False,
 ) -> Path:
     """Draw a run stored by any rlpulse file sink into an image file and return its path.
 
     For SQLite, ``run`` picks the run and ``None`` means the latest one; CSV
     and JSON lines files hold one run, named after the file. The image format
     follows ``output``'s extension (``.png``, ``.svg``, ``.pdf``; PNG when it
-    has none); missing parent directories are created. ``match`` and ``x``
-    are those of :func:`plot_run`.
+    has none); missing parent directories are created. ``match``, ``x`` and
+    ``cumulative`` are those of :func:`plot_run`, and so are its warnings.
 
     Errors: those of :func:`rlpulse.read` for the file (``FileNotFoundError``,
     :class:`~rlpulse.read.records.RunFileError`), :class:`PlotError` when nothing
@@ -234,7 +338,9 @@ def plot_file(
     path = Path(path)
     output = Path(output)
     run, records = read_run(path, run)
-    figure = plot_run(records, run=run, source=str(path), match=match, x=x)
+    figure = plot_run(
+        records, run=run, source=str(path), match=match, x=x, cumulative=cumulative
+    )
     output.parent.mkdir(parents=True, exist_ok=True)
     image_format = output.suffix.lstrip(".").lower() or "png"
     supported = figure.canvas.get_supported_filetypes()
@@ -278,7 +384,7 @@ def _series(
     start: float,
     time_scale: float,
 ) -> dict[str, _Series]:
-    """The lines of the ``selected`` metrics, over their step or the time since ``start`` in ``time_scale`` units."""
+    """The ``selected`` metrics' points, over their step or the time since ``start`` in ``time_scale`` units."""
     series: dict[str, _Series] = {}
     for record in records:
         if record.name not in selected:
@@ -292,115 +398,224 @@ def _series(
         line = series.get(record.name)
         if line is None:
             line = series[record.name] = _Series(record.name)
+        line.times.append(record.wall_time)
         line.xs.append(position)
         line.ys.append(record.value)
-    if x == "time":
-        # Sinks fed from several threads may store payloads slightly out of
-        # time order; a line drawn in storage order would zigzag.
-        for line in series.values():
-            order = sorted(range(len(line.xs)), key=line.xs.__getitem__)
-            line.xs = [line.xs[index] for index in order]
-            line.ys = [line.ys[index] for index in order]
+    # Sinks fed from several threads may store payloads slightly out of
+    # time order; a line drawn in storage order would zigzag.
+    for line in series.values():
+        order = sorted(range(len(line.times)), key=line.times.__getitem__)
+        line.times = [line.times[index] for index in order]
+        line.xs = [line.xs[index] for index in order]
+        line.ys = [line.ys[index] for index in order]
     return series
 
 
+def _stepless(selected: set[str], series: dict[str, _Series]) -> str | None:
+    """Say which selected watches (and metrics of the others) logged no step, if any."""
+    missing = selected - series.keys()
+    if not missing:
+        return None
+    stepped = {line.watch for line in series.values()}
+    watches = sorted({_watch_of(name) for name in missing} - stepped)
+    metrics = [name for name in missing if _watch_of(name) in stepped]
+    parts = []
+    if watches:
+        plural = "watch" if len(watches) == 1 else "watches"
+        shown = ", ".join(watch or "(no watch)" for watch in watches)
+        parts.append(f"{len(watches)} {plural} without a step: {shown}")
+    if metrics:
+        parts.append(f"metrics without a step: {_some_names(metrics)}")
+    it = "it" if len(watches) + len(metrics) == 1 else "them"
+    return f"left out {'; '.join(parts)} (draw {it} over time: x='time', --x time)"
+
+
+def _panels(
+    series: dict[str, _Series], run_names: Container[str], cumulative: bool
+) -> tuple[list[_Panel], str | None]:
+    """The panels to draw, within the bounds, and what they leave out (``None`` when nothing)."""
+    by_watch: dict[str, list[_Series]] = {}
+    for name in sorted(series):
+        by_watch.setdefault(series[name].watch, []).append(series[name])
+    watches = sorted(by_watch)
+    panels = []
+    lines_left_out: dict[str, int] = {}
+    for watch in watches[:MAX_PANELS]:
+        lines = _lines(by_watch[watch], series, run_names, cumulative)
+        varying = [line for line in lines if line.constant is None]
+        constants = [line for line in lines if line.constant is not None]
+        if not varying:
+            varying, constants = constants, []
+        varying.sort(key=lambda line: line.kind)
+        if len(varying) > MAX_LINES:
+            lines_left_out[watch] = len(varying) - MAX_LINES
+        panels.append(_Panel(watch, varying[:MAX_LINES], constants))
+    omitted = watches[MAX_PANELS:]
+    parts = []
+    if omitted:
+        metrics = sum(len(by_watch[watch]) for watch in omitted)
+        shown = ", ".join(watch or "(no watch)" for watch in omitted[:3])
+        parts.append(
+            f"{len(omitted):,} of {len(watches):,} watches ({metrics:,} metrics: "
+            f"{shown}{', …' if len(omitted) > 3 else ''})"
+        )
+    if lines_left_out:
+        parts.append(f"{sum(lines_left_out.values()):,} lines of the watches drawn")
+    if not parts:
+        return panels, None
+    example = omitted[0] if omitted else panels[0].watch
+    return panels, (
+        f"left out {' and '.join(parts)}: a chart draws at most {MAX_PANELS} "
+        f"watches of {MAX_LINES} lines each; narrow it with --match PATTERN "
+        f"(repeatable; match= in Python) to a watch, as in --match "
+        f"'{example or '*'}/*', or a kind of metric, as in --match '*_per_second'"
+    )
+
+
+def _lines(
+    watch_series: list[_Series],
+    series: dict[str, _Series],
+    run_names: Container[str],
+    cumulative: bool,
+) -> list[_Line]:
+    """A watch's lines: its rates, its gauges, each counter as its rate (and itself when ``cumulative``)."""
+    lines = []
+    for metric in watch_series:
+        key = metric.key
+        if key.endswith(_RATE_SUFFIX):
+            label = f"{key.removesuffix(_RATE_SUFFIX)}/s"
+            lines.append(_Line(label, "rate", _RATE, metric.xs, metric.ys))
+            continue
+        if not is_counter(metric.name, run_names):
+            lines.append(_Line(key, _unit_of(key), _GAUGE, metric.xs, metric.ys))
+            continue
+        head, separator, tail = metric.name.rpartition("/")
+        rate = f"{head}{separator}{rate_name(tail)}"
+        derived = None if rate in series else _derived_rate(metric)
+        if derived is not None:
+            lines.append(derived)
+        if cumulative or (derived is None and rate not in series):
+            lines.append(_Line(key, "total", _CUMULATIVE, metric.xs, metric.ys))
+    return lines
+
+
+def _derived_rate(counter: _Series) -> _Line | None:
+    """A counter's per-second rate between consecutive records; ``None`` with no two records to rate.
+
+    No rate where the counter went down (a reset) or two records share a time.
+    """
+    xs: list[float] = []
+    ys: list[float] = []
+    times, values = counter.times, counter.ys
+    for index in range(1, len(times)):
+        elapsed = times[index] - times[index - 1]
+        increase = values[index] - values[index - 1]
+        xs.append(counter.xs[index])
+        ys.append(increase / elapsed if elapsed > 0 and increase >= 0 else math.nan)
+    if not any(math.isfinite(y) for y in ys):
+        return None
+    key = counter.key
+    head, separator, tail = key.rpartition("/")
+    label = f"{head}{separator}{rate_name(tail).removesuffix(_RATE_SUFFIX)}/s"
+    return _Line(label, "rate", _RATE, xs, ys)
+
+
+def _unit_of(key: str) -> _Unit:
+    """The unit a gauge's name says: ``rss_bytes`` bytes, ``cpu_percent`` percent, ``heartbeat_age_s`` seconds."""
+    base = key.rpartition("/")[2]
+    for suffix in _SUMMARY_SUFFIXES:
+        base = base.removesuffix(suffix)
+    if base == "bytes" or base.endswith("_bytes"):
+        return "bytes"
+    if base == "percent" or base.endswith("_percent"):
+        return "percent"
+    if base.endswith(("_s", "_seconds")):
+        return "seconds"
+    return "value"
+
+
+def _watch_of(name: str) -> str:
+    watch, separator, _ = name.partition("/")
+    return watch if separator else ""
+
+
 def _figure(
-    panels: dict[str, list[_Series]],
+    panels: list[_Panel],
     x: XAxis,
     time_unit: str,
     matplotlib: _Matplotlib,
 ) -> Figure:
-    """A figure of one panel per watch, stacked, on an Agg canvas."""
+    """A figure of one panel per watch, stacked, each one axis per unit, on an Agg canvas."""
+    heights = [
+        _PANEL_TITLE_INCHES + _AXES_HEIGHT_INCHES * len(panel.units) for panel in panels
+    ]
     figure = matplotlib.Figure(
-        figsize=(
-            _PANEL_WIDTH_INCHES,
-            _HEADER_INCHES + _PANEL_HEIGHT_INCHES * len(panels),
-        ),
+        figsize=(_PANEL_WIDTH_INCHES, _HEADER_INCHES + sum(heights)),
         dpi=_DPI,
         layout="constrained",
     )
     matplotlib.FigureCanvasAgg(figure)
-    all_axes = figure.subplots(len(panels), 1, squeeze=False, sharex=x == "time")
-    for axes, (watch, lines) in zip(all_axes[:, 0], panels.items(), strict=True):
-        _draw_panel(axes, watch, lines, matplotlib)
-    if x == "step":
-        for axes in all_axes[:, 0]:
-            axes.set_xlabel("step")
-    else:
-        all_axes[-1, 0].set_xlabel(f"{time_unit} since the start of the run")
+    subfigures = figure.subfigures(len(panels), 1, height_ratios=heights, squeeze=False)
+    shared: Axes | None = None
+    for subfigure, panel in zip(subfigures[:, 0], panels, strict=True):
+        all_axes = _draw_panel(subfigure, panel, matplotlib)
+        if x == "time":
+            if shared is None:
+                shared = all_axes[0]
+            else:
+                all_axes[0].sharex(shared)
+        xlabel = "step" if x == "step" else f"{time_unit} since the start of the run"
+        all_axes[-1].set_xlabel(xlabel)
     return figure
 
 
-def _panels(series: dict[str, _Series]) -> dict[str, list[_Series]]:
-    """Group the series by watch, leaving out counters whose rate is drawn."""
-    panels: dict[str, list[_Series]] = {}
-    for name in sorted(series):
-        watch, separator, key = name.partition("/")
-        if separator and f"{watch}/{rate_name(key)}" in series:
-            continue
-        panels.setdefault(watch if separator else "", []).append(series[name])
-    return panels
-
-
 def _draw_panel(
-    axes: Axes, watch: str, lines: list[_Series], matplotlib: _Matplotlib
-) -> None:
-    varying = [line for line in lines if line.constant is None]
-    constants = [line for line in lines if line.constant is not None]
-    if not varying:
-        varying, constants = constants, []
-    rates = [line for line in varying if line.is_rate]
-    gauges = [line for line in varying if not line.is_rate]
-    axes.set_title(watch or "(no watch)", loc="left", fontweight="bold")
-    if constants:
-        note = "   ".join(
-            f"{line.key} = {format_number(line.constant or 0.0)}" for line in constants
-        )
-        axes.set_title(f"constant: {note}", loc="right", fontsize="small")
-    colors = iter(f"C{index}" for index in range(len(varying) + 10))
-    handles = []
-    gauge_axes = axes
-    if rates:
-        handles += [_draw(axes, line, next(colors), "-", line.label) for line in rates]
-        _scale(axes, rates, "per second (/s)", matplotlib)
-        if gauges:
-            gauge_axes = axes.twinx()
-    right = " (right axis)" if gauge_axes is not axes else ""
-    if gauges:
-        handles += [
-            _draw(gauge_axes, line, next(colors), "--", line.label + right)
-            for line in gauges
-        ]
-        _scale(gauge_axes, gauges, "value", matplotlib)
-    axes.grid(True, alpha=0.3)
-    axes.legend(
-        handles=handles,
-        loc="upper left",
-        bbox_to_anchor=(1.08 if gauge_axes is not axes else 1.01, 1.0),
-        borderaxespad=0.0,
-        fontsize="small",
-        frameon=False,
-    )
+    subfigure: SubFigure, panel: _Panel, matplotlib: _Matplotlib
+) -> list[Axes]:
+    """Draw one watch: an axis per unit, the watch's name and constants above."""
+    units = panel.units
+    all_axes = list(subfigure.subplots(len(units), 1, sharex=True, squeeze=False)[:, 0])
+    top = all_axes[0]
+    top.set_title(panel.watch or "(no watch)", loc="left", fontweight="bold")
+    if panel.constants:
+        top.set_title(_constants_note(panel.constants), loc="right", fontsize="small")
+    colors = iter(f"C{index}" for index in range(len(panel.lines) + 10))
+    for axes, unit in zip(all_axes, units, strict=True):
+        lines = [line for line in panel.lines if line.unit == unit]
+        for line in lines:
+            _draw(axes, line, next(colors))
+        _scale(axes, lines, _UNIT_LABELS[unit], matplotlib)
+        axes.set_label(panel.watch)
+        axes.grid(True, alpha=0.3)
+        axes.legend(loc="best", fontsize="small", framealpha=0.8)
+    return all_axes
 
 
-def _draw(axes: Axes, line: _Series, color: str, style: str, label: str) -> object:
+def _constants_note(constants: list[_Line]) -> str:
+    shown = [
+        f"{line.label} = {format_number(line.constant or 0.0)}"
+        for line in constants[:_MAX_CONSTANTS_NOTED]
+    ]
+    if len(constants) > _MAX_CONSTANTS_NOTED:
+        shown.append(f"and {len(constants) - _MAX_CONSTANTS_NOTED} more")
+    return "constant: " + "   ".join(shown)
+
+
+def _draw(axes: Axes, line: _Line, color: str) -> None:
     marker = "o" if len(line.xs) < _MARKERS_BELOW else None
-    (drawn,) = axes.plot(
+    axes.plot(
         line.xs,
         line.ys,
-        style,
+        _STYLES[line.kind],
         color=color,
         marker=marker,
         markersize=3.5,
         linewidth=1.6,
-        label=label,
+        label=line.label,
     )
-    return drawn
 
 
-def _scale(
-    axes: Axes, lines: list[_Series], label: str, matplotlib: _Matplotlib
-) -> None:
+def _scale(axes: Axes, lines: list[_Line], label: str, matplotlib: _Matplotlib) -> None:
     """Label an axis, in linear scale from zero, or logarithmic when its lines' sizes differ widely.
 
     On one linear axis, 50 samples/s next to 4000 writes/s is a flat line at
@@ -441,6 +656,11 @@ def _time_unit(span: float) -> tuple[float, str]:
     if span <= 3 * 3600:
         return 60.0, "minutes"
     return 3600.0, "hours"
+
+
+def _patterns(match: Match) -> str:
+    patterns = [match] if isinstance(match, str) or match is None else list(match)
+    return " or ".join(repr(pattern) for pattern in patterns)
 
 
 def _some_names(names: Iterable[str]) -> str:

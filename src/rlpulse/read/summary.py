@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,15 +23,25 @@ __all__ = [
     "format_duration",
     "format_number",
     "format_summary",
+    "is_counter",
     "read_run",
     "summarize",
     "summarize_file",
 ]
 
 # Below ten thousand a number reads best in full (4096, not 4.096k).
-_SUFFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e4, "k"))
+_SUFFIXES: tuple[tuple[float, str], ...] = (
+    (1e12, "T"),
+    (1e9, "G"),
+    (1e6, "M"),
+    (1e4, "k"),
+)
 _SUFFIX_SCALES = {"T": 1e12, "G": 1e9, "M": 1e6, "k": 1e3}
 _SIGNIFICANT_DIGITS = 4
+# Below this a number keeps below ten thousand once rounded to four digits.
+_NO_SUFFIX_BELOW = 9999.5
+# A Tally reports how many values it ever observed as <key>_count.
+_COUNT_SUFFIX = "_count"
 
 
 @dataclass(frozen=True)
@@ -158,10 +168,7 @@ class _Accumulator:
 def summarize(records: Iterable[Record], *, run: str, source: str) -> RunSummary:
     """Summarize the records of one run, metric by metric.
 
-    A metric counts as a cumulative counter when the run also holds its rate
-    (``collector/frames`` next to ``collector/frames_per_second``, see
-    :func:`rlpulse.metrics.rate_name`) or when its name is a known counter
-    (``frames``, ``write_count``, … in :data:`rlpulse.metrics.RATE_NAMES`).
+    Each cumulative counter (see :func:`is_counter`) gets its mean rate.
 
     >>> records = [
     ...     Record(10.0, 0, "collector/frames", 0.0),
@@ -187,7 +194,7 @@ def summarize(records: Iterable[Record], *, run: str, source: str) -> RunSummary
         accumulator.add(record)
     names = accumulators.keys()
     metrics = tuple(
-        _metric_summary(name, accumulators[name], _is_counter(name, names))
+        _metric_summary(name, accumulators[name], is_counter(name, names))
         for name in sorted(names)
     )
     return RunSummary(
@@ -255,9 +262,23 @@ def read_run(
     return run, records
 
 
-def _is_counter(name: str, names: Iterable[str]) -> bool:
+def is_counter(name: str, names: Container[str]) -> bool:
+    """Return whether metric ``name``, among the metric ``names`` of a run or a payload, is a cumulative counter.
+
+    A counter is a known one (``frames``, ``write_count``, … in
+    :data:`rlpulse.metrics.RATE_NAMES`), one whose per-second rate is among
+    ``names`` (``collector/episodes`` next to
+    ``collector/episodes_per_second``, see :func:`rlpulse.metrics.rate_name`),
+    or one named ``*_count`` (a :class:`~rlpulse.Tally`'s
+    ``episode_return_count``: observations ever recorded). Everything else
+    is a gauge.
+
+    >>> names = {"c/frames", "c/episodes", "c/episodes_per_second", "t/return_count", "b/size"}
+    >>> [name for name in sorted(names) if is_counter(name, names)]
+    ['c/episodes', 'c/frames', 't/return_count']
+    """
     watch, separator, key = name.rpartition("/")
-    if key in RATE_NAMES:
+    if key in RATE_NAMES or key.endswith(_COUNT_SUFFIX):
         return True
     return f"{watch}{separator}{rate_name(key)}" in names
 
@@ -298,14 +319,17 @@ def format_number(value: float) -> str:
     """
     if value == 0:
         return "0"
+    if -_NO_SUFFIX_BELOW < value < _NO_SUFFIX_BELOW:
+        # The common case, in one step: no suffix, even once rounded.
+        return f"{value:.{_SIGNIFICANT_DIGITS}g}"
     if not math.isfinite(value):
         return str(value)
     rounded = float(f"{value:.{_SIGNIFICANT_DIGITS}g}")
-    for threshold, suffix in _SUFFIXES:
-        if abs(rounded) >= threshold:
-            scaled = rounded / _SUFFIX_SCALES[suffix]
-            return f"{scaled:.{_SIGNIFICANT_DIGITS}g}{suffix}"
-    return f"{rounded:.{_SIGNIFICANT_DIGITS}g}"
+    suffix = next(
+        suffix for threshold, suffix in _SUFFIXES if abs(rounded) >= threshold
+    )
+    scaled = rounded / _SUFFIX_SCALES[suffix]
+    return f"{scaled:.{_SIGNIFICANT_DIGITS}g}{suffix}"
 
 
 def format_duration(seconds: float) -> str:

@@ -1,56 +1,145 @@
-"""A human-readable line per payload on a text stream (standard error by default)."""
+"""Human-readable lines per payload on a text stream (standard error by default)."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from typing import TextIO
 
+from rlpulse.read.summary import format_number, is_counter
 from rlpulse.sinks.base import BaseSink, Payload
 
-__all__ = ["ConsoleLogger", "format_payload"]
+__all__ = ["ConsoleLogger", "format_payload", "line_width"]
+
+DEFAULT_WIDTH = 100
+"""The width of the lines written to a stream that is not a terminal, without ``COLUMNS``."""
+
+# Continuation lines start under the first character after "HH:MM:SS ".
+_INDENT = " " * 9
+_RATE_SUFFIX = "_per_second"
 
 
 def format_payload(
-    metrics: Mapping[str, float], step: int | None, wall_time: float
+    metrics: Mapping[str, float],
+    step: int | None,
+    wall_time: float,
+    width: int | None = None,
 ) -> str:
-    """Return the one-line, at-a-glance rendering of a payload that ConsoleLogger prints.
+    """Return the at-a-glance rendering of a payload that ConsoleLogger prints.
 
-    The line starts with the local time and the step, then each watch (the part
-    of a name before the first ``/``) followed by its metrics, watches separated
-    by ``|``. Numbers keep three significant digits.
+    The text starts with the local time and the step, then each watch (the
+    part of a name before the first ``/``) followed by its metrics, watches
+    separated by ``|``. A watch's rates come first, then its gauges, then
+    its cumulative counters (see :func:`rlpulse.read.summary.is_counter`).
+    Numbers are written as ``rlpulse show`` writes them
+    (:func:`rlpulse.read.summary.format_number`): integers in full below ten
+    thousand, four significant digits, a k/M/G/T suffix from ten thousand on.
 
+    ``width=None`` gives one line; with a ``width`` the text breaks between
+    metrics into lines of at most ``width`` characters (a single metric
+    longer than that stays whole), each continuation line indented. A
+    payload without metrics says so.
+
+    >>> noon = time.mktime((2024, 5, 1, 12, 3, 4, 0, 0, -1))
     >>> format_payload(
     ...     {"collector/frames": 12000.0, "collector/frames_per_second": 3417.0,
     ...      "buffer/size": 5.0},
     ...     step=1200,
-    ...     wall_time=time.mktime((2024, 5, 1, 12, 3, 4, 0, 0, -1)),
+    ...     wall_time=noon,
     ... )
-    '12:03:04 step=1200 collector  frames=1.2e+04 frames_per_second=3.42e+03 | buffer  size=5'
+    '12:03:04 step=1200 collector  frames_per_second=3417 frames=12k | buffer  size=5'
+    >>> print(format_payload({"buffer/size": 5.0, "buffer/utilization": 0.25,
+    ...                       "buffer/write_count": 84000.0}, None, noon, width=40))
+    12:03:04 buffer  size=5 utilization=0.25
+             write_count=84k
+    >>> format_payload({}, 7, noon)
+    '12:03:04 step=7 (no metrics)'
     """
-    groups: dict[str, list[str]] = {}
-    for name, value in metrics.items():
-        watch, separator, metric = name.partition("/")
-        if not separator:
-            watch, metric = "", name
-        groups.setdefault(watch, []).append(f"{metric}={float(value):.3g}")
     head = time.strftime("%H:%M:%S", time.localtime(wall_time))
     if step is not None:
         head += f" step={int(step)}"
-    body = " | ".join(
-        f"{watch}  {' '.join(items)}" if watch else " ".join(items)
-        for watch, items in groups.items()
-    )
-    return f"{head} {body}" if body else head
+    groups = _groups(metrics)
+    if not groups:
+        return f"{head} (no metrics)"
+    lines = [head]
+    for index, (watch, items) in enumerate(groups):
+        for position, item in enumerate(items):
+            separator = " "
+            if position == 0:
+                if watch:
+                    item = f"{watch}  {item}"
+                if index:
+                    separator = " | "
+            if width is not None and len(lines[-1]) + len(separator + item) > width:
+                lines.append(_INDENT + item)
+            else:
+                lines[-1] += separator + item
+    return "\n".join(lines)
+
+
+def line_width(stream: TextIO) -> int:
+    """Return the width lines written to ``stream`` are fitted to.
+
+    As :func:`shutil.get_terminal_size` reads it: the ``COLUMNS``
+    environment variable when it holds a positive number, else the width of
+    the terminal ``stream`` is (read at each call, so a resized window is
+    followed), else :data:`DEFAULT_WIDTH`.
+
+    >>> import io
+    >>> width = line_width(io.StringIO())  # not a terminal
+    >>> width == int(os.environ.get("COLUMNS") or DEFAULT_WIDTH)
+    True
+    """
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    try:
+        if stream.isatty():
+            return os.get_terminal_size(stream.fileno()).columns or DEFAULT_WIDTH
+    except (AttributeError, OSError, ValueError):
+        pass
+    return DEFAULT_WIDTH
+
+
+def _groups(metrics: Mapping[str, float]) -> list[tuple[str, list[str]]]:
+    """Each watch in order of first appearance, with its ``key=value`` items, rates first."""
+    keys: dict[str, list[tuple[int, str, float]]] = {}
+    for name, value in metrics.items():
+        watch, separator, key = name.partition("/")
+        if not separator:
+            watch, key = "", name
+        if key.endswith(_RATE_SUFFIX):
+            rank = 0
+        elif is_counter(name, metrics):
+            rank = 2
+        else:
+            rank = 1
+        keys.setdefault(watch, []).append((rank, key, value))
+    return [
+        (
+            watch,
+            [
+                f"{key}={format_number(float(value))}"
+                for _, key, value in sorted(entries, key=lambda entry: entry[0])
+            ],
+        )
+        for watch, entries in keys.items()
+    ]
 
 
 class ConsoleLogger(BaseSink):
-    """A sink that prints one compact line per payload, for watching a run live.
+    """A sink that prints each payload compactly, for watching a run live.
 
-    ``stream`` defaults to ``sys.stderr`` as it is when each line is written,
-    so redirecting ``sys.stderr`` later still works. Each line is flushed.
-    ``close()`` never closes the stream. See ``format_payload`` for the line.
+    ``stream`` defaults to ``sys.stderr`` as it is when each payload is
+    written, so redirecting ``sys.stderr`` later still works. Each payload
+    fits lines of ``width`` characters, by default the terminal's (see
+    :func:`line_width`), continuing on indented lines; each write is
+    flushed. ``close()`` never closes the stream. See :func:`format_payload`
+    for the text.
+
+    Raises ``ValueError`` when ``width`` is not a positive integer.
 
     >>> import io
     >>> from rlpulse import ConsoleLogger
@@ -61,9 +150,19 @@ class ConsoleLogger(BaseSink):
     'step=7 buffer  size=5\\n'
     """
 
-    def __init__(self, stream: TextIO | None = None) -> None:
+    def __init__(
+        self, stream: TextIO | None = None, *, width: int | None = None
+    ) -> None:
+        if width is not None and (
+            type(width) is not int or width < 1  # bool is no width
+        ):
+            raise ValueError(
+                f"ConsoleLogger(width=...) must be a positive number of "
+                f"characters, or None for the terminal's width; got {width!r}"
+            )
         super().__init__()
         self._stream = stream
+        self._width = width
 
     @property
     def stream(self) -> TextIO:
@@ -76,7 +175,7 @@ class ConsoleLogger(BaseSink):
         return sys.stderr if self._stream is None else self._stream
 
     def _write_batch(self, payloads: Sequence[Payload]) -> None:
-        """Print each payload as one line, all in one flushed write.
+        """Print each payload, all in one flushed write.
 
         A payload's ``timestamp`` (the wall-clock time of the poll that
         produced it) is shown as local time. ``close()`` leaves the stream open.
@@ -91,13 +190,14 @@ class ConsoleLogger(BaseSink):
         >>> stream.closed
         False
         """
+        stream = self.stream
+        width = line_width(stream) if self._width is None else self._width
         text = "".join(
             [
-                format_payload(metrics, step, wall_time) + "\n"
+                format_payload(metrics, step, wall_time, width) + "\n"
                 for metrics, step, wall_time in payloads
             ]
         )
-        stream = self.stream
         stream.write(text)
         stream.flush()
 
@@ -105,4 +205,6 @@ class ConsoleLogger(BaseSink):
         self.stream.flush()
 
     def __repr__(self) -> str:
-        return f"ConsoleLogger({self._stream!r})"
+        if self._width is None:
+            return f"ConsoleLogger({self._stream!r})"
+        return f"ConsoleLogger({self._stream!r}, width={self._width})"
