@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import math
 import os
 import sys
 import time
@@ -18,6 +20,7 @@ DEFAULT_WIDTH = 100
 
 # Continuation lines start under the first character after "HH:MM:SS ".
 _INDENT = " " * 9
+_BREAK = "\n" + _INDENT
 _RATE_SUFFIX = "_per_second"
 
 
@@ -57,26 +60,29 @@ def format_payload(
     >>> format_payload({}, 7, noon)
     '12:03:04 step=7 (no metrics)'
     """
-    head = time.strftime("%H:%M:%S", time.localtime(wall_time))
+    head = _clock(int(wall_time))
     if step is not None:
         head += f" step={int(step)}"
-    groups = _groups(metrics)
-    if not groups:
+    layout = _layout(tuple(metrics))
+    if not layout:
         return f"{head} (no metrics)"
-    lines = [head]
-    for index, (watch, items) in enumerate(groups):
-        for position, item in enumerate(items):
-            separator = " "
-            if position == 0:
-                if watch:
-                    item = f"{watch}  {item}"
-                if index:
-                    separator = " | "
-            if width is not None and len(lines[-1]) + len(separator + item) > width:
-                lines.append(_INDENT + item)
+    values = list(metrics.values())
+    fit = math.inf if width is None else width
+    parts = [head]
+    length = len(head)
+    for index, (watch, entries) in enumerate(layout):
+        separator = " | " if index else " "
+        prefix = f"{watch}  " if watch else ""
+        for label, value_index in entries:
+            item = prefix + label + format_number(float(values[value_index]))
+            if length + len(separator) + len(item) > fit:
+                parts.append(_BREAK + item)
+                length = len(_INDENT) + len(item)
             else:
-                lines[-1] += separator + item
-    return "\n".join(lines)
+                parts.append(separator + item)
+                length += len(separator) + len(item)
+            separator, prefix = " ", ""
+    return "".join(parts)
 
 
 def line_width(stream: TextIO) -> int:
@@ -103,30 +109,45 @@ def line_width(stream: TextIO) -> int:
     return DEFAULT_WIDTH
 
 
-def _groups(metrics: Mapping[str, float]) -> list[tuple[str, list[str]]]:
-    """Each watch in order of first appearance, with its ``key=value`` items, rates first."""
-    keys: dict[str, list[tuple[int, str, float]]] = {}
-    for name, value in metrics.items():
+@functools.lru_cache(maxsize=16)
+def _clock(second: int) -> str:
+    # Every payload of a round shows the same second: formatted once.
+    return time.strftime("%H:%M:%S", time.localtime(second))
+
+
+_Layout = tuple[tuple[str, tuple[tuple[str, int], ...]], ...]
+
+
+@functools.lru_cache(maxsize=4096)
+def _layout(names: tuple[str, ...]) -> _Layout:
+    """Each watch in order of first appearance, with its ``key=`` labels (rates first) and their value's index.
+
+    A watch's payloads keep their names from poll to poll: the layout of
+    each shape is worked out once.
+    """
+    known = frozenset(names)
+    keys: dict[str, list[tuple[int, str, int]]] = {}
+    for index, name in enumerate(names):
         watch, separator, key = name.partition("/")
         if not separator:
             watch, key = "", name
         if key.endswith(_RATE_SUFFIX):
             rank = 0
-        elif is_counter(name, metrics):
+        elif is_counter(name, known):
             rank = 2
         else:
             rank = 1
-        keys.setdefault(watch, []).append((rank, key, value))
-    return [
+        keys.setdefault(watch, []).append((rank, key, index))
+    return tuple(
         (
             watch,
-            [
-                f"{key}={format_number(float(value))}"
-                for _, key, value in sorted(entries, key=lambda entry: entry[0])
-            ],
+            tuple(
+                (f"{key}=", index)
+                for _, key, index in sorted(entries, key=lambda entry: entry[0])
+            ),
         )
         for watch, entries in keys.items()
-    ]
+    )
 
 
 class ConsoleLogger(BaseSink):
