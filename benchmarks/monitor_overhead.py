@@ -642,12 +642,13 @@ def _check_background_work_done(
             f"{torchrl_logged} watches, expected {expected}; the benchmark would "
             "not measure what it says."
         )
-    # stop() ends a round in progress early, so the last round may be
-    # partial: every poll of the full rounds, and each one logged or none.
+    # The counters include the round in progress, and stop() ends a round
+    # early, so the first and the last round may be partial: every poll of
+    # the rounds between, and each one logged or none.
     rounds = after["rounds"] - before["rounds"]
     polls = after["polls"] - before["polls"]
     logged = after["logged"] - before["logged"]
-    every_watch = polls >= rounds * torchrl_rig.watches
+    every_watch = polls >= (rounds - 1) * torchrl_rig.watches
     if (not every_watch or logged != polls) if expected else logged != 0:
         raise RuntimeError(
             f"{case.label}: rlpulse's background rounds logged {logged:.0f} "
