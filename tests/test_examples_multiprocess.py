@@ -85,10 +85,20 @@ def test_the_summary_of_the_run_is_printed_at_the_end(run: Run) -> None:
     assert "workers/worker_3/frames" in summary
 
 
-def test_the_console_gets_one_line_per_payload(run: Run) -> None:
-    lines = [line for line in run.completed.stderr.splitlines() if " workers " in line]
-    assert lines
-    assert all("workers_alive=" in line for line in lines)
+def test_the_console_gets_each_payload_on_a_line_and_its_continuations(
+    run: Run,
+) -> None:
+    # A payload starts with its time stamp; lines fitted to the width go on
+    # indented.
+    payloads: list[str] = []
+    for line in run.completed.stderr.splitlines():
+        if line.startswith(" ") and payloads:
+            payloads[-1] += line
+        else:
+            payloads.append(line)
+    workers = [payload for payload in payloads if " workers " in payload]
+    assert workers
+    assert all("workers_alive=" in payload for payload in workers)
 
 
 def test_a_duration_that_is_not_positive_is_refused(tmp_path: Path) -> None:
