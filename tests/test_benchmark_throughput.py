@@ -227,3 +227,25 @@ def test_quick_run_of_the_section_writes_its_block_and_exits_zero(
     printed = capsys.readouterr().out
     assert "throughput (a) round 1/1:" in printed
     assert "throughput (b) rlpulse `SQLiteLogger`: interval" in printed
+
+
+def _with_longest_calls(sqlite_s: float, others_s: float) -> Results:
+    def outcome(longest_s: float) -> SearchOutcome:
+        return SearchOutcome(
+            [Trial(0.02, 5_000.0, 0, longest_s), Trial(0.01, 9_000.0, 3, longest_s)]
+        )
+
+    return Results(
+        {SQLITE: (50_000.0,), REFERENCE: (30_000.0,)},
+        {SQLITE: (outcome(sqlite_s),), REFERENCE: (outcome(others_s),)},
+        CpuResult((0.01,), (0.0,), (1.0,), (1_000.0,)),
+    )
+
+
+def test_sqlites_checkpoint_stalls_are_named_only_when_its_calls_stand_out() -> None:
+    stalled = " ".join(render(_with_longest_calls(0.15, 0.005), TINY).split())
+    assert "that one call took up to 150 ms here" in stalled
+    assert "against 5.0 ms for the other sinks" in stalled
+    even = " ".join(render(_with_longest_calls(0.02, 0.005), TINY).split())
+    assert "checkpoints" not in even
+    assert "sustain 450,000 payloads a second: 2.2 µs" in even
