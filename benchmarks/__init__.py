@@ -16,6 +16,7 @@ __all__ = ["SECTIONS", "progress"]
 SECTIONS: dict[str, str] = {
     "monitor": "benchmarks.monitor_overhead",
     "sinks": "benchmarks.sinks",
+    "throughput": "benchmarks.throughput",
     "loop_slowdown": "benchmarks.loop_slowdown",
     "watch_count": "benchmarks.watch_count",
     "reliability": "benchmarks.reliability",

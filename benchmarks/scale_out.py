@@ -4,7 +4,8 @@ Four measurements, in one process (plus the collector's worker processes):
 
 (a) a worker's ``SharedCounters.worker(i).inc(key)`` against a plain
     attribute increment, ``obj.frames += 1``, in the same loop;
-(b) ``SharedCounters.stats()`` over 64 workers of 8 keys each;
+(b) ``SharedCounters.stats()`` over 64 workers of 8 keys each, and over
+    256 workers of 16 keys each;
 (c) the latency of one per-worker snapshot: ``SharedCounters.stats()``
     against TorchRL's ``MultiSyncCollector.stats(workers="both")``, on a
     real collector of two CartPole workers whose environments write the
@@ -44,6 +45,9 @@ __all__ = [
     "STATS_KEYS",
     "STATS_WORKERS",
     "SYSTEM_BUDGET_US",
+    "WIDE_STATS_BUDGET_US",
+    "WIDE_STATS_KEYS",
+    "WIDE_STATS_WORKERS",
     "IncrementResult",
     "Results",
     "Settings",
@@ -67,6 +71,11 @@ STATS_WORKERS = 64
 STATS_KEYS = 8
 STATS_BUDGET_US = 100.0
 """(b): one ``stats()`` over 64 workers x 8 keys may cost at most this many microseconds."""
+
+WIDE_STATS_WORKERS = 256
+WIDE_STATS_KEYS = 16
+WIDE_STATS_BUDGET_US = 1000.0
+"""(b): one ``stats()`` over 256 workers x 16 keys may cost at most this many microseconds."""
 
 SNAPSHOT_BUDGET = 10.0
 """(c): a per-worker snapshot from ``SharedCounters`` must be at least this many times faster than TorchRL's."""
@@ -288,14 +297,14 @@ def measure_increments(
 # --- (b) stats over many workers ---------------------------------------------
 
 
-def _wide_counters() -> SharedCounters:
-    half = STATS_KEYS // 2
+def _wide_counters(workers: int, keys: int) -> SharedCounters:
+    half = keys // 2
     counters = SharedCounters(
-        STATS_WORKERS,
+        workers,
         counters=[f"counter_{index}" for index in range(half)],
-        gauges=[f"gauge_{index}" for index in range(STATS_KEYS - half)],
+        gauges=[f"gauge_{index}" for index in range(keys - half)],
     )
-    for index in range(STATS_WORKERS):
+    for index in range(workers):
         writer = counters.worker(index)
         for key in counters.counters:
             writer.inc(key, index + 1)
@@ -306,9 +315,12 @@ def _wide_counters() -> SharedCounters:
 
 
 def measure_shared_stats(
-    settings: Settings, report: Callable[[str], None] = progress
+    settings: Settings,
+    report: Callable[[str], None] = progress,
+    workers: int = STATS_WORKERS,
+    keys: int = STATS_KEYS,
 ) -> tuple[float, ...]:
-    """Return, per round, the microseconds of one ``stats()`` over 64 workers x 8 keys.
+    """Return, per round, the microseconds of one ``stats()`` over ``workers`` workers x ``keys`` keys.
 
     Every worker has written every key and beaten its heartbeat, so each
     snapshot carries all of its entries (checked).
@@ -318,9 +330,9 @@ def measure_shared_stats(
         >>> len(rounds)
         2
     """
-    expected_entries = STATS_KEYS + 1 + STATS_WORKERS * (STATS_KEYS + 1)
+    expected_entries = keys + 1 + workers * (keys + 1)
     round_us: list[float] = []
-    with _wide_counters() as counters:
+    with _wide_counters(workers, keys) as counters:
         stats = counters.stats
         entries = len(stats())
         if entries != expected_entries:
@@ -342,7 +354,7 @@ def measure_shared_stats(
             round_us.append(elapsed / settings.stats_calls / 1000)
             report(
                 f"scale_out (b) round {round_index + 1}/{settings.stats_rounds}: "
-                f"{round_us[-1]:.1f} us per stats()"
+                f"{round_us[-1]:.1f} us per stats() of {workers} workers x {keys} keys"
             )
     return tuple(round_us)
 
@@ -582,6 +594,7 @@ class Results:
 
     increments: IncrementResult
     shared_stats_us: tuple[float, ...]
+    wide_stats_us: tuple[float, ...]
     snapshots: SnapshotResult
     system: SystemResult
 
@@ -593,6 +606,7 @@ def _verdict(passed: bool) -> str:
 def _rows(results: Results) -> list[tuple[str, str, str, bool]]:
     increments = results.increments
     stats_us = statistics.median(results.shared_stats_us)
+    wide_stats_us = statistics.median(results.wide_stats_us)
     snapshots = results.snapshots
     system = results.system
     return [
@@ -609,6 +623,13 @@ def _rows(results: Results) -> list[tuple[str, str, str, bool]]:
             f"{stats_us:.1f} us",
             f"<= {STATS_BUDGET_US:.0f} us",
             stats_us <= STATS_BUDGET_US,
+        ),
+        (
+            f"(b) `SharedCounters.stats()`, {WIDE_STATS_WORKERS} workers x "
+            f"{WIDE_STATS_KEYS} keys",
+            f"{wide_stats_us:,.1f} us",
+            f"<= {WIDE_STATS_BUDGET_US:,.0f} us",
+            wide_stats_us <= WIDE_STATS_BUDGET_US,
         ),
         (
             '(c) per-worker snapshot, TorchRL `stats(workers="both")` / `SharedCounters.stats()`',
@@ -725,7 +746,9 @@ same round. Both figures include the loop itself: an empty loop costs
 heartbeat beaten, so each snapshot carries all
 {STATS_KEYS + 1 + STATS_WORKERS * (STATS_KEYS + 1)} entries: {settings.stats_calls}
 calls per round in thread CPU time, {settings.stats_rounds} rounds, median
-over rounds.
+over rounds. The same for {WIDE_STATS_WORKERS} workers of {WIDE_STATS_KEYS}
+keys each ({WIDE_STATS_KEYS + 1 + WIDE_STATS_WORKERS * (WIDE_STATS_KEYS + 1):,}
+entries a snapshot).
 
 **(c) Per-worker snapshots while a collector runs.** A TorchRL
 `MultiSyncCollector` with {COLLECTOR_WORKERS} CartPole workers (random policy,
@@ -790,6 +813,9 @@ def run(*, quick: bool = False) -> str:
     results = Results(
         increments=measure_increments(settings),
         shared_stats_us=measure_shared_stats(settings),
+        wide_stats_us=measure_shared_stats(
+            settings, workers=WIDE_STATS_WORKERS, keys=WIDE_STATS_KEYS
+        ),
         snapshots=measure_snapshots(settings),
         system=measure_system(settings),
     )

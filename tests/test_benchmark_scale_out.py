@@ -11,6 +11,8 @@ import pytest
 from benchmarks import SECTIONS
 from benchmarks.scale_out import (
     COLLECTOR_WORKERS,
+    WIDE_STATS_KEYS,
+    WIDE_STATS_WORKERS,
     IncrementResult,
     Results,
     Settings,
@@ -65,6 +67,16 @@ def test_the_stats_benchmark_times_every_round_over_sixty_four_workers() -> None
     assert all(cost > 0 for cost in rounds)
 
 
+def test_the_stats_benchmark_times_every_round_over_256_workers_of_16_keys() -> None:
+    lines: list[str] = []
+    rounds = measure_shared_stats(
+        TINY, report=lines.append, workers=WIDE_STATS_WORKERS, keys=WIDE_STATS_KEYS
+    )
+    assert len(rounds) == TINY.stats_rounds
+    assert all(cost > 0 for cost in rounds)
+    assert lines[-1].endswith("per stats() of 256 workers x 16 keys")
+
+
 @pytest.mark.timeout(180)
 def test_the_snapshot_benchmark_times_both_views_after_every_batch(
     snapshots: SnapshotResult,
@@ -90,20 +102,29 @@ def test_the_system_benchmark_times_every_call() -> None:
 
 
 @pytest.mark.timeout(180)
-def test_the_section_renders_four_budgeted_rows_and_the_latency_table(
+def test_the_section_renders_five_budgeted_rows_and_the_latency_table(
     snapshots: SnapshotResult,
 ) -> None:
     pytest.importorskip("psutil")
     results = Results(
         increments=measure_increments(TINY, report=_quiet),
         shared_stats_us=measure_shared_stats(TINY, report=_quiet),
+        wide_stats_us=measure_shared_stats(
+            TINY, report=_quiet, workers=WIDE_STATS_WORKERS, keys=WIDE_STATS_KEYS
+        ),
         snapshots=snapshots,
         system=measure_system(TINY, report=_quiet),
     )
     markdown = render(results, TINY)
     assert markdown.startswith("## Scale-out")
     budget_rows = [line for line in markdown.splitlines() if line.startswith("| (")]
-    assert [row[:5] for row in budget_rows] == ["| (a)", "| (b)", "| (c)", "| (d)"]
+    assert [row[:5] for row in budget_rows] == [
+        "| (a)",
+        "| (b)",
+        "| (b)",
+        "| (c)",
+        "| (d)",
+    ]
     assert all(row.endswith(("| pass |", "| **OVER BUDGET** |")) for row in budget_rows)
     assert '| TorchRL `collector.stats(workers="both")`, from the loop | 2 |' in (
         markdown
@@ -115,13 +136,38 @@ def test_missed_budgets_are_reported_over_budget_and_met_ones_pass() -> None:
     results = Results(
         increments=IncrementResult((30.0,), (120.0,), (10.0,)),
         shared_stats_us=(150.0,),
+        wide_stats_us=(900.0,),
         snapshots=SnapshotResult((10.0,), (500.0,), ()),
         system=SystemResult(cpu_us=(200.0,), wall_us=(250.0,), gpus=1),
     )
     rows = [line for line in table(results).splitlines() if line.startswith("| (")]
     verdicts = [row.rsplit(" | ", 1)[1] for row in rows]
-    assert verdicts == ["**OVER BUDGET** |", "**OVER BUDGET** |", "pass |", "pass |"]
+    assert verdicts == [
+        "**OVER BUDGET** |",
+        "**OVER BUDGET** |",
+        "pass |",
+        "pass |",
+        "pass |",
+    ]
     missed = missed_budgets(results)
     assert len(missed) == 2
     assert "4.00x, budget <= 3.0x" in missed[0]
     assert "150.0 us, budget <= 100 us" in missed[1]
+
+
+def test_a_stats_over_256_workers_slower_than_a_millisecond_is_over_budget() -> None:
+    results = Results(
+        increments=IncrementResult((30.0,), (60.0,), (10.0,)),
+        shared_stats_us=(50.0,),
+        wide_stats_us=(1500.0,),
+        snapshots=SnapshotResult((10.0,), (500.0,), ()),
+        system=SystemResult(cpu_us=(200.0,), wall_us=(250.0,), gpus=1),
+    )
+    assert (
+        "| (b) `SharedCounters.stats()`, 256 workers x 16 keys | 1,500.0 us "
+        "| <= 1,000 us | **OVER BUDGET** |"
+    ) in table(results)
+    assert missed_budgets(results) == [
+        "(b) `SharedCounters.stats()`, 256 workers x 16 keys: 1,500.0 us, "
+        "budget <= 1,000 us"
+    ]
