@@ -10,8 +10,9 @@ a ``##`` heading); adding one is one new module and one line here.
 from __future__ import annotations
 
 import sys
+import textwrap
 
-__all__ = ["SECTIONS", "progress"]
+__all__ = ["SECTIONS", "progress", "reflow"]
 
 SECTIONS: dict[str, str] = {
     "monitor": "benchmarks.monitor_overhead",
@@ -33,3 +34,29 @@ def progress(message: str) -> None:
         monitor: round 1/15
     """
     print(message, file=sys.stdout, flush=True)
+
+
+def reflow(markdown: str, width: int = 78) -> str:
+    """Refill the paragraphs of a section filled in with figures, so the document reads evenly; headings and tables stay.
+
+    Examples:
+        >>> print(reflow("## Title\\n\\nA  paragraph\\nof words.", width=12), end="")
+        ## Title
+        <BLANKLINE>
+        A paragraph
+        of words.
+    """
+    paragraphs = []
+    for paragraph in markdown.strip().split("\n\n"):
+        if paragraph.startswith(("#", "|")):
+            paragraphs.append(paragraph)
+        else:
+            paragraphs.append(
+                textwrap.fill(
+                    " ".join(paragraph.split()),
+                    width,
+                    break_long_words=False,
+                    break_on_hyphens=False,
+                )
+            )
+    return "\n\n".join(paragraphs) + "\n"

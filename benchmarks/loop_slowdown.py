@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import rlpulse
-from benchmarks import progress
+from benchmarks import progress, reflow
 from benchmarks.monitor_overhead import AdvancingCollectorLike
 
 __all__ = [
@@ -382,7 +382,7 @@ def render(results: list[LoopResult], settings: Settings) -> str:
         f"{platform.python_version()}, {platform.system()}; TorchRL "
         f"{_version('torchrl')}, rlpulse {rlpulse.__version__}.",
     ]
-    return "\n".join(parts) + "\n"
+    return reflow("\n".join(parts))
 
 
 def _version(package: str) -> str:

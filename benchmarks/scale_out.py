@@ -25,7 +25,6 @@ import os
 import platform
 import statistics
 import sys
-import textwrap
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -33,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import rlpulse
-from benchmarks import progress
+from benchmarks import progress, reflow
 from rlpulse import SharedCounters
 from rlpulse.sources.shared import _PythonWorkerCounters
 
@@ -720,7 +719,7 @@ def render(results: Results, settings: Settings) -> str:
         if gpus
         else "process and host; no GPU visible to NVML on this machine"
     )
-    return _reflow(f"""\
+    return reflow(f"""\
 ## Scale-out: shared per-worker counters and system metrics
 
 What it costs a worker process to count into `SharedCounters`, what it costs
@@ -786,25 +785,6 @@ Measured on {platform.system()} {platform.machine()} ({os.cpu_count()} CPUs), Py
 {platform.python_version()}, TorchRL {torchrl.__version__}, rlpulse
 {rlpulse.__version__}. Rerun with `python -m benchmarks --only scale_out`.
 """)
-
-
-def _reflow(markdown: str, width: int = 78) -> str:
-    # The paragraphs above are filled in with figures; refill them so the
-    # document reads evenly. Headings and tables stay as they are.
-    paragraphs = []
-    for paragraph in markdown.strip().split("\n\n"):
-        if paragraph.startswith(("#", "|")):
-            paragraphs.append(paragraph)
-        else:
-            paragraphs.append(
-                textwrap.fill(
-                    " ".join(paragraph.split()),
-                    width,
-                    break_long_words=False,
-                    break_on_hyphens=False,
-                )
-            )
-    return "\n\n".join(paragraphs) + "\n"
 
 
 def run(*, quick: bool = False) -> str:

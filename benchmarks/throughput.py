@@ -28,7 +28,6 @@ import platform
 import statistics
 import sys
 import tempfile
-import textwrap
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -36,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import rlpulse
-from benchmarks import progress
+from benchmarks import progress, reflow
 from benchmarks.monitor_overhead import AdvancingCollectorLike
 from benchmarks.sinks import REFERENCE, SINKS, SinkCase
 
@@ -760,24 +759,6 @@ def missed_budgets(results: Results) -> list[str]:
     ]
 
 
-def _reflow(markdown: str, width: int = 78) -> str:
-    # Refill the paragraphs filled in with figures; headings and tables stay.
-    paragraphs = []
-    for paragraph in markdown.strip().split("\n\n"):
-        if paragraph.startswith(("#", "|")):
-            paragraphs.append(paragraph)
-        else:
-            paragraphs.append(
-                textwrap.fill(
-                    " ".join(paragraph.split()),
-                    width,
-                    break_long_words=False,
-                    break_on_hyphens=False,
-                )
-            )
-    return "\n\n".join(paragraphs) + "\n"
-
-
 def _stalled_by_checkpoints(results: Results) -> bool:
     # Whether SQLiteLogger's searches ended on drops while one of its calls
     # took ten times what the other sinks' longest calls typically took: its
@@ -831,7 +812,7 @@ TorchRL's `CSVLogger` in a loop takes
 here (it writes and flushes a line into one file per metric), so the budget
 asks `SQLiteLogger` to sustain {asked:,.0f} payloads a second: {1e6 / asked:.1f}
 µs for each payload's poll, queueing and storage together."""
-    return _reflow(f"""\
+    return reflow(f"""\
 ## Sustained sink throughput: payloads per second without a drop
 
 How many payloads a second each sink keeps up with when rlpulse's background

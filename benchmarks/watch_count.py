@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 
 import rlpulse
-from benchmarks import progress
+from benchmarks import progress, reflow
 from benchmarks.monitor_overhead import AdvancingCollectorLike, NullSink
 
 __all__ = [
@@ -207,7 +207,7 @@ def render(result: WatchCountResult, settings: Settings) -> str:
         f"{platform.python_version()}, {platform.system()}; rlpulse "
         f"{rlpulse.__version__}.",
     ]
-    return "\n".join(lines) + "\n"
+    return reflow("\n".join(lines))
 
 
 def run(*, quick: bool = False) -> str:

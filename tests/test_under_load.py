@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
+from benchmarks.loop_slowdown import cpu_loop
 
 from rlpulse import LoggerMonitor, SQLiteLogger, read
 from test_reliability import Source
@@ -27,14 +28,7 @@ _DROP_WARNING = "dropped the oldest pending payload"
 
 def busy_loop(seconds: float) -> int:
     """Run pure-Python arithmetic on this thread for ``seconds``; return the iterations."""
-    deadline = time.monotonic() + seconds
-    iterations = 0
-    while time.monotonic() < deadline:
-        total = 0
-        for value in range(1000):
-            total += value * value
-        iterations += 1
-    return iterations
+    return cpu_loop()(seconds)
 
 
 def rows_per_watch(path: Path) -> Counter[str]:
