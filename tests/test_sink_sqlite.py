@@ -377,3 +377,36 @@ def test_a_batch_that_fails_part_way_stores_none_of_its_payloads(
         sink.log_metrics({"buffer/size": 4.0}, step=4, timestamp=4.0)
 
     assert [record.value for record in read(path, run="r")] == [1.0, 4.0]
+
+
+def _checkpoint_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "rlpulse-sqlite-checkpoint"]
+
+
+@pytest.mark.timeout(60)
+def test_checkpoints_keep_the_log_short_under_continuous_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import rlpulse.sinks.sqlite as sqlite_sink
+
+    monkeypatch.setattr(sqlite_sink, "_ROWS_PER_CHECKPOINT", 2_000)
+    path = tmp_path / "metrics.db"
+    wal = tmp_path / "metrics.db-wal"
+    payload = {f"collector/metric_{index}": float(index) for index in range(100)}
+    longest = 0
+    with SQLiteLogger(path, run="r") as sink:
+        for step in range(2_000):  # 200,000 rows: about 10 MB of log unchecked
+            sink.log_batch([(payload, step, float(step))])
+            longest = max(longest, wal.stat().st_size)
+        assert len(_checkpoint_threads()) == 1
+    assert _checkpoint_threads() == []
+    assert longest < 3 * 2**20
+    records = list(read(path, run="r"))
+    assert len(records) == 200_000
+    assert records[-1] == Record(1999.0, 1999, "collector/metric_99", 99.0)
+
+
+def test_a_store_that_writes_little_starts_no_checkpoint_thread(tmp_path: Path) -> None:
+    with SQLiteLogger(tmp_path / "metrics.db") as sink:
+        sink.log_metrics({"buffer/size": 1.0}, step=1)
+        assert _checkpoint_threads() == []

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from rlpulse.read.records import SQLITE_SCHEMA, RunFileError, prepare_record_file
 from rlpulse.sinks.base import BaseSink, Payload
@@ -18,6 +21,8 @@ __all__ = ["SQLiteLogger"]
 # payloads): 4 parameters a row and one for the run stay below 32,766, the
 # smallest limit of SQLite builds since 3.32 (999 before).
 _ROWS_PER_STATEMENT = 2000 if sqlite3.sqlite_version_info >= (3, 32) else 240
+# A checkpoint every this many rows: a log of up to about 16 MB.
+_ROWS_PER_CHECKPOINT = 100_000
 _METRICS_COLUMNS = {"run", "wall_time", "step", "name", "value"}
 
 
@@ -80,6 +85,7 @@ class SQLiteLogger(BaseSink):
             # Prepared INSERTs of large batches are big: keep a few.
             cached_statements=16,
         )
+        self._checkpointer = _Checkpointer(self.path.absolute())
         try:
             self._run_id, self.run = self._open_run(self._connection, run)
             self._destination = f"{self.path} (run {self.run!r})"
@@ -99,10 +105,9 @@ class SQLiteLogger(BaseSink):
                 f"the file cannot use WAL journal mode (it is in {mode!r} mode)"
             )
         connection.execute("PRAGMA synchronous = NORMAL")
-        # Checkpoints are where WAL mode syncs to disk; every 4000 pages (a WAL
-        # of up to 16 MB at the default page size) instead of SQLite's 1000
-        # keeps that cost a small share of each payload.
-        connection.execute("PRAGMA wal_autocheckpoint = 4000")
+        # Checkpoints, where WAL mode syncs to disk, run beside the writes
+        # (see _Checkpointer), never inside a commit.
+        connection.execute("PRAGMA wal_autocheckpoint = 0")
         columns = {row[1] for row in connection.execute("PRAGMA table_info(metrics)")}
         if columns and not columns >= _METRICS_COLUMNS:
             raise sqlite3.OperationalError(
@@ -173,12 +178,84 @@ class SQLiteLogger(BaseSink):
                 if connection.in_transaction:
                     connection.execute("ROLLBACK")
                 raise
+        if self._checkpointer.wrote(len(rows)):
+            with contextlib.suppress(sqlite3.Error):  # the next one, or close()
+                connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
     def _close(self) -> None:
+        self._checkpointer.close()
+        # Closing the last connection checkpoints what is left.
         self._connection.close()
 
     def __repr__(self) -> str:
         return f"SQLiteLogger({str(self.path)!r}, run={self.run!r})"
+
+
+class _Checkpointer:
+    """Copies a store's write-ahead log into its database mostly on a thread of its own, off the writer's path.
+
+    A checkpoint syncs the database file to disk: done inside a commit, as
+    SQLite does by default, it held the writer (and the sink's queue) up
+    for 100 ms and more. Here the writer counts the rows it commits; every
+    :data:`_ROWS_PER_CHECKPOINT` it either wakes this thread, whose passive
+    checkpoint copies the log without blocking the writer, or, the next
+    time, checkpoints itself: only what was written since is left to copy,
+    and a log copied to its end while no write is under way starts afresh
+    (a log checkpointed only beside continuous writes would grow without
+    end). The thread starts with the first checkpoint and sleeps between
+    them.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._rows = 0
+        self._checkpoints = 0
+        self._wake = threading.Event()
+        self._busy = False
+        self._closing = False
+        self._thread: threading.Thread | None = None
+
+    def wrote(self, rows: int) -> bool:
+        """Count ``rows`` committed; whether the writer is to checkpoint now."""
+        self._rows += rows
+        if self._rows < _ROWS_PER_CHECKPOINT or self._busy:
+            return False
+        self._rows = 0
+        self._checkpoints += 1
+        if self._checkpoints % 2 == 0:
+            return True
+        thread = self._thread
+        if thread is None or not thread.is_alive():  # none yet, or a forked child
+            thread = self._thread = threading.Thread(
+                target=self._run, name="rlpulse-sqlite-checkpoint", daemon=True
+            )
+            thread.start()
+        self._busy = True
+        self._wake.set()
+        return False
+
+    def _run(self) -> None:
+        connection = sqlite3.connect(self._path, check_same_thread=False)
+        try:
+            while True:
+                self._wake.wait()
+                self._wake.clear()
+                if self._closing:
+                    return
+                with contextlib.suppress(sqlite3.Error):
+                    # Another connection busy, a full disk: the next one,
+                    # or closing the store, checkpoints again.
+                    connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                self._busy = False
+        finally:
+            connection.close()
+
+    def close(self) -> None:
+        """Stop the thread, after the checkpoint under way if any."""
+        self._closing = True
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
 
 
 @functools.lru_cache(maxsize=16)
