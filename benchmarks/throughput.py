@@ -161,9 +161,8 @@ class Settings:
 
     A trial (and a loop) lasts until it has logged ``window_payloads`` and
     ``min_window_s`` has passed, or until ``max_window_s``: long enough for
-    ``SQLiteLogger`` to checkpoint its write-ahead log once (every 4,000
-    pages, about 28,000 of these payloads), which a sustained rate must
-    absorb.
+    ``SQLiteLogger`` to checkpoint its write-ahead log (every 100,000 rows,
+    about 17,000 of these payloads), which a sustained rate must absorb.
 
     Examples:
         >>> Settings.quick().rounds < Settings().rounds
@@ -795,8 +794,10 @@ def render(results: Results, settings: Settings) -> str:
     if _stalled_by_checkpoints(results):
         sqlite_text = f"""
 `SQLiteLogger`'s figure is set by its write-ahead log's checkpoints: every
-4,000 pages (about 28,000 of these payloads) a commit also copies the log into
-the database and syncs both to disk, and that one call took up to
+100,000 rows (about 17,000 of these payloads) one runs, beside the writes on a
+thread of the store's, then the next time in the writer's call, which copies
+what was written since and syncs the database to disk (so that the log can
+start afresh); that call took up to
 {results.longest_call_s(SQLITE) * 1000:,.0f} ms here (median over rounds of
 the longest call in a search) against
 {_typical_longest_call_s(results) * 1000:,.1f} ms for the other sinks (the

@@ -244,7 +244,7 @@ def _with_longest_calls(sqlite_s: float, others_s: float) -> Results:
 
 def test_sqlites_checkpoint_stalls_are_named_only_when_its_calls_stand_out() -> None:
     stalled = " ".join(render(_with_longest_calls(0.15, 0.005), TINY).split())
-    assert "that one call took up to 150 ms here" in stalled
+    assert "that call took up to 150 ms here" in stalled
     assert "against 5.0 ms for the other sinks" in stalled
     even = " ".join(render(_with_longest_calls(0.02, 0.005), TINY).split())
     assert "checkpoints" not in even
