@@ -218,14 +218,17 @@ class _Checkpointer:
     def wrote(self, rows: int) -> bool:
         """Count ``rows`` committed; whether the writer is to checkpoint now."""
         self._rows += rows
-        if self._rows < _ROWS_PER_CHECKPOINT or self._busy:
+        if self._rows < _ROWS_PER_CHECKPOINT:
+            return False
+        thread = self._thread
+        alive = thread is not None and thread.is_alive()  # not in a forked child
+        if self._busy and alive:
             return False
         self._rows = 0
         self._checkpoints += 1
         if self._checkpoints % 2 == 0:
             return True
-        thread = self._thread
-        if thread is None or not thread.is_alive():  # none yet, or a forked child
+        if thread is None or not alive:
             thread = self._thread = threading.Thread(
                 target=self._run, name="rlpulse-sqlite-checkpoint", daemon=True
             )
