@@ -14,6 +14,7 @@ import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from benchmarks.loop_slowdown import cpu_loop
@@ -39,19 +40,30 @@ def rows_per_watch(path: Path) -> Counter[str]:
     )
 
 
+def run_beside_busy_loop(
+    monitor: LoggerMonitor,
+    watches: int,
+    seconds: float,
+    caplog: pytest.LogCaptureFixture,
+) -> tuple[dict[str, Any], list[logging.LogRecord]]:
+    """Watch ``watches`` sources, run the monitor beside a busy loop for ``seconds``; its stats and drop warnings."""
+    for index in range(watches):
+        monitor.watch(Source(), name=f"worker_{index}")
+    with caplog.at_level(logging.WARNING, logger="rlpulse"):
+        monitor.start()
+        busy_loop(seconds)
+        monitor.stop(log_final=False)
+    drops = [r for r in caplog.records if _DROP_WARNING in r.getMessage()]
+    return monitor.stats(), drops
+
+
 @pytest.mark.parametrize("watches", [100, 500])
 def test_every_watch_is_served_alike_beside_a_busy_loop(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, watches: int
 ) -> None:
     path = tmp_path / "run.sqlite"
     monitor = LoggerMonitor(SQLiteLogger(path), poll_interval=0.1)
-    for index in range(watches):
-        monitor.watch(Source(), name=f"worker_{index}")
-    with caplog.at_level(logging.WARNING, logger="rlpulse"):
-        monitor.start()
-        busy_loop(4.0)
-        monitor.stop(log_final=False)
-    stats = monitor.stats()
+    stats, drop_warnings = run_beside_busy_loop(monitor, watches, 4.0, caplog)
 
     rows = rows_per_watch(path)
     assert len(rows) == watches
@@ -60,7 +72,6 @@ def test_every_watch_is_served_alike_beside_a_busy_loop(
     assert sum(rows.values()) == stats["logged"] - stats["dropped"]
     # Liveness, generously: the rounds kept coming beside the loop.
     assert stats["rounds"] >= 10
-    drop_warnings = [r for r in caplog.records if _DROP_WARNING in r.getMessage()]
     assert len(drop_warnings) <= 1  # a queue that drops warns once a streak
 
 
@@ -90,15 +101,8 @@ def test_a_sink_that_stays_behind_warns_once_beside_a_busy_loop(
     monitor = LoggerMonitor(
         [SQLiteLogger(path), slow], poll_interval=0.1, queue_size=50
     )
-    for index in range(100):
-        monitor.watch(Source(), name=f"worker_{index}")
-    with caplog.at_level(logging.WARNING, logger="rlpulse"):
-        monitor.start()
-        busy_loop(3.0)
-        monitor.stop(log_final=False)
-    stats = monitor.stats()
+    stats, drop_warnings = run_beside_busy_loop(monitor, 100, 3.0, caplog)
 
-    drop_warnings = [r for r in caplog.records if _DROP_WARNING in r.getMessage()]
     assert stats["dropped"] > 0
     assert len(drop_warnings) == 1
     assert "SlowStore" in drop_warnings[0].getMessage()
