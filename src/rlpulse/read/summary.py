@@ -29,16 +29,10 @@ __all__ = [
     "summarize_file",
 ]
 
-# Below ten thousand a number reads best in full (4096, not 4.096k).
-_SUFFIXES: tuple[tuple[float, str], ...] = (
-    (1e12, "T"),
-    (1e9, "G"),
-    (1e6, "M"),
-    (1e4, "k"),
-)
-_SUFFIX_SCALES = {"T": 1e12, "G": 1e9, "M": 1e6, "k": 1e3}
-_SIGNIFICANT_DIGITS = 4
-# Below this a number keeps below ten thousand once rounded to four digits.
+# Four significant digits; below ten thousand a number reads best in full
+# (4096, not 4.096k). Below _NO_SUFFIX_BELOW a number keeps below ten
+# thousand once rounded to four digits.
+_FOUR_DIGITS = "%.4g"
 _NO_SUFFIX_BELOW = 9999.5
 # A Tally reports how many values it ever observed as <key>_count.
 _COUNT_SUFFIX = "_count"
@@ -317,19 +311,23 @@ def format_number(value: float) -> str:
     >>> format_number(9999.7), format_number(float("nan")), format_number(float("inf"))
     ('10k', 'nan', 'inf')
     """
-    if value == 0:
-        return "0"
+    # Called for every metric of every console line: the common case is
+    # decided first, and each case formats once.
+    if type(value) is not float:
+        value = float(value)
     if -_NO_SUFFIX_BELOW < value < _NO_SUFFIX_BELOW:
-        # The common case, in one step: no suffix, even once rounded.
-        return f"{value:.{_SIGNIFICANT_DIGITS}g}"
-    if not math.isfinite(value):
+        return "0" if value == 0 else _FOUR_DIGITS % value
+    if value - value != 0.0:  # inf or nan
         return str(value)
-    rounded = float(f"{value:.{_SIGNIFICANT_DIGITS}g}")
-    suffix = next(
-        suffix for threshold, suffix in _SUFFIXES if abs(rounded) >= threshold
-    )
-    scaled = rounded / _SUFFIX_SCALES[suffix]
-    return f"{scaled:.{_SIGNIFICANT_DIGITS}g}{suffix}"
+    rounded = float(_FOUR_DIGITS % value)
+    magnitude = abs(rounded)
+    if magnitude >= 1e12:
+        return f"{_FOUR_DIGITS % (rounded / 1e12)}T"
+    if magnitude >= 1e9:
+        return f"{_FOUR_DIGITS % (rounded / 1e9)}G"
+    if magnitude >= 1e6:
+        return f"{_FOUR_DIGITS % (rounded / 1e6)}M"
+    return f"{_FOUR_DIGITS % (rounded / 1e3)}k"
 
 
 def format_duration(seconds: float) -> str:

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import functools
-import math
+import operator
 import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from typing import TextIO
+from typing import NamedTuple, TextIO
 
 from rlpulse.read.summary import format_number, is_counter
 from rlpulse.sinks.base import BaseSink, Payload
@@ -64,24 +64,23 @@ def format_payload(
     if step is not None:
         head += f" step={int(step)}"
     layout = _layout(tuple(metrics))
-    if not layout:
+    if not layout.order:
         return f"{head} (no metrics)"
     values = list(metrics.values())
-    fit = math.inf if width is None else width
+    numbers = [format_number(values[index]) for index in layout.order]
+    if width is None or len(head) + layout.length + sum(map(len, numbers)) <= width:
+        return head + "".join(map(operator.add, layout.pieces, numbers))
     parts = [head]
     length = len(head)
-    for index, (watch, entries) in enumerate(layout):
-        separator = " | " if index else " "
-        prefix = f"{watch}  " if watch else ""
-        for label, value_index in entries:
-            item = prefix + label + format_number(float(values[value_index]))
-            if length + len(separator) + len(item) > fit:
-                parts.append(_BREAK + item)
-                length = len(_INDENT) + len(item)
-            else:
-                parts.append(separator + item)
-                length += len(separator) + len(item)
-            separator, prefix = " ", ""
+    for piece, broken, number in zip(
+        layout.pieces, layout.breaks, numbers, strict=True
+    ):
+        if length + len(piece) + len(number) > width:
+            parts += (broken, number)
+            length = len(broken) - 1 + len(number)  # the line starts after "\n"
+        else:
+            parts += (piece, number)
+            length += len(piece) + len(number)
     return "".join(parts)
 
 
@@ -115,12 +114,22 @@ def _clock(second: int) -> str:
     return time.strftime("%H:%M:%S", time.localtime(second))
 
 
-_Layout = tuple[tuple[str, tuple[tuple[str, int], ...]], ...]
+class _Layout(NamedTuple):
+    """How the metrics of one payload shape are written, worked out once per shape."""
+
+    order: tuple[int, ...]
+    """The index of each metric's value, in the order written: a watch's rates, gauges, counters."""
+    pieces: tuple[str, ...]
+    """What precedes each number on the same line: separator, watch, ``key=``."""
+    breaks: tuple[str, ...]
+    """What precedes each number that starts a continuation line: newline, indent, watch, ``key=``."""
+    length: int
+    """The length of all ``pieces``: a line's length is that, the head's and the numbers'."""
 
 
 @functools.lru_cache(maxsize=4096)
 def _layout(names: tuple[str, ...]) -> _Layout:
-    """Each watch in order of first appearance, with its ``key=`` labels (rates first) and their value's index.
+    """The layout of payloads with metrics ``names``: each watch in order of first appearance, rates first.
 
     A watch's payloads keep their names from poll to poll: the layout of
     each shape is worked out once.
@@ -138,16 +147,18 @@ def _layout(names: tuple[str, ...]) -> _Layout:
         else:
             rank = 1
         keys.setdefault(watch, []).append((rank, key, index))
-    return tuple(
-        (
-            watch,
-            tuple(
-                (f"{key}=", index)
-                for _, key, index in sorted(entries, key=lambda entry: entry[0])
-            ),
-        )
-        for watch, entries in keys.items()
-    )
+    order: list[int] = []
+    pieces: list[str] = []
+    breaks: list[str] = []
+    for position, (watch, entries) in enumerate(keys.items()):
+        separator = " | " if position else " "
+        prefix = f"{watch}  " if watch else ""
+        for _, key, index in sorted(entries, key=lambda entry: entry[0]):
+            order.append(index)
+            pieces.append(f"{separator}{prefix}{key}=")
+            breaks.append(f"{_BREAK}{prefix}{key}=")
+            separator, prefix = " ", ""
+    return _Layout(tuple(order), tuple(pieces), tuple(breaks), sum(map(len, pieces)))
 
 
 class ConsoleLogger(BaseSink):
