@@ -37,7 +37,7 @@ def test_delivered_payloads_are_freed_by_the_producer_at_its_next_wake() -> None
     queue.start()
     try:
         for step in range(3):
-            queue.put(({"w/x": float(step)}, step, 0.0, "w"))
+            queue.put_all([({"w/x": float(step)}, step, 0.0, "w")])
         queue.wake()
         _wait_for(lambda: len(recorder.steps) == 3)
         # The sender keeps what it delivered for the producer, in order...
@@ -55,12 +55,29 @@ def test_a_full_queue_drops_the_oldest_and_counts_it() -> None:
     recorder = _Recorder()
     queue = SinkQueue(Sink(recorder), size=2)
     for step in range(5):
-        queue.put(({"w/x": 1.0}, step, 0.0, "w"))
+        queue.put_all([({"w/x": 1.0}, step, 0.0, "w")])
     assert queue.dropped == 3
     queue.start()
     queue.wake()
     assert queue.close(deadline=time.monotonic() + 5) is None
     assert recorder.steps == [3, 4]
+
+
+def test_a_round_beyond_the_queue_drops_the_oldest_at_once_and_reports_them_together() -> (
+    None
+):
+    recorder = _Recorder()
+    drops: list[int] = []
+    queue = SinkQueue(
+        Sink(recorder), size=3, on_drop=lambda _queue, count: drops.append(count)
+    )
+    queue.put_all([({"w/x": 1.0}, step, 0.0, "w") for step in range(2)])
+    queue.put_all([({"w/x": 1.0}, step, 0.0, "w") for step in range(2, 7)])
+    assert (queue.dropped, drops, queue.dropping) == (4, [4], True)
+    queue.start()
+    queue.wake()
+    assert queue.close(deadline=time.monotonic() + 5) is None
+    assert recorder.steps == [4, 5, 6]
 
 
 class _BatchRecorder:
@@ -88,7 +105,7 @@ def test_a_sink_with_log_batch_gets_everything_pending_in_one_call() -> None:
     recorder = _BatchRecorder()
     queue = SinkQueue(Sink(recorder), size=16)
     for step in range(4):
-        queue.put(({"w/x": float(step)}, step, 100.0 + step, "w"))
+        queue.put_all([({"w/x": float(step)}, step, 100.0 + step, "w")])
     queue.start()
     queue.wake()
     assert queue.close(deadline=time.monotonic() + 5) is None
@@ -115,10 +132,10 @@ def test_a_failing_batch_is_one_failure_and_the_next_batch_is_sent() -> None:
     )
     queue.start()
     try:
-        queue.put(({"w/x": 1.0}, 1, 0.0, "w"))
+        queue.put_all([({"w/x": 1.0}, 1, 0.0, "w")])
         queue.wake()
         _wait_for(lambda: len(recorder.batches) == 1)
-        queue.put(({"w/x": 2.0}, 2, 0.0, "w"))
+        queue.put_all([({"w/x": 2.0}, 2, 0.0, "w")])
         queue.wake()
         _wait_for(lambda: len(recorder.batches) == 2)
     finally:
@@ -147,12 +164,12 @@ def test_one_drop_warning_per_streak_that_ends_once_the_sender_caught_up() -> No
     queue = SinkQueue(
         Sink(sink),
         size=2,
-        on_drop=lambda q: None if q.dropping else warned.append(q.dropped),
+        on_drop=lambda q, count: None if q.dropping else warned.append(q.dropped),
     )
 
     def round_of(payloads: int) -> None:
         for step in range(payloads):
-            queue.put(({"w/x": 1.0}, step, 0.0, "w"))
+            queue.put_all([({"w/x": 1.0}, step, 0.0, "w")])
         queue.wake()
 
     queue.start()

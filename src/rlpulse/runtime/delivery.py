@@ -2,14 +2,16 @@
 
 Manual mode calls every sink on the polling thread before ``step()``
 returns. In background mode every sink has its own bounded
-:class:`~rlpulse.runtime.queues.SinkQueue` and sender thread: a payload is
-queued for each, the senders are woken once per round, and :meth:`close`
+:class:`~rlpulse.runtime.queues.SinkQueue` and sender thread: a round's
+payloads are kept together while it polls, then queued for every sink at
+once and the senders woken, once per round; :meth:`close`
 closes every queue at once, so the queues drain side by side under one
 deadline and a hung sink keeps no other sink from its final flush.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 
 from rlpulse.runtime.deadline import Deadline
@@ -39,6 +41,14 @@ class Delivery:
         self._reporter = reporter
         self.queues: tuple[SinkQueue, ...] = ()
         self._queue_size = 0
+        # The payloads polled since the last round ended, for every queue.
+        # A deque: a call left behind may add one from its own thread.
+        self._polled: deque[Item] = deque()
+
+    def after_fork(self) -> None:
+        """Forget the queues and their threads, and what the parent polled: a forked child's parent delivers that."""
+        self.queues = ()
+        self._polled = deque()
 
     def open_queues(self, size: int) -> None:
         """Feed every sink from its own queue of ``size`` payloads from now on."""
@@ -59,13 +69,12 @@ class Delivery:
     def deliver(self, item: Item) -> bool:
         """Hand ``(payload, step, wall_time, watch name)`` to every sink; whether any took it.
 
-        Queued: always taken. Inline: under ``on_error="raise"`` the first
+        Queued: always taken, and queued for every sink when the round
+        ends (:meth:`end_round`). Inline: under ``on_error="raise"`` the first
         sink error is raised once every sink has been called.
         """
-        queues = self.queues
-        if queues:
-            for queue in queues:
-                queue.put(item)
+        if self.queues:
+            self._polled.append(item)
             return True
         payload, step, wall_time, watch_name = item
         delivered = False
@@ -93,14 +102,20 @@ class Delivery:
             queue.size = size
 
     def end_round(self) -> None:
-        """Wake every sender once: a round of polls has ended."""
+        """Queue the round's payloads for every sink and wake every sender once: a round of polls has ended."""
+        polled = self._polled
+        # Only what is here now: a payload added meanwhile waits for the next round.
+        items = [polled.popleft() for _ in range(len(polled))]
         for queue in self.queues:
+            if items:
+                queue.put_all(items)
             queue.wake()
 
     @property
     def queued(self) -> int:
         """Payloads waiting in the sinks' queues."""
-        return sum(len(queue.pending) for queue in self.queues)
+        waiting = sum(len(queue.pending) for queue in self.queues)
+        return waiting + len(self._polled) * len(self.queues)
 
     def close(self, deadline: Deadline, stop_timeout: float) -> BaseException | None:
         """Drain and flush every sink by ``deadline``; return the error to raise under ``on_error="raise"``.
@@ -110,9 +125,10 @@ class Delivery:
         dropped (counted, warned) and gets no more calls. Inline: every sink
         is flushed. Sinks are never closed.
         """
-        queues, self.queues = self.queues, ()
-        if not queues:
+        if not self.queues:
             return self._flush_inline()
+        self.end_round()  # nothing polled is left out
+        queues, self.queues = self.queues, ()
         for queue in queues:
             queue.begin_close()
         for queue in queues:

@@ -82,7 +82,7 @@ class Engine:
         self.polling_thread: threading.Thread | None = None
         self.poller: Poller | None = None
         self.watchdog: Watchdog | None = None
-        self.delivery.queues = ()
+        self.delivery.after_fork()
         self.reporter.after_fork()
 
     # -- one watch --------------------------------------------------------

@@ -1,9 +1,10 @@
 """Per-sink bounded queues: in background mode each sink is fed from its own.
 
-The polling thread appends a payload to every sink's queue and moves on; a
-sender thread per sink delivers them in order. A slow or hung sink delays
-only its own queue. A full queue drops its oldest payload, counted, so
-memory stays bounded whatever the sink does.
+At the end of each round the polling thread appends the round's payloads
+to every sink's queue and wakes its sender; a sender thread per sink
+delivers them in order. A slow or hung sink delays only its own queue. A
+full queue drops its oldest payloads, counted, so memory stays bounded
+whatever the sink does.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rlpulse.runtime.sinks import Sink
@@ -27,8 +28,8 @@ class SinkQueue:
 
     ``on_failure(sink, watch_name, error)`` is called from the sender
     thread when the sink raises, ``on_success(sink)`` when it delivers
-    again after a failure, and ``on_drop(queue)`` from the producer when the
-    queue overflows.
+    again after a failure, and ``on_drop(queue, count)`` from the producer when
+    the queue overflows and drops ``count`` payloads.
 
     Examples:
         >>> class Printer:
@@ -36,7 +37,7 @@ class SinkQueue:
         ...         print(step, metrics)
         >>> queue = SinkQueue(Sink(Printer()), size=8)
         >>> queue.start()
-        >>> queue.put(({"rb/size": 1.0}, 3, 0.0, "rb"))
+        >>> queue.put_all([({"rb/size": 1.0}, 3, 0.0, "rb")])
         >>> queue.wake()
         >>> queue.close(deadline=time.monotonic() + 5) is None
         3 {'rb/size': 1.0}
@@ -50,7 +51,7 @@ class SinkQueue:
         size: int,
         on_failure: Callable[[Sink, str, Exception], None] | None = None,
         on_success: Callable[[Sink], None] | None = None,
-        on_drop: Callable[[SinkQueue], None] | None = None,
+        on_drop: Callable[[SinkQueue, int], None] | None = None,
     ) -> None:
         self.sink = sink
         self.size = size
@@ -80,21 +81,23 @@ class SinkQueue:
         )
         self._thread.start()
 
-    def put(self, item: Item) -> None:
-        """Queue ``item``, dropping the oldest pending one when full."""
+    def put_all(self, items: Sequence[Item]) -> None:
+        """Queue ``items`` (a round's payloads), dropping the oldest pending ones beyond the queue's size."""
         pending = self.pending
-        if len(pending) >= self.size:
+        pending.extend(items)
+        dropped = 0
+        while len(pending) > self.size:
             try:
                 pending.popleft()
-            except IndexError:  # the sender took it meanwhile
-                pass
-            else:
-                self.dropped += 1
-                self.caught_up = False
-                if self._on_drop is not None:
-                    self._on_drop(self)
-                self.dropping = True
-        pending.append(item)
+            except IndexError:  # the sender took them meanwhile
+                break
+            dropped += 1
+        if dropped:
+            self.dropped += dropped
+            self.caught_up = False
+            if self._on_drop is not None:
+                self._on_drop(self, dropped)
+            self.dropping = True
 
     def wake(self) -> None:
         """Tell the sender there is work (once per round, not per payload); free what it delivered.

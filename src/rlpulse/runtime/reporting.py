@@ -150,9 +150,9 @@ class Reporter:
             error, self._sink_error = self._sink_error, None
         return error
 
-    def dropped(self, queue: SinkQueue) -> None:
-        """Count a payload dropped from a full queue; warn at the start of a drop streak."""
-        self.add(dropped=1)
+    def dropped(self, queue: SinkQueue, count: int = 1) -> None:
+        """Count ``count`` payloads dropped from a full queue; warn at the start of a drop streak."""
+        self.add(dropped=count)
         if not queue.dropping and self.on_error == "warn":
             _log.warning(
                 "LoggerMonitor dropped the oldest pending payload of sink %s: its "
