@@ -27,8 +27,10 @@ from benchmarks import progress, reflow
 from benchmarks.monitor_overhead import AdvancingCollectorLike
 
 __all__ = [
+    "BARE_SINK",
     "BUDGETS",
     "CONFIGURATIONS",
+    "CountingSink",
     "LoopResult",
     "Sample",
     "Settings",
@@ -38,8 +40,34 @@ __all__ = [
     "run",
 ]
 
-CONFIGURATIONS = ("no monitor", "TorchRL", "rlpulse")
+CONFIGURATIONS = ("no monitor", "TorchRL", "rlpulse", "rlpulse, counting sink")
 """The configurations of each round, in their first round's order."""
+
+BARE_SINK = CONFIGURATIONS[3]
+"""rlpulse's monitor logging to a sink that only counts: the monitor's own cost, without the sinks' work."""
+
+
+class CountingSink:
+    """A sink that only counts the payloads it is given, one batch at a time.
+
+    Examples:
+        >>> sink = CountingSink()
+        >>> sink.log_batch([({"w/frames": 1.0}, None, None)] * 3)
+        >>> sink.log_metrics({"w/frames": 2.0})
+        >>> sink.payloads
+        4
+    """
+
+    def __init__(self) -> None:
+        self.payloads = 0
+
+    def log_metrics(self, metrics: Any, step: int | None = None) -> None:
+        """Count one payload."""
+        self.payloads += 1
+
+    def log_batch(self, payloads: list[Any]) -> None:
+        """Count a batch's payloads."""
+        self.payloads += len(payloads)
 
 
 @dataclass(frozen=True)
@@ -258,6 +286,14 @@ def _sample(
         for handle in logger.experiment.files.values():
             handle.close()
         return Sample(*measured, delivered=delivered, due=due)
+    if name == BARE_SINK:
+        counter = CountingSink()
+        monitor = _watched(
+            rlpulse.LoggerMonitor(counter, poll_interval=settings.poll_interval),
+            watches,
+        )
+        measured = _window(loop, seconds, monitor)
+        return Sample(*measured, delivered=counter.payloads, due=due)
     store = directory / "rlpulse.sqlite"
     with (
         rlpulse.SQLiteLogger(store, run=f"round_{round_index}") as sqlite_sink,
@@ -296,9 +332,8 @@ def measure(settings: Settings) -> list[LoopResult]:
         for loop in loops.values():
             loop(min(1.0, settings.window_s))  # warm-up: imports, caches, the env
         for round_index in range(settings.rounds):
-            order = (
-                CONFIGURATIONS[round_index % 3 :] + CONFIGURATIONS[: round_index % 3]
-            )
+            turn = round_index % len(CONFIGURATIONS)
+            order = CONFIGURATIONS[turn:] + CONFIGURATIONS[:turn]
             for result in results:
                 for name in order:
                     directory = Path(tmp) / f"{round_index}-{name}-{len(result.loop)}"
@@ -357,7 +392,10 @@ def render(results: list[LoopResult], settings: Settings) -> str:
         "thread was not running (`time.thread_time` against wall time: waiting "
         "for the GIL or for a core); *added* is that less the bare window's, "
         "the part the monitor caused. *Monitor CPU* is the CPU time of the "
-        "process's other threads, less the bare window's, as a share of one core.",
+        "process's other threads, less the bare window's, as a share of one core. "
+        f"*{BARE_SINK}* is rlpulse's monitor with the same watches logging to a "
+        "sink that only counts the payloads it is given: the monitor's own "
+        "share (polls, queue, sender), without what storing and printing cost.",
     ]
     for result in results:
         parts += ["", f"### {result.loop}", "", table(result)]

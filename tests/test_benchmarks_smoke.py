@@ -245,18 +245,25 @@ def test_only_rejects_an_unknown_section(tmp_path: Path) -> None:
 
 @pytest.mark.timeout(120)
 def test_loop_slowdown_benchmark_measures_every_configuration_of_both_loops() -> None:
-    from benchmarks.loop_slowdown import CONFIGURATIONS, Settings, measure, render
+    from benchmarks.loop_slowdown import (
+        BARE_SINK,
+        CONFIGURATIONS,
+        Settings,
+        measure,
+        render,
+    )
 
     settings = Settings(rounds=1, window_s=0.35, watches=3)
     results = measure(settings)
 
     assert [result.loop for result in results] == list(settings.loops)
     for result in results:
-        assert [len(result.samples[name]) for name in CONFIGURATIONS] == [1, 1, 1]
+        assert [len(result.samples[name]) for name in CONFIGURATIONS] == [1] * 4
         assert all(s.iterations > 0 for s in result.samples["no monitor"])
         # Three watches, three rounds due in 0.35 s: the sinks got payloads.
         assert result.samples["rlpulse"][0].due == 9
         assert result.samples["rlpulse"][0].delivered > 0
+        assert result.samples[BARE_SINK][0].delivered > 0
         assert result.samples["TorchRL"][0].delivered > 0
     markdown = render(results, settings)
     assert markdown.startswith("## Loop slowdown")
