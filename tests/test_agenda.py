@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import math
+import time
+from collections.abc import Callable
+
+import pytest
+
 from rlpulse import Every, LoggerMonitor
 from rlpulse.runtime.agenda import Agenda
 from rlpulse.watch import Watch
@@ -89,3 +95,65 @@ def test_a_round_calls_only_the_due_watches_among_ten_thousand() -> None:
 
     assert calls == [f"every_{index}" for index in range(100)]
     assert list(logged) == calls
+
+
+def test_the_next_due_time_is_the_earliest_of_the_time_gated_watches() -> None:
+    hourly = Watch("hourly", provider=dict, schedule=Every.seconds(3600))
+    minutely = Watch("minutely", provider=dict, schedule=Every.seconds(60))
+    registered: tuple[Watch, ...] = (hourly, minutely)
+    agenda = Agenda(lambda: registered)
+    assert agenda.next_due() == -math.inf  # never looked at: a round at once
+
+    agenda.due(0.0)
+    _logged(hourly, 0.0)
+    _logged(minutely, 0.0)
+    assert agenda.next_due() == 60.0
+    assert _names(agenda.due(60.0)) == ["minutely"]
+    _logged(minutely, 60.0)
+    assert agenda.next_due() == 120.0
+
+    registered = (hourly, minutely, Watch("every", provider=dict))
+    assert agenda.next_due() == -math.inf  # a new registration: a round at once
+    agenda.due(61.0)
+    assert agenda.next_due() == -math.inf  # a watch called every round
+
+
+@pytest.mark.timeout(30)
+def test_a_background_monitor_with_nothing_due_sleeps_until_a_watch_is() -> None:
+    logged: list[dict[str, float]] = []
+
+    class Recorder:
+        def log_metrics(self, metrics: dict[str, float], step: object = None) -> None:
+            logged.append(dict(metrics))
+
+    monitor = LoggerMonitor(Recorder(), poll_interval=0.01)
+    monitor.watch(_Counter(), name="hourly", schedule=Every.seconds(3600))
+    monitor.start()
+    try:
+        _wait_for(lambda: monitor.stats()["logged"] == 1)
+        rounds = monitor.stats()["rounds"]
+        time.sleep(0.5)  # fifty poll intervals with nothing due
+        assert monitor.stats()["rounds"] - rounds <= 1
+
+        # A watch registered meanwhile is polled at once, then every round.
+        monitor.watch(_Counter(), name="every")
+        _wait_for(lambda: sum("every/frames" in payload for payload in logged) >= 3)
+    finally:
+        monitor.stop(log_final=False)
+    assert sum("hourly/frames" in payload for payload in logged) == 1
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.frames = 0
+
+    def stats(self) -> dict[str, float]:
+        self.frames += 1
+        return {"frames": float(self.frames)}
+
+
+def _wait_for(condition: Callable[[], bool], seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)

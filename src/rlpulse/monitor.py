@@ -43,7 +43,8 @@ class LoggerMonitor:
 
     Keyword Args:
         poll_interval: seconds between background polls, a finite number above
-            zero (default ``1.0``).
+            zero (default ``1.0``); while every watch is on a time schedule
+            that is not due, the thread sleeps until one is.
         background: poll from a daemon thread between :meth:`start` and
             :meth:`stop` (default), or (``False``) only at :meth:`step`.
         on_error: a failing poll or sink ``"warn"`` (default: one warning a
@@ -181,6 +182,7 @@ class LoggerMonitor:
                 default_name,
                 check=None if self._engine.poller is None else refuse_in_background,
             )
+        self._engine.registered()
         return watch.name
 
     def unwatch(self, name: str) -> None:

@@ -15,6 +15,7 @@ again at the watch's current due time.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable, Sequence
 
 from rlpulse.watch import Watch
@@ -79,6 +80,33 @@ class Agenda:
         merged = self._always_indexed + [(index[watch], watch) for watch in taken]
         merged.sort(key=_position)
         return [watch for _, watch in merged]
+
+    def next_due(self) -> float:
+        """The earliest monotonic time a watch may need a call: ``-inf`` when one needs every round.
+
+        Until then a round would call nothing, so the polling thread sleeps
+        through (a changed registration needs a round at once). The time may
+        be early (the heap is lazy), never late.
+
+        Examples:
+            >>> from rlpulse import Every
+            >>> hourly = Watch("hourly", provider=dict, schedule=Every.seconds(3600))
+            >>> registered = (hourly,)
+            >>> agenda = Agenda(lambda: registered)
+            >>> [watch.name for watch in agenda.due(0.0)]
+            ['hourly']
+            >>> hourly.evaluate({}, now=0.0, force=False)
+            {}
+            >>> hourly.commit(now=0.0)
+            >>> agenda.next_due()
+            3600.0
+            >>> Agenda(lambda: (Watch("every", provider=dict),)).next_due()
+            -inf
+        """
+        if self._watches() is not self._registered or self._always:
+            return -math.inf
+        earliest = self._heap[0][0] if self._heap else math.inf
+        return min([earliest, *(watch.next_due for watch in self._taken)])
 
     def _rebuild(self, registered: Sequence[Watch]) -> None:
         self._registered = registered

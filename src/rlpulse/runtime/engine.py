@@ -129,6 +129,11 @@ class Engine:
         self.delivery.hold(len(due))
         return due
 
+    def registered(self) -> None:
+        """A watch was registered: the polling thread, if asleep until a later due time, polls it within an interval."""
+        if self.poller is not None:
+            self.poller.cadence.wake(nudge=True)
+
     def step(self) -> dict[str, dict[str, float]]:
         """Poll every watch once; on a polling thread that is alive, on that thread."""
         poller = self.poller
@@ -200,6 +205,7 @@ class Engine:
             end_round=self.delivery.end_round,
             on_hung=self.reporter.hung,
             due=self.due,
+            next_due=self.agenda.next_due,
         )
         self.poller, self.watchdog = poller, Watchdog(poller)
         poller.start()
@@ -281,6 +287,7 @@ class Engine:
             end_round=self.delivery.end_round,
             on_hung=self.reporter.hung_at_stop,
             due=lambda now: watches,
+            next_due=lambda: -math.inf,
         )
         watchdog = Watchdog(finisher)
         poll_final(finisher, polls, watchdog.check, watchdog.period())

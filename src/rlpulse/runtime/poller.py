@@ -112,15 +112,79 @@ class Round:
         return self.claims.setdefault(index, _ABANDONED) is _ABANDONED
 
 
+class Cadence:
+    """When the polling thread's next timed round is due, and the thread's sleep until then.
+
+    One interval after the last was due, not after it ended (a busy
+    thread's GIL turn delays each wake-up, and the delays would add up), at
+    once after a round that overran, and no earlier than ``next_due()``:
+    a round that would call nothing is not woken for. :meth:`wake` ends the
+    sleep; with ``nudge`` the next round is also brought back within one
+    interval of now.
+
+    Examples:
+        >>> cadence = Cadence(0.5, lambda: math.inf)  # nothing will be due
+        >>> cadence.start()
+        >>> cadence.advance(due_at=cadence.next_tick, now=time.monotonic())
+        >>> cadence.next_tick
+        inf
+        >>> cadence.wake(nudge=True)
+        >>> cadence.sleep()  # woken at once, and the next round within 0.5 s
+        True
+        >>> cadence.next_tick - time.monotonic() <= 0.5
+        True
+    """
+
+    def __init__(self, interval: float, next_due: Callable[[], float]) -> None:
+        self.interval = interval
+        self._next_due = next_due
+        self.next_tick = 0.0
+        self._wake = threading.Event()
+        # Set by wake(nudge=True) on any thread; the sleeping thread acts on it.
+        self._nudged = False
+
+    def start(self) -> None:
+        """The first round is due one interval from now."""
+        self.next_tick = time.monotonic() + self.interval
+
+    @property
+    def due(self) -> bool:
+        """Whether the next round is due now."""
+        return time.monotonic() >= self.next_tick
+
+    def advance(self, due_at: float, now: float) -> None:
+        """A round due at ``due_at`` ended at ``now``: set when the next is due."""
+        self.next_tick = max(due_at + self.interval, now, self._next_due())
+
+    def wake(self, *, nudge: bool = False) -> None:
+        """End the sleep under way or the next; ``nudge``: a watch may need a call sooner than planned."""
+        if nudge:
+            self._nudged = True
+        self._wake.set()
+
+    def sleep(self) -> bool:
+        """Sleep until the next round is due or :meth:`wake`; whether there was time to sleep."""
+        if self._nudged:
+            self._nudged = False
+            self.next_tick = min(self.next_tick, time.monotonic() + self.interval)
+        timeout = self.next_tick - time.monotonic()
+        if timeout <= 0:
+            return False
+        self._wake.wait(min(timeout, threading.TIMEOUT_MAX))
+        self._wake.clear()
+        return True
+
+
 class Poller:
     """The polling thread of one background monitor.
 
     ``poll(watch, force)`` polls one watch; ``watches()`` gives the current
-    registration, ``due(now)`` the watches a timed round calls;
-    ``end_round()`` is told of every round that ends and
-    ``on_hung(watch, overruns)`` of every call marked hung. Each thread
-    counts its polls in a tally of ``reporter``, which also holds an error
-    raised by a sink that must end polling (``on_error="raise"``).
+    registration, ``due(now)`` the watches a timed round calls, ``next_due()``
+    when one may next need a call (see :class:`Cadence`); ``end_round()`` is
+    told of every round that ends and ``on_hung(watch, overruns)`` of every
+    call marked hung. Each thread counts its polls in a tally of
+    ``reporter``, which also holds an error raised by a sink that must end
+    polling (``on_error="raise"``).
     """
 
     def __init__(
@@ -134,17 +198,18 @@ class Poller:
         end_round: Callable[[], None],
         on_hung: Callable[[Watch, int], None],
         due: Callable[[float], Sequence[Watch]],
+        next_due: Callable[[], float],
     ) -> None:
         self._poll = poll
         self.watches = watches
         self._due = due
         self.interval = interval
+        self.cadence = Cadence(interval, next_due)
         self.supervision = supervision
         self._reporter = reporter
         self._end_round = end_round
         self.on_hung = on_hung
         self._stopping = False
-        self._wake = threading.Event()
         # Set when a round starts: the watchdog sleeps while no round runs.
         self.busy = threading.Event()
         self._requests: deque[Round] = deque()
@@ -157,11 +222,10 @@ class Poller:
         self._thread: threading.Thread | None = None
         # Set when the live polling thread exits.
         self._exited = threading.Event()
-        self._next_tick = 0.0
 
     def start(self) -> None:
         """Start the polling thread: its first round one interval from now."""
-        self._next_tick = time.monotonic() + self.interval
+        self.cadence.start()
         self._spawn(None, live=True)
 
     @property
@@ -176,7 +240,7 @@ class Poller:
     def request(self, polls: Round) -> None:
         """Have the polling thread poll ``polls`` as soon as it can."""
         self._requests.append(polls)
-        self._wake.set()
+        self.cadence.wake()
 
     def wait_done_with(self, watch: Watch, timeout: float) -> None:
         """Wait until the polling thread is not polling ``watch``, or left its call behind."""
@@ -194,7 +258,7 @@ class Poller:
         time is given up on, and the watch it was polling marked hung.
         """
         self._stopping = True
-        self._wake.set()
+        self.cadence.wake()
         self._leave_current_behind()
         ended = self.is_polling_thread() or self._exited.wait(
             max(0.0, until - time.monotonic())
@@ -250,32 +314,28 @@ class Poller:
 
     def _poll_on_timer(self) -> None:
         me = threading.current_thread()
+        cadence = self.cadence
         while not self._stopping and self._thread is me:
-            timeout = self._next_tick - time.monotonic()
-            if timeout > 0 and not self._requests:
-                self._wake.wait(timeout)
-                self._wake.clear()
+            if not self._requests and cadence.sleep():
                 continue
             while self._requests:
                 request = self._requests.popleft()
                 request.thread = me
                 if not self._execute(request):
                     return
-            if self._stopping or time.monotonic() < self._next_tick:
+            if self._stopping or not cadence.due:
                 continue
             error = self._late_error or self._reporter.take_sink_error()
             if error is not None:
                 self._late_error = None
                 raise error
-            due_at = self._next_tick
+            due_at = cadence.next_tick
             tick = Round.timed(self._due(time.monotonic()), due_at, me)
             if not self._execute(tick):
                 return
             if tick.error is not None:
                 raise tick.error
-            # Keep to the cadence: a busy thread's GIL turn delays each wake-up,
-            # and the delays would add up (a round that overran: at once).
-            self._next_tick = max(due_at + self.interval, time.monotonic())
+            cadence.advance(due_at, time.monotonic())
 
     def _execute(self, polls: Round) -> bool:
         """Poll the rest of ``polls``; False when this thread was left behind meanwhile."""
@@ -373,6 +433,7 @@ class Poller:
         with self.supervision.lock:
             self.supervision.returned(watch)
         watch.schedule_next()
+        self.cadence.wake(nudge=True)  # the thread may sleep past its due time
 
     def leave_behind(
         self, polls: Round, watch: Watch, *, since: float, hung: bool
