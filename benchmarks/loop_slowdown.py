@@ -399,6 +399,7 @@ def render(results: list[LoopResult], settings: Settings) -> str:
     ]
     for result in results:
         parts += ["", f"### {result.loop}", "", table(result)]
+    parts += ["", _shares(results, settings)]
     parts += [
         "",
         "### rlpulse's budgets",
@@ -421,6 +422,24 @@ def render(results: list[LoopResult], settings: Settings) -> str:
         f"{_version('torchrl')}, rlpulse {rlpulse.__version__}.",
     ]
     return reflow("\n".join(parts))
+
+
+def _shares(results: list[LoopResult], settings: Settings) -> str:
+    """Where rlpulse's share of the loop's time goes: the monitor itself, then the sinks."""
+    rate = settings.watches / settings.poll_interval
+    figures = "; ".join(
+        f"{result.loop}: {_percent(result.off_cpu_added(BARE_SINK))} of "
+        f"{_percent(result.off_cpu_added('rlpulse'))}, about "
+        f"{result.off_cpu_added(BARE_SINK) * 1e6 / rate:.0f} µs a payload"
+        for result in results
+    )
+    return (
+        "How much of rlpulse's added time off the CPU is the monitor's own "
+        f"(*{BARE_SINK}*, of *rlpulse*; at {rate:,.0f} payloads a second): "
+        f"{figures}. The rest is the sinks' work, storing and printing every "
+        "payload on their sender threads, which hold the GIL while they "
+        "run Python code."
+    )
 
 
 def _version(package: str) -> str:
