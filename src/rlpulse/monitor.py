@@ -264,9 +264,10 @@ class LoggerMonitor:
     def stats(self) -> dict[str, float]:
         """Return the monitor's own counters and gauges, so it can watch itself.
 
-        ``watches``, ``rounds`` (polls of every watch), ``polls`` (provider
-        calls), ``logged`` (payloads), ``errors`` (failed polls and sink
-        calls), ``timeouts`` (calls past ``poll_timeout``), ``dropped``
+        ``watches``, ``rounds`` (polls of every watch due: none runs in the
+        background while nothing is due), ``polls`` (provider calls),
+        ``logged`` (payloads), ``errors`` (failed polls and sink calls),
+        ``timeouts`` (calls past ``poll_timeout``), ``dropped``
         (payloads dropped from full queues), ``hung`` (watches whose call is
         outstanding), ``queued`` (payloads in queues), ``last_poll_duration_s``.
 
