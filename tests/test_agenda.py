@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable
 
@@ -157,3 +158,27 @@ def _wait_for(condition: Callable[[], bool], seconds: float = 10.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.005)
+
+
+@pytest.mark.timeout(30)
+def test_a_sink_error_that_ends_polling_is_raised_at_the_next_round_while_nothing_is_due() -> (
+    None
+):
+    class Broken:
+        def log_metrics(self, metrics: dict[str, float], step: object = None) -> None:
+            raise RuntimeError("the sink is broken")
+
+    raised: list[BaseException | None] = []
+    previous_hook = threading.excepthook
+    threading.excepthook = lambda args: raised.append(args.exc_value)
+    try:
+        monitor = LoggerMonitor(Broken(), poll_interval=0.01, on_error="raise")
+        monitor.watch(_Counter(), name="hourly", schedule=Every.seconds(3600))
+        monitor.start()
+        # The first poll's payload fails on the sender thread; the polling
+        # thread, asleep until the hour is up, raises it within an interval.
+        _wait_for(lambda: "polling thread ended" in repr(monitor))
+        monitor.stop(log_final=False)
+    finally:
+        threading.excepthook = previous_hook
+    assert [str(error) for error in raised] == ["the sink is broken"]

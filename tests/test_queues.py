@@ -192,3 +192,22 @@ def test_one_drop_warning_per_streak_that_ends_once_the_sender_caught_up() -> No
         sink.gate.release(10)
         assert queue.close(deadline=time.monotonic() + 5) is None
     assert queue.dropped == 3
+
+
+def test_a_round_dropping_several_is_warned_once_with_how_many(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from rlpulse.runtime.reporting import Reporter
+
+    reporter = Reporter("warn")
+    queue = SinkQueue(Sink(_Recorder()), size=2, on_drop=reporter.dropped)
+    with caplog.at_level("WARNING", logger="rlpulse"):
+        queue.put_all([({"w/x": 1.0}, step, 0.0, "w") for step in range(6)])
+        queue.put_all([({"w/x": 1.0}, 6, 0.0, "w")])
+    assert reporter.counts()["dropped"] == 5
+    warnings = [record.getMessage() for record in caplog.records]
+    assert len(warnings) == 1
+    assert (
+        "dropped the oldest pending payloads, 4 of them, of sink _Recorder"
+        in (warnings[0])
+    )

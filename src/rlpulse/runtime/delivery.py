@@ -11,8 +11,9 @@ deadline and a hung sink keeps no other sink from its final flush.
 
 from __future__ import annotations
 
+import threading
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from rlpulse.runtime.deadline import Deadline
 from rlpulse.runtime.queues import Item, SinkQueue
@@ -41,14 +42,20 @@ class Delivery:
         self._reporter = reporter
         self.queues: tuple[SinkQueue, ...] = ()
         self._queue_size = 0
-        # The payloads polled since the last round ended, for every queue.
-        # A deque: a call left behind may add one from its own thread.
-        self._polled: deque[Item] = deque()
+        # Told when a queued sink's error is to end polling (on_error="raise"):
+        # the polling thread may be asleep until a watch is due.
+        self.on_raise: Callable[[], None] | None = None
+        self.after_fork()
 
     def after_fork(self) -> None:
         """Forget the queues and their threads, and what the parent polled: a forked child's parent delivers that."""
         self.queues = ()
-        self._polled = deque()
+        # The payloads polled since the last round ended, for every queue.
+        self._polled: deque[Item] = deque()
+        # Guards _polled and the queues' hand-over: a call left behind, or a
+        # step() on another thread, may deliver while a round ends or the
+        # queues close.
+        self._lock = threading.Lock()
 
     def open_queues(self, size: int) -> None:
         """Feed every sink from its own queue of ``size`` payloads from now on."""
@@ -74,8 +81,10 @@ class Delivery:
         sink error is raised once every sink has been called.
         """
         if self.queues:
-            self._polled.append(item)
-            return True
+            with self._lock:
+                if self.queues:
+                    self._polled.append(item)
+                    return True
         payload, step, wall_time, watch_name = item
         delivered = False
         first_error: Exception | None = None
@@ -103,9 +112,13 @@ class Delivery:
 
     def end_round(self) -> None:
         """Queue the round's payloads for every sink and wake every sender once: a round of polls has ended."""
-        polled = self._polled
-        # Only what is here now: a payload added meanwhile waits for the next round.
-        items = [polled.popleft() for _ in range(len(polled))]
+        with self._lock:
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        # Under the lock: what was polled goes to every queue, whose sender is woken.
+        items = list(self._polled)
+        self._polled.clear()
         for queue in self.queues:
             if items:
                 queue.put_all(items)
@@ -125,12 +138,15 @@ class Delivery:
         dropped (counted, warned) and gets no more calls. Inline: every sink
         is flushed. Sinks are never closed.
         """
-        if not self.queues:
+        with self._lock:
+            queues = self.queues
+            if queues:
+                self._hand_over()  # nothing polled is left out
+                self.queues = ()  # from now on a payload is delivered inline
+                for queue in queues:
+                    queue.begin_close()
+        if not queues:
             return self._flush_inline()
-        self.end_round()  # nothing polled is left out
-        queues, self.queues = self.queues, ()
-        for queue in queues:
-            queue.begin_close()
         for queue in queues:
             discarded = queue.close(deadline.at)
             if discarded is not None:
@@ -151,6 +167,8 @@ class Delivery:
 
     def _queued_sink_failed(self, sink: Sink, watch_name: str, err: Exception) -> None:
         self._reporter.sink_failed(sink, watch_name, err, queued=True)
+        if self._reporter.on_error == "raise" and self.on_raise is not None:
+            self.on_raise()
 
 
 def _recovered(sink: Sink) -> None:

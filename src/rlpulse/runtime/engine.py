@@ -208,6 +208,9 @@ class Engine:
             next_due=self.agenda.next_due,
         )
         self.poller, self.watchdog = poller, Watchdog(poller)
+        # A sink error that ends polling is raised at the next round, even
+        # one the thread would otherwise sleep past.
+        self.delivery.on_raise = lambda: poller.cadence.wake(nudge=True)
         poller.start()
         self.watchdog.start()
 

@@ -154,10 +154,12 @@ class Reporter:
         """Count ``count`` payloads dropped from a full queue; warn at the start of a drop streak."""
         self.add(dropped=count)
         if not queue.dropping and self.on_error == "warn":
+            what = "payload" if count == 1 else f"payloads, {count} of them,"
             _log.warning(
-                "LoggerMonitor dropped the oldest pending payload of sink %s: its "
+                "LoggerMonitor dropped the oldest pending %s of sink %s: its "
                 "queue of %d is full (the sink is slower than the polls). Further "
                 "drops are counted silently until the sink catches up.",
+                what,
                 queue.sink.name,
                 queue.size,
             )
