@@ -52,9 +52,9 @@ class Delivery:
         self.queues = ()
         # The payloads polled since the last round ended, for every queue.
         self._polled: deque[Item] = deque()
-        # Guards _polled and the queues' hand-over: a call left behind, or a
-        # step() on another thread, may deliver while a round ends or the
-        # queues close.
+        # One hand-over at a time: a call left behind, or a step() on another
+        # thread, may end a round while the polling thread does, or while the
+        # queues close. Adding a payload needs no lock (see deliver()).
         self._lock = threading.Lock()
 
     def open_queues(self, size: int) -> None:
@@ -80,11 +80,17 @@ class Delivery:
         ends (:meth:`end_round`). Inline: under ``on_error="raise"`` the first
         sink error is raised once every sink has been called.
         """
-        if self.queues:
-            with self._lock:
-                if self.queues:
-                    self._polled.append(item)
-                    return True
+        queues = self.queues
+        if queues:
+            self._polled.append(item)
+            if self.queues is queues:
+                return True  # the queues still open: the hand-over will find it
+            # They closed meanwhile (close() empties self.queues before it
+            # hands over): unless the hand-over took it, it goes inline.
+            try:
+                self._polled.remove(item)
+            except ValueError:
+                return True
         payload, step, wall_time, watch_name = item
         delivered = False
         first_error: Exception | None = None
@@ -115,11 +121,21 @@ class Delivery:
         with self._lock:
             self._hand_over()
 
-    def _hand_over(self) -> None:
-        # Under the lock: what was polled goes to every queue, whose sender is woken.
-        items = list(self._polled)
-        self._polled.clear()
-        for queue in self.queues:
+    def _hand_over(self, queues: tuple[SinkQueue, ...] | None = None) -> None:
+        # Under the lock: what was polled so far goes to every queue (of
+        # those given, else the open ones), whose sender is woken. A payload
+        # added meanwhile waits for the next hand-over.
+        queues = self.queues if queues is None else queues
+        if not queues:
+            return  # a payload polled now is delivered inline by deliver()
+        polled = self._polled
+        items: list[Item] = []
+        for _ in range(len(polled)):
+            try:
+                items.append(polled.popleft())
+            except IndexError:  # deliver() took one back, the queues closing
+                break
+        for queue in queues:
             if items:
                 queue.put_all(items)
             queue.wake()
@@ -141,8 +157,10 @@ class Delivery:
         with self._lock:
             queues = self.queues
             if queues:
-                self._hand_over()  # nothing polled is left out
-                self.queues = ()  # from now on a payload is delivered inline
+                # Closed first, then handed over: a payload added after the
+                # hand-over finds the queues closed and goes inline.
+                self.queues = ()
+                self._hand_over(queues)
                 for queue in queues:
                     queue.begin_close()
         if not queues:
