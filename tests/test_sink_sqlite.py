@@ -400,7 +400,9 @@ def test_checkpoints_keep_the_log_short_under_continuous_writes(
             longest = max(longest, wal.stat().st_size)
         assert len(_checkpoint_threads()) == 1
     assert _checkpoint_threads() == []
-    assert longest < 3 * 2**20
+    # Checkpointed, the log stays at 1-3 MB on a quiet machine, up to about
+    # 4 MB when the checkpoint thread waits for a core; unchecked, 10 MB.
+    assert longest < 6 * 2**20
     records = list(read(path, run="r"))
     assert len(records) == 200_000
     assert records[-1] == Record(1999.0, 1999, "collector/metric_99", 99.0)
