@@ -182,7 +182,7 @@ class LoggerMonitor:
                 default_name,
                 check=None if self._engine.poller is None else refuse_in_background,
             )
-        self._engine.registered()
+        self._engine.nudge()  # the new watch is polled within an interval
         return watch.name
 
     def unwatch(self, name: str) -> None:

@@ -119,13 +119,12 @@ class Delivery:
     def end_round(self) -> None:
         """Queue the round's payloads for every sink and wake every sender once: a round of polls has ended."""
         with self._lock:
-            self._hand_over()
+            self._hand_over(self.queues)
 
-    def _hand_over(self, queues: tuple[SinkQueue, ...] | None = None) -> None:
-        # Under the lock: what was polled so far goes to every queue (of
-        # those given, else the open ones), whose sender is woken. A payload
-        # added meanwhile waits for the next hand-over.
-        queues = self.queues if queues is None else queues
+    def _hand_over(self, queues: tuple[SinkQueue, ...]) -> None:
+        # Under the lock: what was polled so far goes to every one of
+        # ``queues``, whose sender is woken. A payload added meanwhile waits
+        # for the next hand-over.
         if not queues:
             return  # a payload polled now is delivered inline by deliver()
         polled = self._polled

@@ -129,8 +129,12 @@ class Engine:
         self.delivery.hold(len(due))
         return due
 
-    def registered(self) -> None:
-        """A watch was registered: the polling thread, if asleep until a later due time, polls it within an interval."""
+    def nudge(self) -> None:
+        """Have the polling thread, if asleep until a later due time, run a round within an interval.
+
+        For a watch just registered, and for a sink error that is to end
+        polling (``on_error="raise"``), raised at the next round.
+        """
         if self.poller is not None:
             self.poller.cadence.wake(nudge=True)
 
@@ -208,9 +212,7 @@ class Engine:
             next_due=self.agenda.next_due,
         )
         self.poller, self.watchdog = poller, Watchdog(poller)
-        # A sink error that ends polling is raised at the next round, even
-        # one the thread would otherwise sleep past.
-        self.delivery.on_raise = lambda: poller.cadence.wake(nudge=True)
+        self.delivery.on_raise = self.nudge
         poller.start()
         self.watchdog.start()
 
