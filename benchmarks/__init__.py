@@ -19,6 +19,7 @@ SECTIONS: dict[str, str] = {
     "sinks": "benchmarks.sinks",
     "throughput": "benchmarks.throughput",
     "loop_slowdown": "benchmarks.loop_slowdown",
+    "keeping_up": "benchmarks.keeping_up",
     "watch_count": "benchmarks.watch_count",
     "reliability": "benchmarks.reliability",
     "scale_out": "benchmarks.scale_out",

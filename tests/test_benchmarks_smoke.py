@@ -295,3 +295,28 @@ def test_watch_count_benchmark_times_both_monitors_in_both_modes() -> None:
     markdown = render(result, settings)
     assert markdown.startswith("## Watch count")
     assert markdown.count("| <= 2.00 |") == 2
+
+
+@pytest.mark.timeout(120)
+def test_keeping_up_benchmark_counts_each_watchs_stored_payloads_for_both_monitors() -> (
+    None
+):
+    from benchmarks.keeping_up import MONITORS, Settings, measure, render
+
+    settings = Settings(rounds=1, window_s=0.35, watch_counts=(3, 4))
+    results = measure(settings)
+
+    assert [(r.monitor, r.watches) for r in results] == [
+        (monitor, watches) for watches in (3, 4) for monitor in MONITORS
+    ]
+    for result in results:
+        (sample,) = result.samples
+        # Three rounds due in 0.35 s, for each watch.
+        assert sample.due == 3 * result.watches
+        assert 0 < sum(sample.rows.values()) <= sample.due
+        assert set(sample.rows) <= {f"worker_{i}" for i in range(result.watches)}
+    rlpulse_sample = results[0].samples[0]
+    assert rlpulse_sample.warnings == rlpulse_sample.dropped == 0
+    markdown = render(results, settings)
+    assert markdown.startswith("## Keeping up")
+    assert markdown.count("| pass |") + markdown.count("| OVER BUDGET |") == 6
