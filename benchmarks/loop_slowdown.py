@@ -93,15 +93,20 @@ class Sample:
     """One window of one configuration: what the loop did and what the monitor delivered.
 
     Examples:
-        >>> sample = Sample(1000, 2.0, 1.98, 2.01, delivered=1980, due=2000)
+        >>> sample = Sample(1000, 2.0, 1.98, 2.01, 0.004, delivered=1980, due=2000)
         >>> round(sample.off_cpu, 3), round(sample.others_cpu, 3), sample.delivered_share
         (0.01, 0.015, 0.99)
+        >>> round(sample.core_wait, 3), round(sample.lock_wait, 3)
+        (0.002, 0.008)
     """
 
     iterations: int
     wall_s: float
     loop_cpu_s: float
     process_cpu_s: float
+    # Time the loop's thread was ready to run but waited for a core (Linux
+    # only: the scheduler's count; 0.0 where it cannot be read).
+    core_wait_s: float = 0.0
     delivered: int = 0
     due: int = 0
 
@@ -109,6 +114,16 @@ class Sample:
     def off_cpu(self) -> float:
         """The share of the window the loop's thread was off the CPU (waiting for the GIL or a core)."""
         return max(0.0, 1.0 - self.loop_cpu_s / self.wall_s)
+
+    @property
+    def core_wait(self) -> float:
+        """The share of the window the loop's thread was ready to run but waited for a core."""
+        return min(self.off_cpu, self.core_wait_s / self.wall_s)
+
+    @property
+    def lock_wait(self) -> float:
+        """The rest of its time off the CPU: blocked, waiting for the GIL (the loop does no I/O)."""
+        return self.off_cpu - self.core_wait
 
     @property
     def others_cpu(self) -> float:
@@ -147,6 +162,10 @@ class LoopResult:
     def off_cpu_added(self, name: str) -> float:
         """Median over rounds of the loop thread's off-CPU share, less the bare loop's of the same round."""
         return self._paired(name, lambda s, b: s.off_cpu - b.off_cpu)
+
+    def lock_wait_added(self, name: str) -> float:
+        """Median over rounds of the loop thread's share waiting for the GIL, less the bare loop's of the same round."""
+        return self._paired(name, lambda s, b: s.lock_wait - b.lock_wait)
 
     def monitor_cpu(self, name: str) -> float:
         """Median over rounds of the other threads' CPU (a share of one core), less the bare loop's."""
@@ -233,25 +252,44 @@ def collector_loop(stack: contextlib.ExitStack) -> Callable[[float], int]:
     return run
 
 
+def core_wait_s() -> float:
+    """Seconds the calling thread has so far been ready to run but waiting for a core; 0.0 where unknown.
+
+    Linux's scheduler statistics (``/proc/thread-self/schedstat``, its
+    second field, in nanoseconds).
+
+    Examples:
+        >>> core_wait_s() >= 0.0
+        True
+    """
+    try:
+        with open("/proc/thread-self/schedstat") as stats:
+            return int(stats.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def _window(
     loop: Callable[[float], int],
     seconds: float,
     monitor: Any,
-) -> tuple[int, float, float, float]:
+) -> tuple[int, float, float, float, float]:
     if monitor is not None:
         monitor.start()
-    started, thread_started, process_started = (
+    started, thread_started, process_started, wait_started = (
         time.monotonic(),
         time.thread_time(),
         time.process_time(),
+        core_wait_s(),
     )
     iterations = loop(seconds)
     wall = time.monotonic() - started
     loop_cpu = time.thread_time() - thread_started
     process_cpu = time.process_time() - process_started
+    core_wait = core_wait_s() - wait_started
     if monitor is not None:
         monitor.stop(log_final=False)
-    return iterations, wall, loop_cpu, process_cpu
+    return iterations, wall, loop_cpu, process_cpu, core_wait
 
 
 def _watched(monitor: Any, watches: int) -> Any:
@@ -354,16 +392,18 @@ def _percent(value: float) -> str:
 def table(result: LoopResult) -> str:
     """The markdown table of one loop's figures, per configuration."""
     lines = [
-        "| configuration | delivered, of due | loop iterations lost | loop thread off the CPU (added) | monitor CPU, share of a core |",
-        "|---|---:|---:|---:|---:|",
+        "| configuration | delivered, of due | loop iterations lost | loop thread off the CPU (added) | of which waiting for the GIL (added) | monitor CPU, share of a core |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     for name in CONFIGURATIONS:
         bare = name == "no monitor"
         off = statistics.median(s.off_cpu for s in result.samples[name])
+        lock = statistics.median(s.lock_wait for s in result.samples[name])
         lines.append(
             f"| {name} | {'—' if bare else _percent(result.delivered(name))} | "
             f"{'—' if bare else _percent(result.iterations_down(name))} | "
             f"{_percent(off)}{'' if bare else f' ({_percent(result.off_cpu_added(name))})'} | "
+            f"{_percent(lock)}{'' if bare else f' ({_percent(result.lock_wait_added(name))})'} | "
             f"{'—' if bare else _percent(result.monitor_cpu(name))} |"
         )
     return "\n".join(lines)
@@ -391,7 +431,12 @@ def render(results: list[LoopResult], settings: Settings) -> str:
         "the poll rate. *Off the CPU* is the share of the window the loop's "
         "thread was not running (`time.thread_time` against wall time: waiting "
         "for the GIL or for a core); *added* is that less the bare window's, "
-        "the part the monitor caused. *Monitor CPU* is the CPU time of the "
+        "the part the monitor caused. *Waiting for the GIL* is the part of it "
+        "the thread was blocked rather than ready to run and waiting for a core "
+        "(Linux's scheduler statistics, `/proc/thread-self/schedstat`; the loop "
+        "does no I/O, so a blocked loop waits for the interpreter lock): time "
+        "the monitor's threads held the GIL, not cores they took. "
+        "*Monitor CPU* is the CPU time of the "
         "process's other threads, less the bare window's, as a share of one core. "
         f"*{BARE_SINK}* is rlpulse's monitor with the same watches logging to a "
         "sink that only counts the payloads it is given: the monitor's own "
