@@ -220,3 +220,69 @@ def test_no_thread_wakes_while_the_monitor_has_nothing_to_do() -> None:
         woke = {t.name: _context_switches(t) - before[t.name] for t in threads}
     # A watchdog checking every 3 ms would have woken about 150 times.
     assert max(woke.values()) <= 5, woke
+
+
+def test_two_threads_tallies_that_are_equal_are_each_counted_once() -> None:
+    from rlpulse.runtime.reporting import Reporter
+
+    reporter = Reporter("warn")
+    behind = reporter.open_tally()  # a call left behind, one poll so far
+    behind[0] += 1
+    live = reporter.open_tally()  # the live thread's round: equal to it
+    live[0] += 1
+    reporter.close_tally(live, finished=True, seconds=0.0)
+    behind[1] += 1  # the call left behind returns and logs
+    assert reporter.counts()["logged"] == 1
+    reporter.close_tally(behind, finished=False, seconds=0.0)
+    assert reporter.counts() == {
+        "rounds": 1,
+        "polls": 2,
+        "logged": 1,
+        "errors": 0,
+        "timeouts": 0,
+        "dropped": 0,
+    }
+
+
+def test_a_call_left_behind_returning_mid_round_leaves_polling_running() -> None:
+    # The slow call is left behind; it returns while the live thread's
+    # round has counted as many polls and payloads as it: closing either
+    # thread's tally must not take the other's.
+    from rlpulse import Every
+
+    armed, a_called, release = threading.Event(), threading.Event(), threading.Event()
+
+    def slow() -> dict[str, float]:
+        if armed.is_set() and not release.is_set():
+            release.wait(5)
+        return {"s": 1}
+
+    def a() -> dict[str, float]:
+        if armed.is_set():
+            a_called.set()
+        return {"a": 1}
+
+    def q() -> dict[str, float]:
+        if a_called.is_set() and not release.is_set():
+            release.set()  # slow returns while this round's tally is [2, 1]
+            time.sleep(0.06)  # below the hand-over delay
+        return {"n": 0}
+
+    sink = Discard()
+    monitor = LoggerMonitor(sink, poll_interval=0.1, poll_timeout=5.0)
+    monitor.watch(None, name="a", stats_fn=a, schedule=Every.seconds(0.5))
+    monitor.watch(None, name="q", stats_fn=q, schedule=Every.counter("n", 10**9))
+    monitor.watch(None, name="slow", stats_fn=slow)
+    monitor.watch(
+        None, name="b", stats_fn=lambda: {"n": 0}, schedule=Every.counter("n", 10**9)
+    )
+    monitor.start()
+    try:
+        time.sleep(0.15)  # the first round logged all four
+        armed.set()  # the next leaves slow's call behind
+        time.sleep(1.2)
+        state = repr(monitor)
+    finally:
+        release.set()
+        monitor.stop(log_final=False)
+    assert "running" in state, state

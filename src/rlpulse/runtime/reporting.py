@@ -52,7 +52,8 @@ class Reporter:
             ("rounds", "polls", "logged", "errors", "timeouts", "dropped"), 0
         )
         # The tallies of the rounds in progress, one per polling thread.
-        self._tallies: list[list[int]] = []
+        # By identity: two threads' tallies are often equal lists.
+        self._tallies: dict[int, list[int]] = {}
         self.last_round_s = 0.0
         # Watches whose polls are failing: one warning each until they recover.
         self.failing: set[Watch] = set()
@@ -78,13 +79,13 @@ class Reporter:
         """
         tally = [0, 0]
         with self._lock:
-            self._tallies.append(tally)
+            self._tallies[id(tally)] = tally
         return tally
 
     def close_tally(self, tally: list[int], *, finished: bool, seconds: float) -> None:
         """Add ``tally`` to the counters; a ``finished`` round also counts as a round of ``seconds``."""
         with self._lock:
-            self._tallies.remove(tally)
+            del self._tallies[id(tally)]
             counts = self._counts
             counts["polls"] += tally[0]
             counts["logged"] += tally[1]
@@ -96,7 +97,7 @@ class Reporter:
         """A consistent copy of every counter, the rounds in progress included."""
         with self._lock:
             counts = dict(self._counts)
-            for polls, logged in self._tallies:
+            for polls, logged in self._tallies.values():
                 counts["polls"] += polls
                 counts["logged"] += logged
         return counts
