@@ -6,6 +6,7 @@ deadline, so a regression fails instead of hanging.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import signal
@@ -724,6 +725,94 @@ def test_on_error_raise_from_a_call_left_behind_still_ends_polling() -> None:
         threading.excepthook = previous_hook
     assert isinstance(raised[0], RuntimeError)
     assert str(raised[0]) == "provider broke"
+
+
+class TimedRecorder(Recorder):
+    """A recorder that also notes when each payload arrived."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.times: dict[str, list[float]] = {}
+
+    def log_metrics(
+        self, metrics: Mapping[str, float], step: int | None = None
+    ) -> None:
+        super().log_metrics(metrics, step)
+        for key in metrics:
+            self.times.setdefault(key, []).append(time.monotonic())
+
+
+def _slow_once(
+    seconds: float,
+) -> tuple[threading.Event, Callable[[], dict[str, float]]]:
+    arm = threading.Event()
+
+    def provider() -> dict[str, float]:
+        if arm.is_set():
+            arm.clear()
+            time.sleep(seconds)
+        return {"frames": 1}
+
+    return arm, provider
+
+
+@pytest.mark.parametrize("poll_timeout", [5.0, None], ids=["handed over", "waited for"])
+def test_a_seconds_schedule_is_not_logged_again_at_once_after_a_round_overran(
+    poll_timeout: float | None,
+) -> None:
+    # The round due after the slow call starts at once; the watch polled
+    # late in the overrunning round must not be due again in it.
+    sink = TimedRecorder()
+    arm, slow = _slow_once(0.6)
+    monitor = LoggerMonitor(sink, poll_interval=0.2, poll_timeout=poll_timeout)
+    monitor.watch(None, name="slow", stats_fn=slow, schedule=Every.seconds(0.2))
+    monitor.watch(
+        None, name="fast", stats_fn=lambda: {"y": 1}, schedule=Every.seconds(0.2)
+    )
+    monitor.start()
+    time.sleep(0.35)  # the first round, at 0.2 s, logged both
+    arm.set()  # the next round's call of slow holds it up for 0.6 s
+    time.sleep(1.5)
+    monitor.stop(log_final=False)
+    logged = sink.times["fast/y"]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(logged)]
+    assert len(gaps) >= 3
+    assert min(gaps) > 0.005, gaps  # never twice within a few microseconds
+
+
+def test_on_error_raise_from_the_part_of_a_round_handed_over_ends_polling() -> None:
+    arm, slow = _slow_once(0.5)
+    fail = threading.Event()
+
+    def flaky() -> dict[str, float]:
+        if fail.is_set():
+            fail.clear()
+            raise RuntimeError("transient")
+        return {"y": 1}
+
+    def slow_then_flaky() -> dict[str, float]:
+        if arm.is_set():
+            fail.set()  # the next watch of this round fails once
+        return slow()
+
+    previous_hook = threading.excepthook
+    raised: list[BaseException | None] = []
+    threading.excepthook = lambda args: raised.append(args.exc_value)
+    try:
+        monitor = LoggerMonitor(
+            Recorder(), poll_interval=0.1, poll_timeout=5.0, on_error="raise"
+        )
+        monitor.watch(None, name="slow", stats_fn=slow_then_flaky)
+        monitor.watch(None, name="flaky", stats_fn=flaky)
+        monitor.start()
+        time.sleep(0.25)
+        arm.set()  # the next round is handed over past slow's call
+        assert wait_until(lambda: "polling thread ended" in repr(monitor))
+        monitor.stop(log_final=False)
+    finally:
+        threading.excepthook = previous_hook
+    assert monitor.stats()["errors"] == 1
+    assert [str(error) for error in raised] == ["transient"]
 
 
 class ClosableRecorder(Recorder):

@@ -208,6 +208,16 @@ def test_a_schedule_counts_from_when_its_round_was_due_not_from_when_it_ran() ->
     assert payload["w/frames_per_second"] == pytest.approx(2 / 0.9961)
 
 
+def test_a_round_that_overran_its_interval_counts_the_schedule_from_the_poll() -> None:
+    # The round due at 0.0 reached the watch 2.5 s late: counted from 0.0 it
+    # would be due again at once, in the round that follows straight away.
+    watch = Watch("w", provider=dict, schedule=Every.seconds(1))
+    assert watch.evaluate({"frames": 1}, now=2.5, force=False) is not None
+    watch.commit(now=2.5, scheduled=0.0)
+    assert not watch.due_by_clock(2.5001)
+    assert watch.due_by_clock(3.5)
+
+
 @pytest.mark.parametrize("interval", [float("nan"), float("inf"), -float("inf")])
 def test_every_refuses_an_interval_that_is_not_finite(interval: float) -> None:
     with pytest.raises(ValueError, match="strictly positive: a finite number of"):

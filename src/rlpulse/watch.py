@@ -577,12 +577,15 @@ class Watch:
 
         ``scheduled``: when the poller's round was due; the schedule counts
         from there, so that the next round, however soon after its own due
-        time it starts, finds the watch due. Rates count from ``now``.
+        time it starts, finds the watch due; from ``now`` if that is a whole
+        interval later (else it would be due again at once). Rates count from ``now``.
         """
         if self.observations is not None:
             self.observations.reset()
         self.baseline = self._pending
-        self.last_log_time = now if scheduled is None else min(scheduled, now)
+        self.last_log_time = now
+        if scheduled is not None and now - scheduled < self.schedule_state.min_seconds:
+            self.last_log_time = min(scheduled, now)  # a round started late
         self.has_logged = True
         self.baseline_time = now
         if self.clock_gated:

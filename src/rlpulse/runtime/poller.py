@@ -306,7 +306,11 @@ class Poller:
                 self._execute(polls)
             return
         try:
-            if polls is None or self._execute(polls):
+            if polls is None:
+                self._poll_on_timer()
+            elif self._execute(polls):
+                if polls.scheduled is not None:  # a timed round handed over
+                    _after_timed(polls, polls.scheduled, self.cadence)
                 self._poll_on_timer()
         finally:
             if self._thread is threading.current_thread():
@@ -333,9 +337,7 @@ class Poller:
             tick = Round.timed(self._due(time.monotonic()), due_at, me)
             if not self._execute(tick):
                 return
-            if tick.error is not None:
-                raise tick.error
-            cadence.advance(due_at, time.monotonic())
+            _after_timed(tick, due_at, cadence)
 
     def _execute(self, polls: Round) -> bool:
         """Poll the rest of ``polls``; False when this thread was left behind meanwhile."""
@@ -470,6 +472,15 @@ class Poller:
         polls.current = None
         _release(self._waiters, watch)
         return True
+
+
+def _after_timed(tick: Round, due_at: float, cadence: Cadence) -> None:
+    # After a timed round, on whichever thread finished it (the one that
+    # started it, or the one it was handed over to): raise its error
+    # (on_error="raise"), and set when the next round is due.
+    if tick.error is not None:
+        raise tick.error
+    cadence.advance(due_at, time.monotonic())
 
 
 def _release(waiters: dict[Watch, threading.Event], watch: Watch) -> None:
