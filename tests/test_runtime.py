@@ -286,3 +286,126 @@ def test_a_call_left_behind_returning_mid_round_leaves_polling_running() -> None
         release.set()
         monitor.stop(log_final=False)
     assert "running" in state, state
+
+
+class Kept:
+    """A sink keeping every payload it is given."""
+
+    def __init__(self) -> None:
+        self.payloads: list[dict[str, float]] = []
+
+    def log_metrics(
+        self, metrics: Mapping[str, float], step: int | None = None
+    ) -> None:
+        self.payloads.append(dict(metrics))
+
+
+def _three_watches(monitor: LoggerMonitor) -> LoggerMonitor:
+    for name in ("a", "b", "c"):
+        monitor.watch(None, name=name, stats_fn=lambda: {"x": 1})
+    return monitor
+
+
+def test_the_final_round_never_drops_its_own_payloads_from_a_small_queue(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sink = Kept()
+    monitor = _three_watches(LoggerMonitor(sink, poll_interval=10.0, queue_size=1))
+    monitor.start()
+    with caplog.at_level(logging.WARNING, logger="rlpulse"):
+        monitor.stop()  # before the first timed round: the finals of all three
+    assert sorted(next(iter(p)) for p in sink.payloads) == ["a/x", "b/x", "c/x"]
+    assert monitor.stats()["dropped"] == 0
+    assert not [r for r in caplog.records if "dropped" in r.getMessage()]
+
+
+def test_a_step_on_the_polling_thread_never_drops_its_own_payloads() -> None:
+    sink = Kept()
+    monitor = _three_watches(LoggerMonitor(sink, poll_interval=10.0, queue_size=1))
+    monitor.start()
+    logged = monitor.step()  # a request round of all three
+    monitor.stop(log_final=False)
+    assert sorted(logged) == ["a", "b", "c"]
+    assert len(sink.payloads) == 3
+
+
+def test_a_call_given_up_on_once_cannot_be_given_up_on_again() -> None:
+    # stop() and the watchdog may both give up on the call under way: only
+    # the first may hand the rest of the round to a fresh thread.
+    from rlpulse.runtime.poller import Round
+    from rlpulse.watch import Watch
+
+    watch = Watch("w", provider=dict)
+    polls = Round((watch,), force=False)
+    polls.index = 1  # its call is under way
+    assert polls.give_up_on(watch)
+    assert not polls.give_up_on(watch)
+
+
+def test_a_watchdog_hand_over_that_lost_to_stop_polls_nothing_after_stop() -> None:
+    release, in_call = threading.Event(), threading.Event()
+
+    def slow() -> dict[str, float]:
+        in_call.set()
+        release.wait(10)
+        return {"s": 1}
+
+    sink = Kept()
+    monitor = LoggerMonitor(sink, poll_interval=5.0, poll_timeout=30.0, stop_timeout=1)
+    monitor.watch(None, name="slow", stats_fn=slow, log_on_close=False)
+    monitor.watch(None, name="w2", stats_fn=lambda: {"x": 1}, log_on_close=False)
+    monitor.start()
+    threading.Thread(target=monitor.step, daemon=True).start()  # a request round
+    try:
+        assert in_call.wait(5)
+        poller = monitor._engine.poller
+        assert poller is not None
+        assert poller.active is not None
+        polls, watch = poller.active, poller.active.current
+        assert watch is not None
+        monitor.stop()
+        # The watchdog's hand-over, decided before stop() took the table's lock.
+        poller.leave_behind(polls, watch, since=time.monotonic() - 1.0, hung=False)
+        time.sleep(0.3)
+        assert sink.payloads == []
+    finally:
+        release.set()
+
+
+def test_stop_ends_the_step_requests_waiting_while_more_arrive() -> None:
+    from rlpulse.runtime.poller import Round
+
+    release, in_call = threading.Event(), threading.Event()
+
+    def slow() -> dict[str, float]:
+        in_call.set()
+        release.wait(10)
+        return {"s": 1}
+
+    monitor = LoggerMonitor(
+        Discard(), poll_interval=5.0, poll_timeout=30.0, stop_timeout=1
+    )
+    monitor.watch(None, name="slow", stats_fn=slow)
+    monitor.start()
+    threading.Thread(target=monitor.step, daemon=True).start()  # stuck in slow
+    try:
+        assert in_call.wait(5)
+        poller = monitor._engine.poller
+        assert poller is not None
+        waiting = Round(monitor._engine.watches(), force=False)
+        arriving = Round(monitor._engine.watches(), force=False)
+
+        class Arrival(threading.Event):
+            # Another thread's step() adds its request while stop() ends one.
+            def set(self) -> None:
+                poller.request(arriving)
+                super().set()
+
+        waiting.done = Arrival()
+        poller.request(waiting)  # a second step() waiting its turn
+        monitor.stop()
+        assert monitor._engine.poller is None
+        assert waiting.done.is_set()
+        assert arriving.done.is_set()
+    finally:
+        release.set()

@@ -41,7 +41,6 @@ class Delivery:
         self.wants_timestamp = any(sink.wants_timestamp for sink in self.sinks)
         self._reporter = reporter
         self.queues: tuple[SinkQueue, ...] = ()
-        self._queue_size = 0
         # Told when a queued sink's error is to end polling (on_error="raise"):
         # the polling thread may be asleep until a watch is due.
         self.on_raise: Callable[[], None] | None = None
@@ -59,7 +58,6 @@ class Delivery:
 
     def open_queues(self, size: int) -> None:
         """Feed every sink from its own queue of ``size`` payloads from now on."""
-        self._queue_size = size
         self.queues = tuple(
             SinkQueue(
                 sink,
@@ -111,10 +109,15 @@ class Delivery:
         return delivered
 
     def hold(self, payloads: int) -> None:
-        """Let every queue hold at least ``payloads``, one round's worth: a round never drops its own."""
-        size = max(self._queue_size, payloads)
+        """Let every queue hold at least ``payloads``, one round's worth: a round never drops its own.
+
+        A queue only grows (to the largest round, at most every watch): a
+        smaller round held meanwhile on another thread does not shrink it
+        under a round in progress.
+        """
         for queue in self.queues:
-            queue.size = size
+            if queue.size < payloads:
+                queue.size = payloads
 
     def end_round(self) -> None:
         """Queue the round's payloads for every sink and wake every sender once: a round of polls has ended."""

@@ -143,6 +143,7 @@ class Engine:
         poller = self.poller
         if poller is not None and not poller.is_polling_thread() and poller.alive:
             polls = Round(self.watches(), force=False)
+            self.delivery.hold(len(polls.watches))
             poller.request(polls)
             while not polls.done.wait(0.05):
                 if not poller.alive:
@@ -283,6 +284,7 @@ class Engine:
         if not watches:
             return
         polls = Round(watches, force=True, deadline=until)
+        self.delivery.hold(len(watches))
         finisher = Poller(
             poll=self.poll,
             watches=lambda: watches,

@@ -15,6 +15,7 @@ the thread claims it done, or the watchdog claims it abandoned, never both.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import time
@@ -27,9 +28,9 @@ from rlpulse.watch import Watch
 
 __all__ = ["Poller", "Round", "poll_final"]
 
-# Who settled a call: the polling thread (it returned) or the watchdog.
+# The polling thread's claim of a call that returned; the watchdog claims
+# one abandoned with a token of its own (Round.give_up_on).
 _DONE = "done"
-_ABANDONED = "abandoned"
 
 Poll = Callable[[Watch, bool, "float | None"], "dict[str, float] | None"]
 """Polls one watch (``force``: whatever its schedule says; then when its round was due, if on the timer); returns its payload, if logged."""
@@ -82,8 +83,8 @@ class Round:
         self.current: Watch | None = None
         # The thread polling this round; None once it is given up.
         self.thread: threading.Thread | None = None
-        # Per polled index, who settled that call: _DONE or _ABANDONED.
-        self.claims: dict[int, str] = {}
+        # Per polled index, who settled that call: _DONE or a give-up's token.
+        self.claims: dict[int, object] = {}
         self.error: BaseException | None = None
         self.finished = False
         # Nobody waits for the thread's own timed rounds: they share one
@@ -109,7 +110,9 @@ class Round:
         index = self.index - 1
         if index < 0 or self.watches[index] is not watch:
             return False
-        return self.claims.setdefault(index, _ABANDONED) is _ABANDONED
+        # A claim of its own: a second give-up of the same call loses too.
+        claim = object()
+        return self.claims.setdefault(index, claim) is claim
 
 
 class Cadence:
@@ -266,9 +269,10 @@ class Poller:
         if not ended:
             self.abandon_active()
         self._thread = None
-        for polls in self._requests:
-            polls.done.set()
-        self._requests.clear()
+        # Popped one at a time: another thread's step() may add one meanwhile.
+        while self._requests:
+            with contextlib.suppress(IndexError):
+                self._requests.popleft().done.set()
         return ended
 
     def _leave_current_behind(self) -> None:
