@@ -253,6 +253,43 @@ def test_stop_returns_in_time_while_a_sink_blocks_forever(
     assert "source/frames_per_second" in final  # the final snapshot, with rates
 
 
+@pytest.mark.parametrize("hangs_in", ["log_metrics", "flush"])
+def test_manual_stop_returns_in_time_while_a_sink_hangs(
+    caplog: pytest.LogCaptureFixture, hangs_in: str
+) -> None:
+    gate = threading.Event()
+
+    class Frozen:
+        def log_metrics(
+            self, metrics: Mapping[str, float], step: int | None = None
+        ) -> None:
+            if hangs_in == "log_metrics":
+                gate.wait(20)
+
+        def flush(self) -> None:
+            gate.wait(20)
+
+    class Flushed(Recorder):
+        flushed = False
+
+        def flush(self) -> None:
+            self.flushed = True
+
+    good = Flushed()
+    monitor = LoggerMonitor([Frozen(), good], background=False, stop_timeout=1.0)
+    monitor.watch(Source(), name="source")
+    try:
+        with caplog.at_level(logging.WARNING):
+            started = time.monotonic()
+            monitor.stop()
+            took = time.monotonic() - started
+    finally:
+        gate.set()
+    assert took < 1.5
+    assert good.flushed  # the hung sink kept no other from its flush
+    assert any("without flushing sink Frozen" in m for m in rlpulse_warnings(caplog))
+
+
 def test_stop_logs_final_snapshots_of_every_watch_that_is_not_hung() -> None:
     sink = Recorder()
     hung = Blocking(block_after=1)

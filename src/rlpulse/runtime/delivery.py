@@ -12,6 +12,7 @@ deadline and a hung sink keeps no other sink from its final flush.
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 
@@ -166,7 +167,7 @@ class Delivery:
                 for queue in queues:
                     queue.begin_close()
         if not queues:
-            return self._flush_inline()
+            return self._flush_inline(deadline, stop_timeout)
         for queue in queues:
             discarded = queue.close(deadline.at)
             if discarded is not None:
@@ -174,15 +175,42 @@ class Delivery:
         error = self._reporter.take_sink_error()
         return error if self._reporter.on_error == "raise" else None
 
-    def _flush_inline(self) -> BaseException | None:
-        error: BaseException | None = None
-        for sink in self.sinks:
+    def _flush_inline(
+        self, deadline: Deadline, stop_timeout: float
+    ) -> BaseException | None:
+        # Each sink flushed on a thread of its own, side by side, and waited
+        # for until the deadline: a sink stuck in a call (a final snapshot's
+        # delivery left behind) or in its flush holds stop() up no longer.
+        errors: dict[Sink, Exception] = {}
+
+        def flush(sink: Sink) -> None:
             try:
                 sink.flush()
             except Exception as err:
-                self._reporter.sink_failed(sink, "", err, queued=False)
+                errors[sink] = err
+
+        threads = [
+            threading.Thread(
+                target=flush,
+                args=(sink,),
+                name=f"rlpulse-flush-{sink.name}",
+                daemon=True,
+            )
+            for sink in self.sinks
+        ]
+        for thread in threads:
+            thread.start()
+        error: BaseException | None = None
+        for sink, thread in zip(self.sinks, threads, strict=True):
+            thread.join(max(0.0, deadline.at - time.monotonic()))
+            if thread.is_alive():
+                self._reporter.not_flushed(sink, stop_timeout)
+                continue
+            failure = errors.get(sink)
+            if failure is not None:
+                self._reporter.sink_failed(sink, "", failure, queued=False)
                 if error is None and self._reporter.on_error == "raise":
-                    error = err
+                    error = failure
         return error
 
     def _queued_sink_failed(self, sink: Sink, watch_name: str, err: Exception) -> None:

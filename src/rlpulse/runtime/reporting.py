@@ -208,6 +208,15 @@ class Reporter:
             "LoggerMonitor logged no final snapshot of watch %r: %s", watch.name, why
         )
 
+    def not_flushed(self, sink: Sink, stop_timeout: float) -> None:
+        """Warn about a sink whose flush at stop did not return in time (manual mode)."""
+        _log.warning(
+            "LoggerMonitor stopped without flushing sink %s: its flush() "
+            "(or a call it was in) did not return within stop_timeout=%ss.",
+            sink.name,
+            stop_timeout,
+        )
+
     def not_drained(self, sink: Sink, stop_timeout: float, discarded: int) -> None:
         """Count and warn about the payloads of a sink that did not return in time at stop."""
         self.add(dropped=discarded)
