@@ -1056,6 +1056,47 @@ def test_sigterm_in_process_stops_running_monitors_before_the_previous_handler()
     assert sink.count("s") == 1  # and the monitor was stopped
 
 
+def test_sigterm_while_the_main_thread_holds_a_monitor_lock_still_ends_in_time() -> (
+    None
+):
+    # The handler runs between two bytecodes of the main thread: here inside
+    # a section holding the lock stats() takes, which stop() needs too. The
+    # stop waits at most the monitors' stop timeouts, then the signal goes on.
+    script = textwrap.dedent(
+        """
+        import os, signal, sys, time
+        import rlpulse
+        from rlpulse import LoggerMonitor
+
+        class Null:
+            def log_metrics(self, metrics, step=None):
+                pass
+
+        def previous(signum, frame):
+            print("previous handler", flush=True)
+            sys.exit(0)
+
+        signal.signal(signal.SIGTERM, previous)
+        rlpulse.stop_on_sigterm()
+        monitor = LoggerMonitor(Null(), poll_interval=0.05, stop_timeout=1.0)
+        monitor.watch(None, name="a", stats_fn=lambda: {"x": 1})
+        monitor.start()
+        time.sleep(0.2)
+        with monitor._engine.reporter._lock:  # as inside monitor.stats()
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(30)
+        print("not terminated", flush=True)
+        """
+    )
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "previous handler\n"
+    assert time.monotonic() - started < 20
+
+
 def test_stop_on_sigterm_from_another_thread_says_to_call_it_in_the_main_thread() -> (
     None
 ):

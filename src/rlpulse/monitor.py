@@ -229,7 +229,7 @@ class LoggerMonitor:
             self._stopped = False
             if starting:
                 self._engine.start()
-                lifecycle.running(self)
+                lifecycle.running(self, self._stop_timeout)
         return self
 
     def stop(self, *, log_final: bool | None = None) -> None:

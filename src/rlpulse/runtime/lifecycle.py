@@ -30,7 +30,8 @@ class _Monitor(Protocol):
 
 
 _all: weakref.WeakSet[_Monitor] = weakref.WeakSet()
-_running: weakref.WeakSet[_Monitor] = weakref.WeakSet()
+# Each running monitor, with the seconds its stop() may take.
+_running: weakref.WeakKeyDictionary[_Monitor, float] = weakref.WeakKeyDictionary()
 
 
 def track(monitor: _Monitor) -> None:
@@ -38,14 +39,14 @@ def track(monitor: _Monitor) -> None:
     _all.add(monitor)
 
 
-def running(monitor: _Monitor) -> None:
-    """Stop ``monitor`` at interpreter exit unless :func:`stopped` is called first."""
-    _running.add(monitor)
+def running(monitor: _Monitor, stop_timeout: float) -> None:
+    """Stop ``monitor`` (within ``stop_timeout`` seconds) at interpreter exit unless :func:`stopped` is called first."""
+    _running[monitor] = stop_timeout
 
 
 def stopped(monitor: _Monitor) -> None:
     """Forget ``monitor`` for the exit hook."""
-    _running.discard(monitor)
+    _running.pop(monitor, None)
 
 
 def _stop_running_monitors() -> None:
@@ -93,7 +94,16 @@ def stop_on_sigterm() -> None:
     def on_sigterm(signum: int, frame: FrameType | None) -> None:
         if previous == signal.SIG_IGN:
             return
-        _stop_running_monitors()
+        # On a thread of its own, waited for as long as the monitors' stops
+        # may take: the handler runs between two bytecodes of the main
+        # thread, which may hold a lock stop() needs (inside stats(), say).
+        # Past that, the signal goes on without them rather than hang.
+        bound = sum(_running.values(), 1.0)
+        stopping = threading.Thread(
+            target=_stop_running_monitors, name="rlpulse-sigterm", daemon=True
+        )
+        stopping.start()
+        stopping.join(bound)
         if callable(previous):
             previous(signum, frame)
             return
