@@ -409,3 +409,16 @@ def test_stop_ends_the_step_requests_waiting_while_more_arrive() -> None:
         assert arriving.done.is_set()
     finally:
         release.set()
+
+
+def test_a_forked_childs_reporter_forgets_the_parents_rounds_and_sink_error() -> None:
+    from rlpulse.runtime.reporting import Reporter
+    from rlpulse.runtime.sinks import Sink
+
+    reporter = Reporter("raise")
+    tally = reporter.open_tally()  # a parent's thread in a round
+    tally[0] += 4
+    reporter.sink_failed(Sink(Discard()), "w", OSError("disk full"), queued=True)
+    reporter.after_fork()
+    assert reporter.counts()["polls"] == 0
+    assert reporter.take_sink_error() is None

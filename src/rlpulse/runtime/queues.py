@@ -141,8 +141,14 @@ class SinkQueue:
         if not thread.is_alive():
             return None
         self._abandoned = True
-        discarded = len(self.pending)
-        self.pending.clear()
+        # One at a time: the sender may still take one it then delivers.
+        discarded = 0
+        while self.pending:
+            try:
+                self.pending.popleft()
+            except IndexError:
+                break
+            discarded += 1
         return discarded
 
     def _send_loop(self) -> None:

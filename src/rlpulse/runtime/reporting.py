@@ -62,8 +62,15 @@ class Reporter:
         self._sink_error: BaseException | None = None
 
     def after_fork(self) -> None:
-        """A new lock: one held by a thread that does not exist in a forked child would never be released."""
+        """Forget what belonged to the parent's threads, which a forked child does not have.
+
+        Their lock (held by one of them, it would never be released), their
+        rounds in progress (they would be counted forever), and a sink error
+        they were to raise.
+        """
         self._lock = threading.Lock()
+        self._tallies = {}
+        self._sink_error = None
 
     def add(self, **counts: int) -> None:
         """Add to the named counters, atomically."""
