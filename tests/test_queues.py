@@ -64,9 +64,7 @@ def test_a_full_queue_drops_the_oldest_and_counts_it() -> None:
     assert recorder.steps == [3, 4]
 
 
-def test_a_round_beyond_the_queue_drops_the_oldest_at_once_and_reports_them_together() -> (
-    None
-):
+def test_a_round_beyond_the_queue_keeps_its_own_and_drops_the_older_at_once() -> None:
     recorder = _Recorder()
     drops: list[int] = []
     queue = SinkQueue(
@@ -74,11 +72,11 @@ def test_a_round_beyond_the_queue_drops_the_oldest_at_once_and_reports_them_toge
     )
     queue.put_all([({"w/x": 1.0}, step, 0.0, "w") for step in range(2)])
     queue.put_all([({"w/x": 1.0}, step, 0.0, "w") for step in range(2, 7)])
-    assert (queue.dropped, drops, queue.dropping) == (4, [4], True)
+    assert (queue.dropped, drops, queue.dropping) == (2, [2], True)
     queue.start()
     queue.wake()
     assert queue.close(deadline=time.monotonic() + 5) is None
-    assert recorder.steps == [4, 5, 6]
+    assert recorder.steps == [2, 3, 4, 5, 6]
 
 
 class _BatchRecorder:
@@ -204,12 +202,13 @@ def test_a_round_dropping_several_is_warned_once_with_how_many(
     queue = SinkQueue(Sink(_Recorder()), size=2, on_drop=reporter.dropped)
     with caplog.at_level("WARNING", logger="rlpulse"):
         queue.put_all([({"w/x": 1.0}, step, 0.0, "w") for step in range(6)])
+        assert reporter.counts()["dropped"] == 0  # a round keeps its own
         queue.put_all([({"w/x": 1.0}, 6, 0.0, "w")])
     assert reporter.counts()["dropped"] == 5
     warnings = [record.getMessage() for record in caplog.records]
     assert len(warnings) == 1
     assert (
-        "dropped the oldest pending payloads, 4 of them, of sink _Recorder"
+        "dropped the oldest pending payloads, 5 of them, of sink _Recorder"
         in (warnings[0])
     )
 

@@ -817,6 +817,46 @@ def test_a_seconds_schedule_is_not_logged_again_at_once_after_a_round_overran(
     assert min(gaps) > 0.005, gaps  # never twice within a few microseconds
 
 
+def test_a_round_handed_over_is_followed_by_the_next_at_its_due_time() -> None:
+    # The thread the round was handed over to sets when the next is due: an
+    # every-round watch is not polled again at once, round after round.
+    sink = TimedRecorder()
+    arm, slow = _slow_once(0.6)
+    monitor = LoggerMonitor(sink, poll_interval=0.2, poll_timeout=5.0)
+    monitor.watch(None, name="slow", stats_fn=slow)
+    monitor.watch(None, name="every", stats_fn=lambda: {"y": 1})
+    monitor.start()
+    time.sleep(0.35)
+    arm.set()  # the next round is handed over past slow's call
+    time.sleep(1.5)
+    monitor.stop(log_final=False)
+    logged = sink.times["every/y"]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(logged)]
+    # The round after the overrun starts at once; none after it does.
+    assert sum(gap < 0.005 for gap in gaps) <= 1, gaps
+
+
+def test_a_seconds_schedule_shorter_than_the_poll_interval_is_logged_every_round() -> (
+    None
+):
+    # Reached 0.12 s into each 0.2 s round, by no overrun: every round due.
+    sink = TimedRecorder()
+
+    def slowish() -> dict[str, float]:
+        time.sleep(0.12)
+        return {"s": 1}
+
+    monitor = LoggerMonitor(sink, poll_interval=0.2, poll_timeout=5.0)
+    monitor.watch(None, name="slowish", stats_fn=slowish)
+    monitor.watch(
+        None, name="fast", stats_fn=lambda: {"y": 1}, schedule=Every.seconds(0.1)
+    )
+    monitor.start()
+    time.sleep(2.0)
+    monitor.stop(log_final=False)
+    assert len(sink.times["fast/y"]) >= len(sink.times["slowish/s"]) - 1
+
+
 def test_on_error_raise_from_the_part_of_a_round_handed_over_ends_polling() -> None:
     arm, slow = _slow_once(0.5)
     fail = threading.Event()
@@ -1072,6 +1112,10 @@ def test_sigterm_while_the_main_thread_holds_a_monitor_lock_still_ends_in_time()
             def log_metrics(self, metrics, step=None):
                 pass
 
+        class Printed:
+            def log_metrics(self, metrics, step=None):
+                print("other monitor:", sorted(metrics), flush=True)
+
         def previous(signum, frame):
             print("previous handler", flush=True)
             sys.exit(0)
@@ -1081,6 +1125,9 @@ def test_sigterm_while_the_main_thread_holds_a_monitor_lock_still_ends_in_time()
         monitor = LoggerMonitor(Null(), poll_interval=0.05, stop_timeout=1.0)
         monitor.watch(None, name="a", stats_fn=lambda: {"x": 1})
         monitor.start()
+        other = LoggerMonitor(Printed(), poll_interval=3600, stop_timeout=1.0)
+        other.watch(None, name="b", stats_fn=lambda: {"x": 1}, log_on_start=False)
+        other.start()
         time.sleep(0.2)
         with monitor._engine.reporter._lock:  # as inside monitor.stats()
             os.kill(os.getpid(), signal.SIGTERM)
@@ -1093,7 +1140,8 @@ def test_sigterm_while_the_main_thread_holds_a_monitor_lock_still_ends_in_time()
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout == "previous handler\n"
+    # The other monitor still stopped, with its final snapshot.
+    assert result.stdout == "other monitor: ['b/x']\nprevious handler\n"
     assert time.monotonic() - started < 20
 
 

@@ -422,3 +422,36 @@ def test_a_forked_childs_reporter_forgets_the_parents_rounds_and_sink_error() ->
     reporter.after_fork()
     assert reporter.counts()["polls"] == 0
     assert reporter.take_sink_error() is None
+
+
+def test_a_queue_holds_its_size_again_after_a_round_larger_than_it() -> None:
+    # Five hourly watches make the first round larger than the queue; the
+    # rounds after it poll one watch, and the sink hangs: the queue's bound
+    # is queue_size again, not the largest round.
+    from rlpulse import Every
+
+    gate = threading.Event()
+
+    class Hung:
+        def log_metrics(
+            self, metrics: Mapping[str, float], step: int | None = None
+        ) -> None:
+            gate.wait(30)
+
+    monitor = LoggerMonitor(Hung(), poll_interval=0.05, queue_size=2, stop_timeout=1)
+    for index in range(5):
+        monitor.watch(
+            None,
+            name=f"h{index}",
+            stats_fn=lambda: {"x": 1},
+            schedule=Every.seconds(3600),
+        )
+    monitor.watch(None, name="every", stats_fn=lambda: {"x": 1})
+    monitor.start()
+    try:
+        assert wait_until(lambda: monitor.stats()["rounds"] >= 5)
+        queued = monitor.stats()["queued"]
+    finally:
+        gate.set()
+        monitor.stop(log_final=False)
+    assert queued <= 2

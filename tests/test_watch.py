@@ -218,6 +218,15 @@ def test_a_round_that_overran_its_interval_counts_the_schedule_from_the_poll() -
     assert watch.due_by_clock(3.5)
 
 
+def test_a_schedule_shorter_than_the_poll_interval_is_due_at_every_round() -> None:
+    # Every.seconds(0.1) polled every 0.2 s, reached 0.12 s into its round:
+    # the round did not overrun, so the next one, at 0.2 s, finds it due.
+    watch = Watch("w", provider=dict, schedule=Every.seconds(0.1))
+    assert watch.evaluate({"frames": 1}, now=0.12, force=False) is not None
+    watch.commit(now=0.12, scheduled=0.0, poll_interval=0.2)
+    assert watch.due_by_clock(0.2)
+
+
 @pytest.mark.parametrize("interval", [float("nan"), float("inf"), -float("inf")])
 def test_every_refuses_an_interval_that_is_not_finite(interval: float) -> None:
     with pytest.raises(ValueError, match="strictly positive: a finite number of"):

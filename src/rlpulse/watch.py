@@ -572,19 +572,22 @@ class Watch:
             for key, value in snapshot.items()
         }
 
-    def commit(self, now: float, scheduled: float | None = None) -> None:
+    def commit(
+        self, now: float, scheduled: float | None = None, poll_interval: float = 0.0
+    ) -> None:
         """Record the payload last returned by :meth:`evaluate` as delivered at ``now``.
 
         ``scheduled``: when the poller's round was due; the schedule counts
         from there, so that the next round, however soon after its own due
-        time it starts, finds the watch due; from ``now`` if that is a whole
-        interval later (else it would be due again at once). Rates count from ``now``.
+        time it starts, finds the watch due; from ``now`` if the round overran
+        (by ``poll_interval`` and the schedule's seconds). Rates count from ``now``.
         """
         if self.observations is not None:
             self.observations.reset()
         self.baseline = self._pending
         self.last_log_time = now
-        if scheduled is not None and now - scheduled < self.schedule_state.min_seconds:
+        overrun_after = max(self.schedule_state.min_seconds, poll_interval)
+        if scheduled is not None and now - scheduled < overrun_after:
             self.last_log_time = min(scheduled, now)  # a round started late
         self.has_logged = True
         self.baseline_time = now

@@ -109,17 +109,6 @@ class Delivery:
             raise first_error
         return delivered
 
-    def hold(self, payloads: int) -> None:
-        """Let every queue hold at least ``payloads``, one round's worth: a round never drops its own.
-
-        A queue only grows (to the largest round, at most every watch): a
-        smaller round held meanwhile on another thread does not shrink it
-        under a round in progress.
-        """
-        for queue in self.queues:
-            if queue.size < payloads:
-                queue.size = payloads
-
     def end_round(self) -> None:
         """Queue the round's payloads for every sink and wake every sender once: a round of polls has ended."""
         with self._lock:
@@ -189,6 +178,7 @@ class Delivery:
             except Exception as err:
                 errors[sink] = err
 
+        flushed = [sink for sink in self.sinks if sink.can_flush]
         threads = [
             threading.Thread(
                 target=flush,
@@ -196,12 +186,12 @@ class Delivery:
                 name=f"rlpulse-flush-{sink.name}",
                 daemon=True,
             )
-            for sink in self.sinks
+            for sink in flushed
         ]
         for thread in threads:
             thread.start()
         error: BaseException | None = None
-        for sink, thread in zip(self.sinks, threads, strict=True):
+        for sink, thread in zip(flushed, threads, strict=True):
             thread.join(max(0.0, deadline.at - time.monotonic()))
             if thread.is_alive():
                 self._reporter.not_flushed(sink, stop_timeout)

@@ -118,16 +118,14 @@ class Engine:
         wall_time = time.time() if delivery.wants_timestamp else 0.0
         if not delivery.deliver((payload, watch.step, wall_time, watch.name)):
             return None
-        watch.commit(now, scheduled)
+        watch.commit(now, scheduled, self.poll_interval)
         return payload
 
     # -- rounds -----------------------------------------------------------
 
     def due(self, now: float) -> Sequence[Watch]:
-        """The watches a round at ``now`` calls; every sink's queue holds at least that many payloads."""
-        due = self.agenda.due(now)
-        self.delivery.hold(len(due))
-        return due
+        """The watches a round at ``now`` calls."""
+        return self.agenda.due(now)
 
     def nudge(self) -> None:
         """Have the polling thread, if asleep until a later due time, run a round within an interval.
@@ -143,7 +141,6 @@ class Engine:
         poller = self.poller
         if poller is not None and not poller.is_polling_thread() and poller.alive:
             polls = Round(self.watches(), force=False)
-            self.delivery.hold(len(polls.watches))
             poller.request(polls)
             while not polls.done.wait(0.05):
                 if not poller.alive:
@@ -284,7 +281,6 @@ class Engine:
         if not watches:
             return
         polls = Round(watches, force=True, deadline=until)
-        self.delivery.hold(len(watches))
         finisher = Poller(
             poll=self.poll,
             watches=lambda: watches,

@@ -15,6 +15,7 @@ import contextlib
 import os
 import signal
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from types import FrameType
@@ -51,9 +52,31 @@ def stopped(monitor: _Monitor) -> None:
 
 def _stop_running_monitors() -> None:
     for monitor in list(_running):
-        # An exit hook must not let one monitor's failure stop the others.
-        with contextlib.suppress(Exception):
-            monitor.stop()
+        _stop(monitor)
+
+
+def _stop(monitor: _Monitor) -> None:
+    # An exit hook must not let one monitor's failure stop the others.
+    with contextlib.suppress(Exception):
+        monitor.stop()
+
+
+def _stop_side_by_side() -> None:
+    # Each monitor on a thread of its own, all waited for until one
+    # deadline, the longest stop_timeout and a second: a monitor that cannot
+    # stop (its lock held by the thread this runs on) delays no other.
+    monitors = list(_running.items())
+    threads = [
+        threading.Thread(
+            target=_stop, args=(monitor,), name="rlpulse-sigterm", daemon=True
+        )
+        for monitor, _ in monitors
+    ]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + max((t for _, t in monitors), default=0.0) + 1.0
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
 
 
 def stop_on_sigterm() -> None:
@@ -94,16 +117,10 @@ def stop_on_sigterm() -> None:
     def on_sigterm(signum: int, frame: FrameType | None) -> None:
         if previous == signal.SIG_IGN:
             return
-        # On a thread of its own, waited for as long as the monitors' stops
-        # may take: the handler runs between two bytecodes of the main
-        # thread, which may hold a lock stop() needs (inside stats(), say).
-        # Past that, the signal goes on without them rather than hang.
-        bound = sum(_running.values(), 1.0)
-        stopping = threading.Thread(
-            target=_stop_running_monitors, name="rlpulse-sigterm", daemon=True
-        )
-        stopping.start()
-        stopping.join(bound)
+        # Not on this thread: the handler runs between two bytecodes of the
+        # main thread, which may hold a lock stop() needs (inside stats(),
+        # say). Past their stop timeouts the signal goes on without them.
+        _stop_side_by_side()
         if callable(previous):
             previous(signum, frame)
             return

@@ -82,11 +82,16 @@ class SinkQueue:
         self._thread.start()
 
     def put_all(self, items: Sequence[Item]) -> None:
-        """Queue ``items`` (a round's payloads), dropping the oldest pending ones beyond the queue's size."""
+        """Queue ``items`` (a round's payloads), dropping the oldest pending ones beyond the queue's size.
+
+        A round larger than the queue drops none of its own: the queue holds
+        at least the payloads of the last hand-over.
+        """
         pending = self.pending
         pending.extend(items)
         dropped = 0
-        while len(pending) > self.size:
+        limit = max(self.size, len(items))
+        while len(pending) > limit:
             try:
                 pending.popleft()
             except IndexError:  # the sender took them meanwhile

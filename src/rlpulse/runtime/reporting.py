@@ -92,7 +92,8 @@ class Reporter:
     def close_tally(self, tally: list[int], *, finished: bool, seconds: float) -> None:
         """Add ``tally`` to the counters; a ``finished`` round also counts as a round of ``seconds``."""
         with self._lock:
-            del self._tallies[id(tally)]
+            # Not there in a child forked while the round was under way.
+            self._tallies.pop(id(tally), None)
             counts = self._counts
             counts["polls"] += tally[0]
             counts["logged"] += tally[1]

@@ -67,6 +67,11 @@ class Sink:
             "log_metrics(metrics, step=None) or log_scalar(name, value, step=None)."
         )
 
+    @property
+    def can_flush(self) -> bool:
+        """Whether the sink has ``flush()``."""
+        return callable(getattr(self.target, "flush", None))
+
     def flush(self) -> None:
         """Flush the sink when it has ``flush()``; never close it."""
         flush = getattr(self.target, "flush", None)
