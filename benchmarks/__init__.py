@@ -9,10 +9,18 @@ a ``##`` heading); adding one is one new module and one line here.
 
 from __future__ import annotations
 
+import os
+import platform
 import sys
 import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import version
+from typing import Generic, TypeVar
 
-__all__ = ["SECTIONS", "progress", "reflow"]
+__all__ = ["SECTIONS", "Budget", "machine", "progress", "reflow"]
+
+_Result = TypeVar("_Result")
 
 SECTIONS: dict[str, str] = {
     "monitor": "benchmarks.monitor_overhead",
@@ -61,3 +69,48 @@ def reflow(markdown: str, width: int = 78) -> str:
                 )
             )
     return "\n\n".join(paragraphs) + "\n"
+
+
+@dataclass(frozen=True)
+class Budget(Generic[_Result]):
+    """A limit on one figure of a section's results: at least, or below, ``limit``.
+
+    Examples:
+        >>> share = Budget("delivered", lambda result: result["delivered"], 0.99, at_least=True)
+        >>> share.passes({"delivered": 1.0}), share.sign
+        (True, '>=')
+        >>> Budget("lost", lambda result: result["lost"], 0.02).passes({"lost": 0.02})
+        False
+    """
+
+    label: str
+    figure: Callable[[_Result], float]
+    limit: float
+    at_least: bool = False
+
+    @property
+    def sign(self) -> str:
+        """How the figure compares with the limit when it passes: ``>=`` or ``<``."""
+        return ">=" if self.at_least else "<"
+
+    def passes(self, result: _Result) -> bool:
+        """Whether ``result`` keeps within the limit."""
+        value = self.figure(result)
+        return value >= self.limit if self.at_least else value < self.limit
+
+
+def machine(*packages: str) -> str:
+    """The line naming the machine and the versions a section ran with: Python's, the ``packages``', rlpulse's.
+
+    Examples:
+        >>> machine().startswith("Machine: ")
+        True
+    """
+    versions = ", ".join(
+        f"{'TorchRL' if name == 'torchrl' else name} {version(name)}"
+        for name in (*packages, "rlpulse")
+    )
+    return (
+        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "
+        f"{platform.python_version()}, {platform.system()}; {versions}."
+    )

@@ -12,20 +12,17 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import platform
 import sqlite3
 import statistics
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import rlpulse
-from benchmarks import progress, reflow
+from benchmarks import Budget, machine, progress, reflow
 from benchmarks.loop_slowdown import cpu_loop
 from benchmarks.monitor_overhead import AdvancingCollectorLike
 
@@ -138,36 +135,21 @@ class Result:
         return sum(counts) if counts else None
 
 
-@dataclass(frozen=True)
-class Budget:
-    """A limit on one of rlpulse's figures, at every watch count."""
-
-    label: str
-    figure: Callable[[Result], float]
-    limit: float
-    at_least: bool = True
-
-    def passes(self, result: Result) -> bool:
-        """Whether ``result`` keeps within the limit."""
-        value = self.figure(result)
-        return value >= self.limit if self.at_least else value <= self.limit
-
-
 def _warnings_beyond_drops(result: Result) -> float:
     # A window's drops form one streak at most at these rates: one warning
     # if it dropped, none if it did not.
     return max((s.warnings or 0) - (1 if s.dropped else 0) for s in result.samples)
 
 
-BUDGETS = (
-    Budget("delivered, of due", lambda r: r.delivered, 0.99),
-    Budget("least-served watch, of the most-served", lambda r: r.fairness, 0.80),
+BUDGETS: tuple[Budget[Result], ...] = (
+    Budget("delivered, of due", lambda r: r.delivered, 0.99, at_least=True),
     Budget(
-        "drop warnings beyond one a window with drops",
-        _warnings_beyond_drops,
-        0,
-        at_least=False,
+        "least-served watch, of the most-served",
+        lambda r: r.fairness,
+        0.80,
+        at_least=True,
     ),
+    Budget("drop warnings beyond one a window with drops", _warnings_beyond_drops, 1),
 )
 """rlpulse's budgets, applied at every watch count."""
 
@@ -347,18 +329,12 @@ def render(results: list[Result], settings: Settings) -> str:
             value = budget.figure(result)
             shown = _percent(value) if budget.at_least else f"{value:g}"
             limit = _percent(budget.limit) if budget.at_least else f"{budget.limit:g}"
-            sign = ">=" if budget.at_least else "<="
             verdict = "pass" if budget.passes(result) else "OVER BUDGET"
             parts.append(
-                f"| {result.watches} | {budget.label} | {shown} | {sign} {limit} "
+                f"| {result.watches} | {budget.label} | {shown} | {budget.sign} {limit} "
                 f"| {verdict} |"
             )
-    parts += [
-        "",
-        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "
-        f"{platform.python_version()}, {platform.system()}; TorchRL "
-        f"{version('torchrl')}, rlpulse {rlpulse.__version__}.",
-    ]
+    parts += ["", machine("torchrl")]
     return reflow("\n".join(parts))
 
 

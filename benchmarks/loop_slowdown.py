@@ -11,8 +11,6 @@ order rotating, so the drifts of a shared machine hit them alike.
 from __future__ import annotations
 
 import contextlib
-import os
-import platform
 import sqlite3
 import statistics
 import tempfile
@@ -23,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import rlpulse
-from benchmarks import progress, reflow
+from benchmarks import Budget, machine, progress, reflow
 from benchmarks.monitor_overhead import AdvancingCollectorLike
 
 __all__ = [
@@ -176,22 +174,7 @@ class LoopResult:
         return statistics.median(s.delivered_share for s in self.samples[name])
 
 
-@dataclass(frozen=True)
-class Budget:
-    """A limit on one of rlpulse's figures, for one loop or all."""
-
-    label: str
-    figure: Callable[[LoopResult], float]
-    limit: float
-    at_least: bool = False
-
-    def passes(self, result: LoopResult) -> bool:
-        """Whether ``result`` keeps within the limit."""
-        value = self.figure(result)
-        return value >= self.limit if self.at_least else value < self.limit
-
-
-BUDGETS = (
+BUDGETS: tuple[Budget[LoopResult], ...] = (
     Budget("delivered, of due", lambda r: r.delivered("rlpulse"), 0.99, at_least=True),
     Budget(
         "loop thread off the CPU, added", lambda r: r.off_cpu_added("rlpulse"), 0.01
@@ -454,18 +437,12 @@ def render(results: list[LoopResult], settings: Settings) -> str:
     ]
     for result in results:
         for budget in BUDGETS:
-            sign = ">=" if budget.at_least else "<"
             verdict = "pass" if budget.passes(result) else "OVER BUDGET"
             parts.append(
                 f"| {result.loop} | {budget.label} | {_percent(budget.figure(result))} "
-                f"| {sign} {_percent(budget.limit)} | {verdict} |"
+                f"| {budget.sign} {_percent(budget.limit)} | {verdict} |"
             )
-    parts += [
-        "",
-        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "
-        f"{platform.python_version()}, {platform.system()}; TorchRL "
-        f"{_version('torchrl')}, rlpulse {rlpulse.__version__}.",
-    ]
+    parts += ["", machine("torchrl")]
     return reflow("\n".join(parts))
 
 
@@ -485,12 +462,6 @@ def _shares(results: list[LoopResult], settings: Settings) -> str:
         "payload on their sender threads, which hold the GIL while they "
         "run Python code."
     )
-
-
-def _version(package: str) -> str:
-    from importlib.metadata import version
-
-    return version(package)
 
 
 def run(*, quick: bool = False) -> str:

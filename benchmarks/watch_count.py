@@ -9,14 +9,12 @@ process, rounds alternating.
 from __future__ import annotations
 
 import gc
-import os
-import platform
 import statistics
 import time
 from dataclasses import dataclass
 
 import rlpulse
-from benchmarks import progress, reflow
+from benchmarks import machine, progress, reflow
 from benchmarks.monitor_overhead import AdvancingCollectorLike, NullSink
 
 __all__ = [
@@ -203,9 +201,7 @@ def render(result: WatchCountResult, settings: Settings) -> str:
         )
     lines += [
         "",
-        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python "
-        f"{platform.python_version()}, {platform.system()}; rlpulse "
-        f"{rlpulse.__version__}.",
+        machine(),
     ]
     return reflow("\n".join(lines))
 
