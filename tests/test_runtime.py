@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -342,7 +343,8 @@ def test_a_call_given_up_on_once_cannot_be_given_up_on_again() -> None:
     assert not polls.give_up_on(watch)
 
 
-def test_a_watchdog_hand_over_that_lost_to_stop_polls_nothing_after_stop() -> None:
+def _held_call() -> tuple[threading.Event, threading.Event, Any]:
+    """A provider whose call is held until released: (in the call, release, provider)."""
     release, in_call = threading.Event(), threading.Event()
 
     def slow() -> dict[str, float]:
@@ -350,6 +352,11 @@ def test_a_watchdog_hand_over_that_lost_to_stop_polls_nothing_after_stop() -> No
         release.wait(10)
         return {"s": 1}
 
+    return in_call, release, slow
+
+
+def test_a_watchdog_hand_over_that_lost_to_stop_polls_nothing_after_stop() -> None:
+    in_call, release, slow = _held_call()
     sink = Kept()
     monitor = LoggerMonitor(sink, poll_interval=5.0, poll_timeout=30.0, stop_timeout=1)
     monitor.watch(None, name="slow", stats_fn=slow, log_on_close=False)
@@ -375,13 +382,7 @@ def test_a_watchdog_hand_over_that_lost_to_stop_polls_nothing_after_stop() -> No
 def test_stop_ends_the_step_requests_waiting_while_more_arrive() -> None:
     from rlpulse.runtime.poller import Round
 
-    release, in_call = threading.Event(), threading.Event()
-
-    def slow() -> dict[str, float]:
-        in_call.set()
-        release.wait(10)
-        return {"s": 1}
-
+    in_call, release, slow = _held_call()
     monitor = LoggerMonitor(
         Discard(), poll_interval=5.0, poll_timeout=30.0, stop_timeout=1
     )

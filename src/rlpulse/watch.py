@@ -577,18 +577,18 @@ class Watch:
     ) -> None:
         """Record the payload last returned by :meth:`evaluate` as delivered at ``now``.
 
-        ``scheduled``: when the poller's round was due; the schedule counts
-        from there, so that the next round, however soon after its own due
-        time it starts, finds the watch due; from ``now`` if the round overran
-        (by ``poll_interval`` and the schedule's seconds). Rates count from ``now``.
+        ``scheduled``: when the poller's round was due; the schedule counts from
+        there when the round started late, from ``now`` (as rates do) when it
+        overran by ``poll_interval`` and the schedule's seconds.
         """
         if self.observations is not None:
             self.observations.reset()
         self.baseline = self._pending
         self.last_log_time = now
-        overrun_after = max(self.schedule_state.min_seconds, poll_interval)
-        if scheduled is not None and now - scheduled < overrun_after:
-            self.last_log_time = min(scheduled, now)  # a round started late
+        if scheduled is not None:
+            late = now - scheduled
+            if late < poll_interval or late < self.schedule_state.min_seconds:
+                self.last_log_time = min(scheduled, now)
         self.has_logged = True
         self.baseline_time = now
         if self.clock_gated:

@@ -9,9 +9,11 @@ to the next phase, instead of each getting a fixed fraction.
 from __future__ import annotations
 
 import math
+import threading
 import time
+from collections.abc import Callable, Sequence
 
-__all__ = ["Deadline", "check_timeout"]
+__all__ = ["Deadline", "check_timeout", "side_by_side"]
 
 
 class Deadline:
@@ -45,3 +47,28 @@ def check_timeout(name: str, value: float | None) -> None:
         raise ValueError(
             f"{name} must be a positive number of seconds or None, got {value!r}."
         )
+
+
+def side_by_side(
+    calls: Sequence[tuple[str, Callable[[], object]]], until: float
+) -> list[bool]:
+    """Run each ``(thread name, call)`` on a daemon thread of its own, all at once; wait for them until monotonic time ``until``.
+
+    Returns, per call, whether it finished in time: one that hangs delays
+    none of the others, and is left running.
+
+    Examples:
+        >>> import threading
+        >>> stuck = threading.Event()
+        >>> side_by_side([("quick", lambda: None), ("stuck", stuck.wait)], time.monotonic() + 0.1)
+        [True, False]
+        >>> stuck.set()
+    """
+    threads = [
+        threading.Thread(target=call, name=name, daemon=True) for name, call in calls
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(max(0.0, until - time.monotonic()))
+    return [not thread.is_alive() for thread in threads]

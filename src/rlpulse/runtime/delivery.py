@@ -11,12 +11,12 @@ deadline and a hung sink keeps no other sink from its final flush.
 
 from __future__ import annotations
 
+import functools
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Sequence
 
-from rlpulse.runtime.deadline import Deadline
+from rlpulse.runtime.deadline import Deadline, side_by_side
 from rlpulse.runtime.queues import Item, SinkQueue
 from rlpulse.runtime.reporting import Reporter
 from rlpulse.runtime.sinks import Sink
@@ -179,21 +179,16 @@ class Delivery:
                 errors[sink] = err
 
         flushed = [sink for sink in self.sinks if sink.can_flush]
-        threads = [
-            threading.Thread(
-                target=flush,
-                args=(sink,),
-                name=f"rlpulse-flush-{sink.name}",
-                daemon=True,
-            )
-            for sink in flushed
-        ]
-        for thread in threads:
-            thread.start()
+        finished = side_by_side(
+            [
+                (f"rlpulse-flush-{sink.name}", functools.partial(flush, sink))
+                for sink in flushed
+            ],
+            deadline.at,
+        )
         error: BaseException | None = None
-        for sink, thread in zip(flushed, threads, strict=True):
-            thread.join(max(0.0, deadline.at - time.monotonic()))
-            if thread.is_alive():
+        for sink, in_time in zip(flushed, finished, strict=True):
+            if not in_time:
                 self._reporter.not_flushed(sink, stop_timeout)
                 continue
             failure = errors.get(sink)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import os
 import signal
 import threading
@@ -20,6 +21,8 @@ import weakref
 from collections.abc import Callable
 from types import FrameType
 from typing import Protocol
+
+from rlpulse.runtime.deadline import side_by_side
 
 __all__ = ["running", "stop_on_sigterm", "stopped", "track"]
 
@@ -66,17 +69,14 @@ def _stop_side_by_side() -> None:
     # deadline, the longest stop_timeout and a second: a monitor that cannot
     # stop (its lock held by the thread this runs on) delays no other.
     monitors = list(_running.items())
-    threads = [
-        threading.Thread(
-            target=_stop, args=(monitor,), name="rlpulse-sigterm", daemon=True
-        )
-        for monitor, _ in monitors
-    ]
-    for thread in threads:
-        thread.start()
-    deadline = time.monotonic() + max((t for _, t in monitors), default=0.0) + 1.0
-    for thread in threads:
-        thread.join(max(0.0, deadline - time.monotonic()))
+    longest = max((timeout for _, timeout in monitors), default=0.0)
+    side_by_side(
+        [
+            ("rlpulse-sigterm", functools.partial(_stop, monitor))
+            for monitor, _ in monitors
+        ],
+        time.monotonic() + longest + 1.0,
+    )
 
 
 def stop_on_sigterm() -> None:
