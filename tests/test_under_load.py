@@ -76,7 +76,7 @@ def test_every_watch_is_served_alike_beside_a_busy_loop(
 
 
 class SlowStore:
-    """A sink that needs half a second per batch: it stays behind the whole run."""
+    """A sink that needs a second per batch: it stays behind the whole run."""
 
     def __init__(self) -> None:
         self.payloads = 0
@@ -89,7 +89,7 @@ class SlowStore:
     def log_batch(
         self, payloads: Sequence[tuple[Mapping[str, float], int | None, float | None]]
     ) -> None:
-        time.sleep(0.5)
+        time.sleep(1.0)
         self.payloads += len(payloads)
 
 
@@ -98,8 +98,11 @@ def test_a_sink_that_stays_behind_warns_once_beside_a_busy_loop(
 ) -> None:
     slow = SlowStore()
     path = tmp_path / "run.sqlite"
+    # Room for four rounds: the store's sender may be kept from the GIL by
+    # the loop for a few rounds (its first batch also creates the store),
+    # while the slow sink gets ten rounds a batch and drops from the first.
     monitor = LoggerMonitor(
-        [SQLiteLogger(path), slow], poll_interval=0.1, queue_size=50
+        [SQLiteLogger(path), slow], poll_interval=0.1, queue_size=400
     )
     stats, drop_warnings = run_beside_busy_loop(monitor, 100, 3.0, caplog)
 
