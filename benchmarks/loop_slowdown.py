@@ -11,6 +11,7 @@ order rotating, so the drifts of a shared machine hit them alike.
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import statistics
 import tempfile
@@ -34,14 +35,27 @@ __all__ = [
     "Settings",
     "cpu_loop",
     "measure",
+    "process_cpu_s",
     "render",
     "run",
 ]
 
-CONFIGURATIONS = ("no monitor", "TorchRL", "rlpulse", "rlpulse, counting sink")
+CONFIGURATIONS = (
+    "no monitor",
+    "TorchRL",
+    "rlpulse",
+    "rlpulse, sinks in a process",
+    "rlpulse, counting sink",
+)
 """The configurations of each round, in their first round's order."""
 
-BARE_SINK = CONFIGURATIONS[3]
+IN_PROCESS = CONFIGURATIONS[2]
+"""rlpulse's monitor logging to ``SQLiteLogger`` and ``ConsoleLogger`` on its sender threads."""
+
+OFF_PROCESS = CONFIGURATIONS[3]
+"""The same sinks in a :class:`rlpulse.SinkProcess`: what the budgets apply to."""
+
+BARE_SINK = CONFIGURATIONS[4]
 """rlpulse's monitor logging to a sink that only counts: the monitor's own cost, without the sinks' work."""
 
 
@@ -107,6 +121,8 @@ class Sample:
     core_wait_s: float = 0.0
     delivered: int = 0
     due: int = 0
+    # CPU time of the process's children over the window (a SinkProcess).
+    children_cpu_s: float = 0.0
 
     @property
     def off_cpu(self) -> float:
@@ -125,8 +141,9 @@ class Sample:
 
     @property
     def others_cpu(self) -> float:
-        """CPU time of every other thread of the process, as a share of one core."""
-        return max(0.0, self.process_cpu_s - self.loop_cpu_s) / self.wall_s
+        """CPU time of every other thread of the process and of its children, as a share of one core."""
+        others = self.process_cpu_s - self.loop_cpu_s + self.children_cpu_s
+        return max(0.0, others) / self.wall_s
 
     @property
     def delivered_share(self) -> float:
@@ -252,6 +269,23 @@ def core_wait_s() -> float:
         return 0.0
 
 
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds (user and system) process ``pid`` has used so far; 0.0 where unknown.
+
+    Linux's ``/proc/PID/stat``, its 14th and 15th fields, in clock ticks.
+
+    Examples:
+        >>> process_cpu_s(os.getpid()) >= 0.0
+        True
+    """
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def _window(
     loop: Callable[[float], int],
     seconds: float,
@@ -316,6 +350,24 @@ def _sample(
         measured = _window(loop, seconds, monitor)
         return Sample(*measured, delivered=counter.payloads, due=due)
     store = directory / "rlpulse.sqlite"
+    if name == OFF_PROCESS:
+        with (
+            _stderr_into(directory / "console.log"),
+            rlpulse.SinkProcess(f"sqlite:{store}", "console:") as sinks,
+        ):
+            monitor = _watched(
+                rlpulse.LoggerMonitor(sinks, poll_interval=settings.poll_interval),
+                watches,
+            )
+            child_started = process_cpu_s(sinks.pid)
+            measured = _window(loop, seconds, monitor)
+            child_cpu = process_cpu_s(sinks.pid) - child_started
+        return Sample(
+            *measured,
+            delivered=_frames_rows(store),
+            due=due,
+            children_cpu_s=child_cpu,
+        )
     with (
         rlpulse.SQLiteLogger(store, run=f"round_{round_index}") as sqlite_sink,
         open(directory / "console.log", "a") as stream,  # as a redirected stderr
@@ -328,13 +380,29 @@ def _sample(
             watches,
         )
         measured = _window(loop, seconds, monitor)
+    return Sample(*measured, delivered=_frames_rows(store), due=due)
+
+
+def _frames_rows(store: Path) -> int:
+    """How many payloads a store of one window holds: one ``frames`` row each."""
     with contextlib.closing(sqlite3.connect(store)) as connection:
-        (delivered,) = connection.execute(
-            "SELECT count(*) FROM metrics JOIN runs ON runs.id = metrics.run "
-            "WHERE runs.name = ? AND metrics.name LIKE '%/frames'",
-            (f"round_{round_index}",),
+        (rows,) = connection.execute(
+            "SELECT count(*) FROM metrics WHERE name LIKE '%/frames'"
         ).fetchone()
-    return Sample(*measured, delivered=delivered, due=due)
+    return int(rows)
+
+
+@contextlib.contextmanager
+def _stderr_into(path: Path) -> Iterator[None]:
+    """Standard error redirected into ``path`` while the block starts processes, as a shell's ``2>`` would."""
+    saved = os.dup(2)
+    try:
+        with open(path, "a") as stream:
+            os.dup2(stream.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 @contextlib.contextmanager

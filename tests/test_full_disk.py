@@ -7,6 +7,7 @@ mount (root), and is skipped where that is refused.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -301,3 +302,35 @@ def test_a_sink_on_a_full_disk_fails_alone_and_writes_again_when_space_returns(
     assert read_back(full) == full.written
     full.close()
     other.close()
+
+
+def test_a_sink_in_a_sink_process_on_a_full_disk_fails_alone_and_writes_again(
+    small_disk: Path, tmp_path: Path
+) -> None:
+    from rlpulse import SinkProcess, SinkProcessError
+
+    full, other = small_disk / "metrics.jsonl", tmp_path / "other.sqlite"
+    filler = Filler(small_disk)
+    with SinkProcess(f"jsonl:{full}", f"sqlite:{other}") as sinks:
+        sinks.log_batch(payloads(3))
+        sinks.flush()
+        filler.fill()
+        sinks.log_batch(payloads(300, first_step=3))
+        with pytest.raises(SinkProcessError, match=r"JSONLLogger.*No space left"):
+            sinks.flush()
+        # Failing until it writes again; the other sink is fed all along.
+        with pytest.raises(SinkProcessError, match="in the sink process"):
+            sinks.log_batch(payloads(300, first_step=303))
+        with pytest.raises(SinkProcessError, match="No space left"):
+            sinks.flush()
+        assert list(read(full)) == records_of(payloads(3))
+        filler.free()
+        # This call may come before the child has written it: then it still
+        # reports the failure; the flush after it finds the sink writing again.
+        with contextlib.suppress(SinkProcessError):
+            sinks.log_batch(payloads(1, first_step=603))
+        sinks.flush()
+    assert list(read(full)) == records_of(payloads(3)) + records_of(
+        payloads(1, first_step=603)
+    )
+    assert list(read(other)) == records_of(payloads(604))

@@ -10,6 +10,7 @@ from rlpulse.read.records import Record, read
 from rlpulse.runtime.lifecycle import stop_on_sigterm
 from rlpulse.schedules import AnyOf, Every
 from rlpulse.sinks import ConsoleLogger, CSVLogger, JSONLLogger, SQLiteLogger
+from rlpulse.sinks.process import SinkProcess, SinkProcessError
 from rlpulse.sinks.registry import open_sink
 from rlpulse.sources import SharedCounters, Tally
 
@@ -25,6 +26,8 @@ __all__ = [
     "Record",
     "SQLiteLogger",
     "SharedCounters",
+    "SinkProcess",
+    "SinkProcessError",
     "Tally",
     "__version__",
     "open_sink",

@@ -1,0 +1,470 @@
+"""Sinks in a process of their own: storing and printing off the training loop's interpreter lock.
+
+A sink's Python work (building SQLite rows, formatting console lines) holds
+the GIL while it runs; beside a CPU-bound main thread that is time the loop
+waits. :class:`SinkProcess` runs rlpulse's sinks, opened from specs
+(``"sqlite:runs/a.sqlite"``, ``"console:"``; see
+:func:`rlpulse.open_sink`), in a child Python process. In this process a
+batch of payloads costs one ``marshal`` encoding and one pipe write, however
+many sinks the child feeds.
+
+The pipe protocol is ours, not a library's: frames of a 4-byte length and a
+``marshal`` body, between two processes of the same interpreter (``marshal``
+is the standard library's fastest encoder of the dicts, floats and strings a
+payload is made of, and its format is stable within one Python version).
+Parent to child: ``("open", specs)`` once, then ``("batch", payloads)`` and
+``("flush",)``; end of file means close. Child to parent: ``("ready",
+descriptions)`` or ``("refused", message)``, then ``("failing", index,
+message)`` when a hosted sink starts failing, ``("recovered", index)`` when it
+writes again, and ``("flushed",)`` for each flush.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import marshal
+import os
+import select
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from rlpulse.sinks.registry import SinkSpecError
+
+__all__ = ["SinkProcess", "SinkProcessError"]
+
+_HEADER = struct.Struct(">I")
+# Not "-m rlpulse.sinks.process": that module is imported by rlpulse's
+# __init__ first, and running it again as __main__ makes runpy warn.
+_CHILD_MAIN = "from rlpulse.sinks.process import _main; _main()"
+
+
+class SinkProcessError(RuntimeError):
+    """A sink in a :class:`SinkProcess` failed, or the process itself is gone.
+
+    >>> str(SinkProcessError("SQLiteLogger('a.sqlite') in the sink process: disk full"))
+    "SQLiteLogger('a.sqlite') in the sink process: disk full"
+    """
+
+
+class SinkProcess:
+    """A sink that hands its payloads to sinks running in a child process.
+
+    Use it beside a CPU-bound training loop: storing and printing then run
+    on another core under the child's own interpreter lock, and this
+    process pays one encoding and one pipe write per batch (see "Loop
+    slowdown" in ``docs/benchmarks.md``). ``specs`` are sink specs as
+    :func:`rlpulse.open_sink` takes them; each is opened in the child, which
+    feeds them in turn. The constructor waits until they are open (up to
+    ``start_timeout`` seconds) and raises :class:`rlpulse.SinkSpecError` for a
+    spec the child cannot open; ``descriptions`` then says what each sink is
+    (a new SQLite run's name among it).
+
+    ``log_metrics`` and ``log_batch`` return once the payloads are in the
+    pipe (a full pipe, when the child falls behind, blocks them: a monitor's
+    queue in front then drops, counted, as for any slow sink); ``flush()``
+    returns once the child has written and flushed everything sent before.
+    A hosted sink that fails (a full disk) makes the next call raise
+    :class:`SinkProcessError` naming it, until it writes again; the others
+    are fed all along. ``close()`` lets the child write what is pending and
+    close its sinks, killing it after ``close_timeout`` seconds. If this
+    process dies, even by ``kill -9``, the child still writes everything it
+    was sent, then exits. Console specs print to this process's standard
+    output and error, which the child shares.
+
+    >>> import tempfile, pathlib
+    >>> from rlpulse import read
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "metrics.sqlite"
+    ...     with SinkProcess(f"sqlite:{path}") as sink:
+    ...         sink.log_metrics({"collector/frames": 96.0}, step=3, timestamp=1.5)
+    ...     print(list(read(path)))
+    [Record(wall_time=1.5, step=3, name='collector/frames', value=96.0)]
+    """
+
+    def __init__(
+        self,
+        *specs: str,
+        start_timeout: float = 30.0,
+        close_timeout: float = 10.0,
+    ) -> None:
+        _check_arguments(
+            specs, start_timeout=start_timeout, close_timeout=close_timeout
+        )
+        self.specs = specs
+        self.close_timeout = float(close_timeout)
+        self._lock = threading.Lock()
+        self._closed = False
+        self._pid = os.getpid()
+        self._failing: dict[int, str] = {}
+        self._received = b""
+        self._process, self._outbox, self._inbox = _spawn()
+        self.pid = self._process.pid
+        """The child's process id."""
+        _LIVE.add(self)
+        try:
+            self.descriptions: list[str] = self._open_sinks(start_timeout)
+            """What each sink in the child is, as its ``repr`` says, in the order of ``specs``."""
+        except BaseException:
+            self._kill()
+            os.close(self._outbox)
+            os.close(self._inbox)
+            raise
+
+    def _open_sinks(self, start_timeout: float) -> list[str]:
+        self._send(("open", list(self.specs)))
+        reply = self._receive(time.monotonic() + start_timeout)
+        if reply is not None and reply[0] == "ready":
+            return list(reply[1])
+        if reply is not None:
+            raise SinkSpecError(reply[1])
+        self._kill()
+        code = self._process.returncode
+        how = (
+            f"exited with code {code}"
+            if code is not None and code >= 0
+            else f"did not start within {start_timeout:g} s"
+        )
+        raise SinkSpecError(
+            f"the sink process for {', '.join(map(repr, self.specs))} {how}; "
+            "see its standard error above"
+        )
+
+    def log_metrics(
+        self,
+        metrics: Mapping[str, float],
+        step: int | None = None,
+        *,
+        timestamp: float | None = None,
+    ) -> None:
+        """Send one payload, produced by a poll at wall-clock time ``timestamp`` (now when ``None``)."""
+        self.log_batch(((metrics, step, timestamp),))
+
+    def log_batch(
+        self,
+        payloads: Iterable[tuple[Mapping[str, float], int | None, float | None]],
+    ) -> None:
+        """Send several ``(metrics, step, timestamp)`` payloads in one pipe write; a ``timestamp`` of ``None`` means now."""
+        now = time.time()
+        batch = [
+            _plain(metrics, step, now if timestamp is None else timestamp)
+            for metrics, step, timestamp in payloads
+        ]
+        self._check_process()
+        with self._lock:
+            self._check_open()
+            if batch:
+                self._send(("batch", batch))
+            self._read_news(time.monotonic())
+            self._raise_failures()
+
+    def flush(self) -> None:
+        """Return once the child has written and flushed everything sent before."""
+        self._check_process()
+        with self._lock:
+            self._check_open()
+            self._send(("flush",))
+            while True:
+                reply = self._receive(None)
+                if reply is None:
+                    raise self._gone()
+                if reply[0] == "flushed":
+                    break
+            self._raise_failures()
+
+    def close(self) -> None:
+        """Let the child write what is pending and close its sinks, then reap it; closing again does nothing."""
+        if self._pid != os.getpid():
+            return  # the parent's sink process, not this forked child's
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            os.close(self._outbox)
+            try:
+                self._process.wait(self.close_timeout)
+            except subprocess.TimeoutExpired:
+                self._kill()
+            os.close(self._inbox)
+
+    def __enter__(self) -> SinkProcess:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SinkProcess({', '.join(map(repr, self.specs))})"
+
+    def _check_process(self) -> None:
+        # Before taking the lock: a fork may have copied it held.
+        if self._pid != os.getpid():
+            raise RuntimeError(
+                f"{self!r} belongs to process {self._pid}, not to this child of "
+                "it; create a new SinkProcess here"
+            )
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(
+                f"{self!r} is closed; create a new SinkProcess to keep logging"
+            )
+
+    def _send(self, message: Any) -> None:
+        body = marshal.dumps(message)
+        data = memoryview(_HEADER.pack(len(body)) + body)
+        try:
+            while data:
+                data = data[os.write(self._outbox, data) :]
+        except BrokenPipeError:
+            raise self._gone() from None
+
+    def _receive(self, deadline: float | None) -> Any:
+        """Return the next message from the child, or ``None`` at its end (or at ``deadline``)."""
+        while True:
+            message = self._take_message()
+            if message is not None:
+                return message
+            timeout = (
+                None if deadline is None else max(0.0, deadline - time.monotonic())
+            )
+            ready, _, _ = select.select([self._inbox], [], [], timeout)
+            if not ready:
+                return None
+            chunk = os.read(self._inbox, 65536)
+            if not chunk:
+                return None
+            self._received += chunk
+
+    def _take_message(self) -> Any:
+        received = self._received
+        if len(received) < _HEADER.size:
+            return None
+        (size,) = _HEADER.unpack_from(received)
+        end = _HEADER.size + size
+        if len(received) < end:
+            return None
+        self._received = received[end:]
+        message = marshal.loads(received[_HEADER.size : end])
+        if message[0] == "failing":
+            self._failing[message[1]] = message[2]
+        elif message[0] == "recovered":
+            self._failing.pop(message[1], None)
+        return message
+
+    def _read_news(self, deadline: float) -> None:
+        # What the child said since the last call, without waiting for more.
+        while self._receive(deadline) is not None:
+            pass
+
+    def _raise_failures(self) -> None:
+        if self._failing:
+            raise SinkProcessError(
+                "; ".join(
+                    f"{self.descriptions[index]} in the sink process: {message}"
+                    for index, message in sorted(self._failing.items())
+                )
+            )
+        if self._process.poll() is not None:
+            raise self._gone()
+
+    def _gone(self) -> SinkProcessError:
+        code = self._process.poll()
+        how = "is exiting" if code is None else f"exited with code {code}"
+        return SinkProcessError(
+            f"the sink process of {self!r} {how}; what it was sent after its last "
+            "flush may be lost; see its standard error above, and create a new "
+            "SinkProcess to keep logging"
+        )
+
+    def _kill(self) -> None:
+        with contextlib.suppress(OSError):
+            self._process.kill()
+        self._process.wait()
+
+
+_LIVE: weakref.WeakSet[SinkProcess] = weakref.WeakSet()
+"""The sink processes of this process, for :func:`_forget_in_child`."""
+
+
+def _forget_in_child() -> None:
+    # A forked child holding the pipe's write end would keep the sink
+    # process from seeing its end when the parent closes it.
+    for sink in list(_LIVE):
+        sink._closed = True
+        for fd in (sink._outbox, sink._inbox):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+    _LIVE.clear()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
+def _check_arguments(
+    specs: tuple[str, ...], *, start_timeout: float, close_timeout: float
+) -> None:
+    if not specs:
+        raise ValueError(
+            "SinkProcess needs at least one sink spec, as in "
+            "SinkProcess('sqlite:runs/metrics.sqlite', 'console:')"
+        )
+    for spec in specs:
+        if not isinstance(spec, str):
+            raise TypeError(
+                f"SinkProcess takes sink specs 'SCHEME:TARGET' (strings), got "
+                f"{type(spec).__name__}; a sink built here cannot move to "
+                "another process"
+            )
+    for name, value in (
+        ("start_timeout", start_timeout),
+        ("close_timeout", close_timeout),
+    ):
+        if (
+            not isinstance(value, (int, float))
+            or isinstance(value, bool)
+            or not value > 0
+        ):
+            raise ValueError(
+                f"{name} must be a positive number of seconds, got {value!r}"
+            )
+
+
+def _spawn() -> tuple[subprocess.Popen[bytes], int, int]:
+    """Start the child; return it, the pipe end to write to it and the one to read from it."""
+    to_child, outbox = os.pipe()
+    inbox, from_child = os.pipe()
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-c", _CHILD_MAIN, str(to_child), str(from_child)],
+            stdin=subprocess.DEVNULL,
+            pass_fds=(to_child, from_child),
+            env=_child_environment(),
+        )
+    except BaseException:
+        os.close(outbox)
+        os.close(inbox)
+        raise
+    finally:
+        os.close(to_child)
+        os.close(from_child)
+    return process, outbox, inbox
+
+
+def _child_environment() -> dict[str, str]:
+    # The child imports this rlpulse, wherever it was imported from.
+    package_root = str(Path(__file__).resolve().parents[2])
+    environment = dict(os.environ)
+    path = environment.get("PYTHONPATH")
+    environment["PYTHONPATH"] = package_root + (os.pathsep + path if path else "")
+    return environment
+
+
+_PLAIN_NUMBERS = frozenset((float, int))
+_PLAIN_STEPS = frozenset((int, type(None)))
+_NAMES = frozenset((str,))
+
+
+def _plain(
+    metrics: Mapping[str, float], step: int | None, timestamp: float
+) -> tuple[Mapping[str, float], int | None, float]:
+    """A payload of only what ``marshal`` writes as it is: ``str`` names, ``float``/``int`` values.
+
+    ``marshal`` would write a NumPy scalar as the bytes of its buffer, so
+    anything else is converted (as the monitor's own payloads never need).
+    """
+    if (
+        type(step) in _PLAIN_STEPS
+        and type(timestamp) is float
+        and _PLAIN_NUMBERS.issuperset(map(type, metrics.values()))
+        and _NAMES.issuperset(map(type, metrics))
+    ):
+        return metrics, step, timestamp
+    return (
+        {str(name): float(value) for name, value in metrics.items()},
+        None if step is None else int(step),
+        float(timestamp),
+    )
+
+
+def _read_message(inbox: BinaryIO) -> Any:
+    header = inbox.read(_HEADER.size)
+    if len(header) < _HEADER.size:
+        return None
+    (size,) = _HEADER.unpack(header)
+    body = inbox.read(size)
+    if len(body) < size:
+        return None
+    return marshal.loads(body)
+
+
+def _serve(inbox: BinaryIO, outbox: BinaryIO) -> int:
+    """The child's side: open the sinks, feed them every batch until end of file, close them."""
+    from rlpulse.sinks.registry import open_sink
+
+    def tell(message: Any) -> None:
+        body = marshal.dumps(message)
+        outbox.write(_HEADER.pack(len(body)) + body)
+
+    request = _read_message(inbox)
+    if request is None:
+        return 1
+    sinks = []
+    try:
+        for spec in request[1]:
+            sinks.append(open_sink(spec))
+    except SinkSpecError as error:
+        tell(("refused", str(error)))
+        for sink in sinks:
+            sink.close()
+        return 1
+    tell(("ready", [repr(sink) for sink in sinks]))
+    failing = [False] * len(sinks)
+
+    def each_sink(call: str, *arguments: Any) -> None:
+        # Only a write ends a failure streak: a flush may succeed with
+        # nothing to write while the sink still cannot.
+        for index, sink in enumerate(sinks):
+            try:
+                getattr(sink, call)(*arguments)
+            except Exception as error:
+                if not failing[index]:
+                    failing[index] = True
+                    tell(("failing", index, f"{type(error).__name__}: {error}"))
+                continue
+            if failing[index] and call == "log_batch":
+                failing[index] = False
+                tell(("recovered", index))
+
+    try:
+        while (message := _read_message(inbox)) is not None:
+            if message[0] == "batch":
+                each_sink("log_batch", message[1])
+            else:
+                each_sink("flush")
+                tell(("flushed",))
+    finally:
+        for sink in sinks:
+            with contextlib.suppress(Exception):
+                sink.close()
+    return 0
+
+
+def _main() -> None:
+    """The child's entry point: ``python -c`` with the two pipe ends as arguments."""
+    # The terminal's Ctrl-C and a SIGTERM to the process group reach the
+    # child too: it keeps writing until its parent closes the pipe or dies.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    with (
+        os.fdopen(int(sys.argv[1]), "rb") as inbox,
+        os.fdopen(int(sys.argv[2]), "wb", buffering=0) as outbox,
+    ):
+        sys.exit(_serve(inbox, outbox))

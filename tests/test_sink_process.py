@@ -1,0 +1,230 @@
+"""SinkProcess: rlpulse's sinks fed from a child process, read back with their own readers."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from rlpulse import LoggerMonitor, SinkProcess, SinkProcessError, read
+from rlpulse.sinks.registry import SinkSpecError
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class Counter:
+    def __init__(self) -> None:
+        self.frames = 0
+
+    def stats(self) -> dict[str, float]:
+        self.frames += 10
+        return {"frames": float(self.frames)}
+
+
+def test_payloads_reach_every_sink_in_the_child_with_their_steps_and_timestamps(
+    tmp_path: Path,
+) -> None:
+    store, lines = tmp_path / "metrics.sqlite", tmp_path / "metrics.jsonl"
+    with SinkProcess(f"sqlite:{store}", f"jsonl:{lines}") as sinks:
+        sinks.log_batch(
+            [
+                ({"rb/size": 1.0}, 1, 100.5),
+                ({"rb/size": 2.0, "rb/writes": 4.0}, 2, 101.5),
+            ]
+        )
+        sinks.log_metrics({"rb/size": 3.0}, step=None, timestamp=102.5)
+        sinks.flush()
+        # Flushed: both are readable while the child still runs.
+        stored = [(r.wall_time, r.step, r.name, r.value) for r in read(store)]
+        written = [(r.step, r.name, r.value) for r in read(lines)]
+    assert stored == [
+        (100.5, 1, "rb/size", 1.0),
+        (101.5, 2, "rb/size", 2.0),
+        (101.5, 2, "rb/writes", 4.0),
+        (102.5, None, "rb/size", 3.0),
+    ]
+    assert written == [(step, name, value) for _, step, name, value in stored]
+
+
+def test_descriptions_name_the_new_sqlite_run(tmp_path: Path) -> None:
+    store = tmp_path / "metrics.sqlite"
+    with SinkProcess(f"sqlite:{store}") as sinks:
+        (description,) = sinks.descriptions
+        sinks.log_metrics({"loss": 0.5}, step=1)
+    run = description.split("run='")[1].rstrip("')")
+    assert [record.value for record in read(store, run=run)] == [0.5]
+
+
+def test_a_background_monitor_delivers_every_poll_and_its_stop_flushes(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "metrics.sqlite"
+    with SinkProcess(f"sqlite:{store}") as sinks:
+        monitor = LoggerMonitor(sinks, poll_interval=0.01)
+        monitor.watch(Counter(), name="collector")
+        monitor.start()
+        time.sleep(0.3)
+        monitor.stop()
+        logged = monitor.stats()["logged"]
+        # stop() flushed the sinks: everything logged is stored already.
+        frames = [r.value for r in read(store) if r.name == "collector/frames"]
+    assert logged >= 2
+    assert len(frames) == logged
+    assert frames == sorted(frames)
+
+
+def test_a_console_spec_prints_on_this_process_standard_error(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    with SinkProcess("console:") as sinks:
+        sinks.log_metrics({"collector/frames": 96.0}, step=3)
+    assert "step=3" in capfd.readouterr().err
+
+
+def test_numpy_values_are_sent_as_floats(tmp_path: Path) -> None:
+    numpy = pytest.importorskip("numpy")
+    store = tmp_path / "metrics.sqlite"
+    with SinkProcess(f"sqlite:{store}") as sinks:
+        sinks.log_metrics({"loss": numpy.float32(0.5)}, step=numpy.int64(2))
+    assert [(r.step, r.value) for r in read(store)] == [(2, 0.5)]
+
+
+def test_a_spec_the_child_cannot_open_raises_the_open_sink_error(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(SinkSpecError, match="unknown sink scheme 'postgres'"):
+        SinkProcess(f"sqlite:{tmp_path / 'a.sqlite'}", "postgres:db")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "options", "error", "message"),
+    [
+        ((), {}, ValueError, "at least one sink spec"),
+        ((42,), {}, TypeError, "sink specs 'SCHEME:TARGET'"),
+        (("console:",), {"start_timeout": 0}, ValueError, "start_timeout must be"),
+        (("console:",), {"close_timeout": True}, ValueError, "close_timeout must be"),
+    ],
+)
+def test_bad_arguments_are_refused_before_a_process_starts(
+    arguments: tuple[object, ...],
+    options: dict[str, object],
+    error: type[Exception],
+    message: str,
+) -> None:
+    with pytest.raises(error, match=message):
+        SinkProcess(*arguments, **options)  # type: ignore[arg-type]
+
+
+def test_logging_after_close_raises_and_closing_again_does_nothing(
+    tmp_path: Path,
+) -> None:
+    sinks = SinkProcess(f"sqlite:{tmp_path / 'a.sqlite'}")
+    sinks.close()
+    sinks.close()
+    assert sinks._process.returncode == 0
+    with pytest.raises(RuntimeError, match="is closed"):
+        sinks.log_metrics({"loss": 1.0})
+
+
+def test_a_dead_child_is_reported_by_the_next_call(tmp_path: Path) -> None:
+    with SinkProcess(f"sqlite:{tmp_path / 'a.sqlite'}") as sinks:
+        os.kill(sinks.pid, signal.SIGKILL)
+        sinks._process.wait(10)
+        with pytest.raises(SinkProcessError, match="exited with code -9"):
+            sinks.flush()
+
+
+def test_the_child_ignores_the_terminal_interrupt_and_keeps_writing(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "metrics.sqlite"
+    with SinkProcess(f"sqlite:{store}") as sinks:
+        time.sleep(0.2)  # past the child's start, where it ignores SIGINT
+        os.kill(sinks.pid, signal.SIGINT)
+        sinks.log_metrics({"loss": 1.0}, step=1)
+        sinks.flush()
+    assert [r.step for r in read(store)] == [1]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_cannot_log_and_does_not_hold_the_pipe_open(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "metrics.sqlite"
+    sinks = SinkProcess(f"sqlite:{store}", close_timeout=30)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the forked child
+        os.close(read_end)
+        try:
+            sinks.log_metrics({"loss": 9.0})
+            verdict = b"logged"
+        except RuntimeError as error:
+            verdict = (
+                b"refused" if b"belongs to process" in str(error).encode() else b"?"
+            )
+        sinks.close()
+        os.write(write_end, verdict)
+        time.sleep(5)  # still alive while the parent closes its sink process
+        os._exit(0)
+    os.close(write_end)
+    try:
+        assert os.read(read_end, 16) == b"refused"
+        sinks.log_metrics({"loss": 1.0})
+        started = time.monotonic()
+        sinks.close()
+        # The child's copy of the pipe was closed at the fork: the sink
+        # process saw the end at once, not at its kill after close_timeout.
+        assert time.monotonic() - started < 10
+        assert sinks._process.returncode == 0
+    finally:
+        os.close(read_end)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    assert [r.value for r in read(store)] == [1.0]
+
+
+def test_what_was_sent_is_stored_even_when_the_parent_is_killed(
+    tmp_path: Path, wait_until: Callable[..., bool]
+) -> None:
+    store = tmp_path / "metrics.sqlite"
+    script = textwrap.dedent(
+        f"""
+        import sys, time
+        from rlpulse import SinkProcess
+        sinks = SinkProcess({f"sqlite:{store}"!r})
+        for step in range(2000):
+            sinks.log_batch([({{"w/frames": float(step)}}, step, None)])
+        print(sinks.pid, flush=True)
+        time.sleep(60)
+        """
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        parent.kill()  # kill -9: no flush, no close, no exit hook
+        parent.wait(10)
+    finally:
+        parent.kill()
+    # The child reads to the pipe's end, stores it all and exits.
+    assert wait_until(lambda: _exited(child), timeout=30)
+    assert [r.step for r in read(store)] == list(range(2000))
+
+
+def _exited(pid: int) -> bool:
+    """Whether a process that is not our child has exited (gone, or a zombie nobody reaped)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
