@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import subprocess
@@ -216,6 +217,8 @@ def test_what_was_sent_is_stored_even_when_the_parent_is_killed(
         parent.wait(10)
     finally:
         parent.kill()
+        if parent.stdout is not None:
+            parent.stdout.close()
     # The child reads to the pipe's end, stores it all and exits.
     assert wait_until(lambda: _exited(child), timeout=30)
     assert [r.step for r in read(store)] == list(range(2000))
@@ -228,3 +231,16 @@ def _exited(pid: int) -> bool:
     except FileNotFoundError:
         return True
     return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def test_a_sink_process_dropped_without_close_lets_its_child_exit(
+    tmp_path: Path, wait_until: Callable[..., bool]
+) -> None:
+    store = tmp_path / "metrics.sqlite"
+    sinks = SinkProcess(f"sqlite:{store}")
+    sinks.log_metrics({"loss": 1.0}, step=1)
+    child = sinks.pid
+    del sinks
+    gc.collect()
+    assert wait_until(lambda: _exited(child), timeout=30)
+    assert [r.step for r in read(store)] == [1]

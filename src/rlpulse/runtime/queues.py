@@ -9,6 +9,7 @@ whatever the sink does.
 
 from __future__ import annotations
 
+import operator
 import threading
 import time
 from collections import deque
@@ -21,6 +22,9 @@ __all__ = ["Item", "SinkQueue"]
 
 Item = tuple[dict[str, float], int | None, float, str]
 """One queued payload: ``(payload, step, wall_time, watch name)``."""
+
+_payload_of = operator.itemgetter(0, 1, 2)
+"""An item's ``(metrics, step, timestamp)``, as ``log_batch`` takes it."""
 
 
 class SinkQueue:
@@ -216,11 +220,12 @@ class SinkQueue:
         while pending:
             batch.append(popleft())
         self.delivered.extend(batch)
-        stamped = self.sink.wants_timestamp
+        if self.sink.wants_timestamp:
+            payloads = list(map(_payload_of, batch))
+        else:
+            payloads = [(item[0], item[1], None) for item in batch]
         try:
-            log_batch(
-                [(item[0], item[1], item[2] if stamped else None) for item in batch]
-            )
+            log_batch(payloads)
         except Exception as err:
             if not self._abandoned:
                 self._failed(batch[0][3], err)
