@@ -28,6 +28,7 @@ import operator
 import os
 import select
 import signal
+import site
 import struct
 import subprocess
 import sys
@@ -379,9 +380,14 @@ def _spawn() -> tuple[subprocess.Popen[bytes], int, int]:
 
 
 def _child_environment() -> dict[str, str]:
-    # The child imports this rlpulse, wherever it was imported from.
+    """This environment, with what makes the child import this rlpulse wherever it was imported from."""
     package_root = str(Path(__file__).resolve().parents[2])
     environment = dict(os.environ)
+    # Installed: the child finds it where this process did. Put on the path
+    # otherwise (a source tree), and only then: a site-packages directory
+    # in PYTHONPATH would come before the standard library.
+    if package_root in {*site.getsitepackages(), site.getusersitepackages()}:
+        return environment
     path = environment.get("PYTHONPATH")
     environment["PYTHONPATH"] = package_root + (os.pathsep + path if path else "")
     return environment
