@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import gc
+import io
+import marshal
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from rlpulse import LoggerMonitor, SinkProcess, SinkProcessError, read
+from rlpulse.sinks import process
 from rlpulse.sinks.registry import SinkSpecError
 
 pytestmark = pytest.mark.timeout(60)
@@ -244,3 +248,91 @@ def test_a_sink_process_dropped_without_close_lets_its_child_exit(
     gc.collect()
     assert wait_until(lambda: _exited(child), timeout=30)
     assert [r.step for r in read(store)] == [1]
+
+
+class ChildSide:
+    """The child's side (``_serve``) run on a thread of this process, spoken to through real pipes."""
+
+    def __init__(self) -> None:
+        to_child, self.outbox = os.pipe()
+        self.inbox, from_child = os.pipe()
+        self.exit_code: int | None = None
+
+        def serve() -> None:
+            with (
+                os.fdopen(to_child, "rb") as inbox,
+                os.fdopen(from_child, "wb", buffering=0) as outbox,
+            ):
+                self.exit_code = process._serve(inbox, outbox)
+
+        self.thread = threading.Thread(target=serve, daemon=True)
+        self.thread.start()
+        self.reader = os.fdopen(self.inbox, "rb")
+
+    def send(self, message: object) -> None:
+        body = marshal.dumps(message)
+        os.write(self.outbox, process._HEADER.pack(len(body)) + body)
+
+    def receive(self) -> object:
+        return process._read_message(self.reader)
+
+    def end(self) -> int | None:
+        os.close(self.outbox)
+        self.thread.join(10)
+        self.reader.close()
+        return self.exit_code
+
+
+def test_the_child_side_reports_a_failing_sink_once_and_its_recovery(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken = io.StringIO()
+    broken.close()
+    monkeypatch.setattr(sys, "stderr", broken)
+    store = tmp_path / "metrics.sqlite"
+    child = ChildSide()
+    child.send(("open", ["console:", f"sqlite:{store}"]))
+    kind, descriptions = child.receive()  # type: ignore[misc]
+    assert kind == "ready"
+    assert descriptions[0] == "ConsoleLogger(None)"
+    child.send(("batch", [({"loss": 1.0}, 1, 1.5)]))
+    child.send(("batch", [({"loss": 2.0}, 2, 2.5)]))
+    child.send(("flush",))
+    # One message for the streak, however many calls fail in it.
+    assert child.receive() == (
+        "failing",
+        0,
+        "ValueError: I/O operation on closed file",
+    )
+    assert child.receive() == ("flushed",)
+    printed = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", printed)
+    child.send(("flush",))  # a flush with nothing to write ends no streak
+    assert child.receive() == ("flushed",)
+    child.send(("batch", [({"loss": 3.0}, 3, 3.5)]))
+    child.send(("flush",))
+    assert child.receive() == ("recovered", 0)
+    assert child.receive() == ("flushed",)
+    assert child.end() == 0
+    assert "loss=3" in printed.getvalue()
+    assert [r.step for r in read(store)] == [1, 2, 3]
+
+
+def test_the_child_side_refuses_a_spec_and_closes_what_it_opened(
+    tmp_path: Path,
+) -> None:
+    child = ChildSide()
+    child.send(("open", [f"csv:{tmp_path / 'a.csv'}", "nope:x"]))
+    kind, message = child.receive()  # type: ignore[misc]
+    assert kind == "refused"
+    assert "unknown sink scheme 'nope'" in message
+    assert child.end() == 1
+
+
+def test_the_child_side_exits_when_its_parent_ends_before_asking_anything() -> None:
+    assert ChildSide().end() == 1
+
+
+def test_a_child_that_does_not_answer_in_time_is_killed_and_reported() -> None:
+    with pytest.raises(SinkSpecError, match=r"did not start within 0\.001 s"):
+        SinkProcess("console:", start_timeout=0.001)
