@@ -54,7 +54,7 @@ IN_PROCESS = CONFIGURATIONS[2]
 """rlpulse's monitor logging to ``SQLiteLogger`` and ``ConsoleLogger`` on its sender threads."""
 
 OFF_PROCESS = CONFIGURATIONS[3]
-"""The same sinks in a :class:`rlpulse.SinkProcess`: what the budgets apply to."""
+"""The same sinks in a :class:`rlpulse.SinkProcess`, in a child process."""
 
 BARE_SINK = CONFIGURATIONS[4]
 """rlpulse's monitor logging to a sink that only counts: the monitor's own cost, without the sinks' work."""

@@ -33,8 +33,8 @@ class Deadline:
         self.at = math.inf if seconds is None else time.monotonic() + seconds
 
 
-def check_timeout(name: str, value: float | None) -> None:
-    """Refuse a timeout that is not a positive, finite number of seconds (``None`` is allowed).
+def check_timeout(name: str, value: float | None, *, optional: bool = True) -> None:
+    """Refuse a timeout that is not a positive, finite number of seconds (``None`` is allowed when ``optional``).
 
     Examples:
         >>> check_timeout("stop_timeout", 2.5)
@@ -42,10 +42,21 @@ def check_timeout(name: str, value: float | None) -> None:
         Traceback (most recent call last):
         ...
         ValueError: stop_timeout must be a positive number of seconds or None, got inf.
+        >>> check_timeout("close_timeout", True, optional=False)
+        Traceback (most recent call last):
+        ...
+        ValueError: close_timeout must be a positive number of seconds, got True.
     """
-    if value is not None and not (value > 0 and math.isfinite(value)):
+    if value is None and optional:
+        return
+    if (
+        value is None
+        or isinstance(value, bool)
+        or not (value > 0 and math.isfinite(value))
+    ):
+        allowed = " or None" if optional else ""
         raise ValueError(
-            f"{name} must be a positive number of seconds or None, got {value!r}."
+            f"{name} must be a positive number of seconds{allowed}, got {value!r}."
         )
 
 

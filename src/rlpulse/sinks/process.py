@@ -39,7 +39,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from rlpulse.sinks.registry import SinkSpecError
+from rlpulse.runtime.deadline import check_timeout
+from rlpulse.sinks.registry import SinkSpecError, open_sink
 
 __all__ = ["SinkProcess", "SinkProcessError"]
 
@@ -225,8 +226,7 @@ class SinkProcess:
             )
 
     def _send(self, message: Any) -> None:
-        body = marshal.dumps(message)
-        data = memoryview(_HEADER.pack(len(body)) + body)
+        data = memoryview(_frame(message))
         try:
             while data:
                 data = data[os.write(self._outbox, data) :]
@@ -344,18 +344,8 @@ def _check_arguments(
                 f"{type(spec).__name__}; a sink built here cannot move to "
                 "another process"
             )
-    for name, value in (
-        ("start_timeout", start_timeout),
-        ("close_timeout", close_timeout),
-    ):
-        if (
-            not isinstance(value, (int, float))
-            or isinstance(value, bool)
-            or not value > 0
-        ):
-            raise ValueError(
-                f"{name} must be a positive number of seconds, got {value!r}"
-            )
+    check_timeout("start_timeout", start_timeout, optional=False)
+    check_timeout("close_timeout", close_timeout, optional=False)
 
 
 def _spawn() -> tuple[subprocess.Popen[bytes], int, int]:
@@ -409,9 +399,9 @@ def _marshals_as_is(
 
     That is ``float``/``int`` values and steps and ``float`` timestamps:
     what a monitor's payloads hold (names go as they are, as to a sink in
-    this process). ``marshal`` would write a
-    NumPy scalar as the bytes of its buffer. One pass per kind, in C, rather
-    than a Python loop over the payloads: this runs beside the training loop.
+    this process). ``marshal`` would write a NumPy scalar as the bytes of its
+    buffer. One pass per kind, in C, rather than a Python loop over the
+    payloads: this runs beside the training loop.
 
     >>> _marshals_as_is([({"loss": 0.5}, 3, 1.5)])
     True
@@ -444,6 +434,12 @@ def _plain(
     )
 
 
+def _frame(message: Any) -> bytes:
+    """One message as it goes through a pipe: its length, then its ``marshal`` body."""
+    body = marshal.dumps(message)
+    return _HEADER.pack(len(body)) + body
+
+
 def _read_message(inbox: BinaryIO) -> Any:
     header = inbox.read(_HEADER.size)
     if len(header) < _HEADER.size:
@@ -457,13 +453,11 @@ def _read_message(inbox: BinaryIO) -> Any:
 
 def _serve(inbox: BinaryIO, outbox: BinaryIO) -> int:
     """The child's side: open the sinks, feed them every batch until end of file, close them."""
-    from rlpulse.sinks.registry import open_sink
 
     def tell(message: Any) -> None:
-        body = marshal.dumps(message)
         # A parent gone (killed, or closed) hears nothing: write on regardless.
         with contextlib.suppress(OSError):
-            outbox.write(_HEADER.pack(len(body)) + body)
+            outbox.write(_frame(message))
 
     request = _read_message(inbox)
     if request is None:
