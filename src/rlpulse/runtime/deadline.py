@@ -46,11 +46,15 @@ def check_timeout(name: str, value: float | None, *, optional: bool = True) -> N
         Traceback (most recent call last):
         ...
         ValueError: close_timeout must be a positive number of seconds, got True.
+        >>> check_timeout("stop_timeout", "2")
+        Traceback (most recent call last):
+        ...
+        ValueError: stop_timeout must be a positive number of seconds or None, got '2'.
     """
     if value is None and optional:
         return
     if (
-        value is None
+        not isinstance(value, (int, float))
         or isinstance(value, bool)
         or not (value > 0 and math.isfinite(value))
     ):
