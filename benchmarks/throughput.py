@@ -44,6 +44,7 @@ __all__ = [
     "CPU_BUDGET",
     "CPU_INTERVAL_S",
     "METRICS_PER_PAYLOAD",
+    "SINK_PROCESS",
     "SPEED_UP_BUDGET",
     "SQLITE",
     "WATCHES",
@@ -80,6 +81,8 @@ CPU_BUDGET = 0.02
 """(c): the share of one core those payloads may cost."""
 
 SQLITE = "rlpulse `SQLiteLogger`"
+
+SINK_PROCESS = "rlpulse `SinkProcess` (`sqlite:`)"
 
 
 @dataclass(frozen=True)
@@ -138,6 +141,14 @@ def _case(label: str, stored: Callable[[Path], int] | None) -> ThroughputCase:
     return ThroughputCase(by_label[label], stored)
 
 
+def _sink_process(directory: Path, stack: contextlib.ExitStack) -> Any:
+    # The same SQLite file, written by a child process: this process encodes
+    # each batch and writes it into a pipe.
+    return stack.enter_context(
+        rlpulse.SinkProcess(f"sqlite:{directory / 'metrics.sqlite'}")
+    )
+
+
 def _read_back(label: str) -> Callable[[Path], int]:
     read_back = {case.label: case for case in SINKS}[label].read_back
     assert read_back is not None
@@ -146,6 +157,10 @@ def _read_back(label: str) -> Callable[[Path], int]:
 
 CASES: tuple[ThroughputCase, ...] = (
     _case(SQLITE, _read_back(SQLITE)),
+    ThroughputCase(
+        SinkCase(SINK_PROCESS, _sink_process),
+        _read_back(SQLITE),
+    ),
     _case("rlpulse `CSVLogger`", _read_back("rlpulse `CSVLogger`")),
     _case("rlpulse `JSONLLogger`", _read_back("rlpulse `JSONLLogger`")),
     _case("rlpulse `ConsoleLogger` (to a file)", _console_lines),
@@ -860,7 +875,10 @@ pending through `log_batch`, TorchRL's `CSVLogger` (which has none)
 dropped nothing; {trials} trials in all, the sinks taking turns trial by
 trial. The ratio is the median over rounds of the sink's figure over TorchRL's
 `CSVLogger`'s loop rate in the same round. Each sink call is timed; the last
-column is the longest single call.
+column is the longest single call. {SINK_PROCESS} writes the same SQLite
+file from a child process: here each call encodes its payloads once and
+writes them into a pipe (blocking while the pipe is full), the child stores
+each batch in one transaction; the file is read back as `SQLiteLogger`'s is.
 {sqlite_text}
 {budget_text}
 

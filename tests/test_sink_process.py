@@ -158,6 +158,90 @@ def test_the_child_ignores_the_terminal_interrupt_and_keeps_writing(
     assert [r.step for r in read(store)] == [1]
 
 
+def test_a_flush_gives_up_at_its_timeout_while_the_child_is_stopped(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "metrics.sqlite"
+    with SinkProcess(f"sqlite:{store}") as sinks:
+        os.kill(sinks.pid, signal.SIGSTOP)  # a sink stuck on a hung disk
+        try:
+            sinks.log_metrics({"loss": 1.0}, step=1)
+            started = time.monotonic()
+            with pytest.raises(
+                SinkProcessError, match=r"has not flushed within 0\.3 s"
+            ):
+                sinks.flush(timeout=0.3)
+            assert time.monotonic() - started < 10
+        finally:
+            os.kill(sinks.pid, signal.SIGCONT)
+        sinks.log_metrics({"loss": 2.0}, step=2)
+        # The late answer to the first flush does not end this one early.
+        sinks.flush()
+        assert [r.step for r in read(store)] == [1, 2]
+
+
+def test_a_flush_gives_up_at_its_timeout_behind_a_call_blocked_on_a_full_pipe(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "metrics.sqlite"
+    batch = [
+        ({f"w/metric_{index}": float(step) for index in range(2000)}, step, 1.5)
+        for step in range(20)
+    ]
+    with SinkProcess(f"sqlite:{store}") as sinks:
+        os.kill(sinks.pid, signal.SIGSTOP)
+        try:
+            # Well over a pipe's 64 KiB: the call blocks until the child reads.
+            sender = threading.Thread(target=sinks.log_batch, args=(batch,))
+            sender.start()
+            sender.join(0.3)
+            assert sender.is_alive()
+            with pytest.raises(SinkProcessError, match="has not flushed within"):
+                sinks.flush(timeout=0.3)
+        finally:
+            os.kill(sinks.pid, signal.SIGCONT)
+        sender.join(30)
+        assert not sender.is_alive()
+        sinks.flush(timeout=30)
+        assert sum(1 for _ in read(store)) == 20 * 2000
+
+
+@pytest.mark.parametrize("timeout", [-1.0, float("nan"), True])
+def test_a_flush_refuses_a_timeout_that_is_no_number_of_seconds(
+    tmp_path: Path, timeout: float
+) -> None:
+    with (
+        SinkProcess(f"sqlite:{tmp_path / 'a.sqlite'}") as sinks,
+        pytest.raises(ValueError, match="timeout"),
+    ):
+        sinks.flush(timeout=timeout)
+
+
+def test_works_in_a_process_holding_more_files_than_select_can_watch(
+    tmp_path: Path,
+) -> None:
+    # select() refuses descriptors past FD_SETSIZE (1,024); a training
+    # process with many files open (one per metric for TorchRL's CSVLogger)
+    # hands the sink process such descriptors.
+    resource = pytest.importorskip("resource")
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"this process may open only {hard} files")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        store = tmp_path / "metrics.sqlite"
+        with SinkProcess(f"sqlite:{store}") as sinks:
+            assert min(sinks._inbox, sinks._outbox) > 1024
+            sinks.log_metrics({"loss": 1.0}, step=1)
+            sinks.flush(timeout=30)
+        assert [r.step for r in read(store)] == [1]
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_a_forked_child_cannot_log_and_does_not_hold_the_pipe_open(
     tmp_path: Path,

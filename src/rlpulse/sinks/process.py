@@ -109,7 +109,18 @@ class SinkProcess:
         self._pid = os.getpid()
         self._failing: dict[int, str] = {}
         self._received = b""
+        self._child_ended = False  # the child closed its end of our inbox
+        self._flushes_sent = self._flushes_answered = 0
         self._process, self._outbox, self._inbox = _spawn()
+        # Written without blocking: a full pipe is waited on in _send, so
+        # that flush() can give up at its timeout.
+        os.set_blocking(self._outbox, False)
+        # poll(), not select(): a training process may hold over
+        # FD_SETSIZE (1,024) files, and select() refuses descriptors past it.
+        self._inbox_ready = select.poll()
+        self._inbox_ready.register(self._inbox, select.POLLIN)
+        self._outbox_ready = select.poll()
+        self._outbox_ready.register(self._outbox, select.POLLOUT)
         self._ends = _Ends(self._outbox, self._inbox)
         # Collected without close(): the child sees the pipe's end and exits.
         weakref.finalize(self, self._ends.close_all)
@@ -173,19 +184,33 @@ class SinkProcess:
             self._read_news(time.monotonic())
             self._raise_failures()
 
-    def flush(self) -> None:
-        """Return once the child has written and flushed everything sent before."""
+    def flush(self, timeout: float | None = None) -> None:
+        """Return once the child has written and flushed everything sent before.
+
+        ``timeout``: the most seconds to wait (``None``: as long as the
+        sinks take). Past it :class:`SinkProcessError` is raised, saying the
+        child has not flushed yet; the child goes on, and a later ``flush``
+        or ``close`` waits for it again.
+        """
+        check_timeout("timeout", timeout)
         self._check_process()
-        with self._lock:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        # Another call may hold the lock, blocked on a full pipe.
+        if not self._lock.acquire(timeout=-1 if timeout is None else timeout):
+            raise self._not_flushed(timeout)
+        try:
             self._check_open()
-            self._send(("flush",))
-            while True:
-                reply = self._receive(None)
-                if reply is None:
-                    raise self._gone()
-                if reply[0] == "flushed":
-                    break
+            if not self._send(("flush",), deadline):
+                raise self._not_flushed(timeout)
+            self._flushes_sent += 1
+            while self._flushes_answered < self._flushes_sent:
+                if self._receive(deadline) is None:
+                    if self._child_ended:
+                        raise self._gone()
+                    raise self._not_flushed(timeout)
             self._raise_failures()
+        finally:
+            self._lock.release()
 
     def close(self) -> None:
         """Let the child write what is pending and close its sinks, then reap it; closing again does nothing."""
@@ -225,13 +250,24 @@ class SinkProcess:
                 f"{self!r} is closed; create a new SinkProcess to keep logging"
             )
 
-    def _send(self, message: Any) -> None:
+    def _send(self, message: Any, deadline: float | None = None) -> bool:
+        """Write ``message`` into the pipe, waiting while it is full; False when ``deadline`` came first.
+
+        With a deadline, only a message shorter than ``select.PIPE_BUF``
+        bytes: a pipe takes one whole or not at all, so none is left half
+        written.
+        """
         data = memoryview(_frame(message))
         try:
             while data:
-                data = data[os.write(self._outbox, data) :]
+                try:
+                    data = data[os.write(self._outbox, data) :]
+                except BlockingIOError:
+                    if not self._outbox_ready.poll(_milliseconds_until(deadline)):
+                        return False
         except BrokenPipeError:
             raise self._gone() from None
+        return True
 
     def _receive(self, deadline: float | None) -> Any:
         """Return the next message from the child, or ``None`` at its end (or at ``deadline``)."""
@@ -239,14 +275,11 @@ class SinkProcess:
             message = self._take_message()
             if message is not None:
                 return message
-            timeout = (
-                None if deadline is None else max(0.0, deadline - time.monotonic())
-            )
-            ready, _, _ = select.select([self._inbox], [], [], timeout)
-            if not ready:
+            if not self._inbox_ready.poll(_milliseconds_until(deadline)):
                 return None
             chunk = os.read(self._inbox, 65536)
             if not chunk:
+                self._child_ended = True
                 return None
             self._received += chunk
 
@@ -264,6 +297,8 @@ class SinkProcess:
             self._failing[message[1]] = message[2]
         elif message[0] == "recovered":
             self._failing.pop(message[1], None)
+        elif message[0] == "flushed":
+            self._flushes_answered += 1
         return message
 
     def _read_news(self, deadline: float) -> None:
@@ -289,6 +324,13 @@ class SinkProcess:
             f"the sink process of {self!r} {how}; what it was sent after its last "
             "flush may be lost; see its standard error above, and create a new "
             "SinkProcess to keep logging"
+        )
+
+    def _not_flushed(self, timeout: float | None) -> SinkProcessError:
+        return SinkProcessError(
+            f"the sink process of {self!r} has not flushed within {timeout:g} s: "
+            "its sinks are slow or stuck (a full or hung disk?); it goes on "
+            "writing, and a later flush() or close() waits for it again"
         )
 
     def _kill(self) -> None:
@@ -432,6 +474,17 @@ def _plain(
         None if step is None else int(step),
         float(timestamp),
     )
+
+
+def _milliseconds_until(deadline: float | None) -> float | None:
+    """What ``poll()`` waits until ``deadline`` (``time.monotonic()``): ``None`` for ever.
+
+    >>> _milliseconds_until(None) is None, _milliseconds_until(0.0)
+    (True, 0.0)
+    """
+    if deadline is None:
+        return None
+    return max(0.0, deadline - time.monotonic()) * 1000.0
 
 
 def _frame(message: Any) -> bytes:
