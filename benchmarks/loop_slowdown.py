@@ -92,7 +92,7 @@ class Settings:
         (100, 0.1)
     """
 
-    rounds: int = 8
+    rounds: int = 16
     # Half an interval past a round, so that the last round due is not
     # raced by the window's end.
     window_s: float = 3.05

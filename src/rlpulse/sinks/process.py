@@ -74,7 +74,9 @@ class SinkProcess:
     ``log_metrics`` and ``log_batch`` return once the payloads are in the
     pipe (a full pipe, when the child falls behind, blocks them: a monitor's
     queue in front then drops, counted, as for any slow sink); ``flush()``
-    returns once the child has written and flushed everything sent before.
+    returns once the child has written and flushed everything sent before
+    (``flush(timeout=...)`` raises :class:`SinkProcessError` when it has not
+    by then).
     A hosted sink that fails (a full disk) makes the next call raise
     :class:`SinkProcessError` naming it, until it writes again; the others
     are fed all along. ``close()`` lets the child write what is pending and
