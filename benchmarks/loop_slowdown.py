@@ -33,6 +33,7 @@ __all__ = [
     "LoopResult",
     "Sample",
     "Settings",
+    "between",
     "budgets",
     "cpu_loop",
     "measure",
@@ -95,7 +96,7 @@ class Settings:
     rounds: int = 16
     # Half an interval past a round, so that the last round due is not
     # raced by the window's end.
-    window_s: float = 3.05
+    window_s: float = 2.05
     watches: int = 100
     poll_interval: float = 0.1
     loops: tuple[str, ...] = ("CPU-bound Python loop", "TorchRL collector loop")
@@ -152,39 +153,65 @@ class Sample:
         return self.delivered / self.due if self.due else 1.0
 
 
+def between(before: Sample, after: Sample) -> Sample:
+    """The bare loop as it ran around a monitored window: the two bare windows on either side, added up.
+
+    Iterations and times are summed, so every share and rate is that of
+    both windows together.
+
+    Examples:
+        >>> before = Sample(1000, 2.0, 1.99, 2.0, 0.0)
+        >>> after = Sample(800, 2.0, 1.97, 2.0, 0.002)
+        >>> base = between(before, after)
+        >>> base.iterations, base.wall_s, round(base.off_cpu, 3), round(base.core_wait, 4)
+        (1800, 4.0, 0.01, 0.0005)
+    """
+    return Sample(
+        before.iterations + after.iterations,
+        before.wall_s + after.wall_s,
+        before.loop_cpu_s + after.loop_cpu_s,
+        before.process_cpu_s + after.process_cpu_s,
+        before.core_wait_s + after.core_wait_s,
+    )
+
+
 @dataclass
 class LoopResult:
-    """Every window of one loop, by configuration, in round order."""
+    """Every window of one loop, by configuration, in order; and each monitored window's bare loop."""
 
     loop: str
     samples: dict[str, list[Sample]] = field(
         default_factory=lambda: {name: [] for name in CONFIGURATIONS}
     )
+    # Per monitored configuration, for each of its windows, the bare
+    # windows just before and after it (see between()).
+    bases: dict[str, list[Sample]] = field(
+        default_factory=lambda: {name: [] for name in CONFIGURATIONS[1:]}
+    )
 
     def _paired(self, name: str, value: Callable[[Sample, Sample], float]) -> float:
-        bare = self.samples["no monitor"]
         return statistics.median(
             value(sample, base)
-            for sample, base in zip(self.samples[name], bare, strict=True)
+            for sample, base in zip(self.samples[name], self.bases[name], strict=True)
         )
 
     def iterations_down(self, name: str) -> float:
-        """Median over rounds of the loop's iterations lost against the bare loop of the same round."""
+        """Median over rounds of the loop's iterations lost against the bare loop around the window."""
         return self._paired(
             name,
             lambda s, b: 1.0 - (s.iterations / s.wall_s) / (b.iterations / b.wall_s),
         )
 
     def off_cpu_added(self, name: str) -> float:
-        """Median over rounds of the loop thread's off-CPU share, less the bare loop's of the same round."""
+        """Median over rounds of the loop thread's off-CPU share, less the bare loop's around the window."""
         return self._paired(name, lambda s, b: s.off_cpu - b.off_cpu)
 
     def lock_wait_added(self, name: str) -> float:
-        """Median over rounds of the loop thread's share waiting for the GIL, less the bare loop's of the same round."""
+        """Median over rounds of the loop thread's share waiting for the GIL, less the bare loop's around the window."""
         return self._paired(name, lambda s, b: s.lock_wait - b.lock_wait)
 
     def monitor_cpu(self, name: str) -> float:
-        """Median over rounds of the other threads' CPU (a share of one core), less the bare loop's."""
+        """Median over rounds of the other threads' CPU (a share of one core), less the bare loop's around the window."""
         return self._paired(name, lambda s, b: s.others_cpu - b.others_cpu)
 
     def delivered(self, name: str) -> float:
@@ -424,25 +451,53 @@ def _loops(settings: Settings) -> Iterator[dict[str, Callable[[float], int]]]:
 
 
 def measure(settings: Settings) -> list[LoopResult]:
-    """Run every round: each loop, each configuration, one window each, the order rotating."""
+    """Run every round: each loop, each monitored configuration once, the order rotating, a bare window between any two.
+
+    A shared machine's speed drifts by more than a monitor costs within
+    seconds: each monitored window is measured against the bare windows
+    just before and after it, not against one bare window of its round.
+    """
     results = [LoopResult(loop) for loop in settings.loops]
+    monitored = CONFIGURATIONS[1:]
     with tempfile.TemporaryDirectory() as tmp, _loops(settings) as loops:
         for loop in loops.values():
             loop(min(1.0, settings.window_s))  # warm-up: imports, caches, the env
         for round_index in range(settings.rounds):
-            turn = round_index % len(CONFIGURATIONS)
-            order = CONFIGURATIONS[turn:] + CONFIGURATIONS[:turn]
+            turn = round_index % len(monitored)
+            order = monitored[turn:] + monitored[:turn]
             for result in results:
-                for name in order:
-                    directory = Path(tmp) / f"{round_index}-{name}-{len(result.loop)}"
-                    directory.mkdir()
-                    result.samples[name].append(
-                        _sample(
-                            name, loops[result.loop], settings, directory, round_index
-                        )
-                    )
+                _bracketed_round(
+                    result, order, loops[result.loop], settings, tmp, round_index
+                )
             progress(f"loop_slowdown: round {round_index + 1}/{settings.rounds}")
     return results
+
+
+def _bracketed_round(
+    result: LoopResult,
+    order: tuple[str, ...],
+    loop: Callable[[float], int],
+    settings: Settings,
+    tmp: str,
+    round_index: int,
+) -> None:
+    """One round of one loop: a bare window, then each configuration of ``order`` followed by a bare window."""
+
+    def sample(name: str) -> Sample:
+        directory = Path(tmp) / (
+            f"{round_index}-{len(result.loop)}-{name}-{len(result.samples[name])}"
+        )
+        directory.mkdir()
+        taken = _sample(name, loop, settings, directory, round_index)
+        result.samples[name].append(taken)
+        return taken
+
+    before = sample("no monitor")
+    for name in order:
+        sample(name)
+        after = sample("no monitor")
+        result.bases[name].append(between(before, after))
+        before = after
 
 
 def _percent(value: float) -> str:
@@ -484,8 +539,13 @@ def render(results: list[LoopResult], settings: Settings) -> str:
         f"every {settings.poll_interval:g} s, no schedule: "
         f"{round(settings.watches / settings.poll_interval):,} payloads due a "
         "second. Configurations alternate in one process, their order rotating "
-        f"each round, for {settings.rounds} rounds; figures are medians over "
-        "rounds, each monitored window against the bare window of its round. "
+        f"each round, for {settings.rounds} rounds, with a bare window (no "
+        "monitor) before the first and after each monitored one: figures are "
+        "medians over rounds, each monitored window against the two bare "
+        "windows on either side of it, together (this machine's speed drifts "
+        "within seconds by more than a monitor costs; against one bare window "
+        "of the round, several windows away, the iterations lost spread about "
+        "twice as widely). "
         "*Delivered* counts the payloads in the sink afterwards (rlpulse: rows "
         "of the SQLite run; TorchRL: its logger's scalars) against those due at "
         "the poll rate. *Off the CPU* is the share of the window the loop's "

@@ -266,7 +266,9 @@ def test_loop_slowdown_benchmark_measures_every_configuration_of_both_loops() ->
 
     assert [result.loop for result in results] == list(settings.loops)
     for result in results:
-        assert [len(result.samples[name]) for name in CONFIGURATIONS] == [1] * 5
+        # A bare window before the first monitored one and after each.
+        assert [len(result.samples[name]) for name in CONFIGURATIONS] == [5, 1, 1, 1, 1]
+        assert [len(result.bases[name]) for name in CONFIGURATIONS[1:]] == [1] * 4
         assert all(s.iterations > 0 for s in result.samples["no monitor"])
         # Three watches, three rounds due in 0.35 s: the sinks got payloads.
         assert result.samples["rlpulse"][0].due == 9
