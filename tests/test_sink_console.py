@@ -262,6 +262,17 @@ def test_a_metric_longer_than_the_width_stays_whole_on_its_own_line() -> None:
     assert lines == ["12:03:04", f"{' ' * 9}x  {'a' * 50}=1", f"{' ' * 9}b=2"]
 
 
+def test_lines_break_where_this_payloads_numbers_end_not_where_the_last_ones_did() -> (
+    None
+):
+    # Same names, numbers of other lengths: the breaks move with them.
+    short = format_payload({"w/a": 1.0, "w/b": 2.0, "w/c": 3.0}, None, NOON, width=30)
+    long = format_payload({"w/a": 1.25, "w/b": 2.125, "w/c": 3.5}, None, NOON, width=30)
+
+    assert short == "12:03:04 w  a=1 b=2 c=3"
+    assert long.splitlines() == ["12:03:04 w  a=1.25 b=2.125", f"{' ' * 9}c=3.5"]
+
+
 def test_a_file_gets_lines_of_the_default_width_without_columns(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

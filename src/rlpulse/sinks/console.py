@@ -68,20 +68,11 @@ def format_payload(
         return f"{head} (no metrics)"
     values = list(metrics.values())
     numbers = [format_number(values[index]) for index in layout.order]
-    if width is None or len(head) + layout.length + sum(map(len, numbers)) <= width:
+    lengths = tuple(map(len, numbers))
+    if width is None or len(head) + layout.length + sum(lengths) <= width:
         return head + "".join(map(operator.add, layout.pieces, numbers))
-    parts = [head]
-    length = len(head)
-    for piece, broken, number in zip(
-        layout.pieces, layout.breaks, numbers, strict=True
-    ):
-        if length + len(piece) + len(number) > width:
-            parts += (broken, number)
-            length = len(broken) - 1 + len(number)  # the line starts after "\n"
-        else:
-            parts += (piece, number)
-            length += len(piece) + len(number)
-    return "".join(parts)
+    prefixes = _wrapped(layout, len(head), lengths, width)
+    return head + "".join(map(operator.add, prefixes, numbers))
 
 
 def line_width(stream: TextIO) -> int:
@@ -159,6 +150,31 @@ def _layout(names: tuple[str, ...]) -> _Layout:
             breaks.append(f"{_BREAK}{prefix}{key}=")
             separator, prefix = " ", ""
     return _Layout(tuple(order), tuple(pieces), tuple(breaks), sum(map(len, pieces)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _wrapped(
+    layout: _Layout, head: int, lengths: tuple[int, ...], width: int
+) -> tuple[str, ...]:
+    """What precedes each number of a payload broken into lines of at most ``width`` characters.
+
+    ``head`` and ``lengths``: the lengths of the line's head and of each
+    number as written. A watch's numbers keep their lengths from poll to
+    poll (a counter gains a digit now and then): where the lines break is
+    worked out once per layout and lengths, not for every payload.
+    """
+    prefixes: list[str] = []
+    length = head
+    for piece, broken, number in zip(
+        layout.pieces, layout.breaks, lengths, strict=True
+    ):
+        if length + len(piece) + number > width:
+            prefixes.append(broken)
+            length = len(broken) - 1 + number  # the line starts after "\n"
+        else:
+            prefixes.append(piece)
+            length += len(piece) + number
+    return tuple(prefixes)
 
 
 class ConsoleLogger(BaseSink):
