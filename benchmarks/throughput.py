@@ -176,8 +176,9 @@ class Settings:
 
     A trial (and a loop) lasts until it has logged ``window_payloads`` and
     ``min_window_s`` has passed, or until ``max_window_s``: long enough for
-    ``SQLiteLogger`` to checkpoint its write-ahead log (every 100,000 rows,
-    about 17,000 of these payloads), which a sustained rate must absorb.
+    ``SQLiteLogger`` to checkpoint its write-ahead log several times (every
+    10,000 rows, about 1,700 of these payloads), which a sustained rate must
+    absorb.
 
     Examples:
         >>> Settings.quick().rounds < Settings().rounds
@@ -809,7 +810,7 @@ def render(results: Results, settings: Settings) -> str:
     if _stalled_by_checkpoints(results):
         sqlite_text = f"""
 `SQLiteLogger`'s figure is set by its write-ahead log's checkpoints: every
-100,000 rows (about 17,000 of these payloads) one runs, beside the writes on a
+10,000 rows (about 1,700 of these payloads) one runs, beside the writes on a
 thread of the store's, then the next time in the writer's call, which copies
 what was written since and syncs the database to disk (so that the log can
 start afresh); that call took up to
