@@ -169,6 +169,22 @@ def test_existing_file_with_another_header_is_refused(tmp_path: Path) -> None:
     assert path.read_text() == "step,value\n1,2.0\n"
 
 
+@pytest.mark.parametrize(
+    "content",
+    [b"x", b"line 1\nline 2", b"SQLite format 3\x00" + bytes(range(256)) * 40],
+    ids=["one line without a newline", "a last line without one", "a SQLite file"],
+)
+def test_a_file_of_another_kind_is_refused_and_left_byte_for_byte(
+    tmp_path: Path, content: bytes
+) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_bytes(content)
+
+    with pytest.raises(RunFileError, match="left as it is"):
+        CSVLogger(path)
+    assert path.read_bytes() == content
+
+
 def test_payloads_logged_from_other_threads_are_all_written_whole(
     tmp_path: Path,
 ) -> None:

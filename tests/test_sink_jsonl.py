@@ -119,6 +119,34 @@ def test_existing_file_that_is_not_json_lines_is_refused(tmp_path: Path) -> None
     assert path.read_text() == "wall_time,step,name,value\n"
 
 
+@pytest.mark.parametrize(
+    "content",
+    [b"x", b"line 1\nline 2", b"SQLite format 3\x00" + bytes(range(256)) * 40],
+    ids=["one line without a newline", "a last line without one", "a SQLite file"],
+)
+def test_a_file_of_another_kind_is_refused_and_left_byte_for_byte(
+    tmp_path: Path, content: bytes
+) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_bytes(content)
+
+    with pytest.raises(RunFileError, match="left as it is"):
+        JSONLLogger(path)
+    assert path.read_bytes() == content
+
+
+def test_a_first_payload_torn_by_a_crash_is_removed_on_reopening(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"wall_time": 2.0, "step": null, "metr')
+
+    with JSONLLogger(path) as sink:
+        sink.log_metrics({"x/v": 3.0}, timestamp=3.0)
+
+    assert [record.wall_time for record in read(path)] == [3.0]
+
+
 def test_payloads_logged_from_other_threads_are_all_written_whole(
     tmp_path: Path,
 ) -> None:

@@ -21,6 +21,9 @@ from rlpulse.read.records import open_line_file, prepare_record_file
 
 __all__ = ["BaseSink", "LineFileSink", "Payload"]
 
+_FIRST_LINE_LIMIT = 1 << 20
+"""How much of an existing line file's first line is read to check its format."""
+
 Payload = tuple[Mapping[str, float], int | None, float]
 """One payload as a sink writes it: ``(metrics, step, wall_time)``."""
 
@@ -156,9 +159,11 @@ class BaseSink(abc.ABC):
 class LineFileSink(BaseSink):
     """A sink appending lines to one text file; a format adds ``_format`` and its file checks.
 
-    The file is created when missing (with its parents); a torn last line left
-    by a crash is removed before appending (``open_line_file``). A new, empty
-    file starts with ``_header``; an existing one must pass ``_check_existing``.
+    The file is created when missing (with its parents). An existing file must
+    first pass ``_check_existing``, given its first line, before anything in
+    it changes: a file of another format is refused as it is. Then a torn
+    last line left by a crash is removed before appending
+    (``open_line_file``), and a new, empty file starts with ``_header``.
     Each batch is one write of ``_format(payloads)``, straight to the file
     (no buffer in between), before the call returns. A write that fails (a
     full disk) leaves the file as it was: what part of the batch got written
@@ -183,25 +188,30 @@ class LineFileSink(BaseSink):
         super().__init__()
         self.path: Path = prepare_record_file(path)
         self._destination = str(self.path)
+        first_line = _first_line(self.path)
+        if first_line:
+            self._check_existing(first_line)
         self._file = open_line_file(self.path)
         # The end of the last complete write, where a failed one is cut back to.
         self._size = os.fstat(self._file.fileno()).st_size
         self._torn = False
-        try:
-            if self._size == 0:
+        if self._size == 0:
+            try:
                 self._append(self._header)
-            else:
-                self._check_existing()
-        except BaseException:
-            self._file.close()
-            raise
+            except BaseException:
+                self._file.close()
+                raise
 
     @abc.abstractmethod
     def _format(self, payloads: Sequence[Payload]) -> str:
         """Return the lines that store ``payloads``, each ending in a newline."""
 
-    def _check_existing(self) -> None:
-        """Raise ``RunFileError`` unless the existing file at ``path`` has this format."""
+    def _check_existing(self, first_line: bytes) -> None:
+        """Raise ``RunFileError`` unless an existing file whose first line is ``first_line`` has this format.
+
+        ``first_line`` ends with its newline, unless it is the whole file:
+        then it may be this format's first line, torn by a crash.
+        """
 
     def _write_batch(self, payloads: Sequence[Payload]) -> None:
         self._append(self._format(payloads))
@@ -237,3 +247,13 @@ class LineFileSink(BaseSink):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.path)!r})"
+
+
+def _first_line(path: Path) -> bytes:
+    # The first line of an existing file (b"" for none); a file that cannot
+    # be read is left to open_line_file, whose error says why.
+    try:
+        with open(path, "rb") as file:
+            return file.readline(_FIRST_LINE_LIMIT)
+    except OSError:
+        return b""

@@ -53,15 +53,18 @@ class CSVLogger(LineFileSink):
 
     _header = _HEADER
 
-    def _check_existing(self) -> None:
-        with open(self.path, "rb") as file:
-            first_line = file.readline(len(_HEADER) + 1)
-        if first_line.replace(b"\r\n", b"\n") != _HEADER.encode():
-            raise RunFileError(
-                f"{self.path} is not an rlpulse CSV file (its first line is "
-                f"{first_line!r}, not {_HEADER.strip()!r}); give a new path or one "
-                "written by CSVLogger"
-            )
+    def _check_existing(self, first_line: bytes) -> None:
+        header = _HEADER.encode()
+        line = first_line.replace(b"\r\n", b"\n")
+        if line == header or (
+            not line.endswith(b"\n") and header.startswith(line)  # a torn header
+        ):
+            return
+        raise RunFileError(
+            f"{self.path} is not an rlpulse CSV file (its first line is "
+            f"{first_line[: len(header) + 1]!r}, not {_HEADER.strip()!r}); it was "
+            "left as it is: give a new path or one written by CSVLogger"
+        )
 
     def _format(self, payloads: Sequence[Payload]) -> str:
         """Return one row per metric; ``wall_time`` is the payload's ``timestamp``.

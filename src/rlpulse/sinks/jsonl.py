@@ -11,6 +11,10 @@ from rlpulse.sinks.base import LineFileSink, Payload
 __all__ = ["JSONLLogger"]
 
 
+_START = b'{"wall_time": '
+"""How every line this sink writes starts."""
+
+
 class JSONLLogger(LineFileSink):
     """A sink that appends every payload as one JSON object on its own line.
 
@@ -37,19 +41,20 @@ class JSONLLogger(LineFileSink):
     {"wall_time": 1.5, "step": 3, "metrics": {"collector/frames": 96.0}}
     """
 
-    def _check_existing(self) -> None:
-        with open(self.path, "rb") as file:
-            first_line = file.readline()
-        try:
-            payload = json.loads(first_line)
-            is_payload = isinstance(payload, dict) and "metrics" in payload
-        except ValueError:
-            is_payload = False
+    def _check_existing(self, first_line: bytes) -> None:
+        if first_line.endswith(b"\n"):
+            try:
+                payload = json.loads(first_line)
+                is_payload = isinstance(payload, dict) and "metrics" in payload
+            except ValueError:
+                is_payload = False
+        else:  # the whole file: a first payload torn by a crash, or another file
+            is_payload = first_line.startswith(_START) or _START.startswith(first_line)
         if not is_payload:
             raise RunFileError(
                 f"{self.path} is not an rlpulse JSON lines file (its first line is "
-                'not a {"wall_time", "step", "metrics"} object); give a new path or '
-                "one written by JSONLLogger"
+                'not a {"wall_time", "step", "metrics"} object); it was left as it '
+                "is: give a new path or one written by JSONLLogger"
             )
 
     def _format(self, payloads: Sequence[Payload]) -> str:
