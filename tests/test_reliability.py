@@ -491,6 +491,29 @@ def test_a_forked_child_inherits_an_inert_monitor_that_can_start_again() -> None
     assert os.waitstatus_to_exitcode(status) == 0, report
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_child_forked_while_a_polling_thread_ends_a_round_polls_on_its_own() -> None:
+    # Every polling thread ends its timed rounds the same way; a child forked
+    # while one of them (of any monitor) was doing so must inherit nothing
+    # held. Taken here as that thread would hold it, then forked.
+    from rlpulse.runtime import poller
+
+    held = poller._UNAWAITED._cond
+    held.acquire()
+    pid = os.fork()
+    if pid:
+        held.release()  # the child's copy stays held
+    else:  # pragma: no cover - runs in the child
+        child_sink = Recorder()
+        child = LoggerMonitor(child_sink, poll_interval=0.001)
+        child.watch(Source(), name="c")
+        child.start()
+        polled = wait_until(lambda: child_sink.count("c") > 5, timeout=5)
+        os._exit(0 if polled else 3)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
 def test_bad_timeouts_and_queue_sizes_are_refused() -> None:
     with pytest.raises(ValueError, match="poll_timeout"):
         LoggerMonitor(Recorder(), poll_timeout=0)

@@ -367,7 +367,10 @@ class Poller:
         polls.current = None
         self.active = None
         polls.finished = True
-        polls.done.set()
+        if polls.done is not _UNAWAITED:
+            # The shared event is never set, nor its lock taken: a child
+            # forked meanwhile would inherit that lock held.
+            polls.done.set()
         return True
 
     def _poll_each(
