@@ -5,11 +5,12 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 
 import pytest
 
-from rlpulse.runtime.queues import SinkQueue
+from rlpulse.runtime.queues import Item, SinkQueue
 from rlpulse.runtime.sinks import Sink
 
 pytestmark = pytest.mark.timeout(30)
@@ -261,3 +262,44 @@ def test_payloads_delivered_while_the_queues_close_reach_the_sink_once_each() ->
     delivery.end_round()
     assert len(taken) > 100
     assert sorted(received) == taken  # none lost, none twice
+
+
+class _EmptyThenSlow(deque[Item]):
+    """A queue whose sender, once ``armed``, finds it empty and is then held up: another thread's turn comes in between."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.armed = threading.Event()
+        self.held = threading.Event()
+
+    def __len__(self) -> int:
+        length = super().__len__()
+        if (
+            length == 0
+            and self.armed.is_set()
+            and sys._getframe(1).f_code.co_name == "_send_loop"
+        ):
+            self.armed.clear()
+            self.held.set()
+            time.sleep(0.3)
+        return length
+
+
+def test_a_payload_handed_over_as_closing_begins_is_sent_before_the_flush() -> None:
+    sink = _Recorder()
+    queue = SinkQueue(Sink(sink), size=8)
+    pending = queue.pending = _EmptyThenSlow()
+    queue.start()
+    pending.armed.set()
+    queue.put_all([({"w/x": 1.0}, 1, 0.0, "w")])
+    queue.wake()
+    assert pending.held.wait(5)  # the sender found the queue empty, and waits
+
+    queue.put_all(
+        [({"w/x": 2.0}, 2, 0.0, "w")]
+    )  # the final round, then close(): as Delivery does
+    queue.wake()
+    assert queue.close(deadline=time.monotonic() + 5) is None
+
+    assert sink.steps == [1, 2]
+    assert queue.dropped == 0

@@ -166,7 +166,12 @@ class SinkQueue:
         while True:
             self._wakeup.wait()
             self._wakeup.clear()
-            while pending:
+            while True:
+                # Read before the queue is found empty: what was handed over
+                # before closing began is then sent before the flush.
+                closing = self._closing
+                if not pending:
+                    break
                 if sink.log_batch is not None:
                     self._send_batch(sink.log_batch)
                 else:
@@ -176,7 +181,7 @@ class SinkQueue:
             self.caught_up = True
             if self._abandoned:
                 return
-            if self._closing:
+            if closing:
                 try:
                     sink.flush()
                 except Exception as err:
