@@ -400,6 +400,41 @@ def test_a_poll_interval_that_is_not_finite_is_refused(interval: float) -> None:
         LoggerMonitor(Recorder(), poll_interval=interval)
 
 
+@pytest.mark.parametrize("interval", ["1", True, None])
+def test_a_poll_interval_that_is_not_a_number_is_refused_saying_so(
+    interval: object,
+) -> None:
+    with pytest.raises(ValueError, match=f"poll_interval must .* got {interval!r}"):
+        LoggerMonitor(Recorder(), poll_interval=interval)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("size", [1.5, "10", True])
+def test_a_queue_size_that_is_not_a_whole_number_is_refused(size: object) -> None:
+    with pytest.raises(ValueError, match="queue_size must be a whole number"):
+        LoggerMonitor(Recorder(), queue_size=size)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "says"),
+    [
+        ("stats_kwargs", 5, "stats_kwargs takes a mapping"),
+        ("rate_keys", 5, "rate_keys takes a tuple or list of names, got int 5"),
+        ("aggregate", 5, "aggregate takes a tuple or list of names, got int 5"),
+        ("step", 5, "step takes the name"),
+        ("progress_key", 5, "progress_key takes the name"),
+        ("stall_after", "10", "stall_after must be a positive number"),
+    ],
+)
+def test_watch_options_of_the_wrong_type_are_refused_saying_what_they_take(
+    option: str, value: object, says: str
+) -> None:
+    monitor = LoggerMonitor(Recorder(), background=False)
+
+    with pytest.raises((TypeError, ValueError), match=says):
+        monitor.watch(Counter(), **{option: value})
+    assert monitor.stats()["watches"] == 0
+
+
 def test_rate_keys_given_as_one_str_are_refused_not_split() -> None:
     monitor = LoggerMonitor(Recorder(), background=False)
     with pytest.raises(TypeError, match=r"rate_keys=\('frames',\)"):

@@ -361,3 +361,9 @@ def test_a_stream_with_only_write_and_flush_gets_the_default_width(
     ConsoleLogger(stream).log_metrics(WIDE_PAYLOAD, timestamp=NOON)  # type: ignore[arg-type]
 
     assert stream.text == format_payload(WIDE_PAYLOAD, None, NOON, DEFAULT_WIDTH) + "\n"
+
+
+@pytest.mark.parametrize("stream", [5, "stdout"])
+def test_a_stream_without_write_is_refused_at_once(stream: object) -> None:
+    with pytest.raises(TypeError, match="takes a text stream"):
+        ConsoleLogger(stream)  # type: ignore[arg-type]

@@ -145,8 +145,27 @@ class WatchSpec:
             raise ValueError(
                 f"Unknown aggregate {unknown[0]!r}: choose from {', '.join(AGGREGATES)}."
             )
+        for option, key in (
+            ("step", self.step_key),
+            ("progress_key", self.progress_key),
+        ):
+            if key is not None and not isinstance(key, str):
+                raise TypeError(
+                    f"{option} takes the name (str) of a snapshot entry, or None; "
+                    f"got {type(key).__name__} {key!r}."
+                )
+        if not isinstance(self.stats_kwargs, Mapping):
+            raise TypeError(
+                "stats_kwargs takes a mapping of keyword arguments for each "
+                f"stats() call, got {type(self.stats_kwargs).__name__} "
+                f"{self.stats_kwargs!r}."
+            )
         stall_after = self.stall_after
-        if stall_after is not None and not stall_after > 0:
+        if stall_after is not None and (
+            not isinstance(stall_after, (int, float))
+            or isinstance(stall_after, bool)
+            or not stall_after > 0
+        ):
             raise ValueError(
                 f"stall_after must be a positive number of seconds, got {stall_after!r}."
             )
@@ -204,8 +223,15 @@ def _entry_names(option: str, names: Any) -> tuple[str, ...]:
             f"{option} takes a tuple or list of names, got the str {names!r}: "
             f"write {option}=({names!r},)."
         )
+    try:
+        entries = iter(names)
+    except TypeError:
+        raise TypeError(
+            f"{option} takes a tuple or list of names, got {type(names).__name__} "
+            f"{names!r}."
+        ) from None
     checked: list[str] = []
-    for name in names:
+    for name in entries:
         if not isinstance(name, str):
             raise TypeError(
                 f"{option} takes names (str), got {type(name).__name__} {name!r}."

@@ -49,14 +49,21 @@ class Engine:
         queue_size: int,
         stop_timeout: float | None,
     ) -> None:
-        if not (poll_interval > 0 and math.isfinite(poll_interval)):
+        if (
+            not isinstance(poll_interval, (int, float))
+            or isinstance(poll_interval, bool)
+            or not (poll_interval > 0 and math.isfinite(poll_interval))
+        ):
             raise ValueError(
                 "poll_interval must be a positive, finite number of seconds, "
                 f"got {poll_interval!r}."
             )
         check_timeout("stop_timeout", stop_timeout)
-        if queue_size < 1:
-            raise ValueError(f"queue_size must be at least 1, got {queue_size}.")
+        if type(queue_size) is not int or queue_size < 1:  # bool is no size
+            raise ValueError(
+                f"queue_size must be a whole number of payloads, at least 1, "
+                f"got {queue_size!r}."
+            )
         self.watches = watches
         # Which watches a round calls; only one thread at a time asks (the
         # polling thread, or an inline step() under the poll lock).

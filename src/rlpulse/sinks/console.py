@@ -187,7 +187,8 @@ class ConsoleLogger(BaseSink):
     flushed. ``close()`` never closes the stream. See :func:`format_payload`
     for the text.
 
-    Raises ``ValueError`` when ``width`` is not a positive integer.
+    Raises ``ValueError`` when ``width`` is not a positive integer, and
+    ``TypeError`` when ``stream`` has no ``write()``.
 
     >>> import io
     >>> from rlpulse import ConsoleLogger
@@ -207,6 +208,12 @@ class ConsoleLogger(BaseSink):
             raise ValueError(
                 f"ConsoleLogger(width=...) must be a positive number of "
                 f"characters, or None for the terminal's width; got {width!r}"
+            )
+        if stream is not None and not callable(getattr(stream, "write", None)):
+            raise TypeError(
+                "ConsoleLogger(stream=...) takes a text stream (an object with "
+                f"write(), such as sys.stdout or an open file), got "
+                f"{type(stream).__name__} {stream!r}; None writes to sys.stderr"
             )
         super().__init__()
         self._stream = stream
