@@ -206,6 +206,35 @@ def test_a_flush_gives_up_at_its_timeout_behind_a_call_blocked_on_a_full_pipe(
         assert sum(1 for _ in read(store)) == 20 * 2000
 
 
+def test_close_kills_a_child_that_reads_nothing_behind_a_call_blocked_on_a_full_pipe(
+    tmp_path: Path,
+) -> None:
+    big = {f"w/metric_{index}": float(index) for index in range(2000)}
+    sinks = SinkProcess(f"jsonl:{tmp_path / 'm.jsonl'}", close_timeout=0.5)
+    os.kill(sinks.pid, signal.SIGSTOP)  # a child stuck, reading nothing
+    failures: list[BaseException] = []
+
+    def keep_sending() -> None:
+        try:
+            while True:
+                sinks.log_batch([(big, 1, 1.5)])
+        except BaseException as error:  # what ended it is asserted
+            failures.append(error)
+
+    sender = threading.Thread(target=keep_sending, daemon=True)
+    sender.start()
+    time.sleep(0.5)  # the pipe is full: the sender waits, holding the sink
+    assert sender.is_alive()
+    closer = threading.Thread(target=sinks.close, daemon=True)
+    closer.start()
+    closer.join(20)
+
+    assert not closer.is_alive()
+    sender.join(20)
+    assert [type(error) for error in failures] == [SinkProcessError]
+    assert sinks._process.poll() is not None  # reaped
+
+
 @pytest.mark.parametrize("timeout", [-1.0, float("nan"), True])
 def test_a_flush_refuses_a_timeout_that_is_no_number_of_seconds(
     tmp_path: Path, timeout: float

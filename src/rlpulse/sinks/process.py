@@ -215,10 +215,23 @@ class SinkProcess:
             self._lock.release()
 
     def close(self) -> None:
-        """Let the child write what is pending and close its sinks, then reap it; closing again does nothing."""
+        """Let the child write what is pending and close its sinks, then reap it; closing again does nothing.
+
+        A child that has not ended ``close_timeout`` seconds after it was
+        told to, or that has read nothing for that long while another call
+        waits on a full pipe (that call then raises
+        :class:`SinkProcessError`), is killed: what it had not written is lost.
+        """
         if self._pid != os.getpid():
             return  # the parent's sink process, not this forked child's
-        with self._lock:
+        if not self._lock.acquire(timeout=self.close_timeout):
+            # Another call holds the lock, blocked on a full pipe: the child
+            # has read nothing for close_timeout. Killed, it fails that call
+            # (SinkProcessError), which lets go of the lock.
+            self._kill()
+            if not self._lock.acquire(timeout=self.close_timeout):
+                return  # pragma: no cover - that call never returned
+        try:
             if self._closed:
                 return
             self._closed = True
@@ -228,6 +241,8 @@ class SinkProcess:
             except subprocess.TimeoutExpired:
                 self._kill()
             self._ends.close_all()
+        finally:
+            self._lock.release()
 
     def __enter__(self) -> SinkProcess:
         return self
