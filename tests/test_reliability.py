@@ -376,6 +376,43 @@ def test_four_threads_churning_watch_and_unwatch_during_fast_polling() -> None:
     assert sink.count("steady") > 10
 
 
+def _step_until(monitor: LoggerMonitor, stopped: threading.Event) -> None:
+    while not stopped.is_set():
+        monitor.step()
+
+
+def test_a_step_on_another_thread_during_stop_never_polls_beside_the_final_snapshot() -> (
+    None
+):
+    class OneAtATime:
+        def __init__(self) -> None:
+            self.inside = 0
+            self.overlaps = 0
+            self.frames = 0
+
+        def stats(self) -> dict[str, int]:
+            self.inside += 1
+            self.overlaps += self.inside > 1
+            time.sleep(0.01)
+            self.frames += 1
+            self.inside -= 1
+            return {"frames": self.frames}
+
+    for _ in range(5):
+        source = OneAtATime()
+        monitor = LoggerMonitor(Recorder(), poll_interval=0.02, stop_timeout=5)
+        monitor.watch(source, name="s")
+        monitor.start()
+        stopped = threading.Event()
+        stepper = threading.Thread(target=_step_until, args=(monitor, stopped))
+        stepper.start()
+        time.sleep(0.05)
+        monitor.stop()
+        stopped.set()
+        stepper.join(10)
+        assert source.overlaps == 0
+
+
 def test_step_from_another_thread_polls_on_the_monitor_thread() -> None:
     seen: list[str] = []
 

@@ -249,10 +249,21 @@ class Engine:
             if (watch.spec.log_on_close if log_final is None else log_final)
         ]
         error: BaseException | None = None
+        # A step() on another thread polls inline now that the polling
+        # thread is gone: the final snapshots wait for it, and it for them,
+        # so that no watch is polled on two threads at once.
+        # (Unless this thread is that step(): stop() called from a stats().)
+        exclusive = False
+        if self.polling_thread is not threading.current_thread():
+            wait = max(0.0, self._waits_end(deadline) - time.monotonic())
+            exclusive = self.poll_lock.acquire(timeout=min(wait, threading.TIMEOUT_MAX))
         try:
             self._final_snapshots(finals, deadline)
         except Exception as err:
             error = err
+        finally:
+            if exclusive:
+                self.poll_lock.release()
         # A final snapshot's call that is still out delivers nothing later.
         self.generation += 1
         drain_error = self.delivery.close(deadline, self.stop_timeout)
