@@ -115,7 +115,9 @@ def test_single_run_files_accept_only_run_none(tmp_path: Path, file_name: str) -
     path = tmp_path / file_name
     write_two_payloads(path, FILE_SINKS[file_name])
 
-    with pytest.raises(RunFileError, match="single run: read it with run=None"):
+    with pytest.raises(
+        RunFileError, match="single run: read it without a run \\(run=None"
+    ):
         read(path, run="anything")
 
 

@@ -334,11 +334,28 @@ def test_file_that_is_not_sqlite_raises_naming_it(tmp_path: Path) -> None:
 def test_sqlite_file_with_another_metrics_table_raises(tmp_path: Path) -> None:
     path = tmp_path / "other.db"
     with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY)")
         connection.execute("CREATE TABLE metrics (label TEXT)")
     connection.close()
 
     with pytest.raises(RunFileError, match="columns"):
         SQLiteLogger(path)
+
+
+def test_another_sqlite_database_is_refused_and_left_as_it_was(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "app.db"
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE t (x INTEGER)")
+        connection.execute("INSERT INTO t VALUES (1)")
+    connection.close()
+    before = path.read_bytes()
+
+    with pytest.raises(RunFileError, match=r"another database \(tables \['t'\]"):
+        SQLiteLogger(path)
+    assert path.read_bytes() == before
+    assert not path.with_name("app.db-wal").exists()
 
 
 @pytest.mark.parametrize("run", ["", 7])

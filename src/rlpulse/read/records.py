@@ -138,7 +138,8 @@ def read(path: str | os.PathLike[str], run: str | None = None) -> Iterator[Recor
     if run is not None:
         raise RunFileError(
             f"{path} is a {file_format.upper()} file, which holds a single run: "
-            f"read it with run=None instead of run={run!r}"
+            f"read it without a run (run=None; on the command line, without "
+            f"--run) instead of run={run!r}"
         )
     if file_format == "csv":
         return _read_csv(path)

@@ -102,6 +102,19 @@ class SQLiteLogger(BaseSink):
     def _open_run(
         self, connection: sqlite3.Connection, run: str | None
     ) -> tuple[int, str]:
+        # Checked before anything in the file changes: another database is
+        # refused as it is.
+        tables = {
+            row[0]
+            for row in connection.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'"
+            )
+        }
+        if tables and not tables >= {"runs", "metrics"}:
+            raise sqlite3.OperationalError(
+                f"it is another database (tables {sorted(tables)}, not rlpulse's "
+                "'runs' and 'metrics'), left as it is"
+            )
         mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if mode != "wal":
             raise sqlite3.OperationalError(
