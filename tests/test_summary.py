@@ -172,6 +172,16 @@ def test_counter_that_went_backwards_over_the_run_has_no_mean_rate() -> None:
     assert _metric(summary, "buffer/write_count").mean_rate is None
 
 
+def test_a_counter_reset_leaves_its_stretch_out_of_the_mean_rate() -> None:
+    values = [0.0, 500.0, 1000.0, 100.0, 200.0]  # reset between 2 s and 3 s
+    summary = _summary(
+        [Record(float(t), None, "buffer/write_count", v) for t, v in enumerate(values)]
+    )
+
+    # 500 + 500 + 100 over the three seconds it grew, not (200 - 0) / 4.
+    assert _metric(summary, "buffer/write_count").mean_rate == pytest.approx(1100 / 3)
+
+
 def test_nan_values_are_left_out_of_the_extremes() -> None:
     summary = _summary(
         [

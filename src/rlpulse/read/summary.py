@@ -42,9 +42,12 @@ _COUNT_SUFFIX = "_count"
 class MetricSummary:
     """The values one metric took over a run: first, last, extremes and, for counters, the mean rate.
 
-    ``mean_rate`` is ``(last - first) / (last_wall_time - first_wall_time)``
-    for a cumulative counter, and ``None`` for a gauge, for a counter seen at
-    a single instant, or for one that went backwards (a reset) over the run.
+    ``mean_rate``, for a cumulative counter, is its growth over the time it
+    grew: from each value to the next, leaving out where it went down (a
+    reset, after which the monitor logs no rate either); without resets
+    ``(last - first) / (last_wall_time - first_wall_time)``. ``None`` for a
+    gauge, for a counter seen at a single instant, or for one that only went
+    down.
     NaN values count in ``count`` and may be ``first`` or ``last``, but never
     the extremes.
 
@@ -129,10 +132,14 @@ class _Accumulator:
         "count",
         "first",
         "first_wall_time",
+        "growth",
+        "growth_s",
         "last",
         "last_wall_time",
         "maximum",
         "minimum",
+        "previous",
+        "previous_wall_time",
     )
 
     def __init__(self, record: Record) -> None:
@@ -143,6 +150,12 @@ class _Accumulator:
         self.last_wall_time = record.wall_time
         self.minimum = math.nan
         self.maximum = math.nan
+        # A counter's growth between consecutive values, and over how long,
+        # leaving out where it went down (a reset: its growth there is unknown).
+        self.growth = 0.0
+        self.growth_s = 0.0
+        self.previous = math.nan
+        self.previous_wall_time = record.wall_time
 
     def add(self, record: Record) -> None:
         value = record.value
@@ -151,6 +164,11 @@ class _Accumulator:
         self.last_wall_time = record.wall_time
         if math.isnan(value):
             return
+        if value >= self.previous:
+            self.growth += value - self.previous
+            self.growth_s += record.wall_time - self.previous_wall_time
+        self.previous = value
+        self.previous_wall_time = record.wall_time
         # NaN compares false with everything, so a NaN extreme is replaced at
         # once by the first real value.
         if not value >= self.minimum:
@@ -281,11 +299,8 @@ def _metric_summary(
     name: str, accumulator: _Accumulator, is_counter: bool
 ) -> MetricSummary:
     mean_rate = None
-    if is_counter:
-        elapsed = accumulator.last_wall_time - accumulator.first_wall_time
-        increase = accumulator.last - accumulator.first
-        if elapsed > 0 and increase >= 0:
-            mean_rate = increase / elapsed
+    if is_counter and accumulator.growth_s > 0:
+        mean_rate = accumulator.growth / accumulator.growth_s
     return MetricSummary(
         name=name,
         count=accumulator.count,
