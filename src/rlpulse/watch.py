@@ -145,21 +145,7 @@ class WatchSpec:
             raise ValueError(
                 f"Unknown aggregate {unknown[0]!r}: choose from {', '.join(AGGREGATES)}."
             )
-        for option, key in (
-            ("step", self.step_key),
-            ("progress_key", self.progress_key),
-        ):
-            if key is not None and not isinstance(key, str):
-                raise TypeError(
-                    f"{option} takes the name (str) of a snapshot entry, or None; "
-                    f"got {type(key).__name__} {key!r}."
-                )
-        if not isinstance(self.stats_kwargs, Mapping):
-            raise TypeError(
-                "stats_kwargs takes a mapping of keyword arguments for each "
-                f"stats() call, got {type(self.stats_kwargs).__name__} "
-                f"{self.stats_kwargs!r}."
-            )
+        _check_option_types(self)
         stall_after = self.stall_after
         if stall_after is not None and (
             not isinstance(stall_after, (int, float))
@@ -192,6 +178,22 @@ class WatchSpec:
         """The keys of the schedule's counter parts, in order."""
         parts = () if self.schedule is None else self.schedule.parts
         return tuple(part.key for part in parts if part.key is not None)
+
+
+def _check_option_types(spec: WatchSpec) -> None:
+    """Refuse entry names that are not str, and ``stats_kwargs`` that is no mapping."""
+    for option, key in (("step", spec.step_key), ("progress_key", spec.progress_key)):
+        if key is not None and not isinstance(key, str):
+            raise TypeError(
+                f"{option} takes the name (str) of a snapshot entry, or None; "
+                f"got {type(key).__name__} {key!r}."
+            )
+    if not isinstance(spec.stats_kwargs, Mapping):
+        raise TypeError(
+            "stats_kwargs takes a mapping of keyword arguments for each "
+            f"stats() call, got {type(spec.stats_kwargs).__name__} "
+            f"{spec.stats_kwargs!r}."
+        )
 
 
 def _check_name(name: object) -> None:

@@ -36,6 +36,8 @@ Poll = Callable[[Watch, bool, "float | None"], "dict[str, float] | None"]
 """Polls one watch (``force``: whatever its schedule says; then when its round was due, if on the timer); returns its payload, if logged."""
 
 _UNAWAITED = threading.Event()
+"""The ``done`` of every round nobody awaits; never set, so that its lock is
+never taken: a child forked meanwhile would inherit it held."""
 
 
 class Round:
@@ -367,9 +369,7 @@ class Poller:
         polls.current = None
         self.active = None
         polls.finished = True
-        if polls.done is not _UNAWAITED:
-            # The shared event is never set, nor its lock taken: a child
-            # forked meanwhile would inherit that lock held.
+        if polls.done is not _UNAWAITED:  # never set: see _UNAWAITED
             polls.done.set()
         return True
 
