@@ -235,6 +235,69 @@ def test_close_kills_a_child_that_reads_nothing_behind_a_call_blocked_on_a_full_
     assert sinks._process.poll() is not None  # reaped
 
 
+# A sink the child opens from "flaky:": its first batch takes a second, then
+# every other batch fails, so the child writes news after nearly every batch.
+_FLAKY_SINK = """
+import time
+from rlpulse.sinks import registry
+
+class Flaky:
+    def __init__(self):
+        self.calls = 0
+
+    def log_batch(self, payloads):
+        self.calls += 1
+        if self.calls == 1:
+            time.sleep(1.0)
+        if self.calls % 2 == 0:
+            raise OSError("flaky " + "x" * 1000)
+
+    def flush(self):
+        pass
+
+    def close(self):
+        pass
+
+registry.SCHEMES["flaky"] = lambda target: Flaky()
+"""
+
+
+def test_a_call_blocked_on_a_full_pipe_reads_the_news_the_child_waits_to_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "sitecustomize.py").write_text(_FLAKY_SINK)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    store = tmp_path / "m.jsonl"
+    big = {f"w/metric_{index}": float(index) for index in range(20_000)}
+    sinks = SinkProcess("flaky:", f"jsonl:{store}", close_timeout=5)
+    outcome: list[BaseException | None] = []
+
+    def send() -> None:
+        # Small batches fill the pipe while the child sleeps; after it, it
+        # writes about 1 KiB of news for every other one (well over the
+        # 64 KiB the pipe back holds) while this call waits for room.
+        try:
+            for step in range(300):
+                sinks.log_batch([({"loss": 1.0}, step, 1.5)])
+            sinks.log_batch([(big, 300, 1.5)])
+        except SinkProcessError as error:
+            outcome.append(error)
+        else:
+            outcome.append(None)
+
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
+    sender.join(30)
+    try:
+        assert not sender.is_alive(), "the call and the child waited on each other"
+        assert len(outcome) == 1
+        sinks.flush(timeout=30)  # the flaky sink's 301st call wrote
+    finally:
+        sinks.close()
+    lines = store.read_text().splitlines()
+    assert len(lines) == 301
+
+
 @pytest.mark.parametrize("timeout", [-1.0, float("nan"), True])
 def test_a_flush_refuses_a_timeout_that_is_no_number_of_seconds(
     tmp_path: Path, timeout: float

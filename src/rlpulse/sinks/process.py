@@ -121,8 +121,11 @@ class SinkProcess:
         # FD_SETSIZE (1,024) files, and select() refuses descriptors past it.
         self._inbox_ready = select.poll()
         self._inbox_ready.register(self._inbox, select.POLLIN)
+        # While the pipe to the child is full, what the child says is read
+        # too: it may be waiting for room in the other pipe to say it.
         self._outbox_ready = select.poll()
         self._outbox_ready.register(self._outbox, select.POLLOUT)
+        self._outbox_ready.register(self._inbox, select.POLLIN)
         self._ends = _Ends(self._outbox, self._inbox)
         # Collected without close(): the child sees the pipe's end and exits.
         weakref.finalize(self, self._ends.close_all)
@@ -280,11 +283,27 @@ class SinkProcess:
                 try:
                     data = data[os.write(self._outbox, data) :]
                 except BlockingIOError:
-                    if not self._outbox_ready.poll(_milliseconds_until(deadline)):
+                    if not self._wait_for_room(deadline):
                         return False
         except BrokenPipeError:
             raise self._gone() from None
         return True
+
+    def _wait_for_room(self, deadline: float | None) -> bool:
+        """Wait until the pipe to the child takes more, reading its news meanwhile; False at ``deadline``.
+
+        A child whose sink keeps failing and recovering writes news
+        between batches; with that pipe full it would stop reading ours.
+        """
+        while True:
+            ready = self._outbox_ready.poll(_milliseconds_until(deadline))
+            if not ready:
+                return False
+            for fd, _ in ready:
+                if fd == self._inbox:
+                    self._read_chunk()
+            if any(fd == self._outbox for fd, _ in ready):
+                return True
 
     def _receive(self, deadline: float | None) -> Any:
         """Return the next message from the child, or ``None`` at its end (or at ``deadline``)."""
@@ -294,11 +313,20 @@ class SinkProcess:
                 return message
             if not self._inbox_ready.poll(_milliseconds_until(deadline)):
                 return None
-            chunk = os.read(self._inbox, 65536)
-            if not chunk:
-                self._child_ended = True
+            if not self._read_chunk():
                 return None
-            self._received += chunk
+
+    def _read_chunk(self) -> bool:
+        """Add what the child wrote to what is received; False at its end."""
+        chunk = os.read(self._inbox, 65536)
+        if not chunk:
+            if not self._child_ended:
+                self._child_ended = True
+                # At its end the inbox is always ready: no longer waited on.
+                self._outbox_ready.unregister(self._inbox)
+            return False
+        self._received += chunk
+        return True
 
     def _take_message(self) -> Any:
         received = self._received
