@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import http.server
+import socket
+import threading
+import time
 from collections.abc import Callable, Iterator
 
 import mlflow
@@ -9,8 +13,9 @@ import pytest
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from rlpulse import LoggerMonitor
+from rlpulse import LoggerMonitor, open_sink
 from rlpulse.sinks.mlflow import MLflowLogger
+from rlpulse.sinks.registry import SinkSpecError
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -231,3 +236,50 @@ def test_an_experiment_name_mlflow_refuses_raises_mlflows_own_error(
 ) -> None:
     with pytest.raises(MlflowException, match="Invalid experiment name"):
         MLflowLogger(experiment="", tracking_uri=tracking_uri)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def test_a_tracking_server_that_refuses_connections_is_said_at_once() -> None:
+    # MLflow itself retries such a server for minutes before it fails.
+    port = _free_port()
+    started = time.monotonic()
+    with pytest.raises(ConnectionError, match="no MLflow tracking server answers at"):
+        MLflowLogger(tracking_uri=f"http://127.0.0.1:{port}")
+    with pytest.raises(
+        SinkSpecError, match=f"mlflow server --host 127.0.0.1 --port {port}"
+    ):
+        open_sink(f"mlflow:http://127.0.0.1:{port}")
+    assert time.monotonic() - started < 30
+
+
+def test_a_tracking_server_host_that_is_not_known_is_said_at_once() -> None:
+    with pytest.raises(
+        ConnectionError, match=r"its host 'no-such-host\.invalid' is not known"
+    ):
+        MLflowLogger(tracking_uri="http://no-such-host.invalid:5000")
+
+
+def test_a_server_that_accepts_connections_is_left_to_mlflow() -> None:
+    class NotMLflow(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.send_error(404)
+
+        do_GET = do_POST
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotMLflow)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with pytest.raises(MlflowException, match="404"):
+            MLflowLogger(tracking_uri=f"http://127.0.0.1:{server.server_address[1]}")
+    finally:
+        server.shutdown()
+        server.server_close()

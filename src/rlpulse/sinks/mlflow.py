@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import functools
 import re
+import socket
+import urllib.parse
+import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,6 +25,8 @@ __all__ = ["MLflowLogger"]
 _DEFAULT_METRICS_PER_BATCH = 1000
 # Characters MLflow accepts in a metric name on every platform.
 _INVALID_KEY_CHARACTERS = re.compile(r"[^/\w.\- ]")
+# How long a tracking server is given to accept a connection.
+_CONNECT_TIMEOUT_S = 10.0
 
 
 class MLflowLogger(BaseSink):
@@ -35,7 +40,10 @@ class MLflowLogger(BaseSink):
     ``FINISHED`` on ``close()``. A run it was given is left running.
     ``tracking_uri`` is where MLflow stores runs (``sqlite:///mlflow.db``, a
     tracking server's ``http://host:5000``, ...; MLflow's default when
-    ``None``).
+    ``None``). A server's URI where nothing accepts connections raises
+    ``ConnectionError`` at once, rather than after the minutes MLflow's
+    own retries would take (a server reached through a proxy is left to
+    MLflow).
 
     Each metric keeps its key as the MLflow metric name (characters MLflow
     rejects become ``_``), at the payload's step (``0`` when it has none) and
@@ -77,6 +85,7 @@ class MLflowLogger(BaseSink):
             backend.get_tracking_uri() if tracking_uri is None else tracking_uri
         )
         """Where the run is stored: the ``tracking_uri`` given, else MLflow's default."""
+        _check_server_answers(self.tracking_uri)
         self.run_id: str
         self.run_id, self._owns_run = self._find_run(
             run_id, experiment, tracking_uri, backend
@@ -168,6 +177,40 @@ class MLflowLogger(BaseSink):
 
     def __repr__(self) -> str:
         return f"MLflowLogger(run_id={self.run_id!r})"
+
+
+def _check_server_answers(tracking_uri: str) -> None:
+    """Raise ``ConnectionError`` at once when nothing accepts connections at an ``http(s)`` tracking URI.
+
+    MLflow retries a request to a server it cannot reach for minutes before
+    it fails; a tracking URI with a typo, or a server not started, is said
+    here instead. A URI reached through a proxy is left to MLflow.
+
+    >>> _check_server_answers("sqlite:///mlflow.db")  # no server to reach
+    """
+    parts = urllib.parse.urlsplit(tracking_uri)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return
+    host = parts.hostname
+    if parts.scheme in urllib.request.getproxies() and not urllib.request.proxy_bypass(
+        host
+    ):
+        return
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        socket.create_connection((host, port), timeout=_CONNECT_TIMEOUT_S).close()
+    except socket.gaierror as error:
+        raise ConnectionError(
+            f"cannot reach an MLflow tracking server at {tracking_uri}: its host "
+            f"{host!r} is not known ({error.strerror}); check the tracking URI"
+        ) from error
+    except OSError as error:
+        reason = error.strerror or str(error) or type(error).__name__
+        raise ConnectionError(
+            f"no MLflow tracking server answers at {tracking_uri} ({reason}); "
+            f"start one there (mlflow server --host {host} --port {port}) or "
+            "give the tracking URI of a running one"
+        ) from error
 
 
 @functools.lru_cache(maxsize=4096)
