@@ -148,6 +148,48 @@ def test_reopening_after_a_torn_write_removes_the_torn_row(tmp_path: Path) -> No
     ]
 
 
+@pytest.mark.parametrize(
+    "torn_after",
+    [
+        b'2.0,2,"multi\n',  # a crash just after the newline inside a name
+        b'2.0,2,"multi\nline\n',  # ... or after its second one
+        b'2.0,2,"multi\nline",',  # ... or after the name's closing quote
+    ],
+)
+def test_reopening_after_a_row_torn_inside_a_quoted_name_removes_the_whole_row(
+    tmp_path: Path, torn_after: bytes
+) -> None:
+    path = tmp_path / "metrics.csv"
+    before = {"ok": 1.0, 'a "quoted", odd\nname': 1.5, "x,y": 1.75}
+    with CSVLogger(path) as sink:
+        sink.log_metrics(before, step=1, timestamp=1.0)
+        sink.log_metrics({"multi\nline\nname": 2.0}, step=2, timestamp=2.0)
+    data = path.read_bytes()
+    path.write_bytes(data[: data.index(b"2.0,2,")] + torn_after)
+
+    with CSVLogger(path) as sink:
+        sink.log_metrics({"after": 3.0}, step=3, timestamp=3.0)
+        sink.log_metrics({"after,2": 4.0}, step=4, timestamp=4.0)
+
+    assert [(r.name, r.value) for r in read(path)] == [
+        *before.items(),
+        ("after", 3.0),
+        ("after,2", 4.0),
+    ]
+
+
+def test_reopening_a_header_and_a_row_torn_inside_its_name_keeps_the_header(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "metrics.csv"
+    path.write_bytes(b'wall_time,step,name,value\n2.0,2,"multi\n')
+
+    with CSVLogger(path) as sink:
+        sink.log_metrics({"x/v": 1.0}, timestamp=1.0)
+
+    assert path.read_bytes() == b"wall_time,step,name,value\n1.0,,x/v,1.0\n"
+
+
 def test_reopening_a_file_torn_inside_its_header_starts_it_afresh(
     tmp_path: Path,
 ) -> None:

@@ -70,6 +70,7 @@ more expensive to store.
 """
 
 _TAIL_CHUNK_BYTES = 4096
+_SCAN_CHUNK_BYTES = 1 << 20
 
 
 class Record(NamedTuple):
@@ -198,11 +199,15 @@ def prepare_record_file(path: str | os.PathLike[str]) -> Path:
     return path
 
 
-def open_line_file(path: Path) -> io.FileIO:
+def open_line_file(path: Path, *, quoted_newlines: bool = False) -> io.FileIO:
     """Open a CSV or JSON lines file for appending, first removing a torn last line.
 
     A last line without its newline was cut short by a crash; appending after
-    it would glue the next line onto it, so it is truncated away. The returned
+    it would glue the next line onto it, so it is truncated away.
+    ``quoted_newlines`` (CSV): a newline between double quotes is part of a
+    name, not the end of a record, so a record torn just after one is
+    truncated away too (appended after it, every later row would read as
+    part of that name). The returned
     file is binary and unbuffered: each write goes straight to the file
     system, so nothing waits in a buffer to be written later.
 
@@ -216,7 +221,7 @@ def open_line_file(path: Path) -> io.FileIO:
     ['{"complete": 1}', '{"next": 2}']
     """
     try:
-        _truncate_torn_last_line(path)
+        _truncate_torn_last_line(path, quoted_newlines)
         return open(path, "ab", buffering=0)
     except OSError as error:
         raise _unwritable(path, error) from error
@@ -231,22 +236,84 @@ def _unwritable(path: Path, error: OSError) -> OSError:
     return type(error)(error.errno, message)
 
 
-def _truncate_torn_last_line(path: Path) -> None:
+def _truncate_torn_last_line(path: Path, quoted_newlines: bool) -> None:
     with open(path, "r+b") as file:
         end = file.seek(0, os.SEEK_END)
-        position = end
-        while position > 0:
-            start = max(0, position - _TAIL_CHUNK_BYTES)
-            file.seek(start)
-            chunk = file.read(position - start)
-            newline = chunk.rfind(b"\n")
-            if newline >= 0:
-                complete_end = start + newline + 1
-                if complete_end != end:
-                    file.truncate(complete_end)
-                return
-            position = start
-        file.truncate(0)
+        complete_end = _last_line_end(file, end)
+        if quoted_newlines and complete_end:
+            line_start = _last_line_end(file, complete_end - 1)
+            file.seek(line_start)
+            if not _is_plain_csv_record(file.read(complete_end - line_start)):
+                complete_end = _last_csv_record_end(file, complete_end)
+        if complete_end != end:
+            file.truncate(complete_end)
+
+
+def _last_line_end(file: IO[bytes], end: int) -> int:
+    # Just past the last newline before ``end``; 0 when there is none.
+    position = end
+    while position > 0:
+        start = max(0, position - _TAIL_CHUNK_BYTES)
+        file.seek(start)
+        newline = file.read(position - start).rfind(b"\n")
+        if newline >= 0:
+            return start + newline + 1
+        position = start
+    return 0
+
+
+def _is_plain_csv_record(line: bytes) -> bool:
+    """Whether ``line`` is a whole ``wall_time,step,name,value`` row of a name without quotes.
+
+    Then it ends a record: a line inside a quoted name that reads as a whole
+    row would take a name written to look like one.
+
+    >>> _is_plain_csv_record(b"1.5,3,collector/frames,96.0\\n")
+    True
+    >>> _is_plain_csv_record(b'2.0,2,"multi\\n'), _is_plain_csv_record(b"wall_time,step,name,value\\n")
+    (False, False)
+    """
+    fields = line.rstrip(b"\r\n").split(b",")
+    if len(fields) != 4 or b'"' in line:
+        return False
+    wall_time, step, _, value = fields
+    try:
+        float(wall_time), float(value)
+        if step:
+            int(step)
+    except ValueError:
+        return False
+    return True
+
+
+def _last_csv_record_end(file: IO[bytes], end: int) -> int:
+    """Just past the last newline before ``end`` that is outside double quotes; 0 for none.
+
+    Counted from the start of the file, a quote at a time: a newline ends a
+    record where the quotes before it are even (an escaped ``""`` counts
+    twice).
+    """
+    file.seek(0)
+    last = offset = 0
+    inside = False
+    while offset < end:
+        chunk = file.read(min(_SCAN_CHUNK_BYTES, end - offset))
+        if not chunk:
+            break
+        segment_start = 0
+        while True:
+            quote = chunk.find(b'"', segment_start)
+            segment_end = len(chunk) if quote < 0 else quote
+            if not inside:
+                newline = chunk.rfind(b"\n", segment_start, segment_end)
+                if newline >= 0:
+                    last = offset + newline + 1
+            if quote < 0:
+                break
+            inside = not inside
+            segment_start = quote + 1
+        offset += len(chunk)
+    return last
 
 
 def _detect_format(path: Path) -> str:

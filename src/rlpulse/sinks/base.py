@@ -183,6 +183,8 @@ class LineFileSink(BaseSink):
 
     _header = ""
     """What a new file starts with (nothing unless the format has a header)."""
+    _quoted_newlines = False
+    """Whether a newline between double quotes is part of a line (CSV)."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         super().__init__()
@@ -191,7 +193,7 @@ class LineFileSink(BaseSink):
         first_line = _first_line(self.path)
         if first_line:
             self._check_existing(first_line)
-        self._file = open_line_file(self.path)
+        self._file = open_line_file(self.path, quoted_newlines=self._quoted_newlines)
         # The end of the last complete write, where a failed one is cut back to.
         self._size = os.fstat(self._file.fileno()).st_size
         self._torn = False

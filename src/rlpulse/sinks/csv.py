@@ -52,6 +52,7 @@ class CSVLogger(LineFileSink):
     """
 
     _header = _HEADER
+    _quoted_newlines = True
 
     def _check_existing(self, first_line: bytes) -> None:
         header = _HEADER.encode()
