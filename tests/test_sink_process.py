@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import gc
 import io
 import marshal
@@ -12,12 +13,13 @@ import sys
 import textwrap
 import threading
 import time
+import types
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from rlpulse import LoggerMonitor, SinkProcess, SinkProcessError, read
+from rlpulse import LoggerMonitor, Record, SinkProcess, SinkProcessError, read
 from rlpulse.sinks import process
 from rlpulse.sinks.registry import SinkSpecError
 
@@ -99,6 +101,27 @@ def test_numpy_values_are_sent_as_floats(tmp_path: Path) -> None:
     with SinkProcess(f"sqlite:{store}") as sinks:
         sinks.log_metrics({"loss": numpy.float32(0.5)}, step=numpy.int64(2))
     assert [(r.step, r.value) for r in read(store)] == [(2, 0.5)]
+
+
+def test_numpy_names_and_other_mappings_are_stored_as_in_this_process(
+    tmp_path: Path,
+) -> None:
+    numpy = pytest.importorskip("numpy")
+    store, lines = tmp_path / "metrics.sqlite", tmp_path / "metrics.jsonl"
+    (name,) = numpy.array(["learner/loss"])  # a NumPy string, as a str
+    with SinkProcess(f"sqlite:{store}", f"jsonl:{lines}") as sinks:
+        sinks.log_metrics({name: 0.5}, step=1, timestamp=1.5)
+        sinks.log_metrics(collections.OrderedDict(entropy=0.25), step=2, timestamp=2.5)
+        sinks.log_metrics(types.MappingProxyType({"kl": 0.125}), step=3, timestamp=3.5)
+        sinks.flush()
+    expected = [
+        Record(1.5, 1, "learner/loss", 0.5),
+        Record(2.5, 2, "entropy", 0.25),
+        Record(3.5, 3, "kl", 0.125),
+    ]
+    assert list(read(store)) == expected
+    assert list(read(lines)) == expected
+    assert all(type(record.name) is str for record in read(store))
 
 
 def test_a_spec_the_child_cannot_open_raises_the_open_sink_error(

@@ -470,6 +470,8 @@ def _child_environment() -> dict[str, str]:
     return environment
 
 
+_DICTS = frozenset((dict,))
+_NAMES = frozenset((str,))
 _PLAIN_NUMBERS = frozenset((float, int))
 _PLAIN_STEPS = frozenset((int, type(None)))
 _TIMESTAMPS = frozenset((float,))
@@ -484,23 +486,30 @@ def _marshals_as_is(
 ) -> bool:
     """Whether a batch holds only what ``marshal`` writes as it is, and every timestamp.
 
-    That is ``float``/``int`` values and steps and ``float`` timestamps:
-    what a monitor's payloads hold (names go as they are, as to a sink in
-    this process). ``marshal`` would write a NumPy scalar as the bytes of its
-    buffer. One pass per kind, in C, rather than a Python loop over the
-    payloads: this runs beside the training loop.
+    That is ``dict`` payloads of ``str`` names and ``float``/``int`` values,
+    ``int`` steps and ``float`` timestamps: what a monitor's payloads hold.
+    ``marshal`` would write a NumPy scalar, or a NumPy string as a name, as
+    the bytes of its buffer, and refuses other mappings. One pass per kind,
+    in C, rather than a Python loop over the payloads: this runs beside the
+    training loop.
 
     >>> _marshals_as_is([({"loss": 0.5}, 3, 1.5)])
     True
-    >>> import fractions
+    >>> import collections, fractions
     >>> _marshals_as_is([({"loss": fractions.Fraction(1, 2)}, 3, 1.5)])
     False
     >>> _marshals_as_is([({"loss": 0.5}, 3, None)])
+    False
+    >>> _marshals_as_is([(collections.OrderedDict(loss=0.5), 3, 1.5)])
     False
     """
     return (
         _TIMESTAMPS.issuperset(map(type, map(_timestamp_of, batch)))
         and _PLAIN_STEPS.issuperset(map(type, map(_step_of, batch)))
+        and _DICTS.issuperset(map(type, map(_metrics_of, batch)))
+        and _NAMES.issuperset(
+            map(type, itertools.chain.from_iterable(map(_metrics_of, batch)))
+        )
         and _PLAIN_NUMBERS.issuperset(
             map(
                 type,
@@ -513,9 +522,9 @@ def _marshals_as_is(
 def _plain(
     metrics: Mapping[str, float], step: int | None, timestamp: float
 ) -> tuple[dict[str, float], int | None, float]:
-    """A payload converted to ``float`` values, which ``marshal`` writes as they are."""
+    """A payload converted to a ``dict`` of ``str`` names and ``float`` values, which ``marshal`` writes as they are."""
     return (
-        {name: float(value) for name, value in metrics.items()},
+        {str(name): float(value) for name, value in metrics.items()},
         None if step is None else int(step),
         float(timestamp),
     )
