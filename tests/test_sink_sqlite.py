@@ -429,3 +429,36 @@ def test_a_store_that_writes_little_starts_no_checkpoint_thread(tmp_path: Path) 
     with SQLiteLogger(tmp_path / "metrics.db") as sink:
         sink.log_metrics({"buffer/size": 1.0}, step=1)
         assert _checkpoint_threads() == []
+
+
+def open_together(path: Path, runs: list[str]) -> list[BaseException]:
+    """Open one SQLiteLogger per run on ``path`` from threads started at once; what they raised."""
+    start = threading.Barrier(len(runs))
+    loggers: list[SQLiteLogger] = []
+    failures: list[BaseException] = []
+
+    def open_run(run: str) -> None:
+        start.wait()
+        try:
+            loggers.append(SQLiteLogger(path, run=run))
+        except BaseException as error:  # returned to the test
+            failures.append(error)
+
+    threads = [threading.Thread(target=open_run, args=(run,)) for run in runs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    for logger in loggers:
+        logger.log_metrics({"loss": 1.0}, step=1, timestamp=1.5)
+        logger.close()
+    return failures
+
+
+def test_loggers_creating_one_new_store_at_once_all_open_it(tmp_path: Path) -> None:
+    # As several seeds started together on one runs file do.
+    seeds = ["seed_0", "seed_1", "seed_2"]
+    for trial in range(60):
+        path = tmp_path / f"trial_{trial}.sqlite"
+        assert open_together(path, seeds) == []
+        assert sorted(list_runs(path)) == seeds

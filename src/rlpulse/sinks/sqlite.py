@@ -27,6 +27,9 @@ _ROWS_PER_STATEMENT = 2000 if sqlite3.sqlite_version_info >= (3, 32) else 240
 # to drop payloads at 10,000 a second; at 10,000 rows it takes about 10 ms.
 _ROWS_PER_CHECKPOINT = 10_000
 _METRICS_COLUMNS = {"run", "wall_time", "step", "name", "value"}
+# How long opening a store tries to switch it to WAL mode while other
+# connections write to it (SQLite's own busy timeout: 5 s).
+_WAL_SWITCH_TIMEOUT_S = 5.0
 
 
 class SQLiteLogger(BaseSink):
@@ -115,7 +118,7 @@ class SQLiteLogger(BaseSink):
                 f"it is another database (tables {sorted(tables)}, not rlpulse's "
                 "'runs' and 'metrics'), left as it is"
             )
-        mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        mode = _switch_to_wal(connection)
         if mode != "wal":
             raise sqlite3.OperationalError(
                 f"the file cannot use WAL journal mode (it is in {mode!r} mode)"
@@ -130,7 +133,14 @@ class SQLiteLogger(BaseSink):
                 f"its 'metrics' table has columns {sorted(columns)}, "
                 f"not {sorted(_METRICS_COLUMNS)}"
             )
-        connection.executescript(SQLITE_SCHEMA)
+        # One transaction: a logger opening the file meanwhile sees both
+        # tables or neither, never a half-made store it would refuse.
+        try:
+            connection.executescript(f"BEGIN IMMEDIATE; {SQLITE_SCHEMA} COMMIT;")
+        except BaseException:
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+            raise
         start_wall_time = time.time()
         if run is not None:
             connection.execute(
@@ -275,6 +285,25 @@ class _Checkpointer:
         self._wake.set()
         if self._thread is not None:
             self._thread.join()
+
+
+def _switch_to_wal(connection: sqlite3.Connection) -> str:
+    """Put the file in WAL mode; return the journal mode it is in then.
+
+    Several loggers creating one store at once: SQLite refuses the switch
+    at once ("database is locked"), without waiting, while another
+    connection writes to a file not yet in WAL mode; it is tried again.
+    """
+    give_up_at = time.monotonic() + _WAL_SWITCH_TIMEOUT_S
+    while True:
+        try:
+            mode: str = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() >= give_up_at:
+                raise
+            time.sleep(0.01)
+            continue
+        return mode
 
 
 @functools.lru_cache(maxsize=16)
