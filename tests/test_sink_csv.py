@@ -342,3 +342,30 @@ def test_a_batch_after_close_raises(tmp_path: Path) -> None:
     sink.close()
     with pytest.raises(RuntimeError, match="is closed"):
         sink.log_batch([({"buffer/size": 1.0}, 1, 1.0)])
+
+
+def test_a_name_longer_than_a_csv_reader_takes_is_refused_and_nothing_written(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "metrics.csv"
+    long_name = "w/" + "x" * csv.field_size_limit()
+    with CSVLogger(path) as sink:
+        sink.log_metrics({"w/ok": 1.0}, step=1, timestamp=1.0)
+        with pytest.raises(ValueError, match="over the 131,072 a CSV reader takes"):
+            sink.log_metrics({"w/fine": 2.0, long_name: 2.0}, step=2, timestamp=2.0)
+        sink.log_metrics({"w/ok": 3.0}, step=3, timestamp=3.0)
+
+    assert [(r.step, r.name) for r in read(path)] == [(1, "w/ok"), (3, "w/ok")]
+
+
+def test_a_row_a_csv_reader_cannot_take_is_a_run_file_error_naming_its_line(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "metrics.csv"
+    path.write_text(
+        "wall_time,step,name,value\n1.0,1,w/ok,1.0\n"
+        f"2.0,2,w/{'x' * csv.field_size_limit()},2.0\n"
+    )
+
+    with pytest.raises(RunFileError, match="line 3 is not a CSV row rlpulse can read"):
+        list(read(path))

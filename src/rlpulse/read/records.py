@@ -443,7 +443,16 @@ def _csv_records(path: Path) -> Iterator[Record]:
         rows = csv.reader(lines)
         next(rows, None)
         pending: tuple[list[str], int] | None = None
-        for row in rows:
+        while True:
+            try:
+                row = next(rows)
+            except StopIteration:
+                break
+            except csv.Error as error:
+                raise RunFileError(
+                    f"{path} line {lines.number} is not a CSV row rlpulse can "
+                    f"read: {error}"
+                ) from error
             if pending is not None:
                 yield _csv_record(path, *pending)
             pending = (row, lines.number)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import functools
 from collections.abc import Sequence
 
@@ -18,6 +19,13 @@ _CHARACTERS_TO_QUOTE = frozenset(',"\r\n')
 def _csv_field(name: str) -> str:
     # The csv module's minimal quoting, done once per name: a payload is then
     # formatted without a csv.writer round trip.
+    limit = csv.field_size_limit()
+    if len(name) > limit:
+        raise ValueError(
+            f"metric name {name[:40]!r}... is {len(name):,} characters long, over "
+            f"the {limit:,} a CSV reader takes in one field; nothing of this call "
+            "was written: shorten the name, or log to a SQLite or JSON lines file"
+        )
     if _CHARACTERS_TO_QUOTE.isdisjoint(name):
         return name
     return '"' + name.replace('"', '""') + '"'
