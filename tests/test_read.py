@@ -68,6 +68,29 @@ def test_sqlite_content_wins_over_a_csv_extension(tmp_path: Path) -> None:
     assert list(read(path)) == TWO_PAYLOADS
 
 
+@pytest.mark.parametrize(
+    ("logger", "file_name"),
+    [(JSONLLogger, "metrics.csv"), (CSVLogger, "metrics.jsonl")],
+)
+def test_the_content_wins_over_the_other_line_formats_extension(
+    tmp_path: Path, logger: type[CSVLogger | JSONLLogger], file_name: str
+) -> None:
+    path = tmp_path / file_name
+    write_two_payloads(path, logger)
+
+    assert list(read(path)) == TWO_PAYLOADS
+
+
+def test_a_jsonl_file_whose_first_line_is_no_payload_raises_at_the_call(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("this is not json\n")
+
+    with pytest.raises(RunFileError, match="line 1 is not an rlpulse payload"):
+        read(path)
+
+
 def test_sqlite_without_run_reads_the_latest_run(tmp_path: Path) -> None:
     path = tmp_path / "metrics.db"
     for run in ("first", "second"):

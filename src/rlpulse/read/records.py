@@ -112,8 +112,8 @@ class RunFileError(ValueError):
 def read(path: str | os.PathLike[str], run: str | None = None) -> Iterator[Record]:
     """Iterate over the records of a metrics file written by any rlpulse file sink.
 
-    The format comes from the file's content (the SQLite header), else from its
-    extension (``.csv``, ``.jsonl``), else from its first line. For SQLite,
+    The format comes from the file's content (the SQLite header, the CSV
+    header, a JSON object), else from its extension (``.csv``, ``.jsonl``). For SQLite,
     ``run`` names the run to read and ``None`` means the most recently created
     one; CSV and JSON lines files hold a single run, so ``run`` must be ``None``.
     Records come in the order they were written. A torn last line in CSV or JSON
@@ -144,7 +144,7 @@ def read(path: str | os.PathLike[str], run: str | None = None) -> Iterator[Recor
         )
     if file_format == "csv":
         return _read_csv(path)
-    return _jsonl_records(path)
+    return _read_jsonl(path)
 
 
 def list_runs(path: str | os.PathLike[str]) -> list[str]:
@@ -323,10 +323,16 @@ def _detect_format(path: Path) -> str:
         raise RunFileError(f"{path} is empty: no metrics were written to it")
     if head.startswith(SQLITE_MAGIC):
         return "sqlite"
-    suffix = path.suffix.lower()
-    if suffix == ".csv" or head.startswith(",".join(CSV_FIELDS).encode()):
+    # What the first line says, before the extension: a file sink writes
+    # its format whatever the file is named.
+    if head.startswith(",".join(CSV_FIELDS).encode()):
         return "csv"
-    if suffix == ".jsonl" or head.lstrip().startswith(b"{"):
+    if head.lstrip().startswith(b"{"):
+        return "jsonl"
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        return "csv"
+    if suffix == ".jsonl":
         return "jsonl"
     raise RunFileError(
         f"{path} is not an rlpulse metrics file: expected SQLite, "
@@ -471,6 +477,17 @@ def _csv_record(path: Path, row: list[str], line_number: int) -> Record:
         raise RunFileError(
             f"{path} line {line_number} is not a wall_time,step,name,value row: {row!r}"
         ) from error
+
+
+def _read_jsonl(path: Path) -> Iterator[Record]:
+    # The first whole line is checked now, as a CSV file's header is.
+    with open(path, "rb") as file:
+        lines = _LineReader(path, file)
+        for line in lines:
+            if lines.last_complete and line.strip():
+                _jsonl_payload(path, line, lines.number)
+                break
+    return _jsonl_records(path)
 
 
 def _jsonl_records(path: Path) -> Iterator[Record]:
