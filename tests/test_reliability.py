@@ -494,6 +494,39 @@ def test_a_script_that_exits_without_stop_still_logs_its_final_snapshot(
     assert frames == [7.0]  # never polled while running: only the exit hook's final one
 
 
+@pytest.mark.parametrize(
+    ("sink", "counters_made"),
+    [("SinkProcess('csv:{store}')", "before"), ("CSVLogger({store!r})", "after")],
+)
+def test_the_final_snapshot_at_exit_reaches_a_sink_process_from_shared_counters(
+    tmp_path: Path, sink: str, counters_made: str
+) -> None:
+    # Both close themselves at exit (weakref.finalize), as late as ever:
+    # made before the monitor starts, or after it (the first such object
+    # of the process).
+    store = str(tmp_path / "run.csv")
+    make = "counters = SharedCounters(2, counters=('frames',))"
+    script = textwrap.dedent(
+        f"""
+        from rlpulse import CSVLogger, LoggerMonitor, SharedCounters, SinkProcess
+
+        {make if counters_made == "before" else ""}
+        monitor = LoggerMonitor({sink.format(store=store)}, poll_interval=3600)
+        monitor.start()
+        {make if counters_made == "after" else ""}
+        monitor.watch(counters, name="workers", log_on_start=False)
+        counters.worker(1).inc("frames", 99)
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    frames = [r.value for r in rlpulse.read(store) if r.name == "workers/frames"]
+    assert frames == [99.0]
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_forked_child_inherits_an_inert_monitor_that_can_start_again() -> None:
     sink = Recorder()

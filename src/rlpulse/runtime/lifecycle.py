@@ -46,6 +46,15 @@ def track(monitor: _Monitor) -> None:
 def running(monitor: _Monitor, stop_timeout: float) -> None:
     """Stop ``monitor`` (within ``stop_timeout`` seconds) at interpreter exit unless :func:`stopped` is called first."""
     _running[monitor] = stop_timeout
+    _run_exit_hook_first()
+
+
+def _run_exit_hook_first() -> None:
+    # Exit hooks run last registered first: registered again, the hook runs
+    # before those registered since import (a library's), while what the
+    # monitor polls and logs to is still there.
+    atexit.unregister(_stop_running_monitors)
+    atexit.register(_stop_running_monitors)
 
 
 def stopped(monitor: _Monitor) -> None:
@@ -143,6 +152,12 @@ def _reset_in_child() -> None:
         monitor._after_fork_in_child()
 
 
+# weakref.finalize runs the finalizers still pending at exit from an exit
+# hook of its own, registered when the first finalizer is made. A
+# SinkProcess closes its pipe and a SharedCounters releases its memory in
+# one: made now, that hook is registered before the monitors' and runs after
+# it, so the final snapshots still reach them.
+weakref.finalize(_running, lambda: None)
 atexit.register(_stop_running_monitors)
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset_in_child)
