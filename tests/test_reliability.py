@@ -116,6 +116,37 @@ def test_a_stats_call_that_blocks_forever_stalls_no_other_watch(
     assert any("no final snapshot of watch 'hung'" in message for message in messages)
 
 
+@pytest.mark.parametrize("background", [False, True])
+@pytest.mark.parametrize("poll_timeout", [None, 0.3])
+def test_a_final_call_that_hangs_is_warned_once_and_the_watches_after_it_get_theirs(
+    caplog: pytest.LogCaptureFixture, background: bool, poll_timeout: float | None
+) -> None:
+    sink = Recorder()
+    hung = Blocking()
+    monitor = LoggerMonitor(
+        sink,
+        background=background,
+        poll_interval=3600,
+        poll_timeout=poll_timeout,
+        stop_timeout=1.5,
+    )
+    monitor.watch(hung, name="hung", log_on_start=False)
+    monitor.watch(Source(), name="healthy", log_on_start=False)
+    if background:
+        monitor.start()
+    with caplog.at_level(logging.WARNING):
+        started = time.monotonic()
+        monitor.stop()
+        stop_took = time.monotonic() - started
+    hung.release.set()
+    assert stop_took < 2.5
+    assert sink.count("healthy") == 1  # its final snapshot
+    messages = rlpulse_warnings(caplog)
+    assert len(messages) == 1, messages
+    assert "no final snapshot of watch 'hung'" in messages[0]
+    assert "=Nones" not in messages[0]
+
+
 def test_the_hung_watch_is_not_polled_again_while_its_call_is_outstanding() -> None:
     hung = Blocking(block_after=1)
     monitor = LoggerMonitor(Recorder(), poll_interval=0.01, poll_timeout=0.1)

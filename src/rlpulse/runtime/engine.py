@@ -10,6 +10,7 @@ after either (one left behind as slow or hung) delivers nothing.
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import time
@@ -282,8 +283,16 @@ class Engine:
         # in time for its own.
         until = self._waits_end(deadline)
         table = self.supervision
-        self._final_round([w for w in watches if not table.outstanding(w)], until)
-        late = [watch for watch in watches if table.outstanding(watch)]
+        outstanding = {watch for watch in watches if table.outstanding(watch)}
+        self._final_round([w for w in watches if w not in outstanding], until)
+        # A call that overran its poll_timeout in that round was reported
+        # then; one left behind may still return in time.
+        late = [
+            watch
+            for watch in watches
+            if watch in outstanding
+            or (table.outstanding(watch) and not table.is_hung(watch))
+        ]
         if not late:
             return
         table.wait_returned(late, until)
@@ -306,7 +315,9 @@ class Engine:
             supervision=self.supervision,
             reporter=self.reporter,
             end_round=self.delivery.end_round,
-            on_hung=self.reporter.hung_at_stop,
+            on_hung=functools.partial(
+                self.reporter.hung_at_stop, stop_timeout=self.stop_timeout
+            ),
             due=lambda now: watches,
             next_due=lambda: -math.inf,
         )

@@ -186,14 +186,16 @@ class Reporter:
                 watch.spec.poll_timeout,
             )
 
-    def hung_at_stop(self, watch: Watch, overruns: int) -> None:
-        """Count a final snapshot's call that overran ``poll_timeout``, and name it."""
+    def hung_at_stop(self, watch: Watch, overruns: int, stop_timeout: float) -> None:
+        """Count a final snapshot's call that overran ``poll_timeout`` (or, without one, the stop's ``stop_timeout``), and name it."""
         self.add(timeouts=1)
+        limit = watch.spec.poll_timeout
         _log.warning(
             "LoggerMonitor logged no final snapshot of watch %r: its stats() call "
-            "did not return within poll_timeout=%ss.",
+            "did not return within %s=%ss.",
             watch.name,
-            watch.spec.poll_timeout,
+            "stop_timeout" if limit is None else "poll_timeout",
+            stop_timeout if limit is None else limit,
         )
 
     def stalled(self, watch: Watch, stuck_for: float) -> None:

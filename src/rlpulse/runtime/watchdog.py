@@ -91,7 +91,7 @@ class Watchdog:
         """Leave the current call of ``polls`` behind if it has held the round up too long."""
         watch = polls.current
         timeout = None if watch is None else watch.spec.poll_timeout
-        if watch is None or timeout is None:
+        if watch is None or (timeout is None and not polls.force):
             self._seen = None
             return
         now = time.monotonic()
@@ -100,13 +100,22 @@ class Watchdog:
             self._seen = (polls, watch, now)
             return
         held = now - seen[2]
-        # Final snapshots (forced rounds) wait for the whole poll_timeout.
-        limit = (
-            timeout if polls.force else handover_after(timeout, self._poller.interval)
-        )
+        if timeout is None:
+            # A final snapshot's call without poll_timeout is left behind
+            # halfway to the round's deadline, so that the watches after it
+            # get theirs; it may still return in time for its own.
+            limit, hung = (polls.deadline - seen[2]) / 2, False
+        else:
+            # Final snapshots (forced rounds) wait for the whole poll_timeout.
+            limit = (
+                timeout
+                if polls.force
+                else handover_after(timeout, self._poller.interval)
+            )
+            hung = held >= timeout
         if held >= limit:
             self._seen = None
-            self._poller.leave_behind(polls, watch, since=seen[2], hung=held >= timeout)
+            self._poller.leave_behind(polls, watch, since=seen[2], hung=hung)
 
     def _check_left_behind(self) -> None:
         table = self._poller.supervision
