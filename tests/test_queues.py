@@ -303,3 +303,62 @@ def test_a_payload_handed_over_as_closing_begins_is_sent_before_the_flush() -> N
 
     assert sink.steps == [1, 2]
     assert queue.dropped == 0
+
+
+class _Pausable:
+    """A sink whose calls wait while its gate is closed."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.gate.set()
+        self.calls = 0
+
+    def log_metrics(
+        self, metrics: Mapping[str, float], step: int | None = None
+    ) -> None:
+        self.gate.wait()
+        self.calls += 1
+
+
+def _fall_behind_and_catch_up(queue: SinkQueue, sink: _Pausable, start: int) -> None:
+    # One drop streak: the sink stops, a round overfills the queue, the sink
+    # goes on and the sender empties the queue.
+    sink.gate.clear()
+    queue.put_all([({"w/x": 1.0}, start, 0.0, "w")])
+    queue.wake()
+    _wait_for(lambda: not queue.pending)  # the sender holds it, waiting
+    queue.put_all([({"w/x": 1.0}, start + step, 0.0, "w") for step in range(1, 4)])
+    queue.put_all([({"w/x": 1.0}, start + 4, 0.0, "w")])
+    sink.gate.set()
+    queue.wake()
+    _wait_for(lambda: queue.caught_up and not queue.pending)
+    queue.wake()  # the round after: the streak has ended
+
+
+@pytest.mark.parametrize("interval", [60.0, 0.0])
+def test_a_queue_falling_behind_again_is_warned_about_at_most_once_an_interval(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, interval: float
+) -> None:
+    from rlpulse.runtime import reporting
+
+    monkeypatch.setattr(reporting, "DROP_WARNING_INTERVAL_S", interval)
+    reporter = reporting.Reporter("warn")
+    sink = _Pausable()
+    queue = SinkQueue(Sink(sink), size=2, on_drop=reporter.dropped)
+    queue.start()
+    try:
+        with caplog.at_level("WARNING", logger="rlpulse"):
+            for streak in range(3):
+                _fall_behind_and_catch_up(queue, sink, 10 * streak)
+    finally:
+        queue.begin_close()
+        queue.close(time.monotonic() + 10)
+    warnings = [record.getMessage() for record in caplog.records]
+    assert reporter.counts()["dropped"] == queue.dropped == 6
+    if interval:
+        assert len(warnings) == 1
+        assert "dropped from it before" not in warnings[0]
+    else:
+        assert len(warnings) == 3
+        assert "; 2 dropped from it before" in warnings[1]
+        assert "; 4 dropped from it before" in warnings[2]

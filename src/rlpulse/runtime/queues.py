@@ -69,6 +69,8 @@ class SinkQueue:
         # delivered all it was given since the last drop (the streak's end).
         self.dropping = False
         self.caught_up = True
+        # When its last drop warning was given (time.monotonic()).
+        self.warned_at: float | None = None
         self._on_failure = on_failure
         self._on_success = on_success
         self._on_drop = on_drop

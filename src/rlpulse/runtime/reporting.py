@@ -4,14 +4,16 @@ Every counter of :meth:`rlpulse.LoggerMonitor.stats` lives in one
 :class:`Reporter` and changes under its one lock, whichever thread counts:
 the polling thread adds a round's polls and payloads once per round, sender
 threads count their sink's failures and drops. Warnings follow one rule:
-one per failure streak (of a watch, a sink, a queue), through the
-``rlpulse`` logger, unless ``on_error="ignore"``.
+one per failure streak (of a watch, a sink, a queue; a queue's drop
+streaks at most once a minute), through the ``rlpulse`` logger, unless
+``on_error="ignore"``.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
@@ -19,11 +21,14 @@ if TYPE_CHECKING:
     from rlpulse.runtime.sinks import Sink
     from rlpulse.watch import Watch
 
-__all__ = ["OnError", "Reporter"]
+__all__ = ["DROP_WARNING_INTERVAL_S", "OnError", "Reporter"]
 
 _log = logging.getLogger("rlpulse")
 
 OnError = Literal["warn", "raise", "ignore"]
+
+DROP_WARNING_INTERVAL_S = 60.0
+"""The least time between two drop warnings of one sink's queue."""
 
 
 class Reporter:
@@ -160,18 +165,34 @@ class Reporter:
         return error
 
     def dropped(self, queue: SinkQueue, count: int = 1) -> None:
-        """Count ``count`` payloads dropped from a full queue; warn at the start of a drop streak."""
+        """Count ``count`` payloads dropped from a full queue; warn at the start of a drop streak.
+
+        At most once every :data:`DROP_WARNING_INTERVAL_S` per queue: a sink
+        that keeps catching up and falling behind again would warn at every
+        fall.
+        """
         self.add(dropped=count)
-        if not queue.dropping and self.on_error == "warn":
-            what = "payload" if count == 1 else f"payloads, {count} of them,"
-            _log.warning(
-                "LoggerMonitor dropped the oldest pending %s of sink %s: its "
-                "queue of %d is full (the sink is slower than the polls). Further "
-                "drops are counted silently until the sink catches up.",
-                what,
-                queue.sink.name,
-                queue.size,
-            )
+        if queue.dropping or self.on_error != "warn":
+            return
+        now = time.monotonic()
+        if (
+            queue.warned_at is not None
+            and now - queue.warned_at < DROP_WARNING_INTERVAL_S
+        ):
+            return
+        queue.warned_at = now
+        what = "payload" if count == 1 else f"payloads, {count} of them,"
+        earlier = queue.dropped - count
+        _log.warning(
+            "LoggerMonitor dropped the oldest pending %s of sink %s: its "
+            "queue of %d is full (the sink is slower than the polls)%s. Further "
+            "drops are counted silently until the sink catches up; one that "
+            "falls behind again is warned about at most once a minute.",
+            what,
+            queue.sink.name,
+            queue.size,
+            f"; {earlier} dropped from it before" if earlier > 0 else "",
+        )
 
     def hung(self, watch: Watch, overruns: int) -> None:
         """Count a provider call that overran ``poll_timeout``; warn at the start of a streak."""
