@@ -184,6 +184,12 @@ def test_an_object_that_cannot_log_is_refused_at_construction(bad: Any) -> None:
         LoggerMonitor(bad, background=False)
 
 
+@pytest.mark.parametrize("bad", [Recorder, [Recorder(), Recorder]])
+def test_a_sink_class_given_for_a_sink_is_refused_at_construction(bad: Any) -> None:
+    with pytest.raises(TypeError, match=r"the class Recorder: .* Recorder\(\.\.\.\)"):
+        LoggerMonitor(bad, background=False)
+
+
 def test_an_empty_sequence_of_sinks_is_refused() -> None:
     with pytest.raises(ValueError, match="at least one sink"):
         LoggerMonitor([], background=False)

@@ -43,6 +43,11 @@ class Sink:
     )
 
     def __init__(self, target: Any) -> None:
+        if isinstance(target, type):
+            raise TypeError(
+                f"Cannot log to the class {target.__name__}: give a sink, an "
+                f"instance of it (as in {target.__name__}(...)), not the class."
+            )
         self.target = target
         self.name = type(target).__name__
         self.failing = False
