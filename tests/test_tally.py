@@ -238,3 +238,42 @@ def test_a_monitor_logs_the_tally_with_its_window_summaries(tmp_path: Path) -> N
     assert logged["training/updates"] == 3.0
     assert logged["training/episode_return_mean"] == 20.0
     assert logged["training/episode_return_count"] == 2.0
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_non_finite_observations_are_counted_apart_from_the_window(bad: float) -> None:
+    tally = Tally(window=3)
+    tally.observe("loss", bad)
+    assert tally.stats() == {"loss_count": 0, "loss_nonfinite": 1}
+    for value in (0.5, 0.25):
+        tally.observe("loss", value)
+    tally.observe("loss", bad)
+    assert tally.stats() == {
+        "loss_count": 2,
+        "loss_nonfinite": 2,
+        "loss_mean": 0.375,
+        "loss_min": 0.25,
+        "loss_max": 0.5,
+        "loss_last": 0.25,
+    }
+
+
+def test_a_diverged_loss_shows_in_the_monitors_logs(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    tally = Tally()
+    with JSONLLogger(path) as sink:
+        monitor = LoggerMonitor(sink, background=False)
+        monitor.watch(tally, name="learner")
+        tally.observe("loss", 0.5)
+        tally.observe("loss", float("nan"))
+        monitor.step()
+    logged = {record.name: record.value for record in rlpulse.read(path)}
+    assert logged["learner/loss_nonfinite"] == 1.0
+    assert logged["learner/loss_mean"] == 0.5
+
+
+def test_a_name_a_non_finite_count_would_take_is_refused_as_an_observed_key() -> None:
+    tally = Tally()
+    tally.inc("loss_nonfinite")
+    with pytest.raises(ValueError, match="'loss_nonfinite' already belongs"):
+        tally.observe("loss", 1.0)

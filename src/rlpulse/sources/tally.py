@@ -13,17 +13,19 @@ from typing import SupportsFloat
 
 __all__ = ["Tally"]
 
-_OBSERVED_SUFFIXES = ("_count", "_mean", "_min", "_max", "_last")
+_OBSERVED_SUFFIXES = ("_count", "_mean", "_min", "_max", "_last", "_nonfinite")
 
 
 class _Window:
     """The most recent observations of one key, in a ring, and how many there were."""
 
-    __slots__ = ("count", "values")
+    __slots__ = ("count", "nonfinite", "values")
 
     def __init__(self) -> None:
         self.values: list[float] = []
         self.count = 0
+        # Observations that were NaN or infinite, kept out of the ring.
+        self.nonfinite = 0
 
 
 class Tally:
@@ -40,7 +42,10 @@ class Tally:
     ``stats()`` returns every counter and gauge under its own name and, for
     each observed key, ``<key>_count`` (observations ever recorded) and
     ``<key>_mean``, ``<key>_min``, ``<key>_max`` and ``<key>_last`` over the
-    most recent ``window`` observations.
+    most recent ``window`` observations. An observation that is NaN or
+    infinite (a diverged loss) stays out of them: it is counted in
+    ``<key>_nonfinite``, present once there is one, which a monitor logs
+    (it drops non-finite values themselves).
 
     One thread may write while any number of threads read: every writer call
     is O(1) and touches only memory the readers copy atomically; the window's
@@ -155,6 +160,9 @@ class Tally:
         if window is None:
             self._claim(key, "observed key", _OBSERVED_SUFFIXES)
             window = self._windows[key] = _Window()
+        if number - number != 0.0:  # NaN or ±inf
+            window.nonfinite += 1
+            return
         count = window.count
         # The value lands before the count moves on, so a reader that read
         # the count always finds that many observations in the ring.
@@ -187,6 +195,10 @@ class Tally:
             count = window.count
             values = window.values[:]
             snapshot[key + "_count"] = count
+            if window.nonfinite:
+                snapshot[key + "_nonfinite"] = window.nonfinite
+            if not values:
+                continue  # only non-finite observations so far
             snapshot[key + "_mean"] = sum(values) / len(values)
             snapshot[key + "_min"] = min(values)
             snapshot[key + "_max"] = max(values)
