@@ -369,3 +369,17 @@ def test_every_payload_a_killed_writer_reported_is_read_back(
     steps = [record.step for record in read(path) if record.name == "writer/metric_0"]
     assert steps[: len(reported)] == reported
     assert steps == list(range(len(steps)))
+
+
+def test_list_runs_and_the_errors_users_meet_are_importable_from_rlpulse(
+    tmp_path: Path,
+) -> None:
+    import rlpulse
+
+    path = tmp_path / "metrics.sqlite"
+    SQLiteLogger(path, run="seed_1").close()
+    assert rlpulse.list_runs(path) == ["seed_1"]
+    with pytest.raises(rlpulse.RunFileError):
+        rlpulse.read(path, run="seed_2")
+    with pytest.raises(rlpulse.SinkSpecError):
+        rlpulse.open_sink("nope:x")

@@ -6,12 +6,12 @@ rates, and hands the metrics to sinks.
 """
 
 from rlpulse.monitor import LoggerMonitor
-from rlpulse.read.records import Record, read
+from rlpulse.read.records import Record, RunFileError, list_runs, read
 from rlpulse.runtime.lifecycle import stop_on_sigterm
 from rlpulse.schedules import AnyOf, Every
 from rlpulse.sinks import ConsoleLogger, CSVLogger, JSONLLogger, SQLiteLogger
 from rlpulse.sinks.process import SinkProcess, SinkProcessError
-from rlpulse.sinks.registry import open_sink
+from rlpulse.sinks.registry import SinkSpecError, open_sink
 from rlpulse.sources import SharedCounters, Tally
 
 __version__ = "0.1.0"
@@ -24,12 +24,15 @@ __all__ = [
     "JSONLLogger",
     "LoggerMonitor",
     "Record",
+    "RunFileError",
     "SQLiteLogger",
     "SharedCounters",
     "SinkProcess",
     "SinkProcessError",
+    "SinkSpecError",
     "Tally",
     "__version__",
+    "list_runs",
     "open_sink",
     "read",
     "stop_on_sigterm",

@@ -41,7 +41,7 @@ class SQLiteLogger(BaseSink):
     taken for a file of that name. The file holds any number of runs: ``run=None`` starts a new one named after
     the local time (``2024-05-01_12-03-04``, with ``_1``, ``_2``, ... appended
     when that name is taken); the name of an existing run appends to it. Read it
-    back with ``rlpulse.read(path, run=...)``; ``rlpulse.read.records.list_runs``
+    back with ``rlpulse.read(path, run=...)``; ``rlpulse.list_runs(path)``
     lists the runs.
 
     Each ``log_metrics`` call, and each ``log_batch`` call of the monitor's
