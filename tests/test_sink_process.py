@@ -347,7 +347,7 @@ def test_works_in_a_process_holding_more_files_than_select_can_watch(
     try:
         store = tmp_path / "metrics.sqlite"
         with SinkProcess(f"sqlite:{store}") as sinks:
-            assert min(sinks._inbox, sinks._outbox) > 1024
+            assert min(sinks._pipes.inbox, sinks._pipes.outbox) > 1024
             sinks.log_metrics({"loss": 1.0}, step=1)
             sinks.flush(timeout=30)
         assert [r.step for r in read(store)] == [1]

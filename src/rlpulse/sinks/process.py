@@ -110,23 +110,10 @@ class SinkProcess:
         self._closed = False
         self._pid = os.getpid()
         self._failing: dict[int, str] = {}
-        self._received = b""
-        self._child_ended = False  # the child closed its end of our inbox
         self._flushes_sent = self._flushes_answered = 0
-        self._process, self._outbox, self._inbox = _spawn()
-        # Written without blocking: a full pipe is waited on in _send, so
-        # that flush() can give up at its timeout.
-        os.set_blocking(self._outbox, False)
-        # poll(), not select(): a training process may hold over
-        # FD_SETSIZE (1,024) files, and select() refuses descriptors past it.
-        self._inbox_ready = select.poll()
-        self._inbox_ready.register(self._inbox, select.POLLIN)
-        # While the pipe to the child is full, what the child says is read
-        # too: it may be waiting for room in the other pipe to say it.
-        self._outbox_ready = select.poll()
-        self._outbox_ready.register(self._outbox, select.POLLOUT)
-        self._outbox_ready.register(self._inbox, select.POLLIN)
-        self._ends = _Ends(self._outbox, self._inbox)
+        self._process, outbox, inbox = _spawn()
+        self._pipes = _Pipes(outbox, inbox)
+        self._ends = _Ends(outbox, inbox)
         # Collected without close(): the child sees the pipe's end and exits.
         weakref.finalize(self, self._ends.close_all)
         self.pid = self._process.pid
@@ -210,7 +197,7 @@ class SinkProcess:
             self._flushes_sent += 1
             while self._flushes_answered < self._flushes_sent:
                 if self._receive(deadline) is None:
-                    if self._child_ended:
+                    if self._pipes.ended:
                         raise self._gone()
                     raise self._not_flushed(timeout)
             self._raise_failures()
@@ -238,7 +225,7 @@ class SinkProcess:
             if self._closed:
                 return
             self._closed = True
-            self._ends.close(self._outbox)
+            self._ends.close(self._pipes.outbox)
             try:
                 self._process.wait(self.close_timeout)
             except subprocess.TimeoutExpired:
@@ -271,73 +258,17 @@ class SinkProcess:
             )
 
     def _send(self, message: Any, deadline: float | None = None) -> bool:
-        """Write ``message`` into the pipe, waiting while it is full; False when ``deadline`` came first.
-
-        With a deadline, only a message shorter than ``select.PIPE_BUF``
-        bytes: a pipe takes one whole or not at all, so none is left half
-        written.
-        """
-        data = memoryview(_frame(message))
+        """Write ``message`` to the child (see :meth:`_Pipes.send`); False when ``deadline`` came first."""
         try:
-            while data:
-                try:
-                    data = data[os.write(self._outbox, data) :]
-                except BlockingIOError:
-                    if not self._wait_for_room(deadline):
-                        return False
+            return self._pipes.send(message, deadline)
         except BrokenPipeError:
             raise self._gone() from None
-        return True
-
-    def _wait_for_room(self, deadline: float | None) -> bool:
-        """Wait until the pipe to the child takes more, reading its news meanwhile; False at ``deadline``.
-
-        A child whose sink keeps failing and recovering writes news
-        between batches; with that pipe full it would stop reading ours.
-        """
-        while True:
-            ready = self._outbox_ready.poll(_milliseconds_until(deadline))
-            if not ready:
-                return False
-            for fd, _ in ready:
-                if fd == self._inbox:
-                    self._read_chunk()
-            if any(fd == self._outbox for fd, _ in ready):
-                return True
 
     def _receive(self, deadline: float | None) -> Any:
         """Return the next message from the child, or ``None`` at its end (or at ``deadline``)."""
-        while True:
-            message = self._take_message()
-            if message is not None:
-                return message
-            if not self._inbox_ready.poll(_milliseconds_until(deadline)):
-                return None
-            if not self._read_chunk():
-                return None
-
-    def _read_chunk(self) -> bool:
-        """Add what the child wrote to what is received; False at its end."""
-        chunk = os.read(self._inbox, 65536)
-        if not chunk:
-            if not self._child_ended:
-                self._child_ended = True
-                # At its end the inbox is always ready: no longer waited on.
-                self._outbox_ready.unregister(self._inbox)
-            return False
-        self._received += chunk
-        return True
-
-    def _take_message(self) -> Any:
-        received = self._received
-        if len(received) < _HEADER.size:
+        message = self._pipes.receive(deadline)
+        if message is None:
             return None
-        (size,) = _HEADER.unpack_from(received)
-        end = _HEADER.size + size
-        if len(received) < end:
-            return None
-        self._received = received[end:]
-        message = marshal.loads(received[_HEADER.size : end])
         if message[0] == "failing":
             self._failing[message[1]] = message[2]
         elif message[0] == "recovered":
@@ -382,6 +313,93 @@ class SinkProcess:
         with contextlib.suppress(OSError):
             self._process.kill()
         self._process.wait()
+
+
+class _Pipes:
+    """The parent's ends of the pipes to a child: framed messages out, framed messages in."""
+
+    def __init__(self, outbox: int, inbox: int) -> None:
+        self.outbox, self.inbox = outbox, inbox
+        self.ended = False  # the child closed its end of the inbox
+        self._received = b""
+        # Written without blocking: a full pipe is waited on in send(), so
+        # that a flush() can give up at its timeout.
+        os.set_blocking(outbox, False)
+        # poll(), not select(): a training process may hold over
+        # FD_SETSIZE (1,024) files, and select() refuses descriptors past it.
+        self._inbox_ready = select.poll()
+        self._inbox_ready.register(inbox, select.POLLIN)
+        # While the pipe to the child is full, what the child says is read
+        # too: it may be waiting for room in the other pipe to say it.
+        self._outbox_ready = select.poll()
+        self._outbox_ready.register(outbox, select.POLLOUT)
+        self._outbox_ready.register(inbox, select.POLLIN)
+
+    def send(self, message: Any, deadline: float | None = None) -> bool:
+        """Write ``message``, waiting while the pipe is full; False when ``deadline`` came first.
+
+        With a deadline, only a message shorter than ``select.PIPE_BUF``
+        bytes: a pipe takes one whole or not at all, so none is left half
+        written. A child gone raises ``BrokenPipeError``.
+        """
+        data = memoryview(_frame(message))
+        while data:
+            try:
+                data = data[os.write(self.outbox, data) :]
+            except BlockingIOError:
+                if not self._wait_for_room(deadline):
+                    return False
+        return True
+
+    def _wait_for_room(self, deadline: float | None) -> bool:
+        """Wait until the pipe to the child takes more, reading its news meanwhile; False at ``deadline``.
+
+        A child whose sink keeps failing and recovering writes news
+        between batches; with that pipe full it would stop reading ours.
+        """
+        while True:
+            ready = self._outbox_ready.poll(_milliseconds_until(deadline))
+            if not ready:
+                return False
+            for fd, _ in ready:
+                if fd == self.inbox:
+                    self._read_chunk()
+            if any(fd == self.outbox for fd, _ in ready):
+                return True
+
+    def receive(self, deadline: float | None) -> Any:
+        """Return the next message from the child, or ``None`` at its end (or at ``deadline``)."""
+        while True:
+            message = self._take_message()
+            if message is not None:
+                return message
+            if not self._inbox_ready.poll(_milliseconds_until(deadline)):
+                return None
+            if not self._read_chunk():
+                return None
+
+    def _read_chunk(self) -> bool:
+        """Add what the child wrote to what is received; False at its end."""
+        chunk = os.read(self.inbox, 65536)
+        if not chunk:
+            if not self.ended:
+                self.ended = True
+                # At its end the inbox is always ready: no longer waited on.
+                self._outbox_ready.unregister(self.inbox)
+            return False
+        self._received += chunk
+        return True
+
+    def _take_message(self) -> Any:
+        received = self._received
+        if len(received) < _HEADER.size:
+            return None
+        (size,) = _HEADER.unpack_from(received)
+        end = _HEADER.size + size
+        if len(received) < end:
+            return None
+        self._received = received[end:]
+        return marshal.loads(received[_HEADER.size : end])
 
 
 class _Ends:
