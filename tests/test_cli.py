@@ -396,6 +396,21 @@ def test_demo_into_an_unwritable_path_is_a_one_line_error(
     assert str(not_a_directory) in line
 
 
+@pytest.mark.parametrize("name", ["demo.csv", "demo.JSONL"])
+def test_demo_out_with_a_line_files_extension_is_refused_naming_the_sink_to_use(
+    tmp_path: Path, error_line: Callable[[], str], name: str
+) -> None:
+    out = tmp_path / name
+
+    assert main(["demo", "--synthetic", "--out", str(out)]) == 2
+
+    line = error_line()
+    scheme = name.rpartition(".")[2].lower()
+    assert "records its run in a SQLite file" in line
+    assert f"--sink {scheme}:{out}" in line
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_demo_into_a_file_that_is_not_sqlite_is_a_one_line_error(
     tmp_path: Path, error_line: Callable[[], str]
 ) -> None:

@@ -241,6 +241,17 @@ def test_every_refuses_an_interval_that_is_not_a_number(interval: Any) -> None:
         Every("seconds", interval)
 
 
+@pytest.mark.parametrize(
+    ("interval", "error"), [(None, TypeError), ([1], TypeError), ("soon", ValueError)]
+)
+def test_every_seconds_refuses_what_float_refuses_saying_what_it_takes(
+    interval: Any, error: type[Exception]
+) -> None:
+    # The exception TorchRL's Every.seconds raises (float()'s), with a message.
+    with pytest.raises(error, match=r"Every\.seconds\(\) takes a number of seconds"):
+        Every.seconds(interval)
+
+
 def test_a_counter_interval_is_a_whole_number_of_counts() -> None:
     with pytest.raises(ValueError, match="whole number of counts"):
         Every.counter("frames", 0.5)  # type: ignore[arg-type]

@@ -366,6 +366,13 @@ def _stopping_on_sigterm() -> Iterator[None]:
 
 
 def _run_demo(args: argparse.Namespace) -> int:
+    line_format = {".csv": "csv", ".jsonl": "jsonl"}.get(Path(args.out).suffix.lower())
+    if line_format is not None:
+        return _fail(
+            f"--out {args.out} names a {line_format.upper()} file, but the demo "
+            f"records its run in a SQLite file: give --out a .sqlite path, and "
+            f"add --sink {line_format}:{args.out} for a {line_format.upper()} copy"
+        )
     if not args.synthetic:
         try:
             from rlpulse._demo.torchrl_pipeline import run_torchrl_demo

@@ -69,8 +69,21 @@ class Every:
             Traceback (most recent call last):
             ...
             ValueError: interval must be strictly positive: a finite number of seconds above zero, got nan.
+            >>> Every.seconds(None)
+            Traceback (most recent call last):
+            ...
+            TypeError: Every.seconds() takes a number of seconds, got NoneType None.
         """
-        return cls(kind="seconds", interval=float(interval))
+        # float() as TorchRL's Every.seconds does: "5" is 5.0; what it
+        # refuses is refused with the same exception, saying what to give.
+        try:
+            seconds = float(interval)
+        except (TypeError, ValueError) as error:
+            raise type(error)(
+                "Every.seconds() takes a number of seconds, got "
+                f"{type(interval).__name__} {interval!r}."
+            ) from None
+        return cls(kind="seconds", interval=seconds)
 
     @classmethod
     def counter(cls, key: str, interval: int) -> Every:
