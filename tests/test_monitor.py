@@ -482,3 +482,37 @@ def test_a_stats_fn_that_cannot_be_called_is_refused_at_watch() -> None:
     with pytest.raises(TypeError, match="stats_fn must be a callable"):
         monitor.watch(Counter(), stats_fn=42)  # type: ignore[arg-type]
     assert monitor.stats()["watches"] == 0
+
+
+def test_stop_inside_a_sinks_call_is_refused_and_the_monitor_stops_later(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class StopsTheMonitor:
+        def __init__(self) -> None:
+            self.monitor: LoggerMonitor | None = None
+            self.refused: list[BaseException] = []
+
+        def log_metrics(
+            self, metrics: Mapping[str, float], step: int | None = None
+        ) -> None:
+            assert self.monitor is not None
+            try:
+                self.monitor.stop()
+            except RuntimeError as error:
+                self.refused.append(error)
+                raise
+
+    sink = StopsTheMonitor()
+    monitor = sink.monitor = LoggerMonitor(sink, poll_interval=0.01, stop_timeout=5)
+    monitor.watch(Counter(), name="c")
+    with caplog.at_level(logging.WARNING, logger="rlpulse"):
+        monitor.start()
+        deadline = time.monotonic() + 20
+        while not sink.refused and time.monotonic() < deadline:
+            time.sleep(0.01)
+        monitor.stop()
+    assert "inside a call of sink StopsTheMonitor" in str(sink.refused[0])
+    assert any("call it from another thread" in m for m in rlpulse_warnings(caplog))
+    assert not any(
+        thread.name.startswith("rlpulse-") for thread in threading.enumerate()
+    )

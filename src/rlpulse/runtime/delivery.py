@@ -132,6 +132,13 @@ class Delivery:
                 queue.put_all(items)
             queue.wake()
 
+    def sender_of_caller(self) -> Sink | None:
+        """The sink whose sender thread is calling, if one is."""
+        for queue in self.queues:
+            if queue.on_sender_thread:
+                return queue.sink
+        return None
+
     @property
     def queued(self) -> int:
         """Payloads waiting in the sinks' queues."""

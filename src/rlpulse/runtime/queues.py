@@ -125,6 +125,11 @@ class SinkQueue:
             self._wakeup.set()
 
     @property
+    def on_sender_thread(self) -> bool:
+        """Whether the caller is this queue's sender thread (inside the sink's call)."""
+        return self._thread is threading.current_thread()
+
+    @property
     def busy(self) -> bool:
         """Whether the sender is still running."""
         return self._thread is not None and self._thread.is_alive()
