@@ -241,14 +241,7 @@ class LoggerMonitor:
         A second :meth:`stop` without :meth:`start` does nothing. Returns
         within ``stop_timeout``, the sinks drained and flushed, never closed.
         """
-        sink = self._engine.delivery.sender_of_caller()
-        if sink is not None:
-            raise RuntimeError(
-                f"stop() was called inside a call of sink {sink.name}, on the thread "
-                "that feeds it, and would wait for that thread to end: call it "
-                "from another thread (the training loop's, say, seeing a flag the "
-                "sink sets)"
-            )
+        self._engine.delivery.refuse_on_sender_thread("stop()")
         deadline = Deadline(self._stop_timeout)
         with self._lock:
             lifecycle.stopped(self)

@@ -132,12 +132,16 @@ class Delivery:
                 queue.put_all(items)
             queue.wake()
 
-    def sender_of_caller(self) -> Sink | None:
-        """The sink whose sender thread is calling, if one is."""
+    def refuse_on_sender_thread(self, call: str) -> None:
+        """Raise ``RuntimeError`` when the caller is a sink's sender thread: ``call`` would wait for it to end."""
         for queue in self.queues:
             if queue.on_sender_thread:
-                return queue.sink
-        return None
+                raise RuntimeError(
+                    f"{call} was called inside a call of sink {queue.sink.name}, on "
+                    "the thread that feeds it, and would wait for that thread to "
+                    "end: call it from another thread (the training loop's, say, "
+                    "seeing a flag the sink sets)"
+                )
 
     @property
     def queued(self) -> int:
