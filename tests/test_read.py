@@ -383,3 +383,28 @@ def test_list_runs_and_the_errors_users_meet_are_importable_from_rlpulse(
         rlpulse.read(path, run="seed_2")
     with pytest.raises(rlpulse.SinkSpecError):
         rlpulse.open_sink("nope:x")
+
+
+@pytest.mark.parametrize("file_name", FILE_SINKS)
+@pytest.mark.parametrize(
+    ("metrics", "step", "named"),
+    [
+        ({"loss": 0.5, "phase": "eval"}, 1, "metric 'phase' = 'eval'"),
+        ({"loss": None}, 1, "metric 'loss' = None"),
+        ({"loss": 0.5}, "three", "step 'three'"),
+    ],
+)
+def test_a_payload_a_file_sink_cannot_store_is_refused_naming_the_entry(
+    tmp_path: Path,
+    file_name: str,
+    metrics: dict[str, object],
+    step: object,
+    named: str,
+) -> None:
+    path = tmp_path / file_name
+    with FILE_SINKS[file_name](path) as sink:
+        sink.log_metrics({"loss": 0.25}, step=0, timestamp=1.0)
+        with pytest.raises((TypeError, ValueError), match=f"cannot store {named}"):
+            sink.log_metrics(metrics, step=step, timestamp=2.0)
+
+    assert list(read(path)) == [Record(1.0, 0, "loss", 0.25)]

@@ -76,7 +76,7 @@ class BaseSink(abc.ABC):
         wall_time = time.time() if timestamp is None else float(timestamp)
         with self._lock:
             self._check_open()
-            self._write_batch(((metrics, step, wall_time),))
+            self._write(((metrics, step, wall_time),))
 
     def log_batch(
         self,
@@ -102,7 +102,7 @@ class BaseSink(abc.ABC):
         with self._lock:
             self._check_open()
             if batch:
-                self._write_batch(batch)
+                self._write(batch)
 
     def flush(self) -> None:
         """Make what was logged visible to the sink's readers.
@@ -129,6 +129,19 @@ class BaseSink(abc.ABC):
                 return
             self._closed = True
             self._close()
+
+    def _write(self, payloads: Sequence[Payload]) -> None:
+        try:
+            self._write_batch(payloads)
+        except (TypeError, ValueError) as error:
+            # Only on failure: say which entry is no number.
+            culprit = _not_a_number(payloads)
+            if culprit is None:
+                raise
+            raise type(error)(
+                f"{type(self).__name__} cannot store {culprit}: a metric is a "
+                "number, a step a whole number (a monitor drops what is not)"
+            ) from error
 
     @abc.abstractmethod
     def _write_batch(self, payloads: Sequence[Payload]) -> None:
@@ -249,6 +262,28 @@ class LineFileSink(BaseSink):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.path)!r})"
+
+
+def _not_a_number(payloads: Sequence[Payload]) -> str | None:
+    """Describe the first step or metric value of ``payloads`` that is no number, if any.
+
+    >>> _not_a_number([({"loss": 0.5, "phase": "eval"}, 3, 1.5)])
+    "metric 'phase' = 'eval'"
+    >>> _not_a_number([({"loss": 0.5}, "three", 1.5)])
+    "step 'three'"
+    """
+    for metrics, step, _ in payloads:
+        if step is not None:
+            try:
+                int(step)
+            except (TypeError, ValueError):
+                return f"step {step!r}"
+        for name, value in metrics.items():
+            try:
+                float(value)
+            except (TypeError, ValueError):
+                return f"metric {name!r} = {value!r}"
+    return None
 
 
 def _first_line(path: Path) -> bytes:
