@@ -200,7 +200,7 @@ def test_a_schedule_counts_from_when_its_round_was_due_not_from_when_it_ran() ->
     # 4 ms late, the next only 0.1 ms late; it is due all the same.
     watch = Watch("w", provider=dict, schedule=Every.seconds(1))
     assert watch.evaluate({"frames": 1}, now=0.004, force=False) is not None
-    watch.commit(now=0.004, scheduled=0.0)
+    watch.commit(now=0.004, scheduled=0.0, poll_interval=1.0)
     assert watch.due_by_clock(1.0001)
     payload = watch.evaluate({"frames": 3}, now=1.0001, force=False)
     # Rates still count from when it ran.
@@ -219,12 +219,40 @@ def test_a_round_that_overran_its_interval_counts_the_schedule_from_the_poll() -
 
 
 def test_a_schedule_shorter_than_the_poll_interval_is_due_at_every_round() -> None:
-    # Every.seconds(0.1) polled every 0.2 s, reached 0.12 s into its round:
-    # the round did not overrun, so the next one, at 0.2 s, finds it due.
+    # Every.seconds(0.1) polled every 0.2 s, reached 5 ms into its round:
+    # the next round, at 0.2 s, finds it due.
+    watch = Watch("w", provider=dict, schedule=Every.seconds(0.1))
+    assert watch.evaluate({"frames": 1}, now=0.005, force=False) is not None
+    watch.commit(now=0.005, scheduled=0.0, poll_interval=0.2)
+    assert watch.due_by_clock(0.2)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "late", "poll_interval"), [(3.0, 2.0, 1.0), (1.0, 0.5, 1.0)]
+)
+def test_a_round_that_reached_the_watch_late_counts_the_schedule_from_the_poll(
+    seconds: float, late: float, poll_interval: float
+) -> None:
+    # A slow call earlier in the round: the next log still comes the
+    # schedule's seconds after this one, less a tenth of the poll interval.
+    watch = Watch("w", provider=dict, schedule=Every.seconds(seconds))
+    assert watch.evaluate({"frames": 1}, now=late, force=False) is not None
+    watch.commit(now=late, scheduled=0.0, poll_interval=poll_interval)
+    soonest = late + seconds - 0.1 * poll_interval
+    assert watch.evaluate({"frames": 2}, now=soonest - 0.001, force=False) is None
+    assert watch.evaluate({"frames": 2}, now=soonest + 1e-9, force=False) is not None
+
+
+def test_a_watch_reached_late_is_called_from_the_round_that_will_reach_it_in_time() -> (
+    None
+):
+    # Every.seconds(0.1) reached 0.12 s into each 0.2 s round: the next round
+    # calls it (0.08 s after), reaching it 0.2 s after this log.
     watch = Watch("w", provider=dict, schedule=Every.seconds(0.1))
     assert watch.evaluate({"frames": 1}, now=0.12, force=False) is not None
     watch.commit(now=0.12, scheduled=0.0, poll_interval=0.2)
     assert watch.due_by_clock(0.2)
+    assert watch.evaluate({"frames": 2}, now=0.32, force=False) is not None
 
 
 @pytest.mark.parametrize("interval", [float("nan"), float("inf"), -float("inf")])

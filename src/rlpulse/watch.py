@@ -30,6 +30,10 @@ from rlpulse.targets import adapt
 
 __all__ = ["AGGREGATES", "Watch", "WatchSpec", "Watches", "provider_of"]
 
+# How much sooner than its seconds a schedule is due again, as a share of
+# the poll interval and of those seconds: a wake-up's delay (see Watch.commit).
+_CADENCE_SLACK = 0.1
+
 AGGREGATES = ("mean", "min", "max")
 """What ``watch(..., aggregate=...)`` can compute over the polls between logs."""
 
@@ -442,6 +446,10 @@ class Watch:
         self.baseline: dict[str, float] = {}
         self.baseline_time: float | None = None
         self.last_log_time: float | None = None
+        # How late the round that logged it reached the watch, and the
+        # wake-up slack its seconds schedule allows (see commit()).
+        self._reached_late = 0.0
+        self._slack = 0.0
         self.has_logged = False
         self.step: int | None = None
         self._prefix = f"{name}/"
@@ -605,9 +613,13 @@ class Watch:
     ) -> None:
         """Record the payload last returned by :meth:`evaluate` as delivered at ``now``.
 
-        ``scheduled``: when the poller's round was due; the schedule counts from
-        there when the round started late, from ``now`` (as rates do) when it
-        overran by ``poll_interval`` and the schedule's seconds.
+        ``scheduled``: when the poller's round was due. A seconds schedule
+        counts from ``now``, as rates do, so a later log comes at least its
+        seconds after this one, less a slack of a tenth of ``poll_interval``
+        and of those seconds (a busy thread's wake-up, which would otherwise
+        push every log of ``Every.seconds(n)`` one round later). A clock-gated
+        watch is called from the round expected to reach it by then: the
+        rounds reach it as late as this one did (unless this one overran).
         """
         if self.observations is not None:
             self.observations.reset()
@@ -615,8 +627,10 @@ class Watch:
         self.last_log_time = now
         if scheduled is not None:
             late = now - scheduled
-            if late < poll_interval or late < self.schedule_state.min_seconds:
-                self.last_log_time = min(scheduled, now)
+            self._reached_late = late if 0.0 <= late < poll_interval else 0.0
+            self._slack = _CADENCE_SLACK * min(
+                poll_interval, self.schedule_state.min_seconds
+            )
         self.has_logged = True
         self.baseline_time = now
         if self.clock_gated:
@@ -633,7 +647,10 @@ class Watch:
         self.next_due = (
             -math.inf
             if reference is None
-            else reference + self.schedule_state.min_seconds
+            else reference
+            + self.schedule_state.min_seconds
+            - self._reached_late
+            - self._slack
         )
 
     def _set_baseline_time(self, now: float) -> None:
@@ -671,7 +688,9 @@ class Watch:
         reference = self.last_log_time
         if reference is None:
             reference = self.baseline_time
-        due = reference is not None and self.schedule_state.seconds_due(now - reference)
+        due = reference is not None and self.schedule_state.seconds_due(
+            now - reference + self._slack
+        )
         counted_due, reset = self.schedule_state.counters_due(raw)
         if reset:
             self.baseline = snapshot_of(raw)
