@@ -117,7 +117,7 @@ def test_a_stats_call_that_blocks_forever_stalls_no_other_watch(
 
 
 @pytest.mark.parametrize("background", [False, True])
-@pytest.mark.parametrize("poll_timeout", [None, 0.3])
+@pytest.mark.parametrize("poll_timeout", [None, 0.3, 5.0])  # 5.0: past the deadline
 def test_a_final_call_that_hangs_is_warned_once_and_the_watches_after_it_get_theirs(
     caplog: pytest.LogCaptureFixture, background: bool, poll_timeout: float | None
 ) -> None:

@@ -211,12 +211,16 @@ class Reporter:
         """Count a final snapshot's call that overran ``poll_timeout`` (or, without one, the stop's ``stop_timeout``), and name it."""
         self.add(timeouts=1)
         limit = watch.spec.poll_timeout
+        within = (
+            f"stop_timeout={stop_timeout}s"
+            if limit is None or limit >= stop_timeout
+            else f"poll_timeout={limit}s"
+        )
         _log.warning(
             "LoggerMonitor logged no final snapshot of watch %r: its stats() call "
-            "did not return within %s=%ss.",
+            "did not return within %s.",
             watch.name,
-            "stop_timeout" if limit is None else "poll_timeout",
-            stop_timeout if limit is None else limit,
+            within,
         )
 
     def stalled(self, watch: Watch, stuck_for: float) -> None:

@@ -100,19 +100,18 @@ class Watchdog:
             self._seen = (polls, watch, now)
             return
         held = now - seen[2]
-        if timeout is None:
-            # A final snapshot's call without poll_timeout is left behind
-            # halfway to the round's deadline, so that the watches after it
-            # get theirs; it may still return in time for its own.
-            limit, hung = (polls.deadline - seen[2]) / 2, False
+        hung = timeout is not None and held >= timeout
+        if polls.force:
+            # A final snapshot's call is left behind at its poll_timeout, or
+            # halfway to the round's deadline if that comes first, so that
+            # the watches after it get theirs; it may still return in time
+            # for its own.
+            limit = (polls.deadline - seen[2]) / 2
+            if timeout is not None:
+                limit = min(limit, timeout)
         else:
-            # Final snapshots (forced rounds) wait for the whole poll_timeout.
-            limit = (
-                timeout
-                if polls.force
-                else handover_after(timeout, self._poller.interval)
-            )
-            hung = held >= timeout
+            assert timeout is not None
+            limit = handover_after(timeout, self._poller.interval)
         if held >= limit:
             self._seen = None
             self._poller.leave_behind(polls, watch, since=seen[2], hung=hung)
