@@ -1305,3 +1305,33 @@ def test_a_previous_handler_that_returns_lets_the_process_go_on() -> None:
     assert repr(monitor).endswith("idle)")  # stopped; the caller goes on
     monitor.stop()
     assert sink.count("s") == 1
+
+
+def test_a_watch_left_in_a_round_under_way_is_not_called_after_unwatch_returned() -> (
+    None
+):
+    in_slow = threading.Event()
+    calls_of_b: list[float] = []
+
+    def slow() -> dict[str, float]:
+        in_slow.set()
+        time.sleep(0.5)  # under the hand-over delay: the round waits for it
+        return {"x": 1}
+
+    def b() -> dict[str, float]:
+        calls_of_b.append(time.monotonic())
+        return {"y": 1}
+
+    monitor = LoggerMonitor(Recorder(), poll_interval=1.0, poll_timeout=5.0)
+    monitor.watch(None, name="slow", stats_fn=slow, log_on_start=False)
+    monitor.watch(None, name="b", stats_fn=b, log_on_start=False)
+    monitor.start()
+    try:
+        assert in_slow.wait(20)  # the round lists b, after slow
+        monitor.unwatch("b")
+        returned = time.monotonic()
+        time.sleep(1.0)
+    finally:
+        monitor.stop(log_final=False)
+    assert [t for t in calls_of_b if t > returned] == []
+    assert monitor.stats()["errors"] == 0

@@ -290,3 +290,38 @@ def test_a_counter_interval_is_a_whole_number_of_counts() -> None:
 def test_a_counter_key_is_the_name_of_a_snapshot_entry(key: Any) -> None:
     with pytest.raises(TypeError, match="counter key must be the name"):
         Every.counter(key, 10)
+
+
+def test_a_seconds_schedule_given_a_key_is_a_seconds_schedule_as_in_torchrl() -> None:
+    from torchrl.record.loggers.monitoring import Every as TorchRLEvery
+    from torchrl.record.loggers.monitoring import LoggerMonitor as TorchRLMonitor
+
+    from rlpulse import LoggerMonitor
+
+    class Source:
+        frames = 0
+
+        def stats(self) -> dict[str, int]:
+            return {"frames": self.frames}
+
+    class Steps:
+        def __init__(self) -> None:
+            self.steps: list[int | None] = []
+
+        def log_metrics(self, metrics: Any, step: int | None = None) -> None:
+            self.steps.append(step)
+
+    logged = {}
+    for name, every, monitor_type in (
+        ("torchrl", TorchRLEvery, TorchRLMonitor),
+        ("rlpulse", Every, LoggerMonitor),
+    ):
+        source, sink = Source(), Steps()
+        monitor = monitor_type(sink, background=False)
+        monitor.watch(source, name="c", schedule=every("seconds", 5, key="frames"))
+        monitor.step()
+        for frames in (7, 12, 23):  # multiples of 5 crossed: no matter, in seconds
+            source.frames = frames
+            monitor.step()
+        logged[name] = sink.steps
+    assert logged["rlpulse"] == logged["torchrl"] == [None]

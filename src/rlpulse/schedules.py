@@ -168,7 +168,9 @@ class AnyOf:
             >>> (Every.seconds(1) | Every.seconds(5)).counter_keys
             ()
         """
-        return tuple(part.key for part in self.parts if part.key is not None)
+        return tuple(
+            part.key for part in self.parts if part.kind == "counter" and part.key
+        )
 
 
 Schedule = Every | AnyOf

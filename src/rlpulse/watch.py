@@ -181,7 +181,11 @@ class WatchSpec:
     def counter_keys(self) -> tuple[str, ...]:
         """The keys of the schedule's counter parts, in order."""
         parts = () if self.schedule is None else self.schedule.parts
-        return tuple(part.key for part in parts if part.key is not None)
+        return tuple(
+            part.key
+            for part in parts
+            if part.kind == "counter" and part.key is not None
+        )
 
 
 def _check_option_types(spec: WatchSpec) -> None:
@@ -270,10 +274,29 @@ class _ScheduleState:
         self.counters = tuple(
             _CounterPart(part.key, part.interval)
             for part in parts
-            if part.key is not None
+            if part.kind == "counter" and part.key is not None
         )
         self.seconds = tuple(part.interval for part in parts if part.kind == "seconds")
         self.min_seconds = min(self.seconds, default=0.0)
+        # How late the round that last logged reached the watch, and how much
+        # sooner than its seconds the schedule is due again (note_round()).
+        self.reached_late = 0.0
+        self.slack = 0.0
+
+    def note_round(self, now: float, scheduled: float, poll_interval: float) -> None:
+        """Note a log at ``now`` by the poller's round due at ``scheduled``.
+
+        The seconds count from ``now``, as rates do, so a later log comes at
+        least those seconds after this one, less a slack of a tenth of
+        ``poll_interval`` and of the seconds (a busy thread's wake-up, which
+        would otherwise push every log of ``Every.seconds(n)`` one round
+        later). A clock-gated watch is called from the round expected to
+        reach it by then: rounds reach it as late as this one did, unless
+        this one overran.
+        """
+        late = now - scheduled
+        self.reached_late = late if 0.0 <= late < poll_interval else 0.0
+        self.slack = _CADENCE_SLACK * min(poll_interval, self.min_seconds)
 
     def prime(self, raw: Any) -> None:
         """Set every counter part's first threshold from ``raw``."""
@@ -413,8 +436,7 @@ class Watch:
         self.spec = spec = WatchSpec(name, **config)
         self.name = name
         self.on_stall = on_stall
-        # Registered: unwatch() clears it, and a poll in flight then
-        # delivers nothing.
+        # Registered: unwatch() clears it; a poll in flight delivers nothing.
         self.active = True
         # What a poll calls: the provider, with its keyword arguments bound.
         self.call: Callable[[], Any] = (
@@ -446,10 +468,6 @@ class Watch:
         self.baseline: dict[str, float] = {}
         self.baseline_time: float | None = None
         self.last_log_time: float | None = None
-        # How late the round that logged it reached the watch, and the
-        # wake-up slack its seconds schedule allows (see commit()).
-        self._reached_late = 0.0
-        self._slack = 0.0
         self.has_logged = False
         self.step: int | None = None
         self._prefix = f"{name}/"
@@ -613,24 +631,15 @@ class Watch:
     ) -> None:
         """Record the payload last returned by :meth:`evaluate` as delivered at ``now``.
 
-        ``scheduled``: when the poller's round was due. A seconds schedule
-        counts from ``now``, as rates do, so a later log comes at least its
-        seconds after this one, less a slack of a tenth of ``poll_interval``
-        and of those seconds (a busy thread's wake-up, which would otherwise
-        push every log of ``Every.seconds(n)`` one round later). A clock-gated
-        watch is called from the round expected to reach it by then: the
-        rounds reach it as late as this one did (unless this one overran).
+        ``scheduled``: when the poller's round was due (see
+        :meth:`_ScheduleState.note_round`).
         """
         if self.observations is not None:
             self.observations.reset()
         self.baseline = self._pending
         self.last_log_time = now
         if scheduled is not None:
-            late = now - scheduled
-            self._reached_late = late if 0.0 <= late < poll_interval else 0.0
-            self._slack = _CADENCE_SLACK * min(
-                poll_interval, self.schedule_state.min_seconds
-            )
+            self.schedule_state.note_round(now, scheduled, poll_interval)
         self.has_logged = True
         self.baseline_time = now
         if self.clock_gated:
@@ -648,9 +657,9 @@ class Watch:
             -math.inf
             if reference is None
             else reference
-            + self.schedule_state.min_seconds
-            - self._reached_late
-            - self._slack
+            + (state := self.schedule_state).min_seconds
+            - state.reached_late
+            - state.slack
         )
 
     def _set_baseline_time(self, now: float) -> None:
@@ -659,8 +668,7 @@ class Watch:
             self.schedule_next()
 
     def _name_key(self, key: Any) -> str:
-        # Name a snapshot key seen for the first time: its payload key, and
-        # whether the next poll needs it (its default rate, or the step).
+        # A new snapshot key: its payload key; the next poll needs its rate?
         name = key if type(key) is str else str(key)
         payload_key = self._prefix + name
         self._names[key] = payload_key
@@ -689,7 +697,7 @@ class Watch:
         if reference is None:
             reference = self.baseline_time
         due = reference is not None and self.schedule_state.seconds_due(
-            now - reference + self._slack
+            now - reference + self.schedule_state.slack
         )
         counted_due, reset = self.schedule_state.counters_due(raw)
         if reset:

@@ -6,7 +6,10 @@ call. When one call holds a round up for too long, the watchdog
 thread (:meth:`Poller.leave_behind`); the thread left behind finishes its call
 whenever it returns, takes its watch off the supervision table and exits.
 A thread polls only while it is the one its round names: that, not a
-counter, is how a thread learns it was left behind.
+counter, is how a thread learns it was left behind. A round reads whether
+a watch is still watched after naming it its current one, and
+``unwatch()`` marks it unwatched before it reads which one is current: so
+either the round skips the watch or ``unwatch()`` waits for its call.
 
 Whether a call that returns just as the watchdog gives up on it was left
 behind is settled by one atomic ``dict.setdefault`` on the call's index:
@@ -410,6 +413,9 @@ class Poller:
                     break
                 polls.index = index + 1
                 polls.current = watch
+                if not watch.active:  # read after naming it: see the module
+                    polls.current = None
+                    continue
                 counted[0] += 1
                 payload = poll(watch, force, scheduled)
                 if payload is not None:
@@ -437,8 +443,7 @@ class Poller:
         return False
 
     def _resume(self, watch: Watch) -> None:
-        # A call left behind returned: its watch is polled again. Under the
-        # table's lock, so that the watchdog never marks it hung afterwards.
+        """A call left behind returned: poll its watch again (under the lock: never marked hung after)."""
         with self.supervision.lock:
             self.supervision.returned(watch)
         watch.schedule_next()
@@ -467,8 +472,7 @@ class Poller:
     def _give_up(
         self, polls: Round, watch: Watch | None, *, since: float, hung: bool
     ) -> bool:
-        # Under the table's lock: claim polls's call of watch abandoned
-        # (False when it returned first) and record it left behind, or hung.
+        """Claim ``polls``'s call of ``watch`` abandoned (False if it returned first), under the lock; record it left behind, or hung."""
         if watch is None or polls.finished or not polls.give_up_on(watch):
             return False
         table = self.supervision
