@@ -280,9 +280,16 @@ def test_every_seconds_refuses_what_float_refuses_saying_what_it_takes(
         Every.seconds(interval)
 
 
-def test_a_counter_interval_is_a_whole_number_of_counts() -> None:
-    with pytest.raises(ValueError, match="whole number of counts"):
-        Every.counter("frames", 0.5)  # type: ignore[arg-type]
+def test_a_fractional_counter_interval_is_due_at_each_multiple_as_in_torchrl() -> None:
+    # A counter of seconds trained, logged every 2.5 of them.
+    watch = Watch("w", provider=dict, schedule=Every.counter("seconds_trained", 2.5))  # type: ignore[arg-type]
+    due = []
+    for value in (0.0, 1.0, 2.4, 2.6, 4.9, 5.1, 7.4):
+        payload = watch.evaluate({"seconds_trained": value}, now=value, force=False)
+        if payload is not None:
+            watch.commit(now=value)
+            due.append(value)
+    assert due == [0.0, 2.6, 5.1]
     assert Every.counter("frames", 1e4).interval == 10_000  # type: ignore[arg-type]
 
 

@@ -89,16 +89,17 @@ class Every:
     def counter(cls, key: str, interval: int) -> Every:
         """Return a schedule due when snapshot entry ``key`` crosses a multiple of ``interval``.
 
-        ``key`` names the entry (a non-empty str); ``interval`` is a whole
-        number of counts above zero (``10_000`` or ``1e4``).
+        ``key`` names the entry (a non-empty str); ``interval`` is a finite
+        number above zero (``10_000``, ``1e4``, or ``2.5`` for a counter of
+        seconds, as TorchRL's ``Every.counter`` takes).
 
         Examples:
             >>> Every.counter("write_count", 50).key
             'write_count'
-            >>> Every.counter("frames", 0.5)
+            >>> Every.counter("frames", 0)
             Traceback (most recent call last):
             ...
-            ValueError: a counter schedule's interval must be a whole number of counts (like 10_000), got 0.5.
+            ValueError: interval must be strictly positive: a finite number of counts above zero, got 0.
         """
         return cls(kind="counter", interval=interval, key=key)
 
@@ -177,7 +178,7 @@ Schedule = Every | AnyOf
 
 
 def _check_interval(kind: str, interval: object) -> None:
-    """Refuse an interval that is not a finite number above zero (whole, for counters).
+    """Refuse an interval that is not a finite number above zero.
 
     TorchRL's ``ValueError`` (``strictly positive``) for a missing or
     non-positive interval, and its ``TypeError`` for one that is no number.
@@ -193,11 +194,6 @@ def _check_interval(kind: str, interval: object) -> None:
     if not 0 < float(interval) < math.inf:
         raise ValueError(
             f"interval must be strictly positive: {allowed}, got {interval!r}."
-        )
-    if kind == "counter" and not float(interval).is_integer():
-        raise ValueError(
-            "a counter schedule's interval must be a whole number of counts "
-            f"(like 10_000), got {interval!r}."
         )
 
 
