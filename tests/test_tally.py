@@ -224,17 +224,21 @@ def test_readers_see_consistent_snapshots_while_one_thread_writes() -> None:
     assert stats["value_min"] == writes - 16
 
 
-def test_a_monitor_logs_the_tally_with_its_window_summaries(tmp_path: Path) -> None:
-    path = tmp_path / "metrics.jsonl"
-    tally = Tally()
+def logged_in_one_step(path: Path, name: str, tally: Tally) -> dict[str, float]:
+    """What one step() of a monitor watching ``tally`` under ``name`` stores, by metric."""
     with JSONLLogger(path) as sink:
         monitor = LoggerMonitor(sink, background=False)
-        monitor.watch(tally, name="training")
-        tally.inc("updates", 3)
-        for episode_return in (10.0, 30.0):
-            tally.observe("episode_return", episode_return)
+        monitor.watch(tally, name=name)
         monitor.step()
-    logged = {record.name: record.value for record in rlpulse.read(path)}
+    return {record.name: record.value for record in rlpulse.read(path)}
+
+
+def test_a_monitor_logs_the_tally_with_its_window_summaries(tmp_path: Path) -> None:
+    tally = Tally()
+    tally.inc("updates", 3)
+    for episode_return in (10.0, 30.0):
+        tally.observe("episode_return", episode_return)
+    logged = logged_in_one_step(tmp_path / "metrics.jsonl", "training", tally)
     assert logged["training/updates"] == 3.0
     assert logged["training/episode_return_mean"] == 20.0
     assert logged["training/episode_return_count"] == 2.0
@@ -259,15 +263,10 @@ def test_non_finite_observations_are_counted_apart_from_the_window(bad: float) -
 
 
 def test_a_diverged_loss_shows_in_the_monitors_logs(tmp_path: Path) -> None:
-    path = tmp_path / "metrics.jsonl"
     tally = Tally()
-    with JSONLLogger(path) as sink:
-        monitor = LoggerMonitor(sink, background=False)
-        monitor.watch(tally, name="learner")
-        tally.observe("loss", 0.5)
-        tally.observe("loss", float("nan"))
-        monitor.step()
-    logged = {record.name: record.value for record in rlpulse.read(path)}
+    tally.observe("loss", 0.5)
+    tally.observe("loss", float("nan"))
+    logged = logged_in_one_step(tmp_path / "metrics.jsonl", "learner", tally)
     assert logged["learner/loss_nonfinite"] == 1.0
     assert logged["learner/loss_mean"] == 0.5
 
