@@ -332,3 +332,15 @@ def test_a_seconds_schedule_given_a_key_is_a_seconds_schedule_as_in_torchrl() ->
             monitor.step()
         logged[name] = sink.steps
     assert logged["rlpulse"] == logged["torchrl"] == [None]
+
+
+def test_a_watch_reached_sooner_than_expected_waits_until_it_is_due() -> None:
+    # Reached 0.5 s into its round, then by a round that reached it at once:
+    # not due yet, and not called again by the rounds before it is.
+    watch = Watch("w", provider=dict, schedule=Every.seconds(1))
+    assert watch.evaluate({"frames": 1}, now=1.5, force=False) is not None
+    watch.commit(now=1.5, scheduled=1.0, poll_interval=1.0)
+    assert watch.due_by_clock(2.0)  # the round expected to reach it at 2.5
+    assert watch.evaluate({"frames": 2}, now=2.0, force=False) is None
+    assert not watch.due_by_clock(2.3)
+    assert watch.due_by_clock(2.4)  # its second, less a tenth of a round

@@ -450,8 +450,7 @@ class Watch:
         self._step_key = spec.step_key
         # Aggregation and stall detection need every poll: no shortcut.
         self.every_poll = bool(spec.aggregate) or spec.stall_after is not None
-        # A watch on one counter schedule and nothing else decides most
-        # polls from that counter alone (below_threshold), before the clock.
+        # One counter schedule alone: most polls decided by it (below_threshold).
         self._only_counter = (
             state.counters[0]
             if len(state.counters) == 1 and not state.seconds and not self.every_poll
@@ -580,6 +579,9 @@ class Watch:
             if first_poll:
                 self.baseline = snapshot_of(raw) if observed is None else observed
                 self._set_baseline_time(now)
+            elif self.clock_gated:  # reached sooner than expected: not called
+                self.schedule_state.reached_late = 0.0  # again before it is due
+                self.schedule_next()
             return None
         baseline_time = self.baseline_time
         if baseline_time is None or now <= baseline_time:
@@ -602,9 +604,7 @@ class Watch:
         return payload
 
     def _payload_of(self, raw: Any, elapsed: float) -> dict[str, float]:
-        # The payload with its rates (over ``elapsed`` seconds, when not 0),
-        # and the part of the snapshot the next poll needs (kept as the
-        # pending baseline: rated and step keys).
+        """The payload, rates over ``elapsed`` s (if not 0); rated and step entries kept for the next poll."""
         if type(raw) is not dict and not isinstance(raw, Mapping):
             snapshot_of(raw)  # raises the error that says what is wrong
         payload: dict[str, float] = {}
