@@ -31,7 +31,8 @@ from rlpulse.targets import adapt
 __all__ = ["AGGREGATES", "Watch", "WatchSpec", "Watches", "provider_of"]
 
 # How much sooner than its seconds a schedule is due again, as a share of
-# the poll interval and of those seconds: a wake-up's delay (see Watch.commit).
+# the poll interval and of those seconds: a wake-up's delay (see
+# _ScheduleState.note_round).
 _CADENCE_SLACK = 0.1
 
 AGGREGATES = ("mean", "min", "max")

@@ -24,7 +24,7 @@ import json
 import math
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import IO, NamedTuple
 
@@ -480,17 +480,13 @@ def _csv_record(path: Path, row: list[str], line_number: int) -> Record:
 
 
 def _read_jsonl(path: Path) -> Iterator[Record]:
-    # The first whole line is checked now, as a CSV file's header is.
-    with open(path, "rb") as file:
-        lines = _LineReader(path, file)
-        for line in lines:
-            if lines.last_complete and line.strip():
-                _jsonl_payload(path, line, lines.number)
-                break
+    # The first payload is checked now, as a CSV file's header is.
+    with contextlib.closing(_jsonl_records(path)) as records:
+        next(records, None)
     return _jsonl_records(path)
 
 
-def _jsonl_records(path: Path) -> Iterator[Record]:
+def _jsonl_records(path: Path) -> Generator[Record, None, None]:
     with open(path, "rb") as file:
         lines = _LineReader(path, file)
         for line in lines:
