@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from rlpulse.runtime import lifecycle
+from rlpulse.runtime import lifecycle, threads
 from rlpulse.runtime.deadline import Deadline, check_timeout
 from rlpulse.runtime.delivery import Delivery
 from rlpulse.runtime.engine import Engine
@@ -268,33 +268,32 @@ class LoggerMonitor:
         ``watches``, ``rounds`` (polls of every watch due: none runs in the
         background while nothing is due), ``polls`` (provider calls),
         ``logged`` (payloads), ``errors`` (failed polls and sink calls),
-        ``timeouts`` (calls past ``poll_timeout``), ``dropped``
-        (payloads dropped from full queues), ``hung`` (watches whose call is
-        outstanding), ``queued`` (payloads in queues), ``last_poll_duration_s``.
+        ``timeouts`` (calls past ``poll_timeout``), ``dropped`` (payloads
+        dropped from full queues), ``hung`` (watches whose call is
+        outstanding), ``queued`` (payloads in queues), ``last_poll_duration_s``
+        and, on Linux, ``cpu_s``: the CPU seconds rlpulse's threads have used
+        (:mod:`rlpulse.runtime.threads`).
 
         Examples:
             >>> class Null:
             ...     def log_metrics(self, metrics, step=None):
             ...         pass
             >>> monitor = LoggerMonitor(Null(), background=False)
-            >>> monitor.watch(monitor, name="monitor")
-            'monitor'
+            >>> _ = monitor.watch(monitor, name="monitor")
             >>> monitor.step()["monitor"]["monitor/watches"]
             1.0
             >>> monitor.stats()["logged"]
             1
         """
-        table = self._engine.supervision
         return {
             "watches": len(self._watches.all),
             **self._reporter.counts(),
-            "hung": sum(1 for watch in self._watches.all if table.is_hung(watch)),
+            "hung": sum(map(self._engine.supervision.is_hung, self._watches.all)),
             "queued": self._engine.delivery.queued,
             "last_poll_duration_s": self._reporter.last_round_s,
+            **threads.cpu_entry(),
         }
 
     def __repr__(self) -> str:
-        return (
-            f"LoggerMonitor({len(self._watches.all)} watches, "
-            f"{len(self._sinks)} sinks, {self._engine.running})"
-        )
+        counts = f"{len(self._watches.all)} watches, {len(self._sinks)} sinks"
+        return f"LoggerMonitor({counts}, {self._engine.running})"

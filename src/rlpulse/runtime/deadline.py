@@ -9,9 +9,10 @@ to the next phase, instead of each getting a fixed fraction.
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections.abc import Callable, Sequence
+
+from rlpulse.runtime.threads import MonitorThread
 
 __all__ = ["Deadline", "check_timeout", "side_by_side"]
 
@@ -67,7 +68,7 @@ def check_timeout(name: str, value: float | None, *, optional: bool = True) -> N
 def side_by_side(
     calls: Sequence[tuple[str, Callable[[], object]]], until: float
 ) -> list[bool]:
-    """Run each ``(thread name, call)`` on a daemon thread of its own, all at once; wait for them until monotonic time ``until``.
+    """Run each ``(thread name, call)`` on a :class:`~rlpulse.runtime.threads.MonitorThread` of its own, all at once; wait for them until monotonic time ``until``.
 
     Returns, per call, whether it finished in time: one that hangs delays
     none of the others, and is left running.
@@ -75,13 +76,11 @@ def side_by_side(
     Examples:
         >>> import threading
         >>> stuck = threading.Event()
-        >>> side_by_side([("quick", lambda: None), ("stuck", stuck.wait)], time.monotonic() + 0.1)
+        >>> side_by_side([("rlpulse-a", lambda: None), ("rlpulse-b", stuck.wait)], time.monotonic() + 0.1)
         [True, False]
         >>> stuck.set()
     """
-    threads = [
-        threading.Thread(target=call, name=name, daemon=True) for name, call in calls
-    ]
+    threads = [MonitorThread(name, call) for name, call in calls]
     for thread in threads:
         thread.start()
     for thread in threads:

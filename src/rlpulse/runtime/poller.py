@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 
 from rlpulse.runtime.reporting import Reporter
 from rlpulse.runtime.supervision import Supervision
+from rlpulse.runtime.threads import MonitorThread
 from rlpulse.watch import Watch
 
 __all__ = ["Poller", "Round", "poll_final"]
@@ -296,12 +297,7 @@ class Poller:
     def _spawn(
         self, polls: Round | None, *, one_shot: bool = False, live: bool = False
     ) -> None:
-        thread = threading.Thread(
-            target=self._work,
-            args=(polls, one_shot),
-            name="rlpulse-poller",
-            daemon=True,
-        )
+        thread = MonitorThread("rlpulse-poller", self._work, (polls, one_shot))
         # Named before it starts: a thread polls only while it is named.
         if polls is not None:
             polls.thread = thread

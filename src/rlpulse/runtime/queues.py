@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from rlpulse.runtime.sinks import Sink
+from rlpulse.runtime.threads import MonitorThread
 
 __all__ = ["Item", "SinkQueue"]
 
@@ -82,9 +83,7 @@ class SinkQueue:
 
     def start(self) -> None:
         """Start the sender thread."""
-        self._thread = threading.Thread(
-            target=self._send_loop, name=f"rlpulse-sink-{self.sink.name}", daemon=True
-        )
+        self._thread = MonitorThread(f"rlpulse-sink-{self.sink.name}", self._send_loop)
         self._thread.start()
 
     def put_all(self, items: Sequence[Item]) -> None:

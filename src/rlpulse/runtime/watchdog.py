@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from rlpulse.runtime.poller import Poller, Round
 from rlpulse.runtime.supervision import handover_after
+from rlpulse.runtime.threads import MonitorThread
 from rlpulse.watch import Watch
 
 __all__ = ["Watchdog"]
@@ -37,9 +38,7 @@ class Watchdog:
 
     def start(self) -> None:
         """Start supervising."""
-        self._thread = threading.Thread(
-            target=self._loop, name="rlpulse-watchdog", daemon=True
-        )
+        self._thread = MonitorThread("rlpulse-watchdog", self._loop)
         self._thread.start()
 
     def stop(self) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rlpulse.read.records import SQLITE_SCHEMA, RunFileError, prepare_record_file
+from rlpulse.runtime.threads import MonitorThread
 from rlpulse.sinks.base import BaseSink, Payload
 
 __all__ = ["SQLiteLogger"]
@@ -255,8 +256,8 @@ class _Checkpointer:
         if self._checkpoints % 2 == 0:
             return True
         if thread is None or not alive:
-            thread = self._thread = threading.Thread(
-                target=self._run, name="rlpulse-sqlite-checkpoint", daemon=True
+            thread = self._thread = MonitorThread(
+                "rlpulse-sqlite-checkpoint", self._run
             )
             thread.start()
         self._busy = True
