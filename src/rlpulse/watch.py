@@ -406,6 +406,58 @@ class _Observations:
             self.accumulated = {}
 
 
+class _Naming:
+    """A watch's payload keys, named once per snapshot key, and which entries it rates and keeps."""
+
+    __slots__ = (
+        "kept",
+        "name_new",
+        "names",
+        "prefix",
+        "rate_keys",
+        "rates",
+        "step_key",
+    )
+
+    def __init__(self, spec: WatchSpec, prefix: str) -> None:
+        self.prefix = prefix
+        self.rate_keys = spec.rate_keys
+        self.step_key = spec.step_key
+        # Per raw snapshot key seen, its payload key; a new one is named once.
+        self.names: dict[Any, str] = {}
+        self.name_new = self.name_key
+        # (snapshot key, payload key of its rate) of the rated counters:
+        # those given, else the known counters as they are seen.
+        self.rates: tuple[tuple[str, str], ...] = ()
+        # (snapshot key, payload key) of the entries the next poll needs:
+        # the rated ones and the step.
+        self.kept: tuple[tuple[str, str], ...] = ()
+        if spec.rate_keys is not None:
+            # The rated and kept entries of given rate_keys are known up front.
+            self.rates = tuple((key, prefix + rate_name(key)) for key in spec.rate_keys)
+            self.kept = tuple(
+                (key, prefix + key)
+                for key in dict.fromkeys((*spec.rate_keys, spec.step_key))
+                if key is not None
+            )
+        elif spec.step_key is not None:
+            # Kept up front: a nested step key is never named on its own.
+            self.kept = ((spec.step_key, prefix + spec.step_key),)
+
+    def name_key(self, key: Any) -> str:
+        """Name a new snapshot key: its payload key; the next poll needs its rate?"""
+        name = key if type(key) is str else str(key)
+        payload_key = self.prefix + name
+        self.names[key] = payload_key
+        if self.rate_keys is None:
+            known = RATE_NAMES.get(name)
+            if known is not None:
+                self.rates += ((name, self.prefix + known),)
+                if name != self.step_key:
+                    self.kept += ((name, payload_key),)
+        return payload_key
+
+
 class Watch:
     """One monitored target: its :class:`WatchSpec` and its schedule state.
 
@@ -472,30 +524,7 @@ class Watch:
         self.step: int | None = None
         self._prefix = f"{name}/"
         self._pending: dict[str, float] = {}
-        # Per raw snapshot key seen, its payload key; a new one is named once.
-        self._names: dict[Any, str] = {}
-        self._name_new = self._name_key
-        # (snapshot key, payload key of its rate) of the rated counters:
-        # those given, else the known counters as they are seen.
-        self._rates: tuple[tuple[str, str], ...] = ()
-        # (snapshot key, payload key) of the entries the next poll needs:
-        # the rated ones and the step.
-        self._kept: tuple[tuple[str, str], ...] = ()
-        if spec.rate_keys is not None:
-            self._rate_given_keys(spec.rate_keys)
-        elif spec.step_key is not None:
-            # Kept up front: a nested step key is never named on its own.
-            self._kept = ((spec.step_key, self._prefix + spec.step_key),)
-
-    def _rate_given_keys(self, rate_keys: tuple[str, ...]) -> None:
-        # The rated and kept entries of given rate_keys are known up front.
-        prefix = self._prefix
-        self._rates = tuple((key, prefix + rate_name(key)) for key in rate_keys)
-        self._kept = tuple(
-            (key, prefix + key)
-            for key in dict.fromkeys((*rate_keys, self.spec.step_key))
-            if key is not None
-        )
+        self._naming = _Naming(spec, self._prefix)
 
     @property
     def stalled(self) -> bool:
@@ -596,7 +625,8 @@ class Watch:
             if observations is not None:
                 observations.add_to(payload, self._prefix)
             if elapsed:
-                add_rates(payload, observed, self.baseline, self._rates, elapsed)
+                rates = self._naming.rates
+                add_rates(payload, observed, self.baseline, rates, elapsed)
         step_key = self._step_key
         if step_key is not None and step_key in self._pending:
             self.step = int(self._pending[step_key])
@@ -609,22 +639,23 @@ class Watch:
         if type(raw) is not dict and not isinstance(raw, Mapping):
             snapshot_of(raw)  # raises the error that says what is wrong
         payload: dict[str, float] = {}
-        collect(raw, payload, self._prefix, self._names, self._name_new)
+        naming = self._naming
+        collect(raw, payload, self._prefix, naming.names, naming.name_new)
         snapshot: dict[str, float] = {}
-        for name, payload_key in self._kept:
+        for name, payload_key in naming.kept:
             if payload_key in payload:
                 snapshot[name] = payload[payload_key]
         if elapsed:
-            add_rates(payload, snapshot, self.baseline, self._rates, elapsed)
+            add_rates(payload, snapshot, self.baseline, naming.rates, elapsed)
         self._pending = snapshot
         return payload
 
     def _payload_of_snapshot(self, snapshot: dict[str, float]) -> dict[str, float]:
-        names = self._names
+        names = self._naming.names
+        name_new = self._naming.name_new
         self._pending = snapshot
         return {
-            names.get(key) or self._name_key(key): value
-            for key, value in snapshot.items()
+            names.get(key) or name_new(key): value for key, value in snapshot.items()
         }
 
     def commit(
@@ -667,21 +698,6 @@ class Watch:
         self.baseline_time = now
         if self.clock_gated:
             self.schedule_next()
-
-    def _name_key(self, key: Any) -> str:
-        # A new snapshot key: its payload key; the next poll needs its rate?
-        name = key if type(key) is str else str(key)
-        payload_key = self._prefix + name
-        self._names[key] = payload_key
-        if self.spec.rate_keys is None:
-            # The rated and kept entries of given rate_keys are set up front.
-            known = RATE_NAMES.get(name)
-            rate_key = None if known is None else self._prefix + known
-            if rate_key is not None:
-                self._rates += ((name, rate_key),)
-                if name != self.spec.step_key:
-                    self._kept += ((name, payload_key),)
-        return payload_key
 
     def _is_due(self, raw: Any, now: float, first_poll: bool) -> bool:
         schedule = self.spec.schedule
