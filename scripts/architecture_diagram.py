@@ -22,7 +22,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "src" / "rlpulse"
 DOCUMENT = ROOT / "docs" / "architecture.md"
-CORE = ("schedules", "metrics", "targets", "watch", "runtime", "monitor")
+CORE = (
+    "schedules",
+    "metrics",
+    "targets",
+    "distributions",
+    "watch",
+    "runtime",
+    "monitor",
+)
 _BLOCK = re.compile(
     r"(<!-- diagram:start -->\n)(?P<body>.*?)(<!-- diagram:end -->)", re.DOTALL
 )

@@ -20,7 +20,12 @@ PACKAGE = Path(__file__).resolve().parent.parent / "src" / "rlpulse"
 
 # Core layers, lowest first: a module may import its own layer and those before it.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("rlpulse.schedules", "rlpulse.metrics", "rlpulse.targets"),
+    (
+        "rlpulse.schedules",
+        "rlpulse.metrics",
+        "rlpulse.targets",
+        "rlpulse.distributions",
+    ),
     ("rlpulse.watch",),
     ("rlpulse.runtime",),
     ("rlpulse.monitor",),

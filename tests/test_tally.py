@@ -29,12 +29,13 @@ def test_a_gauge_reports_its_latest_value_as_a_float() -> None:
     assert type(tally.stats()["learning_rate"]) is float
 
 
-def test_an_observed_key_reports_count_mean_min_max_and_last() -> None:
+def test_an_observed_key_reports_count_sum_mean_min_max_and_last() -> None:
     tally = Tally()
     for value in (3.0, 1.0, 2.0):
         tally.observe("loss", value)
     assert tally.stats() == {
         "loss_count": 3,
+        "loss_sum": 6.0,
         "loss_mean": 2.0,
         "loss_min": 1.0,
         "loss_max": 3.0,
@@ -248,12 +249,13 @@ def test_a_monitor_logs_the_tally_with_its_window_summaries(tmp_path: Path) -> N
 def test_non_finite_observations_are_counted_apart_from_the_window(bad: float) -> None:
     tally = Tally(window=3)
     tally.observe("loss", bad)
-    assert tally.stats() == {"loss_count": 0, "loss_nonfinite": 1}
+    assert tally.stats() == {"loss_count": 0, "loss_sum": 0.0, "loss_nonfinite": 1}
     for value in (0.5, 0.25):
         tally.observe("loss", value)
     tally.observe("loss", bad)
     assert tally.stats() == {
         "loss_count": 2,
+        "loss_sum": 0.75,
         "loss_nonfinite": 2,
         "loss_mean": 0.375,
         "loss_min": 0.25,

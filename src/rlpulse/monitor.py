@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from rlpulse.distributions import DEFAULT_QUANTILES
 from rlpulse.runtime import lifecycle, threads
 from rlpulse.runtime.deadline import Deadline, check_timeout
 from rlpulse.runtime.delivery import Delivery
@@ -129,6 +130,7 @@ class LoggerMonitor:
         aggregate: tuple[str, ...] | list[str] = (),
         stall_after: float | None = None,
         progress_key: str | None = None,
+        quantiles: tuple[float, ...] | list[float] = DEFAULT_QUANTILES,
     ) -> str:
         """Register ``target`` for monitoring and return its watch name.
 
@@ -141,7 +143,7 @@ class LoggerMonitor:
         Keyword Args:
             name, schedule, step, stats_fn, stats_kwargs, rate_keys,
             log_on_start, log_on_close, poll_timeout, aggregate, stall_after,
-            progress_key: the watch's options, each documented by
+            progress_key, quantiles: the watch's options, each documented by
             :class:`rlpulse.watch.WatchSpec` (``step`` is its ``step_key``,
             ``stats_fn`` its ``provider``); ``poll_timeout`` defaults to the
             monitor's.
@@ -173,6 +175,7 @@ class LoggerMonitor:
             aggregate=aggregate,
             stall_after=stall_after,
             progress_key=progress_key,
+            quantiles=quantiles,
             on_stall=self._reporter.stalled,
         )
         with self._lock:
@@ -265,14 +268,10 @@ class LoggerMonitor:
     def stats(self) -> dict[str, float]:
         """Return the monitor's own counters and gauges, so it can watch itself.
 
-        ``watches``, ``rounds`` (polls of every watch due: none runs in the
-        background while nothing is due), ``polls`` (provider calls),
-        ``logged`` (payloads), ``errors`` (failed polls and sink calls),
-        ``timeouts`` (calls past ``poll_timeout``), ``dropped`` (payloads
-        dropped from full queues), ``hung`` (watches whose call is
-        outstanding), ``queued`` (payloads in queues), ``last_poll_duration_s``
-        and, on Linux, ``cpu_s``: the CPU seconds rlpulse's threads have used
-        (:mod:`rlpulse.runtime.threads`).
+        ``watches``, ``rounds``, ``polls``, ``logged``, ``errors``,
+        ``timeouts``, ``dropped``, ``hung``, ``queued``,
+        ``last_poll_duration_s`` and, on Linux, ``cpu_s``: each explained in
+        docs/failure-behaviour.md ("How to see it").
 
         Examples:
             >>> class Null:

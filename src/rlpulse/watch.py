@@ -16,6 +16,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlpulse.distributions import (
+    DEFAULT_QUANTILES,
+    IntervalQuantiles,
+    check_quantiles,
+)
 from rlpulse.metrics import (
     RATE_NAMES,
     add_rates,
@@ -98,6 +103,11 @@ class WatchSpec:
             which payloads carry ``<name>/stalled = 1.0`` (else ``0.0``),
             with one warning per stall.
         progress_key: defaults to the schedule's counter, else the step key.
+        quantiles: of each distribution the target's ``histograms()``
+            returns (a :class:`~rlpulse.Tally`'s observed keys), log these
+            quantiles of the observations since the previous logged snapshot,
+            as ``<key>_p50`` (…); each from 0 to 1, default ``(0.5, 0.9,
+            0.99)``; ``()`` logs none (:mod:`rlpulse.distributions`).
 
     Examples:
         >>> spec = WatchSpec("buffer", provider=dict, schedule=Every.counter("write_count", 10))
@@ -126,9 +136,11 @@ class WatchSpec:
     aggregate: tuple[str, ...] = ()
     stall_after: float | None = None
     progress_key: str | None = None
+    quantiles: tuple[float, ...] = DEFAULT_QUANTILES
 
     def __post_init__(self) -> None:
         _check_name(self.name)
+        object.__setattr__(self, "quantiles", check_quantiles(self.quantiles))
         if not callable(self.provider):
             raise TypeError(
                 f"Watch {self.name!r}: stats_fn must be a callable returning the "
@@ -517,6 +529,12 @@ class Watch:
         )
         self.next_due = -math.inf
         self.observations = _Observations(self) if self.every_poll else None
+        histograms = getattr(spec.target, "histograms", None)
+        self.quantiles = (
+            IntervalQuantiles(histograms, spec.quantiles)
+            if spec.quantiles and callable(histograms)
+            else None
+        )
         self.baseline: dict[str, float] = {}
         self.baseline_time: float | None = None
         self.last_log_time: float | None = None
@@ -627,6 +645,8 @@ class Watch:
             if elapsed:
                 rates = self._naming.rates
                 add_rates(payload, observed, self.baseline, rates, elapsed)
+        if self.quantiles is not None:
+            self.quantiles.add_to(payload, self._prefix)
         step_key = self._step_key
         if step_key is not None and step_key in self._pending:
             self.step = int(self._pending[step_key])
@@ -668,6 +688,8 @@ class Watch:
         """
         if self.observations is not None:
             self.observations.reset()
+        if self.quantiles is not None:
+            self.quantiles.commit()
         self.baseline = self._pending
         self.last_log_time = now
         if scheduled is not None:

@@ -9,22 +9,41 @@ number of readers call ``stats()``.
 
 from __future__ import annotations
 
-from typing import SupportsFloat
+import functools
+import time
+from collections.abc import Callable
+from types import TracebackType
+from typing import ParamSpec, SupportsFloat, TypeVar
+
+from rlpulse.distributions import Histogram
 
 __all__ = ["Tally"]
 
-_OBSERVED_SUFFIXES = ("_count", "_mean", "_min", "_max", "_last", "_nonfinite")
+_OBSERVED_SUFFIXES = (
+    "_count",
+    "_sum",
+    "_mean",
+    "_min",
+    "_max",
+    "_last",
+    "_nonfinite",
+)
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 class _Window:
-    """The most recent observations of one key, in a ring, and how many there were."""
+    """The observations of one key: the most recent in a ring, all of them in a histogram and a sum."""
 
-    __slots__ = ("count", "nonfinite", "values")
+    __slots__ = ("count", "histogram", "nonfinite", "total", "values")
 
     def __init__(self) -> None:
         self.values: list[float] = []
         self.count = 0
-        # Observations that were NaN or infinite, kept out of the ring.
+        self.total = 0.0
+        self.histogram = Histogram()
+        # Observations that were NaN or infinite, kept out of the rest.
         self.nonfinite = 0
 
 
@@ -40,12 +59,21 @@ class Tally:
     - ``observe(key, value)`` records one observation of ``key``.
 
     ``stats()`` returns every counter and gauge under its own name and, for
-    each observed key, ``<key>_count`` (observations ever recorded) and
-    ``<key>_mean``, ``<key>_min``, ``<key>_max`` and ``<key>_last`` over the
-    most recent ``window`` observations. An observation that is NaN or
-    infinite (a diverged loss) stays out of them: it is counted in
-    ``<key>_nonfinite``, present once there is one, which a monitor logs
-    (it drops non-finite values themselves).
+    each observed key, ``<key>_count`` (observations ever recorded),
+    ``<key>_sum`` (their sum) and ``<key>_mean``, ``<key>_min``,
+    ``<key>_max`` and ``<key>_last`` over the most recent ``window``
+    observations. An observation that is NaN or infinite (a diverged loss)
+    stays out of them: it is counted in ``<key>_nonfinite``, present once
+    there is one, which a monitor logs (it drops non-finite values
+    themselves).
+
+    Every observation also goes into a cumulative histogram of its key
+    (:meth:`histograms`, within 1 %): a :class:`~rlpulse.LoggerMonitor`
+    watching the tally logs ``<key>_p50``, ``<key>_p90`` and ``<key>_p99``
+    over the observations since its previous logged snapshot (others with
+    ``watch(..., quantiles=...)``); each watch of the tally, in one monitor
+    or several, has intervals of its own. :meth:`time` observes how long a
+    block or a function takes.
 
     One thread may write while any number of threads read: every writer call
     is O(1) and touches only memory the readers copy atomically; the window's
@@ -163,6 +191,8 @@ class Tally:
         if number - number != 0.0:  # NaN or ±inf
             window.nonfinite += 1
             return
+        window.histogram.add(number)
+        window.total += number
         count = window.count
         # The value lands before the count moves on, so a reader that read
         # the count always finds that many observations in the ring.
@@ -184,7 +214,7 @@ class Tally:
             {}
             >>> tally.observe("latency_s", 0.02)
             >>> tally.stats()
-            {'latency_s_count': 1, 'latency_s_mean': 0.02, 'latency_s_min': 0.02, 'latency_s_max': 0.02, 'latency_s_last': 0.02}
+            {'latency_s_count': 1, 'latency_s_sum': 0.02, 'latency_s_mean': 0.02, 'latency_s_min': 0.02, 'latency_s_max': 0.02, 'latency_s_last': 0.02}
         """
         # dict.copy() and list slicing copy in one step that a writer
         # thread cannot interleave with; iterating the live containers
@@ -195,6 +225,7 @@ class Tally:
             count = window.count
             values = window.values[:]
             snapshot[key + "_count"] = count
+            snapshot[key + "_sum"] = window.total
             if window.nonfinite:
                 snapshot[key + "_nonfinite"] = window.nonfinite
             if not values:
@@ -205,6 +236,48 @@ class Tally:
             snapshot[key + "_last"] = values[(count - 1) % self._window]
         return snapshot
 
+    def histograms(self) -> dict[str, Histogram]:
+        """Return a copy of each observed key's cumulative histogram (:class:`rlpulse.distributions.Histogram`).
+
+        What a monitor reads to log quantiles; copies, so that a reader can
+        keep one and later take the difference. Keys with only non-finite
+        observations have an empty histogram.
+
+        Examples:
+            >>> tally = Tally()
+            >>> for latency_s in (0.010, 0.012, 0.011, 0.250):
+            ...     tally.observe("latency_s", latency_s)
+            >>> histogram = tally.histograms()["latency_s"]
+            >>> histogram.count, round(histogram.quantile(0.5), 3), round(histogram.quantile(1), 2)
+            (4, 0.011, 0.25)
+        """
+        return {
+            key: window.histogram.copy() for key, window in self._windows.copy().items()
+        }
+
+    def time(self, key: str) -> _Timer:
+        """Observe under ``key`` the seconds a block or a function takes (``time.perf_counter``).
+
+        A context manager and a decorator; the time is observed also when
+        the block or the call raises. Raises ``TypeError`` or ``ValueError``
+        at once for a key :meth:`observe` would refuse.
+
+        Examples:
+            >>> tally = Tally()
+            >>> with tally.time("update_s"):
+            ...     pass
+            >>> @tally.time("sample_s")
+            ... def sample():
+            ...     return 7
+            >>> sample(), sample()
+            (7, 7)
+            >>> tally.stats()["update_s_count"], tally.stats()["sample_s_count"]
+            (1, 2)
+        """
+        if key not in self._windows:
+            self._check_claim(key, "observed key", _OBSERVED_SUFFIXES)
+        return _Timer(self, key)
+
     def __repr__(self) -> str:
         return (
             f"Tally(window={self._window}, counters={len(self._counters)}, "
@@ -212,6 +285,11 @@ class Tally:
         )
 
     def _claim(self, key: str, kind: str, suffixes: tuple[str, ...]) -> None:
+        self._check_claim(key, kind, suffixes)
+        for suffix in suffixes:
+            self._owners[key + suffix] = f"the {kind} {key!r}"
+
+    def _check_claim(self, key: str, kind: str, suffixes: tuple[str, ...]) -> None:
         if not isinstance(key, str) or not key:
             raise TypeError(
                 f"Tally keys must be non-empty strings, got {key!r}; name the "
@@ -226,8 +304,43 @@ class Tally:
                     f"{name!r} already belongs to {owner}; give the {kind} "
                     "another name."
                 )
-        for name in names:
-            self._owners[name] = f"the {kind} {key!r}"
+
+
+class _Timer:
+    """Observes the seconds a ``with`` block or each call of a decorated function takes."""
+
+    __slots__ = ("_key", "_starts", "_tally")
+
+    def __init__(self, tally: Tally, key: str) -> None:
+        self._tally = tally
+        self._key = key
+        # A stack: the same timer may be entered again before it exits.
+        self._starts: list[float] = []
+
+    def __enter__(self) -> _Timer:
+        self._starts.append(time.perf_counter())
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        elapsed = time.perf_counter() - self._starts.pop()
+        self._tally.observe(self._key, elapsed)
+
+    def __call__(self, function: Callable[_P, _R]) -> Callable[_P, _R]:
+        tally, key = self._tally, self._key
+
+        @functools.wraps(function)
+        def timed(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+            # A timer per call: calls on several threads, or recursive ones,
+            # each time themselves.
+            with _Timer(tally, key):
+                return function(*args, **kwargs)
+
+        return timed
 
 
 def _as_float(value: SupportsFloat, method: str, key: str) -> float:
