@@ -584,3 +584,117 @@ def test_a_value_that_closes_the_segment_while_converted_writes_nothing() -> Non
 
     with pytest.raises(ValueError, match="closed"):
         writer.set("queue", Closing())  # type: ignore[arg-type]
+
+
+def _observe_latencies(counters: SharedCounters, index: int) -> None:
+    writer = counters.worker(index)
+    for step in range(1, 501):
+        writer.observe("step_s", (index * 500 + step) / 1000)
+    writer.observe("step_s", 0.0)
+
+
+def test_workers_histograms_are_merged_into_quantiles_within_one_percent() -> None:
+    context = multiprocessing.get_context("spawn")
+    with SharedCounters(3, counters=("frames",), histograms=("step_s",)) as counters:
+        workers = [
+            context.Process(target=_observe_latencies, args=(counters, index))
+            for index in range(3)
+        ]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(60)
+        assert [worker.exitcode for worker in workers] == [0, 0, 0]
+        values = sorted(
+            [
+                (index * 500 + step) / 1000
+                for index in range(3)
+                for step in range(1, 501)
+            ]
+            + [0.0] * 3
+        )
+        merged = counters.histograms()["step_s"]
+        stats = counters.stats()
+    assert merged.count == len(values) == stats["step_s_count"]
+    assert stats["step_s_sum"] == pytest.approx(sum(values))
+    assert stats["worker_2/step_s_count"] == 501
+    for q in (0.0, 0.5, 0.9, 0.99, 1.0):
+        truth = values[int(q * (len(values) - 1))]
+        assert merged.quantile(q) == pytest.approx(truth, rel=0.01, abs=1e-12)
+    # The buckets stay out of stats(): its entries are the keys' and the workers'.
+    assert set(stats) == {
+        "frames",
+        "step_s_count",
+        "step_s_sum",
+        "workers_alive",
+        *(
+            f"worker_{i}/{key}"
+            for i in range(3)
+            for key in ("frames", "step_s_count", "step_s_sum")
+        ),
+    }
+
+
+def test_a_watch_logs_the_quantiles_of_what_the_workers_observed_since_its_last_log() -> (
+    None
+):
+    payloads: list[dict[str, float]] = []
+
+    class Recorder:
+        def log_metrics(
+            self, metrics: dict[str, float], step: int | None = None
+        ) -> None:
+            payloads.append(dict(metrics))
+
+    with SharedCounters(2, histograms=("batch_s",)) as counters:
+        monitor = LoggerMonitor(Recorder(), background=False)
+        monitor.watch(counters, name="workers")
+        for value in (0.010, 0.020, 0.030):
+            counters.worker(0).observe("batch_s", value)
+        monitor.step()
+        counters.worker(1).observe("batch_s", 4.0)
+        monitor.step()
+        monitor.step()
+    assert payloads[0]["workers/batch_s_p50"] == pytest.approx(0.020, rel=0.01)
+    assert payloads[1]["workers/batch_s_p99"] == pytest.approx(4.0, rel=0.01)
+    assert "workers/batch_s_p50" not in payloads[2]
+    assert payloads[2]["workers/batch_s_count"] == 4
+
+
+def test_observe_refuses_what_a_histogram_cannot_count() -> None:
+    with SharedCounters(1, counters=("frames",), histograms=("step_s",)) as counters:
+        writer = counters.worker(0)
+        for bad in (-0.5, float("nan"), float("inf")):
+            with pytest.raises(ValueError, match="at least zero"):
+                writer.observe("step_s", bad)
+        with pytest.raises(KeyError, match=r"declared histograms: \['step_s'\]"):
+            writer.observe("frames", 1.0)
+        with pytest.raises(TypeError, match="real number"):
+            writer.observe("step_s", "fast")  # type: ignore[arg-type]
+        # Beyond a billion counts as a billion, within 1 %.
+        writer.observe("step_s", 1e12)
+        assert counters.histograms()["step_s"].quantile(1.0) == pytest.approx(
+            1e9, rel=0.01
+        )
+        assert counters.stats()["step_s_count"] == 1
+        assert counters.histogram_names == ("step_s",)
+    with pytest.raises(ValueError, match="closed"):
+        writer.observe("step_s", 1.0)
+
+
+def test_a_histogram_whose_entries_are_taken_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"\['step_s_count'\]"):
+        SharedCounters(1, counters=("step_s_count",), histograms=("step_s",))
+    with pytest.raises(ValueError, match="reserved"):
+        SharedCounters(1, histograms=("worker_s",))
+    with pytest.raises(TypeError, match="sequence of names"):
+        SharedCounters(1, histograms="step_s")  # type: ignore[arg-type]
+
+
+def test_a_pickled_copy_carries_the_histograms() -> None:
+    with SharedCounters(1, histograms=("step_s",)) as counters:
+        copy = pickle.loads(pickle.dumps(counters))
+        copy.worker(0).observe("step_s", 0.5)
+        assert counters.histograms()["step_s"].count == 1
+        assert "histograms=('step_s',)" in repr(copy)
+        copy.close()
