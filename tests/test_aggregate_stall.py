@@ -90,13 +90,13 @@ def test_an_aggregating_seconds_watch_is_polled_every_time() -> None:
 
 
 def test_a_counter_that_stops_increasing_marks_the_watch_stalled() -> None:
-    stalls: list[float] = []
+    stalls: list[tuple[bool, float]] = []
     watch = Watch(
         "collector",
         provider=dict,
         schedule=Every.counter("frames", 1000),
         stall_after=5.0,
-        on_stall=lambda _, stuck_for: stalls.append(stuck_for),
+        on_stall=lambda _, stalled, seconds: stalls.append((stalled, seconds)),
     )
     first = poll(watch, {"frames": 0}, now=0.0)
     assert first is not None
@@ -106,17 +106,18 @@ def test_a_counter_that_stops_increasing_marks_the_watch_stalled() -> None:
     assert not watch.stalled
     poll(watch, {"frames": 10}, now=6.5)
     assert watch.stalled
-    assert stalls == [5.5]
+    assert stalls == [(True, 5.5)]
     poll(watch, {"frames": 10}, now=9.0)
-    assert stalls == [5.5]  # one warning per episode
+    assert stalls == [(True, 5.5)]  # one warning per episode
     payload = watch.evaluate({"frames": 10}, 10.0, force=True)
     assert payload is not None
     assert payload["collector/stalled"] == 1.0
     watch.commit(10.0)
     poll(watch, {"frames": 20}, now=11.0)
     assert not watch.stalled
+    assert stalls[-1] == (False, 10.0)  # moving again, 10 s after it last moved
     poll(watch, {"frames": 20}, now=17.0)
-    assert stalls == [5.5, 6.0]  # a new episode
+    assert stalls == [(True, 5.5), (False, 10.0), (True, 6.0)]  # a new episode
 
 
 def test_a_counter_reset_is_not_a_stall() -> None:

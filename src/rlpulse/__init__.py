@@ -7,6 +7,7 @@ rates, and hands the metrics to sinks.
 
 from rlpulse.monitor import LoggerMonitor
 from rlpulse.read.records import Record, RunFileError, list_runs, read
+from rlpulse.runtime.events import Event
 from rlpulse.runtime.lifecycle import stop_on_sigterm
 from rlpulse.schedules import AnyOf, Every
 from rlpulse.sinks import ConsoleLogger, CSVLogger, JSONLLogger, SQLiteLogger
@@ -20,6 +21,7 @@ __all__ = [
     "AnyOf",
     "CSVLogger",
     "ConsoleLogger",
+    "Event",
     "Every",
     "JSONLLogger",
     "LoggerMonitor",

@@ -7,7 +7,7 @@ threads, queues and deadlines in :mod:`rlpulse.runtime`.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rlpulse.distributions import DEFAULT_QUANTILES
@@ -15,6 +15,7 @@ from rlpulse.runtime import lifecycle, threads
 from rlpulse.runtime.deadline import Deadline, check_timeout
 from rlpulse.runtime.delivery import Delivery
 from rlpulse.runtime.engine import Engine
+from rlpulse.runtime.events import Event, as_callbacks
 from rlpulse.runtime.reporting import OnError, Reporter
 from rlpulse.runtime.sinks import as_sinks
 from rlpulse.schedules import Every, Schedule  # noqa: F401  (Every: doctests)
@@ -33,9 +34,8 @@ class LoggerMonitor:
     ``"<watch name>/<metric>"`` to every sink. Nothing runs on the targets'
     hot paths; the monitor owns neither its sinks nor its targets.
 
-    In background mode a hung ``stats()`` call or sink stalls nobody else:
-    a slow call is left behind, each sink has its own bounded queue, and
-    :meth:`stop` returns within ``stop_timeout`` (docs/failure-behaviour.md).
+    A hung ``stats()`` call or sink stalls nobody else, and :meth:`stop`
+    returns within ``stop_timeout`` (docs/failure-behaviour.md).
 
     Args:
         logger: a sink — any object with ``log_metrics(metrics, step=None)``
@@ -52,14 +52,15 @@ class LoggerMonitor:
             failure streak), ``"raise"`` (ends a polling thread) or ``"ignore"``.
         poll_timeout: seconds one provider call may take in background mode
             before its watch is counted and warned about as hung (default
-            ``5.0``); the round moves on without a slow call after about a
-            ``poll_interval`` (at least 50 ms). ``None`` waits forever, like
-            TorchRL's monitor.
+            ``5.0``; ``None`` waits forever, like TorchRL's monitor); the
+            round moves on without a slow call after about a ``poll_interval``.
         stop_timeout: seconds :meth:`stop` may take, final snapshots and
             draining included; ``None`` means ``max(5, 2 * poll_interval)``.
         queue_size: payloads each sink's queue holds in background mode
-            before the oldest is dropped (default ``1000``), and at least
-            one round's: one per watch polled.
+            (default ``1000``, at least a round's) before dropping the oldest.
+        on_event: a callable, or a list of them, called with each
+            :class:`~rlpulse.Event` (a stall, a hung call, a failing sink,
+            drops: each streak's start and end) off the polling thread.
 
     Examples:
         >>> class Buffer:
@@ -94,9 +95,10 @@ class LoggerMonitor:
         poll_timeout: float | None = 5.0,
         stop_timeout: float | None = None,
         queue_size: int = 1000,
+        on_event: Callable[[Event], object] | Sequence[Any] | None = None,
     ) -> None:
         check_timeout("poll_timeout", poll_timeout)
-        self._reporter = Reporter(on_error)
+        self._reporter = Reporter(on_error, as_callbacks(on_event))
         self._sinks = as_sinks(logger)
         self._background = background
         self._poll_timeout = poll_timeout

@@ -388,15 +388,20 @@ class _Observations:
         ):
             # The first poll, progress, or a reset (a decrease): the clock
             # restarts.
+            if self.stalled:
+                self._tell(False, now - (self._progress_time or now))
             self._progress_time = now
             self.stalled = False
             return
         stuck_for = now - self._progress_time
         if not self.stalled and stuck_for >= (self.stall_after or math.inf):
             self.stalled = True
-            on_stall = self.watch.on_stall
-            if on_stall is not None:
-                on_stall(self.watch, stuck_for)
+            self._tell(True, stuck_for)
+
+    def _tell(self, stalled: bool, seconds: float) -> None:
+        on_stall = self.watch.on_stall
+        if on_stall is not None:
+            on_stall(self.watch, stalled, seconds)
 
     def add_to(self, payload: dict[str, float], prefix: str) -> None:
         """Add ``<key>_<aggregate>`` of every gauge, and ``stalled``, to ``payload``."""
@@ -495,7 +500,7 @@ class Watch:
         self,
         name: str,
         *,
-        on_stall: Callable[[Watch, float], None] | None = None,
+        on_stall: Callable[[Watch, bool, float], None] | None = None,
         **config: Any,
     ) -> None:
         self.spec = spec = WatchSpec(name, **config)

@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 
 from rlpulse.runtime.deadline import Deadline, side_by_side
+from rlpulse.runtime.events import Event
 from rlpulse.runtime.queues import Item, SinkQueue
 from rlpulse.runtime.reporting import Reporter
 from rlpulse.runtime.sinks import Sink
@@ -45,6 +46,7 @@ class Delivery:
         # Told when a queued sink's error is to end polling (on_error="raise"):
         # the polling thread may be asleep until a watch is due.
         self.on_raise: Callable[[], None] | None = None
+        reporter.events.to_sinks = self.deliver_event
         self.after_fork()
 
     def after_fork(self) -> None:
@@ -52,6 +54,8 @@ class Delivery:
         self.queues = ()
         # The payloads polled since the last round ended, for every queue.
         self._polled: deque[Item] = deque()
+        # The events noticed since the last hand-over, for every queue.
+        self._events: deque[Event] = deque()
         # One hand-over at a time: a call left behind, or a step() on another
         # thread, may end a round while the polling thread does, or while the
         # queues close. Adding a payload needs no lock (see deliver()).
@@ -64,7 +68,7 @@ class Delivery:
                 sink,
                 size=size,
                 on_failure=self._queued_sink_failed,
-                on_success=_recovered,
+                on_success=self._reporter.sink_recovered,
                 on_drop=self._reporter.dropped,
             )
             for sink in self.sinks
@@ -103,11 +107,35 @@ class Delivery:
                 first_error = first_error or err
                 self._reporter.sink_failed(sink, watch_name, err, queued=False)
                 continue
-            sink.failing = False
+            if sink.failing:
+                self._reporter.sink_recovered(sink)
             delivered = True
         if first_error is not None and self._reporter.on_error == "raise":
             raise first_error
         return delivered
+
+    def deliver_event(self, event: Event) -> None:
+        """Hand ``event`` to every sink with ``log_event``: queued at once if it can be, inline otherwise.
+
+        Queued, it goes with the payloads of the next hand-over: now, unless
+        a hand-over is under way (one that drops payloads notices an event),
+        then at the next round's end.
+        """
+        if self.queues:
+            self._events.append(event)
+            if self._lock.acquire(blocking=False):
+                try:
+                    self._hand_over(self.queues)
+                finally:
+                    self._lock.release()
+            return
+        for sink in self.sinks:
+            if sink.log_event is None:
+                continue
+            try:
+                sink.log_event(event)
+            except Exception as err:
+                self._reporter.sink_failed(sink, event.watch, err, queued=False)
 
     def end_round(self) -> None:
         """Queue the round's payloads for every sink and wake every sender once: a round of polls has ended."""
@@ -127,9 +155,14 @@ class Delivery:
                 items.append(polled.popleft())
             except IndexError:  # deliver() took one back, the queues closing
                 break
+        events: list[Event] = []
+        while self._events:
+            events.append(self._events.popleft())
         for queue in queues:
             if items:
                 queue.put_all(items)
+            if events:
+                queue.put_events(events)
             queue.wake()
 
     def refuse_on_sender_thread(self, call: str) -> None:
@@ -213,7 +246,3 @@ class Delivery:
         self._reporter.sink_failed(sink, watch_name, err, queued=True)
         if self._reporter.on_error == "raise" and self.on_raise is not None:
             self.on_raise()
-
-
-def _recovered(sink: Sink) -> None:
-    sink.failing = False

@@ -217,6 +217,7 @@ class Engine:
             due=self.due,
             next_due=self.agenda.next_due,
         )
+        poller.on_resumed = self.reporter.resumed
         self.poller, self.watchdog = poller, Watchdog(poller)
         self.delivery.on_raise = self.nudge
         poller.start()
@@ -268,6 +269,7 @@ class Engine:
         # A final snapshot's call that is still out delivers nothing later.
         self.generation += 1
         drain_error = self.delivery.close(deadline, self.stop_timeout)
+        self.reporter.events.close(deadline.at)
         error = error or drain_error
         if error is not None:
             raise error

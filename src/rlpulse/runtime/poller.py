@@ -218,6 +218,8 @@ class Poller:
         self._reporter = reporter
         self._end_round = end_round
         self.on_hung = on_hung
+        # Told when a call marked hung returns.
+        self.on_resumed: Callable[[Watch], None] = lambda watch: None
         self._stopping = False
         # Set when a round starts: the watchdog sleeps while no round runs.
         self.busy = threading.Event()
@@ -441,7 +443,9 @@ class Poller:
     def _resume(self, watch: Watch) -> None:
         """A call left behind returned: poll its watch again (under the lock: never marked hung after)."""
         with self.supervision.lock:
-            self.supervision.returned(watch)
+            was_hung = self.supervision.returned(watch)
+        if was_hung:
+            self.on_resumed(watch)
         watch.schedule_next()
         self.cadence.wake(nudge=True)  # the thread may sleep past its due time
 

@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from rlpulse.runtime.events import Event
 from rlpulse.runtime.sinks import Sink
 from rlpulse.runtime.threads import MonitorThread
 
@@ -61,6 +62,9 @@ class SinkQueue:
         self.sink = sink
         self.size = size
         self.pending: deque[Item] = deque()
+        # Events go to the sink after the payloads handed over with them;
+        # the oldest are dropped past this many.
+        self.events: deque[Event] = deque(maxlen=size)
         # What the sender delivered, kept for the producer to free (wake()):
         # freed on the sender's thread, a payload's memory would move to
         # the other core and back at every reuse.
@@ -109,6 +113,11 @@ class SinkQueue:
                 self._on_drop(self, dropped)
             self.dropping = True
 
+    def put_events(self, events: Sequence[Event]) -> None:
+        """Queue ``events`` for the sink's ``log_event`` (nothing is sent to a sink without one)."""
+        if self.sink.log_event is not None:
+            self.events.extend(events)
+
     def wake(self) -> None:
         """Tell the sender there is work (once per round, not per payload); free what it delivered.
 
@@ -120,7 +129,7 @@ class SinkQueue:
         self.delivered.clear()
         if self.caught_up:
             self.dropping = False
-        if self.pending:
+        if self.pending or self.events:
             self._wakeup.set()
 
     @property
@@ -157,6 +166,7 @@ class SinkQueue:
             return None
         self._abandoned = True
         # One at a time: the sender may still take one it then delivers.
+        self.events.clear()
         discarded = 0
         while self.pending:
             try:
@@ -176,12 +186,14 @@ class SinkQueue:
                 # Read before the queue is found empty: what was handed over
                 # before closing began is then sent before the flush.
                 closing = self._closing
-                if not pending:
+                if not pending and not self.events:
                     break
-                if sink.log_batch is not None:
+                if pending and sink.log_batch is not None:
                     self._send_batch(sink.log_batch)
-                else:
+                elif pending:
                     self._send_each()
+                if self.events and not self._abandoned:
+                    self._send_events()
                 if self._abandoned:
                     return
             self.caught_up = True
@@ -242,6 +254,20 @@ class SinkQueue:
                 self._failed(batch[0][3], err)
             return
         self._succeeded()
+
+    def _send_events(self) -> None:
+        events = self.events
+        log_event = self.sink.log_event
+        while events and log_event is not None:
+            event = events.popleft()
+            try:
+                log_event(event)
+            except Exception as err:
+                if self._abandoned:
+                    return
+                self._failed(event.watch, err)
+                continue
+            self._succeeded()
 
     def _failed(self, watch_name: str, err: Exception) -> None:
         if self._on_failure is not None:

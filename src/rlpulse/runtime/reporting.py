@@ -6,7 +6,8 @@ the polling thread adds a round's polls and payloads once per round, sender
 threads count their sink's failures and drops. Warnings follow one rule:
 one per failure streak (of a watch, a sink, a queue; a queue's drop
 streaks at most once a minute), through the ``rlpulse`` logger, unless
-``on_error="ignore"``.
+``on_error="ignore"``; and, whatever ``on_error``, one
+:class:`~rlpulse.runtime.events.Event` at each streak's start and end.
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
+
+from rlpulse.runtime.events import Event, EventBus
 
 if TYPE_CHECKING:
     from rlpulse.runtime.queues import SinkQueue
@@ -45,13 +49,19 @@ class Reporter:
         {'rounds': 1, 'polls': 3, 'logged': 2, 'errors': 1, 'timeouts': 0, 'dropped': 0}
     """
 
-    def __init__(self, on_error: OnError) -> None:
+    def __init__(
+        self,
+        on_error: OnError,
+        on_event: tuple[Callable[[Event], object], ...] = (),
+    ) -> None:
         if on_error not in ("warn", "raise", "ignore"):
             raise ValueError(
                 "on_error must be one of 'warn', 'raise' or 'ignore', "
                 f"got {on_error!r}."
             )
         self.on_error = on_error
+        # The sinks' side is connected by the monitor's Delivery.
+        self.events = EventBus(on_event, to_sinks=lambda event: None)
         self.after_fork()
         self._counts = dict.fromkeys(
             ("rounds", "polls", "logged", "errors", "timeouts", "dropped"), 0
@@ -76,6 +86,7 @@ class Reporter:
         self._lock = threading.Lock()
         self._tallies = {}
         self._sink_error = None
+        self.events.after_fork()
 
     def add(self, **counts: int) -> None:
         """Add to the named counters, atomically."""
@@ -143,7 +154,12 @@ class Reporter:
         if self.on_error == "raise" and queued:
             with self._lock:
                 self._sink_error = error
-        if self.on_error == "warn" and not sink.failing:
+        if sink.failing:
+            return
+        # Failing before it is said: the event reaches this sink too.
+        sink.failing = True
+        self.events.emit("", "sink_failing", f"sink {sink.name} failed: {error!r}")
+        if self.on_error == "warn":
             if watch_name:
                 _log.warning(
                     "LoggerMonitor failed to log watch %r to sink %s: %r. Further "
@@ -156,7 +172,12 @@ class Reporter:
                 _log.warning(
                     "LoggerMonitor failed to flush sink %s: %r.", sink.name, error
                 )
-        sink.failing = True
+
+    def sink_recovered(self, sink: Sink) -> None:
+        """A failing sink took a call again: its failure streak ends."""
+        if sink.failing:
+            sink.failing = False
+            self.events.emit("", "sink_recovered", f"sink {sink.name} writes again")
 
     def take_sink_error(self) -> BaseException | None:
         """The error a sender thread kept under ``on_error="raise"``, once."""
@@ -172,7 +193,16 @@ class Reporter:
         fall.
         """
         self.add(dropped=count)
-        if queue.dropping or self.on_error != "warn":
+        if queue.dropping:
+            return
+        self.events.emit(
+            "",
+            "dropping",
+            f"sink {queue.sink.name} dropped {count} payloads: its queue of "
+            f"{queue.size} is full",
+            count,
+        )
+        if self.on_error != "warn":
             return
         now = time.monotonic()
         if (
@@ -197,7 +227,16 @@ class Reporter:
     def hung(self, watch: Watch, overruns: int) -> None:
         """Count a provider call that overran ``poll_timeout``; warn at the start of a streak."""
         self.add(timeouts=1)
-        if self.on_error != "ignore" and overruns <= 1:
+        if overruns > 1:
+            return
+        timeout = watch.spec.poll_timeout or 0.0
+        self.events.emit(
+            watch.name,
+            "hung",
+            f"stats() has not returned within poll_timeout={timeout}s",
+            timeout,
+        )
+        if self.on_error != "ignore":
             _log.warning(
                 "LoggerMonitor skipped watch %r: its stats() call has not returned "
                 "within poll_timeout=%ss. The other watches go on; this one is "
@@ -223,16 +262,34 @@ class Reporter:
             within,
         )
 
-    def stalled(self, watch: Watch, stuck_for: float) -> None:
-        """Warn that ``watch`` has made no progress for ``stuck_for`` seconds."""
+    def resumed(self, watch: Watch) -> None:
+        """A hung call of ``watch`` returned: it is polled again."""
+        self.events.emit(watch.name, "resumed", "stats() returned; polled again")
+
+    def stalled(self, watch: Watch, stalled: bool, seconds: float) -> None:
+        """``watch`` has made no progress for ``seconds`` (``stalled``), or moves again after ``seconds`` without."""
         spec = watch.spec
+        if not stalled:
+            self.events.emit(
+                watch.name,
+                "recovered",
+                f"progress ({spec.progress_key}) again after {seconds:.1f}s",
+                seconds,
+            )
+            return
+        self.events.emit(
+            watch.name,
+            "stalled",
+            f"no progress ({spec.progress_key}) for {seconds:.1f}s",
+            seconds,
+        )
         _log.warning(
             "LoggerMonitor: watch %r has made no progress (%s) for %.1fs "
             "(stall_after=%ss); its payloads carry %s/stalled = 1.0 until it "
             "moves again.",
             watch.name,
             spec.progress_key,
-            stuck_for,
+            seconds,
             spec.stall_after,
             watch.name,
         )

@@ -6,7 +6,8 @@ call per metric. A sink whose ``log_metrics`` takes a ``timestamp`` keyword
 receives the wall-clock time of the poll that produced the payload. A sink
 with ``log_batch(payloads)`` gets everything pending in its queue in one
 call, each payload a ``(metrics, step, timestamp)`` triple (background mode;
-manual mode calls ``log_metrics``).
+manual mode calls ``log_metrics``). A sink with ``log_event(event)`` gets
+every :class:`~rlpulse.Event`.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class Sink:
     __slots__ = (
         "failing",
         "log_batch",
+        "log_event",
         "log_metrics",
         "name",
         "target",
@@ -56,6 +58,11 @@ class Sink:
         log_batch = getattr(target, "log_batch", None)
         self.log_batch: Callable[..., Any] | None = (
             log_batch if callable(log_batch) else None
+        )
+        # A sink's optional log_event(event): every Event reaches it.
+        log_event = getattr(target, "log_event", None)
+        self.log_event: Callable[[Any], Any] | None = (
+            log_event if callable(log_event) else None
         )
         log_metrics = getattr(target, "log_metrics", None)
         if callable(log_metrics):

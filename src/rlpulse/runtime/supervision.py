@@ -69,7 +69,8 @@ class Supervision:
         ...     table.mark_hung(watch)
         1
         >>> with table.lock:
-        ...     table.returned(watch)
+        ...     table.returned(watch)  # it was hung
+        True
         >>> table.outstanding(watch), table.overruns.get(watch)
         (False, 1)
     """
@@ -104,13 +105,15 @@ class Supervision:
         self.overruns[watch] = overruns
         return overruns
 
-    def returned(self, watch: Watch) -> None:
-        """``watch``'s call left behind returned (call under :attr:`lock`): it is polled again."""
-        if watch not in self.hung:
+    def returned(self, watch: Watch) -> bool:
+        """``watch``'s call left behind returned (call under :attr:`lock`): it is polled again; whether it was hung."""
+        was_hung = watch in self.hung
+        if not was_hung:
             self.overruns.pop(watch, None)  # in time: the overrun streak ends
         self.left.pop(watch, None)
         self.hung.discard(watch)
         self._returned.notify_all()
+        return was_hung
 
     def wait_returned(self, watches: Iterable[Watch], until: float) -> None:
         """Wait, until monotonic time ``until``, for the calls of ``watches`` left behind within their ``poll_timeout``.

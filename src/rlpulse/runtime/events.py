@@ -1,0 +1,181 @@
+"""Events: what changed in a run's health, as it happens, for callbacks and sinks.
+
+The monitor notices streaks start and end — a watch stalls and moves again,
+a call hangs and returns, a sink fails and recovers, a queue drops — and
+says so once per streak: a warning (see :mod:`~rlpulse.runtime.reporting`)
+and an :class:`Event`. An :class:`EventBus` calls the monitor's
+``on_event`` callbacks with each event on a thread of its own, started at
+the first event, so that a callback that raises or hangs never delays a
+poll; and hands each event to the sinks (``log_event``) the way payloads go
+(:meth:`rlpulse.runtime.delivery.Delivery.deliver_event`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+from rlpulse.runtime.threads import MonitorThread
+
+__all__ = ["EVENT_KINDS", "Event", "EventBus", "as_callbacks"]
+
+_log = logging.getLogger("rlpulse")
+
+EVENT_KINDS = (
+    "stalled",
+    "recovered",
+    "hung",
+    "resumed",
+    "sink_failing",
+    "sink_recovered",
+    "dropping",
+    "worker_lost",
+    "bottleneck",
+)
+"""Every kind of event, each streak's start followed by its end where it has one."""
+
+PENDING_EVENTS = 10_000
+"""How many events wait for the callbacks before the oldest is dropped."""
+
+
+class Event(NamedTuple):
+    """A change in a run's health: when, which watch, what kind, in words, and a number.
+
+    ``watch`` is the watch's name, or ``""`` for the monitor as a whole;
+    ``kind`` one of :data:`EVENT_KINDS`; ``value`` the number the kind is
+    about: the seconds without progress (``stalled``), the ``poll_timeout``
+    overrun (``hung``), the payloads dropped (``dropping``), the workers
+    still alive (``worker_lost``), or ``0.0``.
+
+    Examples:
+        >>> event = Event(1700000000.0, "collector", "stalled", "no progress (frames) for 30.0s", 30.0)
+        >>> event.kind, event.value
+        ('stalled', 30.0)
+    """
+
+    wall_time: float
+    watch: str
+    kind: str
+    message: str
+    value: float
+
+
+def as_callbacks(on_event: Any) -> tuple[Callable[[Event], object], ...]:
+    """The callbacks of ``LoggerMonitor(on_event=...)``: ``None``, a callable or a sequence of them.
+
+    Examples:
+        >>> as_callbacks(None), len(as_callbacks([print, print]))
+        ((), 2)
+        >>> as_callbacks("print")
+        Traceback (most recent call last):
+        ...
+        TypeError: on_event takes a callable (called with each Event) or a list of them, got str 'print'.
+    """
+    if on_event is None:
+        return ()
+    callbacks = (
+        tuple(on_event)
+        if isinstance(on_event, Sequence) and not isinstance(on_event, str)
+        else (on_event,)
+    )
+    for callback in callbacks:
+        if not callable(callback):
+            raise TypeError(
+                "on_event takes a callable (called with each Event) or a list of "
+                f"them, got {type(callback).__name__} {callback!r}."
+            )
+    return callbacks
+
+
+class EventBus:
+    """One monitor's events: to its sinks at once, to its callbacks on a thread of their own.
+
+    ``to_sinks(event)`` hands an event to the sinks (on the thread that
+    noticed it); the callbacks are called in order, one event at a time,
+    on the ``rlpulse-events`` thread. A callback that raises is warned
+    about once and keeps being called; one that hangs holds up only the
+    callbacks, while up to :data:`PENDING_EVENTS` events wait.
+
+    Examples:
+        >>> seen = []
+        >>> bus = EventBus((seen.append,), to_sinks=lambda event: None)
+        >>> bus.emit("collector", "stalled", "no progress", 30.0)
+        >>> bus.close(time.monotonic() + 5)
+        >>> [event.kind for event in seen]
+        ['stalled']
+    """
+
+    def __init__(
+        self,
+        callbacks: tuple[Callable[[Event], object], ...],
+        to_sinks: Callable[[Event], None],
+    ) -> None:
+        self._callbacks = callbacks
+        self.to_sinks = to_sinks
+        self.after_fork()
+
+    def after_fork(self) -> None:
+        """Forget the parent's thread and what it had yet to call back: a forked child starts afresh."""
+        self._pending: deque[Event] = deque(maxlen=PENDING_EVENTS)
+        self._wakeup = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: MonitorThread | None = None
+        self._closing = False
+        self._warned: set[int] = set()
+
+    def emit(self, watch: str, kind: str, message: str, value: float = 0.0) -> None:
+        """Say that ``kind`` happened to ``watch``: to the sinks now, to the callbacks soon."""
+        event = Event(time.time(), watch, kind, message, float(value))
+        self.to_sinks(event)
+        if not self._callbacks:
+            return
+        self._pending.append(event)
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._closing = False
+                self._thread = MonitorThread("rlpulse-events", self._call_back)
+                self._thread.start()
+        self._wakeup.set()
+
+    def close(self, deadline: float) -> None:
+        """Call back the events pending by ``deadline``, then let the thread end (it is left to a hung callback)."""
+        with self._lock:
+            thread = self._thread
+            self._closing = True
+        self._wakeup.set()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def _call_back(self) -> None:
+        pending = self._pending
+        while True:
+            self._wakeup.wait()
+            self._wakeup.clear()
+            while pending:
+                event = pending.popleft()
+                for callback in self._callbacks:
+                    self._call(callback, event)
+            with self._lock:
+                if self._closing and not pending:
+                    self._thread = None
+                    return
+
+    def _call(self, callback: Callable[[Event], object], event: Event) -> None:
+        try:
+            callback(event)
+        except Exception as err:
+            if id(callback) in self._warned:
+                return
+            self._warned.add(id(callback))
+            _log.warning(
+                "LoggerMonitor's on_event callback %r raised %r on a %s event; it "
+                "is still called with the next events, and further errors are "
+                "silent.",
+                callback,
+                err,
+                event.kind,
+            )

@@ -1,0 +1,219 @@
+"""Events (SPEC 6.2): each streak's start and end, to ``on_event`` callbacks off the polling thread and to sinks with ``log_event``.
+
+Real background monitors, real threads; sources that stall, hang and fail
+as a pipeline's would.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+
+import pytest
+
+from rlpulse import Event, LoggerMonitor
+from test_reliability import Blocking, wait_until
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class Collected:
+    """An on_event callback that keeps each event and the thread it was called on."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.threads: set[str] = set()
+
+    def __call__(self, event: Event) -> None:
+        self.events.append(event)
+        self.threads.add(threading.current_thread().name)
+
+    def kinds(self, watch: str | None = None) -> list[str]:
+        return [e.kind for e in self.events if watch is None or e.watch == watch]
+
+
+class EventSink:
+    """A sink with log_event: payloads and events, in the order it got them."""
+
+    def __init__(self) -> None:
+        self.calls: list[object] = []
+
+    def log_metrics(
+        self, metrics: Mapping[str, float], step: int | None = None
+    ) -> None:
+        self.calls.append(dict(metrics))
+
+    def log_event(self, event: Event) -> None:
+        self.calls.append(event)
+
+    def events(self) -> list[Event]:
+        return [call for call in self.calls if isinstance(call, Event)]
+
+
+class Progress:
+    """A collector whose frames move only while ``moving`` is set."""
+
+    def __init__(self) -> None:
+        self.frames = 0
+        self.moving = threading.Event()
+        self.moving.set()
+
+    def stats(self) -> dict[str, float]:
+        if self.moving.is_set():
+            self.frames += 1
+        return {"frames": self.frames}
+
+
+class Flaky:
+    """A sink that fails while ``failing`` is set."""
+
+    def __init__(self) -> None:
+        self.failing = threading.Event()
+        self.count = 0
+
+    def log_metrics(
+        self, metrics: Mapping[str, float], step: int | None = None
+    ) -> None:
+        if self.failing.is_set():
+            raise OSError("disk unplugged")
+        self.count += 1
+
+
+def test_a_stall_and_its_end_are_events_called_back_off_the_polling_thread() -> None:
+    collected = Collected()
+    source = Progress()
+    sink = EventSink()
+    monitor = LoggerMonitor(sink, poll_interval=0.02, on_event=collected)
+    monitor.watch(source, name="collector", stall_after=0.2, progress_key="frames")
+    with monitor:
+        assert wait_until(lambda: source.frames > 3)
+        source.moving.clear()
+        assert wait_until(lambda: "stalled" in collected.kinds())
+        source.moving.set()
+        assert wait_until(lambda: "recovered" in collected.kinds())
+    assert collected.kinds("collector") == ["stalled", "recovered"]
+    stalled, recovered = collected.events
+    assert stalled.value >= 0.2
+    assert "frames" in stalled.message
+    assert recovered.value >= stalled.value
+    assert stalled.wall_time <= recovered.wall_time <= time.time()
+    assert collected.threads == {"rlpulse-events"}
+    # The sink got the same events, among the payloads.
+    assert [e.kind for e in sink.events()] == ["stalled", "recovered"]
+
+
+def test_a_hung_call_and_its_return_are_events() -> None:
+    collected = Collected()
+    hanging = Blocking(block_after=1)
+    monitor = LoggerMonitor(
+        EventSink(), poll_interval=0.02, poll_timeout=0.3, on_event=collected
+    )
+    monitor.watch(hanging, name="remote")
+    with monitor:
+        assert wait_until(lambda: "hung" in collected.kinds())
+        hanging.release.set()
+        assert wait_until(lambda: "resumed" in collected.kinds())
+    assert collected.kinds("remote") == ["hung", "resumed"]
+    assert collected.events[0].value == 0.3
+
+
+def test_a_failing_sink_and_its_recovery_are_events_once_per_streak(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    collected = Collected()
+    flaky = Flaky()
+    recorder = EventSink()
+    monitor = LoggerMonitor([flaky, recorder], poll_interval=0.02, on_event=collected)
+    monitor.watch(Progress(), name="collector")
+    with monitor:
+        assert wait_until(lambda: flaky.count > 2)
+        flaky.failing.set()
+        assert wait_until(lambda: "sink_failing" in collected.kinds())
+        time.sleep(0.2)  # more failures: the same streak
+        flaky.failing.clear()
+        assert wait_until(lambda: "sink_recovered" in collected.kinds())
+    assert collected.kinds() == ["sink_failing", "sink_recovered"]
+    assert "Flaky" in collected.events[0].message
+    assert "disk unplugged" in collected.events[0].message
+    assert [e.kind for e in recorder.events()] == ["sink_failing", "sink_recovered"]
+
+
+def test_drops_are_an_event_at_each_streaks_start() -> None:
+    collected = Collected()
+    release = threading.Event()
+
+    class Slow:
+        def log_metrics(
+            self, metrics: Mapping[str, float], step: int | None = None
+        ) -> None:
+            release.wait(5)
+
+    monitor = LoggerMonitor(
+        Slow(), poll_interval=0.01, queue_size=2, on_event=collected
+    )
+    for index in range(3):
+        monitor.watch(Progress(), name=f"c{index}")
+    with monitor:
+        assert wait_until(lambda: "dropping" in collected.kinds())
+        time.sleep(0.1)
+        release.set()
+    dropping = [e for e in collected.events if e.kind == "dropping"]
+    assert len(dropping) == 1
+    assert dropping[0].watch == ""
+    assert dropping[0].value >= 1
+    assert "Slow" in dropping[0].message
+
+
+def test_a_callback_that_raises_is_warned_about_once_and_one_that_hangs_delays_no_poll(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    raised: list[Event] = []
+    stuck = threading.Event()
+
+    def failing(event: Event) -> None:
+        raised.append(event)
+        raise RuntimeError("callback bug")
+
+    def hanging(event: Event) -> None:
+        stuck.wait(10)
+
+    sink = EventSink()
+    source = Progress()
+    monitor = LoggerMonitor(sink, poll_interval=0.02, on_event=[failing, hanging])
+    monitor.watch(source, name="collector", stall_after=0.1, progress_key="frames")
+    with caplog.at_level(logging.WARNING, logger="rlpulse"), monitor:
+        source.moving.clear()
+        assert wait_until(lambda: len(raised) == 1)
+        # The second callback hangs on that event; polling goes on.
+        logged = len(sink.calls)
+        assert wait_until(lambda: len(sink.calls) > logged + 10)
+        source.moving.set()
+        assert wait_until(lambda: "recovered" in [e.kind for e in sink.events()])
+        stuck.set()
+        assert wait_until(lambda: len(raised) == 2)
+    warnings = [r.getMessage() for r in caplog.records if "on_event" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "callback bug" in warnings[0]
+
+
+def test_in_manual_mode_events_reach_the_sinks_before_step_returns() -> None:
+    sink = EventSink()
+    source = Progress()
+    monitor = LoggerMonitor(sink, background=False)
+    monitor.watch(source, name="c", stall_after=0.05, progress_key="frames")
+    monitor.step()
+    source.moving.clear()
+    monitor.step()
+    time.sleep(0.1)
+    monitor.step()
+    assert [e.kind for e in sink.events()] == ["stalled"]
+    # The event came before the payload that says stalled = 1.0.
+    assert isinstance(sink.calls[-2], Event)
+    assert sink.calls[-1]["c/stalled"] == 1.0
+
+
+def test_on_event_takes_callables_only() -> None:
+    with pytest.raises(TypeError, match="on_event takes a callable"):
+        LoggerMonitor(EventSink(), on_event=["print"])
