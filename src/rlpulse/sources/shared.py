@@ -15,7 +15,7 @@ import struct
 import sys
 import time
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from multiprocessing import shared_memory
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, cast
 
@@ -121,6 +121,21 @@ class _Layout:
             },
         )
 
+    def merged(self, buckets: Sequence[float]) -> dict[str, Histogram]:
+        # Each histogram, the workers' buckets (the segment's from
+        # self.buckets on) merged.
+        stride = len(self.histograms) * _BLOCK
+        merged: dict[str, Histogram] = {}
+        for k, key in enumerate(self.histograms):
+            first = k * _BLOCK
+            histogram = merged[key] = Histogram()
+            histogram.zeros = int(sum(buckets[first::stride]))
+            for offset in range(1, _BLOCK):
+                count = sum(buckets[first + offset :: stride])
+                if count:
+                    histogram.positive[LOWEST_BUCKET + offset - 1] = int(count)
+        return merged
+
     def key_names(self) -> list[str]:
         # "worker_<i>/<key>" of every key slot, in slot order.
         return [
@@ -151,16 +166,12 @@ class SharedCounters:
     values readable and drops out of ``workers_alive`` once its heartbeat is
     older than ``liveness``.
 
-    A key declared in ``histograms`` is a distribution: each worker's
-    writer ``observe(key, value)`` counts a value of at least zero (a
-    latency, a size) in its own buckets, ``stats()`` gives ``<key>_count``
-    and ``<key>_sum`` summed over the workers (and per worker), and
-    :meth:`histograms` merges the workers' buckets into one
-    :class:`~rlpulse.distributions.Histogram`, from which a monitor logs
-    ``<key>_p50``, ``<key>_p90`` and ``<key>_p99`` over the observations
-    since its previous logged snapshot. Quantiles are within 1 % from a
-    nanosecond to a billion; smaller and larger values count as those.
-    Each histogram takes about 16.6 kB of the segment per worker.
+    A key declared in ``histograms`` is a distribution: a writer's
+    ``observe(key, value)`` counts a value of at least zero in the worker's
+    own buckets (16.6 kB of the segment per worker; from a nanosecond to a
+    billion, beyond counted as those); ``stats()`` gives ``<key>_count`` and
+    ``<key>_sum``, :meth:`histograms` the workers' buckets merged, of which
+    a monitor logs ``<key>_p50`` (…) within 1 %.
 
     :meth:`close` in the creating process unlinks the segment; if it is
     never called, the segment is unlinked when the object is collected or
@@ -195,31 +206,7 @@ class SharedCounters:
         *,
         histograms: Iterable[str] = (),
     ) -> None:
-        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-            raise ValueError(
-                f"SharedCounters(workers={workers!r}): workers must be an int >= 1, "
-                "the number of worker processes that will write."
-            )
-        counter_names = _names(counters, "counters")
-        gauge_names = _names(gauges, "gauges")
-        histogram_names = _names(histograms, "histograms")
-        duplicated = sorted(set(counter_names) & set(gauge_names))
-        if duplicated:
-            raise ValueError(
-                f"SharedCounters: {duplicated} listed as both counters and gauges; "
-                "give each key one kind."
-            )
-        _check_histogram_names(histogram_names, counter_names + gauge_names)
-        if isinstance(liveness, bool) or not isinstance(liveness, (int, float)):
-            raise TypeError(
-                f"SharedCounters(liveness={liveness!r}) must be a number of seconds."
-            )
-        if not liveness > 0:
-            raise ValueError(
-                f"SharedCounters(liveness={liveness!r}) must be strictly positive: "
-                "it is how many seconds a worker stays alive after its last heartbeat."
-            )
-        layout = _Layout(workers, counter_names, gauge_names, histogram_names)
+        layout = _layout_of(workers, counters, gauges, histograms, liveness)
         memory = shared_memory.SharedMemory(create=True, size=layout.size)
         self._setup(memory, layout, float(liveness), os.getpid())
         view = self._live_view()
@@ -280,13 +267,7 @@ class SharedCounters:
 
     @property
     def histogram_names(self) -> tuple[str, ...]:
-        """The histogram names, in order.
-
-        Examples:
-            >>> with SharedCounters(1, histograms=("step_s",)) as counters:
-            ...     counters.histogram_names
-            ('step_s',)
-        """
+        """The histogram names, in order (see :meth:`histograms` for their contents)."""
         return self._layout.histograms
 
     @property
@@ -397,20 +378,7 @@ class SharedCounters:
             (2, 0.03)
         """
         layout = self._layout
-        if not layout.histograms:
-            return {}
-        values = self._live_view()[layout.buckets :].tolist()
-        stride = len(layout.histograms) * _BLOCK
-        merged: dict[str, Histogram] = {}
-        for k, key in enumerate(layout.histograms):
-            first = k * _BLOCK
-            histogram = merged[key] = Histogram()
-            histogram.zeros = int(sum(values[first::stride]))
-            for offset in range(1, _BLOCK):
-                count = sum(values[first + offset :: stride])
-                if count:
-                    histogram.positive[LOWEST_BUCKET + offset - 1] = int(count)
-        return merged
+        return layout.merged(self._live_view()[layout.buckets :].tolist())
 
     def close(self) -> None:
         """Detach from the segment, and unlink it if this process created it; idempotent.
@@ -733,6 +701,41 @@ def _names(keys: Iterable[str], argument: str) -> tuple[str, ...]:
     if len(set(names)) != len(names):
         raise ValueError(f"SharedCounters({argument}={names!r}): names must be unique.")
     return names
+
+
+def _layout_of(
+    workers: int,
+    counters: Iterable[str],
+    gauges: Iterable[str],
+    histograms: Iterable[str],
+    liveness: float,
+) -> _Layout:
+    # SharedCounters' arguments checked, as the layout of its segment.
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(
+            f"SharedCounters(workers={workers!r}): workers must be an int >= 1, "
+            "the number of worker processes that will write."
+        )
+    counter_names = _names(counters, "counters")
+    gauge_names = _names(gauges, "gauges")
+    histogram_names = _names(histograms, "histograms")
+    duplicated = sorted(set(counter_names) & set(gauge_names))
+    if duplicated:
+        raise ValueError(
+            f"SharedCounters: {duplicated} listed as both counters and gauges; "
+            "give each key one kind."
+        )
+    _check_histogram_names(histogram_names, counter_names + gauge_names)
+    if isinstance(liveness, bool) or not isinstance(liveness, (int, float)):
+        raise TypeError(
+            f"SharedCounters(liveness={liveness!r}) must be a number of seconds."
+        )
+    if not liveness > 0:
+        raise ValueError(
+            f"SharedCounters(liveness={liveness!r}) must be strictly positive: "
+            "it is how many seconds a worker stays alive after its last heartbeat."
+        )
+    return _Layout(workers, counter_names, gauge_names, histogram_names)
 
 
 def _check_histogram_names(
