@@ -6,7 +6,7 @@ rates, and hands the metrics to sinks.
 """
 
 from rlpulse.monitor import LoggerMonitor
-from rlpulse.read.records import Record, RunFileError, list_runs, read
+from rlpulse.read.records import Record, RunFileError, list_runs, read, read_events
 from rlpulse.runtime.events import Event
 from rlpulse.runtime.lifecycle import stop_on_sigterm
 from rlpulse.schedules import AnyOf, Every
@@ -37,5 +37,6 @@ __all__ = [
     "list_runs",
     "open_sink",
     "read",
+    "read_events",
     "stop_on_sigterm",
 ]

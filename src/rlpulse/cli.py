@@ -33,8 +33,8 @@ from rlpulse.read.plot import (
     PlotWarning,
     plot_file,
 )
-from rlpulse.read.records import RunFileError, list_runs
-from rlpulse.read.summary import format_summary, summarize_file
+from rlpulse.read.records import RunFileError, list_runs, read_events
+from rlpulse.read.summary import format_events, format_summary, summarize_file
 from rlpulse.sinks.registry import SCHEMES, SinkSpecError
 
 __all__ = ["build_parser", "main"]
@@ -78,7 +78,9 @@ examples:
 
 _SHOW_DESCRIPTION = """\
 Summarize a recorded run: per metric the last, smallest and largest value,
-and for cumulative counters the mean rate per second over the run.
+and for cumulative counters the mean rate per second over the run; then the
+run's events (a stall, a hung call, a failing sink, drops), one a line, as
+SQLiteLogger and JSONLLogger store them.
 
 RUN is a file written by SQLiteLogger, CSVLogger or JSONLLogger. A SQLite
 file holds several runs: --run picks one (default: the latest) and --runs
@@ -430,7 +432,18 @@ def _show(args: argparse.Namespace) -> int:
             print(name)
         return 0
     print(format_summary(summarize_file(path, args.run)))
+    if events := _events_of(path, args.run):
+        print()
+        print(events)
     return 0
+
+
+def _events_of(path: Path, run: str | None) -> str:
+    """The events of the run as ``show`` lists them; ``""`` for none, or a file that stores none (CSV)."""
+    try:
+        return format_events(read_events(path, run))
+    except RunFileError:
+        return ""
 
 
 def _not_a_metrics_file(path: Path) -> str | None:

@@ -28,6 +28,8 @@ from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import IO, NamedTuple
 
+from rlpulse.runtime.events import Event
+
 __all__ = [
     "CSV_FIELDS",
     "SQLITE_MAGIC",
@@ -38,6 +40,7 @@ __all__ = [
     "open_line_file",
     "prepare_record_file",
     "read",
+    "read_events",
 ]
 
 CSV_FIELDS = ("wall_time", "step", "name", "value")
@@ -60,8 +63,20 @@ CREATE TABLE IF NOT EXISTS metrics (
     value REAL
 );
 CREATE INDEX IF NOT EXISTS metrics_run ON metrics(run);
+CREATE TABLE IF NOT EXISTS events (
+    run INTEGER NOT NULL REFERENCES runs(id),
+    wall_time REAL NOT NULL,
+    watch TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    message TEXT NOT NULL,
+    value REAL
+);
 """
 """The SQLite tables; ``value`` is NULL only for NaN, which SQLite cannot store.
+
+``events`` holds the run's :class:`~rlpulse.Event` records (see
+:func:`read_events`); a file written before it existed gains it when a
+logger opens it again.
 
 The index is on ``run`` alone: a logger's rows all land at the end of its run's
 range, one index page per commit. An index on ``(run, name)`` would dirty one
@@ -145,6 +160,46 @@ def read(path: str | os.PathLike[str], run: str | None = None) -> Iterator[Recor
     if file_format == "csv":
         return _read_csv(path)
     return _read_jsonl(path)
+
+
+def read_events(
+    path: str | os.PathLike[str], run: str | None = None
+) -> Iterator[Event]:
+    """Iterate over the :class:`~rlpulse.Event` records of a file written by ``SQLiteLogger`` or ``JSONLLogger``, in order.
+
+    ``run`` as for :func:`read`. A SQLite file written before events were
+    stored has none. CSV files store no events: reading one raises
+    ``RunFileError``, as a missing file raises ``FileNotFoundError`` and an
+    empty or corrupt one ``RunFileError``, before this returns.
+
+    >>> import tempfile, pathlib
+    >>> from rlpulse import Event, JSONLLogger
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     with JSONLLogger(pathlib.Path(tmp) / "run.jsonl") as sink:
+    ...         sink.log_metrics({"collector/frames": 96.0}, step=3, timestamp=1.0)
+    ...         sink.log_event(Event(1.5, "collector", "stalled", "no progress", 30.0))
+    ...     list(read_events(sink.path))
+    [Event(wall_time=1.5, watch='collector', kind='stalled', message='no progress', value=30.0)]
+    """
+    path = Path(path)
+    file_format = _detect_format(path)
+    if file_format == "sqlite":
+        return _sqlite_events(path, _run_id(path, run))
+    if run is not None:
+        raise RunFileError(
+            f"{path} is a {file_format.upper()} file, which holds a single run: "
+            f"read it without a run instead of run={run!r}"
+        )
+    if file_format == "csv":
+        raise RunFileError(
+            f"{path} is a CSV file, which stores no events: SQLiteLogger and "
+            "JSONLLogger store them"
+        )
+    events = _jsonl_events(path)
+    # Checked now, as read() checks a first payload: the first line parses.
+    with contextlib.closing(_jsonl_events(path)) as first:
+        next(first, None)
+    return events
 
 
 def list_runs(path: str | os.PathLike[str]) -> list[str]:
@@ -374,21 +429,38 @@ def _runs(path: Path, connection: sqlite3.Connection) -> list[tuple[str, int]]:
 
 
 def _read_sqlite(path: Path, run: str | None) -> Iterator[Record]:
+    return _sqlite_records(path, _run_id(path, run))
+
+
+def _run_id(path: Path, run: str | None) -> int:
+    # The id of run ``run`` of the file, the latest for None.
     with contextlib.closing(_connect_for_reading(path)) as connection:
         runs = _runs(path, connection)
     if not runs:
         raise RunFileError(f"{path} contains no runs")
     run_ids = dict(runs)
     if run is None:
-        run_id = runs[-1][1]
-    elif run in run_ids:
-        run_id = run_ids[run]
-    else:
-        available = ", ".join(name for name, _ in runs)
-        raise RunFileError(
-            f"{path} has no run named {run!r}; available runs: {available}"
-        )
-    return _sqlite_records(path, run_id)
+        return runs[-1][1]
+    if run in run_ids:
+        return run_ids[run]
+    available = ", ".join(name for name, _ in runs)
+    raise RunFileError(f"{path} has no run named {run!r}; available runs: {available}")
+
+
+def _sqlite_events(path: Path, run_id: int) -> Iterator[Event]:
+    with contextlib.closing(_connect_for_reading(path)) as connection:
+        try:
+            rows = connection.execute(
+                "SELECT wall_time, watch, kind, message, value FROM events"
+                " WHERE run = ? ORDER BY rowid",
+                (run_id,),
+            )
+        except sqlite3.OperationalError:
+            return  # written before events were stored
+        for wall_time, watch, kind, message, value in rows:
+            yield Event(
+                wall_time, watch, kind, message, math.nan if value is None else value
+            )
 
 
 def _sqlite_records(path: Path, run_id: int) -> Iterator[Record]:
@@ -494,9 +566,35 @@ def _jsonl_records(path: Path) -> Generator[Record, None, None]:
                 yield from _jsonl_payload(path, line, lines.number)
 
 
+def _jsonl_events(path: Path) -> Generator[Event, None, None]:
+    with open(path, "rb") as file:
+        lines = _LineReader(path, file)
+        for line in lines:
+            if not (lines.last_complete and line.strip()):
+                continue
+            try:
+                entry = json.loads(line)
+                if not isinstance(entry, dict) or "event" not in entry:
+                    continue
+                yield Event(
+                    float(entry["wall_time"]),
+                    str(entry["watch"]),
+                    str(entry["event"]),
+                    str(entry["message"]),
+                    float(entry["value"]),
+                )
+            except (ValueError, TypeError, KeyError) as error:
+                raise RunFileError(
+                    f"{path} line {lines.number} is not an rlpulse payload or "
+                    f"event: {error!r}"
+                ) from error
+
+
 def _jsonl_payload(path: Path, line: str, line_number: int) -> list[Record]:
     try:
         payload = json.loads(line)
+        if "event" in payload:
+            return []  # read_events() reads those
         wall_time = float(payload["wall_time"])
         step = payload["step"]
         if step is not None and not isinstance(step, int):

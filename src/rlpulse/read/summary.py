@@ -16,11 +16,14 @@ from pathlib import Path
 
 from rlpulse.metrics import RATE_NAMES, rate_name
 from rlpulse.read.records import Record, RunFileError, list_runs, read
+from rlpulse.runtime.events import Event
 
 __all__ = [
     "MetricSummary",
     "RunSummary",
     "format_duration",
+    "format_event",
+    "format_events",
     "format_number",
     "format_summary",
     "is_counter",
@@ -343,6 +346,34 @@ def format_number(value: float) -> str:
     if magnitude >= 1e6:
         return f"{_FOUR_DIGITS % (rounded / 1e6)}M"
     return f"{_FOUR_DIGITS % (rounded / 1e3)}k"
+
+
+def format_event(event: Event) -> str:
+    """Return one event as a line: its local time, ``!!``, its kind, its watch and its message.
+
+    >>> noon = time.mktime((2024, 5, 1, 12, 3, 4, 0, 0, -1))
+    >>> format_event(Event(noon, "collector", "stalled", "no progress (frames) for 30.0s", 30.0))
+    '12:03:04 !! stalled collector: no progress (frames) for 30.0s'
+    >>> format_event(Event(noon, "", "dropping", "sink SQLiteLogger dropped 3 payloads", 3.0))
+    '12:03:04 !! dropping: sink SQLiteLogger dropped 3 payloads'
+    """
+    clock = time.strftime("%H:%M:%S", time.localtime(event.wall_time))
+    watch = f" {event.watch}" if event.watch else ""
+    return f"{clock} !! {event.kind}{watch}: {event.message}"
+
+
+def format_events(events: Iterable[Event]) -> str:
+    """Return the events of a run as ``rlpulse show`` lists them: a count, then a line each; ``""`` for none.
+
+    >>> print(format_events([Event(0.0, "c", "hung", "stats() has not returned", 5.0)]))  # doctest: +ELLIPSIS
+    1 event:
+    ... !! hung c: stats() has not returned
+    """
+    lines = [format_event(event) for event in events]
+    if not lines:
+        return ""
+    noun = "event" if len(lines) == 1 else "events"
+    return "\n".join([f"{len(lines)} {noun}:", *lines])
 
 
 def format_duration(seconds: float) -> str:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from rlpulse.read.records import open_line_file, prepare_record_file
+from rlpulse.runtime.events import Event
 
 __all__ = ["BaseSink", "LineFileSink", "Payload"]
 
@@ -103,6 +104,17 @@ class BaseSink(abc.ABC):
             self._check_open()
             if batch:
                 self._write(batch)
+
+    def _log_event(self, event: Event) -> None:
+        # What log_event() does in the sinks that store events: under the
+        # lock, while open, _write_event.
+        with self._lock:
+            self._check_open()
+            self._write_event(event)
+
+    def _write_event(self, event: Event) -> None:
+        """Store ``event``; called under the lock, only while open, by sinks with ``log_event``."""
+        raise NotImplementedError(f"{type(self).__name__} stores no events")
 
     def flush(self) -> None:
         """Make what was logged visible to the sink's readers.

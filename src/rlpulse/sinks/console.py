@@ -1,4 +1,4 @@
-"""Human-readable lines per payload on a text stream (standard error by default)."""
+"""Human-readable lines per payload, and a highlighted line per event, on a text stream (standard error by default)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,16 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple, TextIO
 
-from rlpulse.read.summary import format_number, is_counter
+from rlpulse.read.summary import format_event, format_number, is_counter
+from rlpulse.runtime.events import Event
 from rlpulse.sinks.base import BaseSink, Payload
 
 __all__ = ["ConsoleLogger", "format_payload", "line_width"]
+
+# The kinds that end a streak; the others start one (or, a bottleneck, say
+# where it moved).
+_GOOD_NEWS = frozenset({"recovered", "resumed", "sink_recovered"})
+_RED, _GREEN, _RESET = "\x1b[1;31m", "\x1b[1;32m", "\x1b[0m"
 
 DEFAULT_WIDTH = 100
 """The width of the lines written to a stream that is not a terminal, without ``COLUMNS``."""
@@ -256,6 +262,31 @@ class ConsoleLogger(BaseSink):
         stream.write(text)
         stream.flush()
 
+    def log_event(self, event: Event) -> None:
+        """Print ``event`` on one line that stands out (:func:`rlpulse.read.summary.format_event`), coloured on a terminal.
+
+        Colour is left out when the stream is not a terminal or the
+        ``NO_COLOR`` environment variable is set.
+
+        >>> import io
+        >>> from rlpulse import ConsoleLogger, Event
+        >>> stream = io.StringIO()
+        >>> ConsoleLogger(stream).log_event(Event(0.0, "c", "hung", "stats() has not returned", 5.0))
+        >>> stream.getvalue().split(" ", 1)[1]
+        '!! hung c: stats() has not returned\\n'
+        """
+        self._log_event(event)
+
+    def _write_event(self, event: Event) -> None:
+        stream = self.stream
+        line = format_event(event)
+        if not os.environ.get("NO_COLOR") and _is_terminal(stream):
+            # Bold, red for a streak's start, green for its end.
+            start = _GREEN if event.kind in _GOOD_NEWS else _RED
+            line = f"{start}{line}{_RESET}"
+        stream.write(line + "\n")
+        stream.flush()
+
     def _flush(self) -> None:
         self.stream.flush()
 
@@ -263,3 +294,10 @@ class ConsoleLogger(BaseSink):
         if self._width is None:
             return f"ConsoleLogger({self._stream!r})"
         return f"ConsoleLogger({self._stream!r}, width={self._width})"
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False

@@ -1,4 +1,4 @@
-"""A JSON lines file: one ``{"wall_time", "step", "metrics"}`` object per payload."""
+"""A JSON lines file: one ``{"wall_time", "step", "metrics"}`` object per payload, one ``{"event", ...}`` per event."""
 
 from __future__ import annotations
 
@@ -6,13 +6,14 @@ import json
 from collections.abc import Sequence
 
 from rlpulse.read.records import RunFileError
+from rlpulse.runtime.events import Event
 from rlpulse.sinks.base import LineFileSink, Payload
 
 __all__ = ["JSONLLogger"]
 
 
-_START = b'{"wall_time": '
-"""How every line this sink writes starts."""
+_STARTS = (b'{"wall_time": ', b'{"event": ')
+"""How every line this sink writes starts: a payload's, an event's."""
 
 
 class JSONLLogger(LineFileSink):
@@ -45,17 +46,48 @@ class JSONLLogger(LineFileSink):
         if first_line.endswith(b"\n"):
             try:
                 payload = json.loads(first_line)
-                is_payload = isinstance(payload, dict) and "metrics" in payload
+                is_payload = isinstance(payload, dict) and (
+                    "metrics" in payload or "event" in payload
+                )
             except ValueError:
                 is_payload = False
-        else:  # the whole file: a first payload torn by a crash, or another file
-            is_payload = first_line.startswith(_START) or _START.startswith(first_line)
+        else:  # the whole file: a first line torn by a crash, or another file
+            is_payload = any(
+                first_line.startswith(start) or start.startswith(first_line)
+                for start in _STARTS
+            )
         if not is_payload:
             raise RunFileError(
                 f"{self.path} is not an rlpulse JSON lines file (its first line is "
                 'not a {"wall_time", "step", "metrics"} object); it was left as it '
                 "is: give a new path or one written by JSONLLogger"
             )
+
+    def log_event(self, event: Event) -> None:
+        """Append ``event`` as one ``{"event": kind, "wall_time", "watch", "message", "value"}`` line.
+
+        ``rlpulse.read`` skips these lines; :func:`rlpulse.read_events` reads them.
+
+        >>> import tempfile, pathlib
+        >>> from rlpulse import Event, JSONLLogger
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     path = pathlib.Path(tmp) / "metrics.jsonl"
+        ...     with JSONLLogger(path) as sink:
+        ...         sink.log_event(Event(1.5, "collector", "stalled", "no progress", 30.0))
+        ...     print(path.read_text(), end="")
+        {"event": "stalled", "wall_time": 1.5, "watch": "collector", "message": "no progress", "value": 30.0}
+        """
+        self._log_event(event)
+
+    def _write_event(self, event: Event) -> None:
+        line = {
+            "event": str(event.kind),
+            "wall_time": float(event.wall_time),
+            "watch": str(event.watch),
+            "message": str(event.message),
+            "value": float(event.value),
+        }
+        self._append(json.dumps(line) + "\n")
 
     def _format(self, payloads: Sequence[Payload]) -> str:
         """Return one JSON line per payload; ``wall_time`` is the payload's ``timestamp``.

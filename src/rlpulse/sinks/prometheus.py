@@ -12,6 +12,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from rlpulse.runtime.events import Event
 from rlpulse.sinks.base import BaseSink, Payload
 
 if TYPE_CHECKING:
@@ -22,6 +23,7 @@ __all__ = ["PrometheusExporter"]
 _VALID_PREFIX = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _INVALID_NAME_CHARACTERS = re.compile(r"[^a-zA-Z0-9_]")
 _POLL_TIME_FAMILY = "last_poll_timestamp_seconds"
+_EVENTS_FAMILY = "events"
 
 
 class PrometheusExporter(BaseSink):
@@ -88,6 +90,11 @@ class PrometheusExporter(BaseSink):
         self.url: str | None = None
         """The HTTP address to scrape, or ``None`` when registered into a given registry."""
         self._gauge_family = prometheus_client.core.GaugeMetricFamily
+        self._counter_family = prometheus_client.core.CounterMetricFamily
+        self._events_counter = self._full_name(_EVENTS_FAMILY)
+        self._metric_of_gauge[self._events_counter] = ""
+        # Events so far by (kind, watch).
+        self._events: dict[tuple[str, str], int] = {}
         if registry is None:
             self.registry: CollectorRegistry = prometheus_client.CollectorRegistry()
             self.registry.register(self)
@@ -148,6 +155,25 @@ class PrometheusExporter(BaseSink):
         full_name = f"{self.prefix}_{name}" if self.prefix else name
         return full_name if _VALID_PREFIX.match(full_name) else f"_{full_name}"
 
+    def log_event(self, event: Event) -> None:
+        """Count ``event`` in ``<prefix>_events_total{kind, watch}``.
+
+        >>> from prometheus_client import CollectorRegistry, generate_latest
+        >>> from rlpulse import Event
+        >>> from rlpulse.sinks.prometheus import PrometheusExporter
+        >>> registry = CollectorRegistry()
+        >>> with PrometheusExporter(registry=registry) as exporter:
+        ...     exporter.log_event(Event(1.5, "collector", "stalled", "no progress", 30.0))
+        ...     page = generate_latest(registry).decode()
+        >>> 'rlpulse_events_total{kind="stalled",watch="collector"} 1.0' in page
+        True
+        """
+        self._log_event(event)
+
+    def _write_event(self, event: Event) -> None:
+        key = (str(event.kind), str(event.watch))
+        self._events[key] = self._events.get(key, 0) + 1
+
     def collect(self) -> Iterator[Any]:
         """Yield the gauges of the latest values: what a scrape of the registry returns.
 
@@ -161,6 +187,16 @@ class PrometheusExporter(BaseSink):
         with self._lock:
             latest = sorted(self._latest.items())
             poll_times = sorted(self._poll_times.items())
+            events = sorted(self._events.items())
+        if events:
+            counter = self._counter_family(
+                self._events_counter,
+                "rlpulse events (a stall, a hung call, a failing sink, drops) by kind and watch.",
+                labels=["kind", "watch"],
+            )
+            for (kind, watch), count in events:
+                counter.add_metric([kind, watch], count)
+            yield counter
         if poll_times:
             family = self._gauge_family(
                 self._poll_time_gauge,

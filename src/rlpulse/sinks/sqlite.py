@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rlpulse.read.records import SQLITE_SCHEMA, RunFileError, prepare_record_file
+from rlpulse.runtime.events import Event
 from rlpulse.runtime.threads import MonitorThread
 from rlpulse.sinks.base import BaseSink, Payload
 
@@ -208,6 +209,34 @@ class SQLiteLogger(BaseSink):
         if self._checkpointer.wrote(len(rows)):
             with contextlib.suppress(sqlite3.Error):  # the next one, or close()
                 connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+    def log_event(self, event: Event) -> None:
+        """Store ``event`` in the run's ``events`` table, committed before this returns.
+
+        >>> import tempfile, pathlib
+        >>> from rlpulse import Event, SQLiteLogger, read_events
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     with SQLiteLogger(pathlib.Path(tmp) / "run.db") as sink:
+        ...         sink.log_event(Event(1.5, "collector", "stalled", "no progress", 30.0))
+        ...     [event.kind for event in read_events(sink.path)]
+        ['stalled']
+        """
+        self._log_event(event)
+
+    def _write_event(self, event: Event) -> None:
+        value = float(event.value)
+        self._connection.execute(
+            "INSERT INTO events (run, wall_time, watch, kind, message, value)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                self._run_id,
+                float(event.wall_time),
+                str(event.watch),
+                str(event.kind),
+                str(event.message),
+                None if value != value else value,
+            ),
+        )
 
     def _close(self) -> None:
         self._checkpointer.close()
