@@ -89,6 +89,19 @@ def test_an_aggregating_seconds_watch_is_polled_every_time() -> None:
     assert len(calls) == 5
 
 
+class StallsSeen:
+    """What a watch tells of its stalls, kept as (stalled, seconds)."""
+
+    def __init__(self, seen: list[tuple[bool, float]]) -> None:
+        self.seen = seen
+
+    def stalled(self, watch: Watch, stalled: bool, seconds: float) -> None:
+        self.seen.append((stalled, seconds))
+
+    def workers_lost(self, watch: Watch, alive: float, before: float) -> None:
+        raise AssertionError("no workers here")
+
+
 def test_a_counter_that_stops_increasing_marks_the_watch_stalled() -> None:
     stalls: list[tuple[bool, float]] = []
     watch = Watch(
@@ -96,7 +109,7 @@ def test_a_counter_that_stops_increasing_marks_the_watch_stalled() -> None:
         provider=dict,
         schedule=Every.counter("frames", 1000),
         stall_after=5.0,
-        on_stall=lambda _, stalled, seconds: stalls.append((stalled, seconds)),
+        events=StallsSeen(stalls),
     )
     first = poll(watch, {"frames": 0}, now=0.0)
     assert first is not None

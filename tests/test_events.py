@@ -7,13 +7,16 @@ as a pipeline's would.
 from __future__ import annotations
 
 import logging
+import multiprocessing
+import os
+import signal
 import threading
 import time
 from collections.abc import Mapping
 
 import pytest
 
-from rlpulse import Event, LoggerMonitor
+from rlpulse import Event, LoggerMonitor, SharedCounters
 from test_reliability import Blocking, wait_until
 
 pytestmark = pytest.mark.timeout(60)
@@ -217,3 +220,81 @@ def test_in_manual_mode_events_reach_the_sinks_before_step_returns() -> None:
 def test_on_event_takes_callables_only() -> None:
     with pytest.raises(TypeError, match="on_event takes a callable"):
         LoggerMonitor(EventSink(), on_event=["print"])
+
+
+def test_a_stall_of_several_progress_counters_needs_none_of_them_to_move() -> None:
+    class Learner:
+        def __init__(self) -> None:
+            self.updates = 0
+            self.samples = 0
+            self.phase = "both"
+
+        def stats(self) -> dict[str, float]:
+            if self.phase in ("both", "updates"):
+                self.updates += 1
+            if self.phase == "both":
+                self.samples += 1
+            return {"updates": self.updates, "samples": self.samples}
+
+    learner = Learner()
+    sink = EventSink()  # manual mode: events reach it before step() returns
+    monitor = LoggerMonitor(sink, background=False)
+    monitor.watch(
+        learner, name="learner", stall_after=0.05, progress_key=("updates", "samples")
+    )
+    monitor.step()
+    learner.phase = "updates"  # samples stop, updates move: no stall
+    time.sleep(0.1)
+    monitor.step()
+    assert sink.events() == []
+    learner.phase = "none"
+    monitor.step()
+    time.sleep(0.1)
+    monitor.step()
+    [stalled] = sink.events()
+    assert stalled.kind == "stalled"
+    assert "updates, samples" in stalled.message
+
+
+def test_a_progress_key_tuple_must_name_entries() -> None:
+    monitor = LoggerMonitor(EventSink(), background=False)
+    with pytest.raises(ValueError, match="at least one"):
+        monitor.watch(Progress(), stall_after=1.0, progress_key=())
+    with pytest.raises(TypeError, match="names"):
+        monitor.watch(Progress(), stall_after=1.0, progress_key=("frames", 3))  # type: ignore[arg-type]
+
+
+def _beat_until_killed(counters: SharedCounters, index: int) -> None:
+    writer = counters.worker(index)
+    while True:
+        writer.inc("frames")
+        writer.heartbeat()
+        time.sleep(0.01)
+
+
+def test_a_worker_that_dies_is_a_worker_lost_event() -> None:
+    collected = Collected()
+    context = multiprocessing.get_context("spawn")
+    with SharedCounters(2, counters=("frames",), liveness=0.3) as counters:
+        workers = [
+            context.Process(target=_beat_until_killed, args=(counters, index))
+            for index in range(2)
+        ]
+        for worker in workers:
+            worker.start()
+        try:
+            monitor = LoggerMonitor(EventSink(), poll_interval=0.05, on_event=collected)
+            monitor.watch(counters, name="workers")
+            with monitor:
+                assert wait_until(lambda: counters.stats()["workers_alive"] == 2)
+                time.sleep(0.2)  # a snapshot with both alive
+                os.kill(workers[1].pid or 0, signal.SIGKILL)
+                assert wait_until(lambda: "worker_lost" in collected.kinds())
+        finally:
+            for worker in workers:
+                worker.kill()
+                worker.join(10)
+    [lost] = [e for e in collected.events if e.kind == "worker_lost"]
+    assert lost.watch == "workers"
+    assert lost.value == 1.0
+    assert lost.message == "1 worker lost: 1 of 2 alive"

@@ -131,7 +131,7 @@ class LoggerMonitor:
         poll_timeout: float | None = None,
         aggregate: tuple[str, ...] | list[str] = (),
         stall_after: float | None = None,
-        progress_key: str | None = None,
+        progress_key: str | tuple[str, ...] | None = None,
         quantiles: tuple[float, ...] | list[float] = DEFAULT_QUANTILES,
     ) -> str:
         """Register ``target`` for monitoring and return its watch name.
@@ -178,7 +178,7 @@ class LoggerMonitor:
             stall_after=stall_after,
             progress_key=progress_key,
             quantiles=quantiles,
-            on_stall=self._reporter.stalled,
+            events=self._reporter,
         )
         with self._lock:
             watch = self._watches.add(

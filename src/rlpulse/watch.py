@@ -14,7 +14,7 @@ import functools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from rlpulse.distributions import (
     DEFAULT_QUANTILES,
@@ -102,7 +102,9 @@ class WatchSpec:
         stall_after: seconds without progress of ``progress_key`` after
             which payloads carry ``<name>/stalled = 1.0`` (else ``0.0``),
             with one warning per stall.
-        progress_key: defaults to the schedule's counter, else the step key.
+        progress_key: defaults to the schedule's counter, else the step key;
+            a tuple of entries is progress when any of them moves (a stall
+            needs none of them to).
         quantiles: of each distribution the target's ``histograms()``
             returns (a :class:`~rlpulse.Tally`'s observed keys), log these
             quantiles of the observations since the previous logged snapshot,
@@ -135,7 +137,7 @@ class WatchSpec:
     poll_timeout: float | None = None
     aggregate: tuple[str, ...] = ()
     stall_after: float | None = None
-    progress_key: str | None = None
+    progress_key: str | tuple[str, ...] | None = None
     quantiles: tuple[float, ...] = DEFAULT_QUANTILES
 
     def __post_init__(self) -> None:
@@ -203,12 +205,20 @@ class WatchSpec:
 
 def _check_option_types(spec: WatchSpec) -> None:
     """Refuse entry names that are not str, and ``stats_kwargs`` that is no mapping."""
-    for option, key in (("step", spec.step_key), ("progress_key", spec.progress_key)):
-        if key is not None and not isinstance(key, str):
+    progress_key = spec.progress_key
+    if isinstance(progress_key, (tuple, list)):
+        progress_key = _entry_names("progress_key", progress_key)
+        if not progress_key:
+            raise ValueError("progress_key takes at least one entry name, got none.")
+        object.__setattr__(spec, "progress_key", progress_key)
+    for option, key in (("step", spec.step_key), ("progress_key", progress_key)):
+        if key is not None and not isinstance(key, (str, tuple)):
             raise TypeError(
                 f"{option} takes the name (str) of a snapshot entry, or None; "
                 f"got {type(key).__name__} {key!r}."
             )
+    if isinstance(spec.step_key, tuple):
+        raise TypeError(f"step takes one entry name (str), got {spec.step_key!r}.")
     if not isinstance(spec.stats_kwargs, Mapping):
         raise TypeError(
             "stats_kwargs takes a mapping of keyword arguments for each "
@@ -355,7 +365,8 @@ class _Observations:
         self.aggregate = spec.aggregate
         self.counters = RATE_NAMES if spec.rate_keys is None else spec.rate_keys
         self.stall_after = spec.stall_after
-        self.progress_key = spec.progress_key or ""
+        keys = spec.progress_key or ""
+        self.progress_keys = (keys,) if isinstance(keys, str) else keys
         self.accumulated: dict[str, list[float]] = {}
         self.stalled = False
         self._progress: float | None = None
@@ -377,9 +388,16 @@ class _Observations:
                     seen[2] = min(seen[2], value)
                     seen[3] = max(seen[3], value)
         if self.stall_after is not None:
-            self._observe_progress(snapshot.get(self.progress_key), now)
+            keys = self.progress_keys
+            if len(keys) == 1:
+                progress: Any = snapshot.get(keys[0])
+            else:
+                progress = tuple(map(snapshot.get, keys))
+                if progress.count(None) == len(keys):
+                    progress = None
+            self._observe_progress(progress, now)
 
-    def _observe_progress(self, progress: float | None, now: float) -> None:
+    def _observe_progress(self, progress: Any, now: float) -> None:
         previous = self._progress
         if progress is not None:
             self._progress = progress
@@ -399,9 +417,9 @@ class _Observations:
             self._tell(True, stuck_for)
 
     def _tell(self, stalled: bool, seconds: float) -> None:
-        on_stall = self.watch.on_stall
-        if on_stall is not None:
-            on_stall(self.watch, stalled, seconds)
+        events = self.watch.events
+        if events is not None:
+            events.stalled(self.watch, stalled, seconds)
 
     def add_to(self, payload: dict[str, float], prefix: str) -> None:
         """Add ``<key>_<aggregate>`` of every gauge, and ``stalled``, to ``payload``."""
@@ -421,6 +439,16 @@ class _Observations:
         """Start the aggregates afresh: a payload was delivered."""
         if self.accumulated:
             self.accumulated = {}
+
+
+class WatchEvents(Protocol):
+    """What a watch tells of its own health as it notices it (the monitor's reporter)."""
+
+    def stalled(self, watch: Watch, stalled: bool, seconds: float) -> None:
+        """No progress for ``seconds`` (``stalled``), or progress again after ``seconds`` without."""
+
+    def workers_lost(self, watch: Watch, alive: float, before: float) -> None:
+        """The snapshot's ``workers_alive`` fell from ``before`` to ``alive``."""
 
 
 class _Naming:
@@ -500,12 +528,14 @@ class Watch:
         self,
         name: str,
         *,
-        on_stall: Callable[[Watch, bool, float], None] | None = None,
+        events: WatchEvents | None = None,
         **config: Any,
     ) -> None:
         self.spec = spec = WatchSpec(name, **config)
         self.name = name
-        self.on_stall = on_stall
+        self.events = events
+        # The last workers_alive seen, to notice a worker lost.
+        self._alive: float | None = None
         # Registered: unwatch() clears it; a poll in flight delivers nothing.
         self.active = True
         # What a poll calls: the provider, with its keyword arguments bound.
@@ -652,6 +682,11 @@ class Watch:
                 add_rates(payload, observed, self.baseline, rates, elapsed)
         if self.quantiles is not None:
             self.quantiles.add_to(payload, self._prefix)
+        alive = payload.get(self._prefix + "workers_alive")
+        if alive is not None:
+            before, self._alive = self._alive, alive
+            if before is not None and alive < before and self.events is not None:
+                self.events.workers_lost(self, alive, before)
         step_key = self._step_key
         if step_key is not None and step_key in self._pending:
             self.step = int(self._pending[step_key])

@@ -266,21 +266,33 @@ class Reporter:
         """A hung call of ``watch`` returned: it is polled again."""
         self.events.emit(watch.name, "resumed", "stats() returned; polled again")
 
+    def workers_lost(self, watch: Watch, alive: float, before: float) -> None:
+        """``watch``'s ``workers_alive`` fell from ``before`` to ``alive``."""
+        lost = before - alive
+        self.events.emit(
+            watch.name,
+            "worker_lost",
+            f"{lost:g} worker{'s' if lost != 1 else ''} lost: {alive:g} of {before:g} alive",
+            alive,
+        )
+
     def stalled(self, watch: Watch, stalled: bool, seconds: float) -> None:
         """``watch`` has made no progress for ``seconds`` (``stalled``), or moves again after ``seconds`` without."""
         spec = watch.spec
+        keys = spec.progress_key
+        progress = keys if isinstance(keys, str) else ", ".join(keys or ())
         if not stalled:
             self.events.emit(
                 watch.name,
                 "recovered",
-                f"progress ({spec.progress_key}) again after {seconds:.1f}s",
+                f"progress ({progress}) again after {seconds:.1f}s",
                 seconds,
             )
             return
         self.events.emit(
             watch.name,
             "stalled",
-            f"no progress ({spec.progress_key}) for {seconds:.1f}s",
+            f"no progress ({progress}) for {seconds:.1f}s",
             seconds,
         )
         _log.warning(
@@ -288,7 +300,7 @@ class Reporter:
             "(stall_after=%ss); its payloads carry %s/stalled = 1.0 until it "
             "moves again.",
             watch.name,
-            spec.progress_key,
+            progress,
             seconds,
             spec.stall_after,
             watch.name,
