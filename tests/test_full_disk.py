@@ -119,6 +119,19 @@ def recording(sink_class: type[BaseSink]) -> type[Any]:
             with self.lock:
                 return len(self.written)
 
+    if hasattr(sink_class, "log_event"):
+        # An event (a sink failing, say) written to the full disk fails too:
+        # one more failed call of the sink.
+        def log_event(self: Any, event: Any) -> None:
+            try:
+                sink_class.log_event(self, event)
+            except Exception:
+                with self.lock:
+                    self.failed_calls += 1
+                raise
+
+        Recording.log_event = log_event
+
     # Warnings name a sink by its class.
     Recording.__name__ = Recording.__qualname__ = sink_class.__name__
     return Recording

@@ -256,6 +256,8 @@ class SinkQueue:
         self._succeeded()
 
     def _send_events(self) -> None:
+        # An event written ends no failure streak: on a nearly full disk a
+        # small event may fit where the payloads do not.
         events = self.events
         log_event = self.sink.log_event
         while events and log_event is not None:
@@ -266,8 +268,6 @@ class SinkQueue:
                 if self._abandoned:
                     return
                 self._failed(event.watch, err)
-                continue
-            self._succeeded()
 
     def _failed(self, watch_name: str, err: Exception) -> None:
         if self._on_failure is not None:
