@@ -32,6 +32,7 @@ from rlpulse import (
     read_events,
 )
 from rlpulse.cli import main
+from rlpulse.sinks.process import SinkProcess
 from rlpulse.sinks.prometheus import PrometheusExporter
 from test_reliability import wait_until
 
@@ -210,3 +211,29 @@ def test_the_console_colours_an_event_on_a_terminal_unless_no_color(
     assert recovered.startswith("\x1b[1;32m")
     assert "\x1b[" not in hung
     assert hung.endswith("!! hung c: no return")
+
+
+def test_a_sink_process_hands_events_to_its_sinks_that_store_them(
+    tmp_path: Path,
+) -> None:
+    store, lines, table = (
+        tmp_path / "run.sqlite",
+        tmp_path / "run.jsonl",
+        tmp_path / "run.csv",
+    )
+    seen: list[Event] = []
+    source = Progress()
+    with SinkProcess(f"sqlite:{store}", f"jsonl:{lines}", f"csv:{table}") as hosted:
+        monitor = LoggerMonitor(hosted, poll_interval=0.02, on_event=seen.append)
+        monitor.watch(source, name="collector", stall_after=0.15, progress_key="frames")
+        with monitor:
+            assert wait_until(lambda: source.frames > 3)
+            source.moving.clear()
+            assert wait_until(lambda: [e.kind for e in seen] == ["stalled"])
+    # The CSV sink, which stores no events, was not failing for it.
+    assert [e.kind for e in seen] == ["stalled"]
+    for path in (store, lines):
+        assert [(e.kind, e.watch) for e in read_events(path)] == [
+            ("stalled", "collector")
+        ]
+    assert {r.name for r in read(table)} >= {"collector/frames"}

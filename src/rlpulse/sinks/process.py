@@ -12,8 +12,8 @@ The pipe protocol is ours, not a library's: frames of a 4-byte length and a
 ``marshal`` body, between two processes of the same interpreter (``marshal``
 is the standard library's fastest encoder of the dicts, floats and strings a
 payload is made of, and its format is stable within one Python version).
-Parent to child: ``("open", specs)`` once, then ``("batch", payloads)`` and
-``("flush",)``; end of file means close. Child to parent: ``("ready",
+Parent to child: ``("open", specs)`` once, then ``("batch", payloads)``,
+``("event", fields)`` and ``("flush",)``; end of file means close. Child to parent: ``("ready",
 descriptions)`` or ``("refused", message)``, then ``("failing", index,
 message)`` when a hosted sink starts failing, ``("recovered", index)`` when it
 writes again, and ``("flushed",)`` for each flush.
@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from rlpulse.runtime.deadline import check_timeout
+from rlpulse.runtime.events import Event
 from rlpulse.sinks.registry import SinkSpecError, open_sink
 
 __all__ = ["SinkProcess", "SinkProcessError"]
@@ -173,6 +174,32 @@ class SinkProcess:
             self._check_open()
             if batch:
                 self._send(("batch", batch))
+            self._read_news(time.monotonic())
+            self._raise_failures()
+
+    def log_event(self, event: Event) -> None:
+        """Send ``event`` to the hosted sinks that store events (``log_event``), after what was sent before.
+
+        >>> import tempfile, pathlib
+        >>> from rlpulse import Event, read_events
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     path = pathlib.Path(tmp) / "metrics.sqlite"
+        ...     with SinkProcess(f"sqlite:{path}", "csv:" + str(pathlib.Path(tmp) / "m.csv")) as sink:
+        ...         sink.log_event(Event(1.5, "collector", "stalled", "no progress", 30.0))
+        ...     [event.kind for event in read_events(path)]
+        ['stalled']
+        """
+        fields = (
+            float(event.wall_time),
+            str(event.watch),
+            str(event.kind),
+            str(event.message),
+            float(event.value),
+        )
+        self._check_process()
+        with self._lock:
+            self._check_open()
+            self._send(("event", fields))
             self._read_news(time.monotonic())
             self._raise_failures()
 
@@ -603,8 +630,11 @@ def _serve(inbox: BinaryIO, outbox: BinaryIO) -> int:
         # Only a write ends a failure streak: a flush may succeed with
         # nothing to write while the sink still cannot.
         for index, sink in enumerate(sinks):
+            method = getattr(sink, call, None)
+            if method is None:
+                continue  # an event, for a sink that stores none
             try:
-                getattr(sink, call)(*arguments)
+                method(*arguments)
             except Exception as error:
                 if not failing[index]:
                     failing[index] = True
@@ -618,6 +648,8 @@ def _serve(inbox: BinaryIO, outbox: BinaryIO) -> int:
         while (message := _read_message(inbox)) is not None:
             if message[0] == "batch":
                 each_sink("log_batch", message[1])
+            elif message[0] == "event":
+                each_sink("log_event", Event(*message[1]))
             else:
                 each_sink("flush")
                 tell(("flushed",))
