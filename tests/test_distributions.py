@@ -183,7 +183,10 @@ def test_a_background_monitor_stores_the_quantiles_of_timed_work_in_sqlite(
     def update(seconds: float) -> None:
         time.sleep(seconds)
 
-    with LoggerMonitor(SQLiteLogger(store), poll_interval=0.05) as monitor:
+    with (
+        SQLiteLogger(store) as sink,
+        LoggerMonitor(sink, poll_interval=0.05) as monitor,
+    ):
         monitor.watch(tally, name="learner")
         deadline = time.monotonic() + 0.6
         while time.monotonic() < deadline:
