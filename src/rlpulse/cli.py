@@ -26,6 +26,7 @@ from typing import TypeAlias
 from rlpulse import __version__, stop_on_sigterm
 from rlpulse._demo.common import DEFAULT_OUT
 from rlpulse._demo.synthetic import run_demo
+from rlpulse.read.compare import compare_files, format_comparison, run_argument
 from rlpulse.read.plot import (
     MAX_LINES,
     MAX_PANELS,
@@ -94,6 +95,23 @@ examples:
 """
 
 
+_COMPARE_DESCRIPTION = """\
+Put recorded runs side by side: one row per metric, its figure in each run
+and each run's ratio to the first (the baseline). A cumulative counter's
+figure is its mean rate per second over the run, a gauge's the mean of its
+values; a metric a run lacks shows -.
+
+RUN is a file written by SQLiteLogger, CSVLogger or JSONLLogger: its latest
+run, or FILE:NAME for the run NAME of a SQLite file (list them with
+rlpulse show FILE --runs).
+
+examples:
+  rlpulse compare runs/baseline.sqlite runs/new.sqlite
+  rlpulse compare runs/all.sqlite:first runs/all.sqlite:second
+  rlpulse compare a.sqlite b.csv --match 'collector/*'
+"""
+
+
 _PLOT_DESCRIPTION = f"""\
 Draw a recorded run into an image: one panel per watch (the part of a metric
 name before the first '/'), over the time since the run started, or over the
@@ -154,6 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_demo_command(commands)
     _add_show_command(commands)
+    _add_compare_command(commands)
     _add_plot_command(commands)
     return parser
 
@@ -209,6 +228,29 @@ def _add_show_command(commands: _Commands) -> None:
         "--runs",
         action="store_true",
         help="list the runs of a SQLite file, oldest first, instead",
+    )
+
+
+def _add_compare_command(commands: _Commands) -> None:
+    compare = _add_command(
+        commands,
+        "compare",
+        "put recorded runs side by side",
+        _COMPARE_DESCRIPTION,
+        _compare,
+    )
+    compare.add_argument(
+        "runs",
+        nargs="+",
+        metavar="RUN",
+        help="a metrics file (its latest run) or FILE:NAME; the first is the baseline",
+    )
+    compare.add_argument(
+        "--match",
+        metavar="PATTERN",
+        action="append",
+        help="only metrics whose name matches: a glob with *, ? or [, else a "
+        "substring; repeat it to keep the metrics matching any",
     )
 
 
@@ -444,6 +486,20 @@ def _events_of(path: Path, run: str | None) -> str:
         return format_events(read_events(path, run))
     except RunFileError:
         return ""
+
+
+def _compare(args: argparse.Namespace) -> int:
+    if len(args.runs) < 2:
+        return _fail(
+            "compare needs at least two runs, the first the baseline: "
+            "rlpulse compare RUN_A RUN_B [...]"
+        )
+    runs = [run_argument(text) for text in args.runs]
+    for path, _ in runs:
+        if (problem := _not_a_metrics_file(path)) is not None:
+            return _fail(problem)
+    print(format_comparison(compare_files(runs, args.match)))
+    return 0
 
 
 def _not_a_metrics_file(path: Path) -> str | None:

@@ -1,0 +1,169 @@
+"""Runs side by side: one row per metric, each run's figure and its ratio to the first run's.
+
+What ``rlpulse compare`` prints. A metric's figure is what says how a run
+went: for a cumulative counter its mean rate per second over the run (see
+:class:`~rlpulse.read.summary.MetricSummary`), for a gauge the mean of its
+values. Ratios are to the first run, the baseline.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from rlpulse.read.plot import Match, select_metrics
+from rlpulse.read.records import Record
+from rlpulse.read.summary import format_number, read_run, summarize
+
+__all__ = [
+    "Figures",
+    "compare_files",
+    "figures_of",
+    "format_comparison",
+    "run_argument",
+]
+
+
+@dataclass(frozen=True)
+class Figures:
+    """One run's figure per metric: ``{name: (what, value)}``, ``what`` being ``"rate/s"`` or ``"mean"``.
+
+    >>> figures = figures_of(
+    ...     [Record(0.0, 0, "c/frames", 0.0), Record(2.0, 1, "c/frames", 500.0),
+    ...      Record(0.0, 0, "b/size", 1.0), Record(2.0, 1, "b/size", 3.0)],
+    ...     label="a.sqlite", run="r1",
+    ... )
+    >>> figures.metrics
+    {'b/size': ('mean', 2.0), 'c/frames': ('rate/s', 250.0)}
+    """
+
+    label: str
+    run: str
+    metrics: dict[str, tuple[str, float]]
+
+
+def figures_of(records: Iterable[Record], *, label: str, run: str) -> Figures:
+    """The figures of a run's ``records``: counters' mean rates, gauges' means (finite values only)."""
+    sums: dict[str, list[float]] = {}
+
+    def tapped() -> Iterator[Record]:
+        # The gauges' means, in the same pass as the summary's.
+        for record in records:
+            if math.isfinite(record.value):
+                total = sums.setdefault(record.name, [0.0, 0.0])
+                total[0] += record.value
+                total[1] += 1
+            yield record
+
+    summary = summarize(tapped(), run=run, source=label)
+    metrics: dict[str, tuple[str, float]] = {}
+    for metric in summary.metrics:
+        if metric.is_counter and metric.mean_rate is not None:
+            metrics[metric.name] = ("rate/s", metric.mean_rate)
+        elif metric.name in sums:
+            total, count = sums[metric.name]
+            metrics[metric.name] = ("mean", total / count)
+    return Figures(label, run, metrics)
+
+
+def run_argument(text: str) -> tuple[Path, str | None]:
+    """A run as ``rlpulse compare`` takes it: ``FILE``, or ``FILE:RUN`` for one run of a SQLite file.
+
+    A path that exists as it is is a file, colons and all.
+
+    >>> run_argument("runs/a.sqlite:baseline")
+    (PosixPath('runs/a.sqlite'), 'baseline')
+    >>> run_argument("runs/a.sqlite")
+    (PosixPath('runs/a.sqlite'), None)
+    """
+    path = Path(text)
+    if os.path.lexists(path) or ":" not in text:
+        return path, None
+    file, _, run = text.rpartition(":")
+    return Path(file), run or None
+
+
+def compare_files(
+    runs: Sequence[tuple[Path, str | None]], match: Match = None
+) -> list[Figures]:
+    """Read each ``(file, run)`` (``None``: its latest run) into its :class:`Figures`, keeping the metrics ``match`` selects."""
+    compared = []
+    for path, run in runs:
+        name, records = read_run(path, run)
+        label = str(path) if run is None else f"{path}:{run}"
+        figures = figures_of(records, label=label, run=name)
+        kept = set(select_metrics(figures.metrics, match))
+        compared.append(
+            Figures(
+                figures.label,
+                figures.run,
+                {n: v for n, v in figures.metrics.items() if n in kept},
+            )
+        )
+    return compared
+
+
+def format_comparison(runs: Sequence[Figures]) -> str:
+    """Render runs side by side: a legend, then one row per metric with each run's figure and its ratio to the first.
+
+    A metric a run lacks shows ``-``, as does a ratio to a baseline of zero.
+
+    >>> a = Figures("a.sqlite", "r1", {"c/frames": ("rate/s", 1000.0), "b/size": ("mean", 4.0)})
+    >>> b = Figures("b.sqlite", "r2", {"c/frames": ("rate/s", 1250.0)})
+    >>> print(format_comparison([a, b]))
+    A: a.sqlite (run r1)
+    B: b.sqlite (run r2)
+    <BLANKLINE>
+    metric    figure     A     B    B/A
+    b/size    mean       4     -      -
+    c/frames  rate/s  1000  1250  1.25x
+    """
+    letters = [_letter(index) for index in range(len(runs))]
+    legend = [
+        f"{letter}: {figures.label} (run {figures.run})"
+        for letter, figures in zip(letters, runs, strict=True)
+    ]
+    header = ["metric", "figure", letters[0]]
+    for letter in letters[1:]:
+        header += [letter, f"{letter}/{letters[0]}"]
+    rows = [header]
+    names = sorted({name for figures in runs for name in figures.metrics})
+    for name in names:
+        base = runs[0].metrics.get(name)
+        what = next(f.metrics[name][0] for f in runs if name in f.metrics)
+        row = [name, what, _value(base)]
+        for figures in runs[1:]:
+            other = figures.metrics.get(name)
+            row += [_value(other), _ratio(other, base)]
+        rows.append(row)
+    return "\n".join([*legend, "", _table(rows)])
+
+
+def _letter(index: int) -> str:
+    return chr(ord("A") + index) if index < 26 else f"R{index + 1}"
+
+
+def _value(figure: tuple[str, float] | None) -> str:
+    return "-" if figure is None else format_number(figure[1])
+
+
+def _ratio(other: tuple[str, float] | None, base: tuple[str, float] | None) -> str:
+    if other is None or base is None or base[1] == 0 or not math.isfinite(base[1]):
+        return "-"
+    return f"{other[1] / base[1]:.2f}x"
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    lines = []
+    for row in rows:
+        # Names and figures left-aligned, numbers right-aligned.
+        cells = [
+            cell.ljust(width) if column < 2 else cell.rjust(width)
+            for column, (cell, width) in enumerate(zip(row, widths, strict=True))
+        ]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)

@@ -1,0 +1,114 @@
+"""``rlpulse compare`` (SPEC 7): runs side by side, a row per metric, each run's ratio to the first.
+
+Runs written by the real sinks (SQLite with two runs, CSV, JSON lines) and
+read back through the command line.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rlpulse import CSVLogger, JSONLLogger, SQLiteLogger
+from rlpulse.cli import main
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def write_run(
+    sink: SQLiteLogger | CSVLogger | JSONLLogger, frames_per_second: float, size: float
+) -> None:
+    """Four seconds of a collector at ``frames_per_second`` and a buffer holding ``size`` then ``3 * size``."""
+    with sink:
+        for second in range(5):
+            sink.log_metrics(
+                {
+                    "collector/frames": frames_per_second * second,
+                    "buffer/size": size if second < 2 else 3 * size,
+                },
+                step=second,
+                timestamp=1000.0 + second,
+            )
+
+
+def rows(out: str) -> dict[str, list[str]]:
+    table = out.split("\n\n", 1)[1]
+    return {line.split()[0]: line.split()[1:] for line in table.splitlines()[1:]}
+
+
+def test_compare_puts_each_runs_figures_beside_the_first_runs_with_the_ratio(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = tmp_path / "runs.sqlite"
+    write_run(SQLiteLogger(store, run="baseline"), 1000.0, 10.0)
+    write_run(SQLiteLogger(store, run="faster"), 1500.0, 10.0)
+    table = tmp_path / "other.csv"
+    write_run(CSVLogger(table), 500.0, 20.0)
+
+    assert main(["compare", f"{store}:baseline", str(store), str(table)]) == 0
+
+    out = capsys.readouterr().out
+    assert out.splitlines()[:3] == [
+        f"A: {store}:baseline (run baseline)",
+        f"B: {store} (run faster)",
+        f"C: {table} (run other.csv)",
+    ]
+    assert rows(out) == {
+        "buffer/size": ["mean", "22", "22", "1.00x", "44", "2.00x"],
+        "collector/frames": ["rate/s", "1000", "1500", "1.50x", "500", "0.50x"],
+    }
+    assert out.split("\n\n", 1)[1].splitlines()[0].split() == [
+        "metric",
+        "figure",
+        "A",
+        "B",
+        "B/A",
+        "C",
+        "C/A",
+    ]
+
+
+def test_compare_keeps_the_metrics_matched_and_marks_the_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    write_run(JSONLLogger(first), 1000.0, 10.0)
+    with JSONLLogger(second) as sink:
+        sink.log_metrics({"buffer/size": 5.0}, step=0, timestamp=1.0)
+    assert main(["compare", str(first), str(second), "--match", "collector/*"]) == 0
+    assert rows(capsys.readouterr().out) == {
+        "collector/frames": ["rate/s", "1000", "-", "-"],
+    }
+
+
+def test_compare_says_in_one_line_what_it_cannot_read(tmp_path: Path) -> None:
+    present = tmp_path / "a.sqlite"
+    write_run(SQLiteLogger(present, run="only"), 1000.0, 10.0)
+    for arguments, expected in (
+        (
+            [str(present), str(tmp_path / "missing.sqlite")],
+            "missing.sqlite: no such file",
+        ),
+        ([str(present), f"{present}:nope"], "has no run named 'nope'"),
+    ):
+        result = subprocess.run(
+            [sys.executable, "-m", "rlpulse", "compare", *arguments],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.returncode == 2
+        assert result.stdout == ""
+        assert len(result.stderr.splitlines()) == 1
+        assert expected in result.stderr
+    result = subprocess.run(
+        [sys.executable, "-m", "rlpulse", "compare", str(present)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "at least two runs" in result.stderr
