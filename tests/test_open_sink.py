@@ -17,7 +17,7 @@ from rlpulse import CSVLogger, JSONLLogger, SQLiteLogger, open_sink, read
 from rlpulse.sinks.console import ConsoleLogger
 from rlpulse.sinks.registry import SCHEMES, SinkSpecError
 
-BACKENDS = ("tensorboardX", "wandb", "mlflow", "prometheus_client")
+BACKENDS = ("tensorboardX", "wandb", "mlflow", "prometheus_client", "opentelemetry")
 
 
 def run_python(code: str) -> subprocess.CompletedProcess[str]:
@@ -160,7 +160,7 @@ def test_the_scheme_is_read_case_insensitively(tmp_path: Path) -> None:
         assert isinstance(sink, CSVLogger)
 
 
-@pytest.mark.parametrize("scheme", ["sqlite", "csv", "jsonl", "tensorboard"])
+@pytest.mark.parametrize("scheme", ["sqlite", "csv", "jsonl", "tensorboard", "otlp"])
 def test_a_scheme_that_needs_a_path_refuses_an_empty_target(scheme: str) -> None:
     with pytest.raises(ValueError, match=f"'{scheme}:' needs a target"):
         open_sink(f"{scheme}:")
@@ -178,7 +178,7 @@ def test_importing_rlpulse_and_its_sinks_imports_no_optional_backend() -> None:
         import sys
         import rlpulse, rlpulse.sinks, rlpulse.sinks.registry
         import rlpulse.sinks.tensorboard, rlpulse.sinks.wandb
-        import rlpulse.sinks.mlflow, rlpulse.sinks.prometheus
+        import rlpulse.sinks.mlflow, rlpulse.sinks.prometheus, rlpulse.sinks.otlp
         print(sorted(name for name in {BACKENDS!r} if name in sys.modules))
         """
     )
@@ -194,6 +194,7 @@ def test_importing_rlpulse_and_its_sinks_imports_no_optional_backend() -> None:
         ("wandb", "wandb", "WandbLogger(mode='offline')", "wandb"),
         ("mlflow", "mlflow", "MLflowLogger(tracking_uri='sqlite:///m.db')", "mlflow"),
         ("prometheus_client", "prometheus", "PrometheusExporter()", "prometheus"),
+        ("opentelemetry", "otlp", "OTLPExporter('http://127.0.0.1:4318')", "otlp"),
     ],
 )
 def test_without_its_backend_a_sink_raises_import_error_naming_the_extra(

@@ -17,7 +17,9 @@ imports an optional backend:
   current run, else a new one);
 - ``prometheus:PORT``: ``PrometheusExporter(port=PORT)`` on the loopback
   interface (``prometheus:`` for a free port); ``prometheus:ADDR:PORT``
-  serves on ``ADDR``.
+  serves on ``ADDR``;
+- ``otlp:URL``: ``OTLPExporter(URL)``, pushing to the OpenTelemetry
+  receiver at ``URL`` (as in ``otlp:http://127.0.0.1:4318``).
 
 File sinks create missing parent directories, as TensorBoard's and
 TorchRL's loggers create their log directories. Whatever keeps a sink from
@@ -166,6 +168,12 @@ def _open_prometheus(target: str) -> MetricSink:
     return PrometheusExporter(port=port)
 
 
+def _open_otlp(target: str) -> MetricSink:
+    from rlpulse.sinks.otlp import OTLPExporter
+
+    return OTLPExporter(_needs_target("otlp", target, "otlp:http://127.0.0.1:4318"))
+
+
 SCHEMES: dict[str, Callable[[str], MetricSink]] = {
     "sqlite": _open_sqlite,
     "csv": _open_csv,
@@ -175,6 +183,7 @@ SCHEMES: dict[str, Callable[[str], MetricSink]] = {
     "mlflow": _open_mlflow,
     "wandb": _open_wandb,
     "prometheus": _open_prometheus,
+    "otlp": _open_otlp,
 }
 """Scheme → opener: the function that builds a sink from the spec's target."""
 
@@ -194,7 +203,7 @@ def open_sink(spec: str) -> MetricSink:
     >>> open_sink("postgres:db")
     Traceback (most recent call last):
     ...
-    rlpulse.sinks.registry.SinkSpecError: unknown sink scheme 'postgres' in 'postgres:db'; known schemes: console, csv, jsonl, mlflow, prometheus, sqlite, tensorboard, wandb
+    rlpulse.sinks.registry.SinkSpecError: unknown sink scheme 'postgres' in 'postgres:db'; known schemes: console, csv, jsonl, mlflow, otlp, prometheus, sqlite, tensorboard, wandb
     """
     if not isinstance(spec, str):
         raise TypeError(
@@ -237,6 +246,7 @@ _SETUP_HINTS = {
         "choose a port that is free ('prometheus:0' picks one) on an address "
         "of this machine"
     ),
+    "otlp": "install the otlp extra, and give the receiver's base URL",
 }
 """What to do when a scheme's backend refuses to set its sink up."""
 
