@@ -146,9 +146,9 @@ class SystemStats:
             ) from None
         busy, total = _busy_and_total(psutil.cpu_times())
         elapsed = total - self._host_total
-        snapshot["host/cpu_percent"] = (
-            100.0 * (busy - self._host_busy) / elapsed if elapsed > 0 else 0.0
-        )
+        share = (busy - self._host_busy) / elapsed if elapsed > 0 else 0.0
+        # Sums of floats: an idle host's share may come out a hair below 0.
+        snapshot["host/cpu_percent"] = 100.0 * min(1.0, max(0.0, share))
         self._host_busy, self._host_total = busy, total
         memory = psutil.virtual_memory()
         snapshot["host/memory_used_bytes"] = memory.total - memory.available
