@@ -112,3 +112,18 @@ def test_compare_says_in_one_line_what_it_cannot_read(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert "at least two runs" in result.stderr
+
+
+def test_a_counter_logged_once_in_a_run_is_not_compared_with_the_others_rate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    once, steady = tmp_path / "once.jsonl", tmp_path / "steady.jsonl"
+    with JSONLLogger(once) as sink:
+        sink.log_metrics({"c/frames": 100.0}, step=0, timestamp=1.0)
+    with JSONLLogger(steady) as sink:
+        for second in range(3):
+            sink.log_metrics(
+                {"c/frames": 250.0 * second}, step=second, timestamp=1.0 + second
+            )
+    assert main(["compare", str(once), str(steady), "--match", "c/*"]) == 0
+    assert rows(capsys.readouterr().out) == {"c/frames": ["rate/s", "-", "250", "-"]}

@@ -24,8 +24,8 @@ QUANTILES = (0.0, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 0.999, 1.0)
 
 
 def exact(values: list[float], q: float) -> float:
-    """The observation a quantile stands for: rank ``q * (n - 1)``, rounded down."""
-    return sorted(values)[math.floor(q * (len(values) - 1))]
+    """The observation a quantile stands for: the nearest rank, ``ceil(q * n)``-th smallest."""
+    return sorted(values)[max(math.ceil(round(q * len(values), 9)) - 1, 0)]
 
 
 def assert_within_one_percent(histogram: Histogram, values: list[float]) -> None:
@@ -254,3 +254,17 @@ def test_histograms_can_be_read_while_one_thread_observes() -> None:
     writer.join()
     assert reads > 0
     assert tally.histograms()["x"].count == 100_000
+
+
+def test_a_p99_of_fewer_than_a_hundred_observations_shows_the_slowest() -> None:
+    histogram = Histogram()
+    for _ in range(49):
+        histogram.add(0.010)
+    histogram.add(2.0)  # one slow call among 50
+    assert histogram.quantile(0.99) == pytest.approx(2.0, rel=0.01)
+    assert histogram.quantile(0.98) == pytest.approx(0.010, rel=0.01)
+    # 90 % of 100 observations: the 90th smallest, whatever 0.9 * 100 rounds to.
+    hundred = Histogram()
+    for value in range(1, 101):
+        hundred.add(float(value))
+    assert hundred.quantile(0.9) == pytest.approx(90.0, rel=0.01)

@@ -298,3 +298,43 @@ def test_a_worker_that_dies_is_a_worker_lost_event() -> None:
     assert lost.watch == "workers"
     assert lost.value == 1.0
     assert lost.message == "1 worker lost: 1 of 2 alive"
+
+
+def test_an_event_after_stop_reaches_no_sink_and_starts_no_thread() -> None:
+    # A call left hung returns after stop(): its "resumed" goes nowhere.
+    collected = Collected()
+    hanging = Blocking(block_after=2)
+    sink = EventSink()
+    monitor = LoggerMonitor(
+        sink, poll_interval=0.02, poll_timeout=0.1, stop_timeout=1, on_event=collected
+    )
+    monitor.watch(hanging, name="remote")
+    with monitor:
+        assert wait_until(lambda: "hung" in collected.kinds())
+    stored = list(sink.events())
+    hanging.release.set()
+    assert wait_until(lambda: hanging.returned == hanging.calls)
+    time.sleep(0.2)
+    assert sink.events() == stored
+    assert collected.kinds() == ["hung"]
+    assert not [t.name for t in threading.enumerate() if t.name == "rlpulse-events"]
+
+
+def test_an_entry_of_a_progress_tuple_that_comes_and_goes_is_no_progress() -> None:
+    class Flickering:
+        calls = 0
+
+        def stats(self) -> dict[str, float]:
+            self.calls += 1
+            # "samples" only every other poll; nothing moves.
+            return {"updates": 5.0, **({"samples": 9.0} if self.calls % 2 else {})}
+
+    sink = EventSink()
+    monitor = LoggerMonitor(sink, background=False)
+    monitor.watch(
+        Flickering(), name="l", stall_after=0.05, progress_key=("updates", "samples")
+    )
+    for _ in range(4):
+        monitor.step()
+        time.sleep(0.03)
+    assert [e.kind for e in sink.events()] == ["stalled"]

@@ -207,9 +207,8 @@ class LoggerMonitor:
         """
         with self._lock:
             watch = self._watches.remove(name)
-        self._engine.wait_done_with(
-            watch, watch.spec.poll_timeout or self._stop_timeout
-        )
+        timeout = watch.spec.poll_timeout or self._stop_timeout
+        self._engine.wait_done_with(watch, timeout)
 
     def step(self) -> dict[str, dict[str, float]]:
         """Poll every watch once, in registration order, and log those that are due.
@@ -232,6 +231,7 @@ class LoggerMonitor:
             for watch in self._watches.all if starting else ():
                 refuse_in_background(watch.spec)
             self._stopped = False
+            self._reporter.events.reopen()
             if starting:
                 self._engine.start()
                 lifecycle.running(self, self._stop_timeout)

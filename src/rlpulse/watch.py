@@ -213,9 +213,10 @@ def _check_option_types(spec: WatchSpec) -> None:
         object.__setattr__(spec, "progress_key", progress_key)
     for option, key in (("step", spec.step_key), ("progress_key", progress_key)):
         if key is not None and not isinstance(key, (str, tuple)):
+            several = ", a tuple of them" if option == "progress_key" else ""
             raise TypeError(
-                f"{option} takes the name (str) of a snapshot entry, or None; "
-                f"got {type(key).__name__} {key!r}."
+                f"{option} takes the name (str) of a snapshot entry{several}, or "
+                f"None; got {type(key).__name__} {key!r}."
             )
     if isinstance(spec.step_key, tuple):
         raise TypeError(f"step takes one entry name (str), got {spec.step_key!r}.")
@@ -371,6 +372,8 @@ class _Observations:
         self.stalled = False
         self._progress: float | None = None
         self._progress_time: float | None = None
+        # The last value of each of several progress entries.
+        self._known: dict[str, float] = {}
 
     def observe(self, snapshot: dict[str, float], now: float) -> None:
         """Take one poll's ``snapshot`` at ``now`` into the aggregates and the stall clock."""
@@ -392,9 +395,14 @@ class _Observations:
             if len(keys) == 1:
                 progress: Any = snapshot.get(keys[0])
             else:
-                progress = tuple(map(snapshot.get, keys))
-                if progress.count(None) == len(keys):
-                    progress = None
+                # An entry missing from this snapshot keeps its last value:
+                # one that comes and goes is no progress.
+                known = self._known
+                for key in keys:
+                    latest = snapshot.get(key)
+                    if latest is not None:
+                        known[key] = latest
+                progress = tuple(map(known.get, keys)) if known else None
             self._observe_progress(progress, now)
 
     def _observe_progress(self, progress: Any, now: float) -> None:
@@ -534,8 +542,10 @@ class Watch:
         self.spec = spec = WatchSpec(name, **config)
         self.name = name
         self.events = events
-        # The last workers_alive seen, to notice a worker lost.
+        # The workers_alive of the last logged snapshot and of the one
+        # evaluated since, to notice a worker lost.
         self._alive: float | None = None
+        self._alive_pending: float | None = None
         # Registered: unwatch() clears it; a poll in flight delivers nothing.
         self.active = True
         # What a poll calls: the provider, with its keyword arguments bound.
@@ -682,11 +692,7 @@ class Watch:
                 add_rates(payload, observed, self.baseline, rates, elapsed)
         if self.quantiles is not None:
             self.quantiles.add_to(payload, self._prefix)
-        alive = payload.get(self._prefix + "workers_alive")
-        if alive is not None:
-            before, self._alive = self._alive, alive
-            if before is not None and alive < before and self.events is not None:
-                self.events.workers_lost(self, alive, before)
+        self._alive_pending = payload.get(self._prefix + "workers_alive")
         step_key = self._step_key
         if step_key is not None and step_key in self._pending:
             self.step = int(self._pending[step_key])
@@ -730,6 +736,11 @@ class Watch:
             self.observations.reset()
         if self.quantiles is not None:
             self.quantiles.commit()
+        alive = self._alive_pending
+        if alive is not None:
+            before, self._alive = self._alive, alive
+            if before is not None and alive < before and self.events is not None:
+                self.events.workers_lost(self, alive, before)
         self.baseline = self._pending
         self.last_log_time = now
         if scheduled is not None:

@@ -110,6 +110,8 @@ def format_comparison(runs: Sequence[Figures]) -> str:
     """Render runs side by side: a legend, then one row per metric with each run's figure and its ratio to the first.
 
     A metric a run lacks shows ``-``, as does a ratio to a baseline of zero.
+    A counter is compared by its rate: a run where it has none (logged
+    once) shows ``-`` rather than a mean beside the others' rates.
 
     >>> a = Figures("a.sqlite", "r1", {"c/frames": ("rate/s", 1000.0), "b/size": ("mean", 4.0)})
     >>> b = Figures("b.sqlite", "r2", {"c/frames": ("rate/s", 1250.0)})
@@ -132,11 +134,15 @@ def format_comparison(runs: Sequence[Figures]) -> str:
     rows = [header]
     names = sorted({name for figures in runs for name in figures.metrics})
     for name in names:
-        base = runs[0].metrics.get(name)
-        what = next(f.metrics[name][0] for f in runs if name in f.metrics)
+        kinds = {f.metrics[name][0] for f in runs if name in f.metrics}
+        what = "rate/s" if "rate/s" in kinds else "mean"
+        figures_of_kind = [
+            figure if figure is not None and figure[0] == what else None
+            for figure in (f.metrics.get(name) for f in runs)
+        ]
+        base = figures_of_kind[0]
         row = [name, what, _value(base)]
-        for figures in runs[1:]:
-            other = figures.metrics.get(name)
+        for other in figures_of_kind[1:]:
             row += [_value(other), _ratio(other, base)]
         rows.append(row)
     return "\n".join([*legend, "", _table(rows)])

@@ -52,6 +52,9 @@ class Delivery:
     def after_fork(self) -> None:
         """Forget the queues and their threads, and what the parent polled: a forked child's parent delivers that."""
         self.queues = ()
+        # Whether queues were closed (stop() in background mode): events
+        # noticed since go to no sink, as payloads would not either.
+        self._closed = False
         # The payloads polled since the last round ended, for every queue.
         self._polled: deque[Item] = deque()
         # The events noticed since the last hand-over, for every queue.
@@ -63,6 +66,8 @@ class Delivery:
 
     def open_queues(self, size: int) -> None:
         """Feed every sink from its own queue of ``size`` payloads from now on."""
+        self._closed = False
+        self._events.clear()
         self.queues = tuple(
             SinkQueue(
                 sink,
@@ -119,8 +124,12 @@ class Delivery:
 
         Queued, it goes with the payloads of the next hand-over: now, unless
         a hand-over is under way (one that drops payloads notices an event),
-        then at the next round's end.
+        then at the next round's end. Once the queues closed (``stop()`` in
+        background mode), events reach no sink: none is called off its
+        sender thread, nor after ``stop()``.
         """
+        if self._closed:
+            return
         if self.queues:
             self._events.append(event)
             if self._lock.acquire(blocking=False):
@@ -147,7 +156,10 @@ class Delivery:
         # ``queues``, whose sender is woken. A payload added meanwhile waits
         # for the next hand-over.
         if not queues:
-            return  # a payload polled now is delivered inline by deliver()
+            # A payload polled now is delivered inline by deliver(); an
+            # event noticed while the queues closed goes nowhere.
+            self._events.clear()
+            return
         polled = self._polled
         items: list[Item] = []
         for _ in range(len(polled)):
@@ -196,6 +208,7 @@ class Delivery:
                 # Closed first, then handed over: a payload added after the
                 # hand-over finds the queues closed and goes inline.
                 self.queues = ()
+                self._closed = True
                 self._hand_over(queues)
                 for queue in queues:
                     queue.begin_close()

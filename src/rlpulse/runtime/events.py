@@ -98,7 +98,9 @@ class EventBus:
     noticed it); the callbacks are called in order, one event at a time,
     on the ``rlpulse-events`` thread. A callback that raises is warned
     about once and keeps being called; one that hangs holds up only the
-    callbacks, while up to :data:`PENDING_EVENTS` events wait.
+    callbacks, while up to :data:`PENDING_EVENTS` events wait. From
+    :meth:`close` (the monitor's ``stop()``) to :meth:`reopen` (its
+    ``start()``) events are called back no more and no thread starts.
 
     Examples:
         >>> seen = []
@@ -125,16 +127,23 @@ class EventBus:
         self._lock = threading.Lock()
         self._thread: MonitorThread | None = None
         self._closing = False
+        self._closed = False
         self._warned: set[int] = set()
+
+    def reopen(self) -> None:
+        """Call back the events noticed from now on (the monitor starts again)."""
+        self._closed = False
 
     def emit(self, watch: str, kind: str, message: str, value: float = 0.0) -> None:
         """Say that ``kind`` happened to ``watch``: to the sinks now, to the callbacks soon."""
         event = Event(time.time(), watch, kind, message, float(value))
         self.to_sinks(event)
-        if not self._callbacks:
+        if not self._callbacks or self._closed:
             return
         self._pending.append(event)
         with self._lock:
+            if self._closed:
+                return
             if self._thread is None or not self._thread.is_alive():
                 self._closing = False
                 self._thread = MonitorThread("rlpulse-events", self._call_back)
@@ -142,10 +151,11 @@ class EventBus:
         self._wakeup.set()
 
     def close(self, deadline: float) -> None:
-        """Call back the events pending by ``deadline``, then let the thread end (it is left to a hung callback)."""
+        """Call back the events pending by ``deadline``, then let the thread end (it is left to a hung callback); call back no later event."""
         with self._lock:
             thread = self._thread
             self._closing = True
+            self._closed = True
         self._wakeup.set()
         if thread is not None and thread is not threading.current_thread():
             thread.join(max(0.0, deadline - time.monotonic()))

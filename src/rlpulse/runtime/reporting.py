@@ -255,6 +255,12 @@ class Reporter:
             if limit is None or limit >= stop_timeout
             else f"poll_timeout={limit}s"
         )
+        self.events.emit(
+            watch.name,
+            "hung",
+            f"no final snapshot: stats() did not return within {within}",
+            limit or stop_timeout,
+        )
         _log.warning(
             "LoggerMonitor logged no final snapshot of watch %r: its stats() call "
             "did not return within %s.",
@@ -281,20 +287,14 @@ class Reporter:
         spec = watch.spec
         keys = spec.progress_key
         progress = keys if isinstance(keys, str) else ", ".join(keys or ())
-        if not stalled:
-            self.events.emit(
-                watch.name,
-                "recovered",
-                f"progress ({progress}) again after {seconds:.1f}s",
-                seconds,
-            )
-            return
-        self.events.emit(
-            watch.name,
-            "stalled",
-            f"no progress ({progress}) for {seconds:.1f}s",
-            seconds,
+        kind, message = (
+            ("stalled", f"no progress ({progress}) for {seconds:.1f}s")
+            if stalled
+            else ("recovered", f"progress ({progress}) again after {seconds:.1f}s")
         )
+        self.events.emit(watch.name, kind, message, seconds)
+        if not stalled:
+            return
         _log.warning(
             "LoggerMonitor: watch %r has made no progress (%s) for %.1fs "
             "(stall_after=%ss); its payloads carry %s/stalled = 1.0 until it "

@@ -101,6 +101,8 @@ class PrometheusExporter(BaseSink):
             self._server, self._server_thread = prometheus_client.start_http_server(
                 port, addr=addr, registry=self.registry
             )
+            # prometheus_client's thread, named as rlpulse's threads are.
+            self._server_thread.name = "rlpulse-prometheus"
             host = f"[{addr}]" if ":" in addr else addr
             self.url = f"http://{host}:{self._server.server_port}/metrics"
         else:
