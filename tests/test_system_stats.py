@@ -205,3 +205,68 @@ def test_the_monitor_logs_system_stats_as_a_target(tmp_path: Path) -> None:
         monitor.step()
     names = {record.name for record in rlpulse.read(path)}
     assert {f"system/{key}" for key in PROCESS_KEYS | HOST_KEYS} <= names
+
+
+# A worker that starts a busy grandchild and prints its pid, then sleeps.
+TREE_WORKER = """
+import subprocess, sys, time
+busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+print(busy.pid, flush=True)
+try:
+    time.sleep(60)
+finally:
+    busy.kill()
+"""
+
+
+@pytest.mark.timeout(60)
+def test_children_true_reports_every_process_of_the_tree_and_drops_those_that_end() -> (
+    None
+):
+    worker = subprocess.Popen(
+        [sys.executable, "-c", TREE_WORKER], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert worker.stdout is not None
+        grandchild = int(worker.stdout.readline())
+        system = SystemStats(children=True, gpus=False)
+        time.sleep(0.5)
+        stats = system.stats()
+        for pid in (worker.pid, grandchild):
+            assert stats[f"child_{pid}/rss_bytes"] > 1_000_000
+            assert stats[f"child_{pid}/threads"] >= 1
+        assert stats["tree/processes"] >= 3
+        assert stats["tree/rss_bytes"] >= (
+            stats["process/rss_bytes"]
+            + stats[f"child_{worker.pid}/rss_bytes"]
+            + stats[f"child_{grandchild}/rss_bytes"]
+        )
+        time.sleep(0.5)
+        stats = system.stats()
+        # The busy grandchild: most of a core since the previous snapshot.
+        assert stats[f"child_{grandchild}/cpu_percent"] > 50
+        assert stats[f"child_{worker.pid}/cpu_percent"] < 20
+        assert stats["tree/cpu_percent"] >= stats[f"child_{grandchild}/cpu_percent"]
+        os.kill(grandchild, 9)
+        assert wait_for(lambda: f"child_{grandchild}/rss_bytes" not in system.stats())
+        assert f"child_{worker.pid}/rss_bytes" in system.stats()
+    finally:
+        worker.kill()
+        worker.wait(10)
+    assert wait_for(lambda: f"child_{worker.pid}/rss_bytes" not in system.stats())
+
+
+def test_without_children_the_tree_is_not_reported(
+    sleeper: subprocess.Popen[bytes],
+) -> None:
+    stats = SystemStats(gpus=False).stats()
+    assert not [key for key in stats if key.startswith(("child_", "tree/"))]
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()

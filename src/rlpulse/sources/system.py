@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from typing import Any
 
 __all__ = ["SystemStats"]
@@ -37,6 +38,17 @@ class SystemStats:
       and an NVIDIA driver are installed; otherwise no GPU entries, and no
       error.
 
+    With ``children=True``, also every process of the tree below (children,
+    their children, …), each as ``child_<pid>/cpu_percent`` (since the
+    previous snapshot; a process's first covers its life so far),
+    ``child_<pid>/rss_bytes`` and ``child_<pid>/threads``, and the tree with
+    the watched process: ``tree/processes``, ``tree/cpu_percent``,
+    ``tree/rss_bytes`` and ``tree/threads``. Where NVML reports the GPU
+    memory of processes, ``process/gpu_memory_bytes``,
+    ``child_<pid>/gpu_memory_bytes`` and ``tree/gpu_memory_bytes`` too. A
+    process that ends (or cannot be read) is left out from then on, never
+    an error.
+
     The first snapshot's CPU percentages cover the time since construction.
     A snapshot costs a fraction of a millisecond (on Linux; elsewhere,
     counting child processes scans the process table).
@@ -46,6 +58,7 @@ class SystemStats:
 
     Keyword Args:
         gpus: ``False`` leaves GPUs out even when they could be read.
+        children: report every process of the tree below too (see above).
 
     Raises:
         ImportError: psutil is not installed (``pip install 'rlpulse[system]'``).
@@ -60,7 +73,9 @@ class SystemStats:
         ['host/cpu_percent', 'host/memory_percent', 'host/memory_used_bytes']
     """
 
-    def __init__(self, pid: int | None = None, *, gpus: bool = True) -> None:
+    def __init__(
+        self, pid: int | None = None, *, gpus: bool = True, children: bool = False
+    ) -> None:
         try:
             import psutil
         except ImportError as error:
@@ -93,6 +108,11 @@ class SystemStats:
         self._gpu_handles: list[Any] = []
         if gpus:
             self._nvml, self._gpu_handles = _open_gpus()
+        # children=True: each process of the tree below, and its CPU seconds
+        # at the previous snapshot (monotonic time, CPU time).
+        self._tree: dict[int, tuple[Any, float, float]] | None = (
+            {} if children else None
+        )
 
     @property
     def pid(self) -> int:
@@ -155,7 +175,77 @@ class SystemStats:
         snapshot["host/memory_percent"] = memory.percent
         if self._gpu_handles:
             snapshot.update(_gpu_stats(self._nvml, self._gpu_handles))
+        if self._tree is not None:
+            snapshot.update(self._tree_stats(snapshot))
         return snapshot
+
+    def _tree_stats(self, snapshot: dict[str, float]) -> dict[str, float]:
+        """Every process of the tree below, and the tree's totals with the watched process."""
+        psutil = self._psutil
+        gpu_memory = _gpu_memory_by_pid(self._nvml, self._gpu_handles)
+        totals = {
+            "tree/processes": 1.0,
+            "tree/cpu_percent": snapshot["process/cpu_percent"],
+            "tree/rss_bytes": snapshot["process/rss_bytes"],
+            "tree/threads": snapshot["process/threads"],
+        }
+        entries: dict[str, float] = {}
+        if gpu_memory is not None:
+            own = gpu_memory.get(self._pid, 0)
+            entries["process/gpu_memory_bytes"] = totals["tree/gpu_memory_bytes"] = own
+        tree = self._tree
+        assert tree is not None
+        seen: dict[int, tuple[Any, float, float]] = {}
+        for pid in self._descendants():
+            try:
+                process = tree[pid][0] if pid in tree else psutil.Process(pid)
+                with process.oneshot():
+                    if process.status() == psutil.STATUS_ZOMBIE:
+                        continue  # ended, its parent has yet to reap it
+                    times = process.cpu_times()
+                    used = times.user + times.system
+                    rss = process.memory_info().rss
+                    threads = process.num_threads()
+                    born = process.create_time()
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue  # ended, or not ours to read: left out
+            now = time.monotonic()
+            if pid in tree:
+                _, then, used_then = tree[pid]
+                elapsed, used_since = now - then, used - used_then
+            else:  # first seen: its life so far
+                elapsed, used_since = time.time() - born, used
+            seen[pid] = (process, now, used)
+            prefix = f"child_{pid}/"
+            cpu = 100.0 * used_since / elapsed if elapsed > 0 else 0.0
+            entries[prefix + "cpu_percent"] = cpu
+            entries[prefix + "rss_bytes"] = rss
+            entries[prefix + "threads"] = threads
+            totals["tree/processes"] += 1
+            totals["tree/cpu_percent"] += cpu
+            totals["tree/rss_bytes"] += rss
+            totals["tree/threads"] += threads
+            if gpu_memory is not None:
+                memory = gpu_memory.get(pid, 0)
+                entries[prefix + "gpu_memory_bytes"] = memory
+                totals["tree/gpu_memory_bytes"] += memory
+        self._tree = seen
+        return {**entries, **totals}
+
+    def _descendants(self) -> list[int]:
+        """The pids of the tree below the watched process, parents before children."""
+        if not self._children_files:
+            try:
+                return [p.pid for p in self._process.children(recursive=True)]
+            except self._psutil.NoSuchProcess:
+                return []
+        found: list[int] = []
+        parents = [self._pid]
+        while parents:
+            children = [child for parent in parents for child in _children_of(parent)]
+            found += children
+            parents = children
+        return found
 
     def __repr__(self) -> str:
         return f"SystemStats(pid={self._pid}, gpus={self.gpu_count})"
@@ -163,20 +253,9 @@ class SystemStats:
     def _count_children(self) -> int:
         if not self._children_files:
             return len(self._process.children())
-        children = 0
-        try:
-            threads = os.listdir(f"/proc/{self._pid}/task")
-        except FileNotFoundError:
-            raise self._psutil.NoSuchProcess(self._pid) from None
-        for thread in threads:
-            # A child is listed under the thread that started it; a thread
-            # that ended since the listing has no children left to list.
-            try:
-                with open(f"/proc/{self._pid}/task/{thread}/children", "rb") as file:
-                    children += len(file.read().split())
-            except FileNotFoundError:
-                continue
-        return children
+        if not os.path.isdir(f"/proc/{self._pid}/task"):
+            raise self._psutil.NoSuchProcess(self._pid)
+        return len(_children_of(self._pid))
 
 
 def _can_read_children_files(pid: int) -> bool:
@@ -186,6 +265,42 @@ def _can_read_children_files(pid: int) -> bool:
     return sys.platform.startswith("linux") and os.path.exists(
         f"/proc/{pid}/task/{pid}/children"
     )
+
+
+def _children_of(pid: int) -> list[int]:
+    # A process's children, as Linux lists them under each of its threads;
+    # none for one that ended meanwhile.
+    children: list[int] = []
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return children
+    for thread in threads:
+        try:
+            with open(f"/proc/{pid}/task/{thread}/children", "rb") as file:
+                children += [int(child) for child in file.read().split()]
+        except OSError:
+            continue
+    return children
+
+
+def _gpu_memory_by_pid(nvml: Any, handles: list[Any]) -> dict[int, int] | None:
+    """The GPU memory each process uses over every GPU, as NVML reports it; ``None`` without GPUs."""
+    if not handles:
+        return None
+    used: dict[int, int] = {}
+    for handle in handles:
+        try:
+            processes = nvml.nvmlDeviceGetComputeRunningProcesses(
+                handle
+            ) + nvml.nvmlDeviceGetGraphicsRunningProcesses(handle)
+        except nvml.NVMLError:
+            continue
+        for process in processes:
+            # None where the driver does not say (some virtualised GPUs).
+            memory = getattr(process, "usedGpuMemory", None) or 0
+            used[process.pid] = used.get(process.pid, 0) + memory
+    return used
 
 
 def _busy_and_total(times: Any) -> tuple[float, float]:
