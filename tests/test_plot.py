@@ -33,7 +33,9 @@ from rlpulse.read.plot import (
     PlotError,
     PlotWarning,
     plot_file,
+    plot_files,
     plot_run,
+    plot_runs,
     select_metrics,
 )
 from rlpulse.sinks.registry import MetricSink
@@ -1079,3 +1081,52 @@ def test_plot_as_a_real_command(sqlite_run: Path, tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout == f"wrote {output}\n"
     assert _png_size(output)[0] > 0
+
+
+def _collector_run(sink: MetricSink, start: float, rate: float) -> None:
+    with sink:
+        for second in range(6):
+            sink.log_metrics(
+                {
+                    "collector/frames": rate * second,
+                    "collector/frames_per_second": rate + second,
+                    "buffer/size": 10.0 * second,
+                },
+                step=second,
+                timestamp=start + second,
+            )
+
+
+def test_runs_drawn_together_share_a_colour_per_metric_and_a_style_per_run(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "runs.sqlite"
+    _collector_run(SQLiteLogger(store, run="old"), 1000.0, 100.0)
+    _collector_run(SQLiteLogger(store, run="new"), 5000.0, 150.0)
+    figure = plot_runs(
+        [("old", list(read(store, run="old"))), ("new", list(read(store, run="new")))],
+        match="collector/*",
+    )
+    [axes] = figure.axes
+    lines = axes.get_lines()
+    assert [line.get_label() for line in lines] == ["frames/s [A]", "frames/s [B]"]
+    assert lines[0].get_color() == lines[1].get_color()
+    assert lines[0].get_linestyle() != lines[1].get_linestyle()
+    # Each run over its own time: both start at 0 though started 4000 s apart.
+    assert lines[0].get_xdata()[0] == lines[1].get_xdata()[0] == 0.0
+    assert "A: old" in figure.texts[0].get_text()
+    image = plot_files([(store, "old"), (store, "new")], tmp_path / "both.png")
+    assert image.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_rlpulse_plot_draws_several_runs_and_refuses_run_with_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, second = tmp_path / "a.csv", tmp_path / "b.jsonl"
+    _collector_run(CSVLogger(first), 1000.0, 100.0)
+    _collector_run(JSONLLogger(second), 2000.0, 120.0)
+    output = tmp_path / "both.png"
+    assert main(["plot", str(first), str(second), "-o", str(output)]) == 0
+    assert output.read_bytes()[:4] == b"\x89PNG"
+    assert main(["plot", str(first), str(second), "-o", str(output), "--run", "x"]) == 2
+    assert "name each run as FILE:NAME" in capsys.readouterr().err

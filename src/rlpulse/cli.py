@@ -32,7 +32,7 @@ from rlpulse.read.plot import (
     MAX_PANELS,
     PlotError,
     PlotWarning,
-    plot_file,
+    plot_files,
 )
 from rlpulse.read.records import RunFileError, list_runs, read_events
 from rlpulse.read.summary import format_events, format_summary, summarize_file
@@ -124,7 +124,9 @@ logarithmic. A chart draws at most {MAX_PANELS} watches of {MAX_LINES} lines eac
 says what it left out: narrow it with --match.
 
 RUN is a file written by SQLiteLogger, CSVLogger or JSONLLogger; --run picks
-a run of a SQLite file (default: the latest). --match keeps only the metrics
+a run of a SQLite file (default: the latest). Several RUNs are drawn over
+each other, each over the time since its own start, a line style per run
+(FILE:NAME picks the run NAME of a SQLite file). --match keeps only the metrics
 whose name matches PATTERN: a glob (matched against the whole name) when it
 holds *, ? or [, a substring otherwise; repeated, it keeps the metrics
 matching any. The image format follows the extension of FILE (.png, .svg,
@@ -135,6 +137,7 @@ examples:
   rlpulse plot runs/demo.sqlite -o collector.png --match 'collector/*'
   rlpulse plot runs/demo.sqlite -o two.png --match 'collector/*' --match 'buffer/*'
   rlpulse plot metrics.csv -o rates.png --match _per_second --x step
+  rlpulse plot runs/baseline.sqlite runs/new.sqlite -o both.png --match 'collector/*'
 """
 
 _GIVE_METRICS_FILE = "give the path of a metrics file written by an rlpulse file sink"
@@ -255,12 +258,19 @@ def _add_compare_command(commands: _Commands) -> None:
 
 
 def _add_plot_command(commands: _Commands) -> None:
-    plot = _add_run_file_command(
+    plot = _add_command(
         commands,
         "plot",
-        "draw a recorded run into an image",
+        "draw recorded runs into an image",
         _PLOT_DESCRIPTION,
         _plot,
+    )
+    plot.add_argument(
+        "runs",
+        nargs="+",
+        metavar="RUN",
+        help="metrics file written by an rlpulse file sink (SQLite, CSV, JSON "
+        "lines), or FILE:NAME; several are drawn over each other",
     )
     plot.add_argument(
         "-o",
@@ -438,16 +448,20 @@ def _run_demo(args: argparse.Namespace) -> int:
 
 
 def _plot(args: argparse.Namespace) -> int:
-    path: Path = args.path
-    if (problem := _not_a_metrics_file(path)) is not None:
-        return _fail(problem)
+    runs = [run_argument(text) for text in args.runs]
+    if args.run is not None:
+        if len(runs) > 1:
+            return _fail("--run picks the run of one RUN; name each run as FILE:NAME")
+        runs = [(runs[0][0], args.run)]
+    for path, _ in runs:
+        if (problem := _not_a_metrics_file(path)) is not None:
+            return _fail(problem)
     try:
         with warnings.catch_warnings(record=True) as notes:
             warnings.simplefilter("always", PlotWarning)
-            written = plot_file(
-                path,
+            written = plot_files(
+                runs,
                 args.output,
-                run=args.run,
                 match=args.match,
                 x=args.x,
                 cumulative=args.cumulative,

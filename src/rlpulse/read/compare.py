@@ -16,7 +16,7 @@ from pathlib import Path
 
 from rlpulse.read.plot import Match, select_metrics
 from rlpulse.read.records import Record
-from rlpulse.read.summary import format_number, read_run, summarize
+from rlpulse.read.summary import format_number, read_run, run_letter, summarize
 
 __all__ = [
     "Figures",
@@ -123,7 +123,7 @@ def format_comparison(runs: Sequence[Figures]) -> str:
     b/size    mean       4     -      -
     c/frames  rate/s  1000  1250  1.25x
     """
-    letters = [_letter(index) for index in range(len(runs))]
+    letters = [run_letter(index) for index in range(len(runs))]
     legend = [
         f"{letter}: {figures.label} (run {figures.run})"
         for letter, figures in zip(letters, runs, strict=True)
@@ -146,10 +146,6 @@ def format_comparison(runs: Sequence[Figures]) -> str:
             row += [_value(other), _ratio(other, base)]
         rows.append(row)
     return "\n".join([*legend, "", _table(rows)])
-
-
-def _letter(index: int) -> str:
-    return chr(ord("A") + index) if index < 26 else f"R{index + 1}"
 
 
 def _value(figure: tuple[str, float] | None) -> str:

@@ -37,8 +37,9 @@ from __future__ import annotations
 import fnmatch
 import math
 import os
+import re
 import warnings
-from collections.abc import Container, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypeAlias
@@ -50,6 +51,7 @@ from rlpulse.read.summary import (
     format_number,
     is_counter,
     read_run,
+    run_letter,
 )
 
 if TYPE_CHECKING:
@@ -63,7 +65,9 @@ __all__ = [
     "PlotError",
     "PlotWarning",
     "plot_file",
+    "plot_files",
     "plot_run",
+    "plot_runs",
     "select_metrics",
 ]
 
@@ -90,10 +94,14 @@ _UNIT_LABELS: dict[_Unit, str] = {
     "total": "total (cumulative)",
 }
 _RATE_SUFFIX = "_per_second"
-# A tally's window summaries keep the unit of what they summarise.
-_SUMMARY_SUFFIXES = ("_mean", "_min", "_max", "_last")
+# A tally's window summaries, sums and quantiles keep the unit of what they
+# summarise.
+_SUMMARY_SUFFIXES = ("_mean", "_min", "_max", "_last", "_sum")
+_QUANTILE_SUFFIX = re.compile(r"_p\d+(_\d+)?$")
 _RATE, _GAUGE, _CUMULATIVE = 0, 1, 2
 _STYLES = {_RATE: "-", _GAUGE: "--", _CUMULATIVE: ":"}
+# Runs drawn together: one line style each, a metric keeping its colour.
+_RUN_STYLES = ("-", "--", ":", "-.")
 _PANEL_WIDTH_INCHES = 11.0
 _AXES_HEIGHT_INCHES = 2.3
 _PANEL_TITLE_INCHES = 0.5
@@ -165,6 +173,10 @@ class _Line:
     kind: int
     xs: list[float]
     ys: list[float]
+    # Runs drawn together: which run (its style), and the label without it
+    # (its colour).
+    run: int | None = None
+    metric: str = ""
 
     @property
     def constant(self) -> float | None:
@@ -302,6 +314,78 @@ def plot_run(
     return figure
 
 
+def plot_runs(
+    runs: Sequence[tuple[str, Iterable[Record]]],
+    *,
+    match: Match = None,
+    x: XAxis = "time",
+    cumulative: bool = False,
+) -> Figure:
+    """Draw several runs over each other and return the figure: a panel per watch, a colour per metric, a line style per run.
+
+    ``runs`` are ``(label, records)`` pairs; the legend tells them apart as
+    ``[A]``, ``[B]``, …, the title names them. With ``x="time"`` each run is
+    drawn over the time since its own first record, so runs started at
+    different times line up. ``match``, ``x`` and ``cumulative`` are those of
+    :func:`plot_run`; one run is drawn as :func:`plot_run` draws it.
+
+    >>> first = [Record(100.0, 0, "c/frames_per_second", 10.0), Record(102.0, 1, "c/frames_per_second", 12.0)]
+    >>> second = [Record(500.0, 0, "c/frames_per_second", 20.0), Record(503.0, 1, "c/frames_per_second", 18.0)]
+    >>> figure = plot_runs([("a.sqlite", first), ("b.sqlite", second)])
+    >>> [line.get_label() for line in figure.axes[0].get_lines()]
+    ['frames/s [A]', 'frames/s [B]']
+    """
+    if len(runs) == 1:
+        label, records = runs[0]
+        return plot_run(records, run=label, match=match, x=x, cumulative=cumulative)
+    if x not in ("time", "step"):
+        raise ValueError(f"x must be 'time' or 'step', got {x!r}")
+    matplotlib = _matplotlib()
+    loaded = [(label, list(records)) for label, records in runs]
+    for label, records in loaded:
+        if not records:
+            raise PlotError(f"run {label} has no records to plot")
+    longest = max(_span(records) for _, records in loaded)
+    time_scale, time_unit = _time_unit(longest)
+    lines_of: dict[str, list[_Line]] = {}
+    metrics_of: dict[str, set[str]] = {}
+    for index, (_, records) in enumerate(loaded):
+        names = {record.name for record in records}
+        start = min(record.wall_time for record in records)
+        series = _series(
+            records, set(select_metrics(names, match)), x, start, time_scale
+        )
+        for metric in sorted(series.values(), key=lambda line: line.name):
+            metrics_of.setdefault(metric.watch, set()).add(metric.name)
+            for line in _lines([metric], series, names, cumulative):
+                line.run, line.metric = index, line.label
+                line.label = f"{line.label} [{run_letter(index)}]"
+                lines_of.setdefault(metric.watch, []).append(line)
+    if not lines_of:
+        raise PlotError(
+            f"no run has a metric matching {_patterns(match)}"
+            + (" with a step" if x == "step" else "")
+        )
+    panels, left_out = _arranged(
+        {watch: len(names) for watch, names in metrics_of.items()}, lines_of.__getitem__
+    )
+    if left_out:
+        warnings.warn(left_out, PlotWarning, stacklevel=2)
+    figure = _figure(panels, x, time_unit, matplotlib)
+    legend = ", ".join(
+        f"{run_letter(index)}: {label}" for index, (label, _) in enumerate(loaded)
+    )
+    lines = [f"rlpulse runs {legend}", *([left_out] if left_out else [])]
+    figure.suptitle("\n".join(lines), fontsize="large", x=0.01, ha="left")
+    return figure
+
+
+def _span(records: list[Record]) -> float:
+    return max(record.wall_time for record in records) - min(
+        record.wall_time for record in records
+    )
+
+
 def plot_file(
     path: str | os.PathLike[str],
     output: str | os.PathLike[str],
@@ -336,11 +420,39 @@ def plot_file(
     ('metrics.png', b'\\x89PNG')
     """
     path = Path(path)
-    output = Path(output)
     run, records = read_run(path, run)
     figure = plot_run(
         records, run=run, source=str(path), match=match, x=x, cumulative=cumulative
     )
+    return _save(figure, Path(output))
+
+
+def plot_files(
+    runs: Sequence[tuple[str | os.PathLike[str], str | None]],
+    output: str | os.PathLike[str],
+    *,
+    match: Match = None,
+    x: XAxis = "time",
+    cumulative: bool = False,
+) -> Path:
+    """Draw runs stored by rlpulse's file sinks over each other (:func:`plot_runs`) into an image file; return its path.
+
+    ``runs`` are ``(path, run)`` pairs, ``run`` ``None`` for a file's latest
+    run; one pair is drawn as :func:`plot_file` draws it. Errors as for
+    :func:`plot_file`.
+    """
+    if len(runs) == 1:
+        ((path, run),) = runs
+        return plot_file(path, output, run=run, match=match, x=x, cumulative=cumulative)
+    loaded = []
+    for path, run in runs:
+        name, records = read_run(path, run)
+        loaded.append((f"{path} (run {name})", records))
+    figure = plot_runs(loaded, match=match, x=x, cumulative=cumulative)
+    return _save(figure, Path(output))
+
+
+def _save(figure: Figure, output: Path) -> Path:
     output.parent.mkdir(parents=True, exist_ok=True)
     image_format = output.suffix.lstrip(".").lower() or "png"
     supported = figure.canvas.get_supported_filetypes()
@@ -437,11 +549,24 @@ def _panels(
     by_watch: dict[str, list[_Series]] = {}
     for name in sorted(series):
         by_watch.setdefault(series[name].watch, []).append(series[name])
-    watches = sorted(by_watch)
+    return _arranged(
+        {watch: len(metrics) for watch, metrics in by_watch.items()},
+        lambda watch: _lines(by_watch[watch], series, run_names, cumulative),
+    )
+
+
+def _arranged(
+    metrics_of: dict[str, int], lines_of: Callable[[str], list[_Line]]
+) -> tuple[list[_Panel], str | None]:
+    """Panels of the first watches by name, each of its first lines (rates first), and what they leave out.
+
+    ``metrics_of``: how many metrics each watch has; ``lines_of(watch)`` its lines.
+    """
+    watches = sorted(metrics_of)
     panels = []
     lines_left_out: dict[str, int] = {}
     for watch in watches[:MAX_PANELS]:
-        lines = _lines(by_watch[watch], series, run_names, cumulative)
+        lines = lines_of(watch)
         varying = [line for line in lines if line.constant is None]
         constants = [line for line in lines if line.constant is not None]
         if not varying:
@@ -453,7 +578,7 @@ def _panels(
     omitted = watches[MAX_PANELS:]
     parts = []
     if omitted:
-        metrics = sum(len(by_watch[watch]) for watch in omitted)
+        metrics = sum(metrics_of[watch] for watch in omitted)
         shown = ", ".join(watch or "(no watch)" for watch in omitted[:3])
         parts.append(
             f"{len(omitted):,} of {len(watches):,} watches ({metrics:,} metrics: "
@@ -522,7 +647,7 @@ def _derived_rate(counter: _Series) -> _Line | None:
 
 def _unit_of(key: str) -> _Unit:
     """The unit a gauge's name says: ``rss_bytes`` bytes, ``cpu_percent`` percent, ``heartbeat_age_s`` seconds."""
-    base = key.rpartition("/")[2]
+    base = _QUANTILE_SUFFIX.sub("", key.rpartition("/")[2])
     for suffix in _SUMMARY_SUFFIXES:
         base = base.removesuffix(suffix)
     if base == "bytes" or base.endswith("_bytes"):
@@ -580,10 +705,13 @@ def _draw_panel(
     if panel.constants:
         top.set_title(_constants_note(panel.constants), loc="right", fontsize="small")
     colors = iter(f"C{index}" for index in range(len(panel.lines) + 10))
+    # One colour per metric: runs drawn together share it.
+    color_of: dict[str, str] = {}
     for axes, unit in zip(all_axes, units, strict=True):
         lines = [line for line in panel.lines if line.unit == unit]
         for line in lines:
-            _draw(axes, line, next(colors))
+            color = color_of.setdefault(line.metric or line.label, next(colors))
+            _draw(axes, line, color)
         _scale(axes, lines, _UNIT_LABELS[unit], matplotlib)
         axes.set_label(panel.watch)
         axes.grid(True, alpha=0.3)
@@ -603,10 +731,15 @@ def _constants_note(constants: list[_Line]) -> str:
 
 def _draw(axes: Axes, line: _Line, color: str) -> None:
     marker = "o" if len(line.xs) < _MARKERS_BELOW else None
+    style = (
+        _STYLES[line.kind]
+        if line.run is None
+        else _RUN_STYLES[line.run % len(_RUN_STYLES)]
+    )
     axes.plot(
         line.xs,
         line.ys,
-        _STYLES[line.kind],
+        style,
         color=color,
         marker=marker,
         markersize=3.5,

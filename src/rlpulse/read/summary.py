@@ -28,6 +28,7 @@ __all__ = [
     "format_summary",
     "is_counter",
     "read_run",
+    "run_letter",
     "summarize",
     "summarize_file",
 ]
@@ -346,6 +347,15 @@ def format_number(value: float) -> str:
     if magnitude >= 1e6:
         return f"{_FOUR_DIGITS % (rounded / 1e6)}M"
     return f"{_FOUR_DIGITS % (rounded / 1e3)}k"
+
+
+def run_letter(index: int) -> str:
+    """The name of the ``index``-th of several runs compared or drawn together: ``A``, ``B``, …
+
+    >>> run_letter(0), run_letter(25), run_letter(26)
+    ('A', 'Z', 'R27')
+    """
+    return chr(ord("A") + index) if index < 26 else f"R{index + 1}"
 
 
 def format_event(event: Event) -> str:
