@@ -45,6 +45,8 @@ class Receiver:
                 receiver.content_types.append(self.headers["Content-Type"])
                 if receiver.status != 200:
                     self.send_response(receiver.status)
+                    if 300 <= receiver.status < 400:
+                        self.send_header("Location", "/elsewhere")
                     self.end_headers()
                     self.wfile.write(b"collector overloaded")
                     return
@@ -56,6 +58,11 @@ class Receiver:
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.end_headers()
                 self.wfile.write(answer.SerializeToString())
+
+            def do_GET(self) -> None:  # a redirected POST would arrive as this
+                receiver.paths.append(f"GET {self.path}")
+                self.send_response(200)
+                self.end_headers()
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -145,26 +152,38 @@ def test_each_batch_is_one_request_of_gauges_and_monotonic_sums_with_the_polls_t
     assert points[0][5] == points[1][5] == points[0][4]  # counted from its first point
 
 
-def test_a_counter_known_by_its_rate_is_a_sum_and_a_reset_starts_it_again(
+def test_a_known_counter_is_a_sum_a_reset_starts_it_again_and_kinds_never_change(
     receiver: Receiver,
 ) -> None:
     with OTLPExporter(receiver.endpoint, prefix="") as exporter:
+        exporter.log_metrics({"c/frames": 3.0, "c/episodes": 1.0}, timestamp=10.0)
         exporter.log_metrics(
-            {"c/episodes": 3.0, "c/episodes_per_second": 1.0}, timestamp=10.0
+            {"c/frames": 5.0, "c/episodes": 2.0, "c/episodes_per_second": 1.0},
+            timestamp=11.0,
         )
-        exporter.log_metrics({"c/episodes": 5.0}, timestamp=11.0)
-        exporter.log_metrics({"c/episodes": 1.0}, timestamp=12.0)  # the run restarted
-    episodes = [p for p in receiver.points() if p[0] == "episodes"]
-    assert [(kind, value) for _, kind, _, value, _, _ in episodes] == [
+        exporter.log_metrics({"c/frames": 1.0}, timestamp=12.0)  # the run restarted
+    frames = [p for p in receiver.points() if p[0] == "frames"]
+    assert [(kind, value) for _, kind, _, value, _, _ in frames] == [
         ("sum", 3.0),
         ("sum", 5.0),
         ("sum", 1.0),
     ]
-    starts = [start for *_, start in episodes]
+    starts = [start for *_, start in frames]
     assert (
         starts[0] == starts[1] == 10_000_000_000
     )  # logged before the exporter existed
     assert starts[2] == 12_000_000_000
+    # A counter of one's own is a gauge in every request, its rate beside it.
+    episodes = [p[1] for p in receiver.points() if p[0] == "episodes"]
+    assert episodes == ["gauge", "gauge"]
+
+
+def test_a_redirect_is_a_refusal_not_a_batch_sent(receiver: Receiver) -> None:
+    receiver.status = 301
+    exporter = OTLPExporter(receiver.endpoint)
+    with exporter, pytest.raises(OSError, match="HTTP 301"):
+        exporter.log_metrics({"c/frames": 1.0})
+    assert receiver.paths == ["/v1/metrics"]  # no GET followed
 
 
 def test_a_monitor_pushes_its_watches_and_warns_once_while_the_receiver_refuses(

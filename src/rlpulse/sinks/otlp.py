@@ -8,6 +8,7 @@ request itself is one ``urllib`` POST per batch.
 
 from __future__ import annotations
 
+import http.client
 import math
 import time
 import urllib.error
@@ -16,7 +17,7 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rlpulse.metrics import RATE_NAMES, rate_name
+from rlpulse.metrics import RATE_NAMES
 from rlpulse.sinks.base import BaseSink, Payload
 
 __all__ = ["OTLPExporter"]
@@ -32,15 +33,16 @@ class OTLPExporter(BaseSink):
     ``<endpoint>/v1/metrics``, done before the call returns. Naming mirrors
     :class:`~rlpulse.sinks.prometheus.PrometheusExporter`: the payload key
     ``"<watch>/<metric>"`` is the metric ``<prefix>.<metric>`` (the metric's
-    own ``/`` kept) with the attribute ``watch="<watch>"``. Cumulative
-    counters — the known ones (``frames``, ``write_count``, …), ``*_count``
-    and any whose per-second rate a payload carries (from then on) — are
-    monotonic cumulative sums, counted from when the exporter was created
-    (or from a reset, where the counter went down); everything else is a
-    gauge. Each point carries its poll's timestamp. The resource has
-    ``service.name``; the scope is ``rlpulse``.
+    own ``/`` kept) with the attribute ``watch="<watch>"``. The known
+    cumulative counters (``frames``, ``write_count``, … and every
+    ``*_count``) are monotonic cumulative sums, counted from when the
+    exporter was created (or its first point, if earlier) or from a reset,
+    where the counter went down; everything else is a gauge, so a metric's
+    kind never changes. Each point carries its poll's timestamp. The
+    resource has ``service.name``; the scope is ``rlpulse``.
 
-    A receiver that refuses a batch, or cannot be reached within
+    A receiver that refuses a batch (any answer but 2xx: a redirect too,
+    which would turn the POST into a GET), or cannot be reached within
     ``timeout`` seconds, makes the call raise ``OSError`` naming it: a
     monitor counts and warns, and the next batch is tried as usual.
 
@@ -92,10 +94,9 @@ class OTLPExporter(BaseSink):
         self._headers = {**(headers or {}), "Content-Type": _CONTENT_TYPE}
         self._timeout = float(timeout)
         self._created_ns = time.time_ns()
-        # Payload keys found to be counters (sticky), and each counter
-        # series' start and last value, for resets.
-        self._counters: set[str] = set()
+        # Each counter series' start and last value, for resets.
         self._series: dict[str, tuple[int, float]] = {}
+        self._opener = urllib.request.build_opener(_RefuseRedirects)
 
     def _write_batch(self, payloads: Sequence[Payload]) -> None:
         request = self._request(payloads)
@@ -111,7 +112,7 @@ class OTLPExporter(BaseSink):
                 if not separator:
                     watch, metric = "", key
                 name = self._prefix + metric
-                counter = self._is_counter(key, payload)
+                counter = _is_counter(metric)
                 entry = metrics.get(name)
                 if entry is None:
                     entry = metrics[name] = proto.Metric(name=name)
@@ -137,19 +138,6 @@ class OTLPExporter(BaseSink):
         scope_metrics.metrics.extend(metrics.values())
         return request
 
-    def _is_counter(self, key: str, payload: Mapping[str, float]) -> bool:
-        if key in self._counters:
-            return True
-        head, separator, tail = key.rpartition("/")
-        if (
-            tail in RATE_NAMES
-            or tail.endswith(_COUNT_SUFFIX)
-            or f"{head}{separator}{rate_name(tail)}" in payload
-        ):
-            self._counters.add(key)
-            return True
-        return False
-
     def _start_of(self, key: str, value: float, at: int) -> int:
         # A counter's series counts from the exporter's creation, or from
         # where it went down (a reset).
@@ -164,7 +152,7 @@ class OTLPExporter(BaseSink):
             self.url, data=body, headers=self._headers, method="POST"
         )
         try:
-            with urllib.request.urlopen(request, timeout=self._timeout) as response:
+            with self._opener.open(request, timeout=self._timeout) as response:
                 response.read()
         except urllib.error.HTTPError as error:
             detail = error.read(300).decode("utf-8", "replace").strip()
@@ -172,8 +160,13 @@ class OTLPExporter(BaseSink):
                 f"the OTLP receiver at {self.url} refused {points} points: HTTP "
                 f"{error.code} {error.reason}{': ' + detail if detail else ''}"
             ) from error
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as error:
-            reason = getattr(error, "reason", error)
+        except (
+            urllib.error.URLError,
+            http.client.HTTPException,
+            TimeoutError,
+            ConnectionError,
+        ) as error:
+            reason = " ".join(str(getattr(error, "reason", error)).split())
             raise OSError(
                 f"cannot reach the OTLP receiver at {self.url}: {reason}; is it "
                 "running, and is the endpoint right?"
@@ -181,6 +174,23 @@ class OTLPExporter(BaseSink):
 
     def __repr__(self) -> str:
         return f"OTLPExporter({self.url.removesuffix('/v1/metrics')!r})"
+
+
+def _is_counter(metric: str) -> bool:
+    """Whether metric ``metric`` (a payload key without its watch) is a known cumulative counter.
+
+    >>> _is_counter("frames"), _is_counter("worker_0/frames"), _is_counter("loss_count"), _is_counter("size")
+    (True, True, True, False)
+    """
+    tail = metric.rpartition("/")[2]
+    return tail in RATE_NAMES or tail.endswith(_COUNT_SUFFIX)
+
+
+class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
+    """Answers a redirect with the error it is: followed, a POST would become a GET without its body."""
+
+    def redirect_request(self, *args: Any) -> None:
+        return None
 
 
 def _nanoseconds(wall_time: float) -> int:
