@@ -40,14 +40,15 @@ class SystemStats:
 
     With ``children=True``, also every process of the tree below (children,
     their children, …), each as ``child_<pid>/cpu_percent`` (since the
-    previous snapshot; a process's first covers its life so far),
+    previous snapshot: from a process's second snapshot on),
     ``child_<pid>/rss_bytes`` and ``child_<pid>/threads``, and the tree with
     the watched process: ``tree/processes``, ``tree/cpu_percent``,
     ``tree/rss_bytes`` and ``tree/threads``. Where NVML reports the GPU
     memory of processes, ``process/gpu_memory_bytes``,
     ``child_<pid>/gpu_memory_bytes`` and ``tree/gpu_memory_bytes`` too. A
     process that ends (or cannot be read) is left out from then on, never
-    an error.
+    an error. The tree costs more than the process alone: Linux lists a
+    process's children per thread, so each descendant's threads are read.
 
     The first snapshot's CPU percentages cover the time since construction.
     A snapshot costs a fraction of a millisecond (on Linux; elsewhere,
@@ -108,9 +109,10 @@ class SystemStats:
         self._gpu_handles: list[Any] = []
         if gpus:
             self._nvml, self._gpu_handles = _open_gpus()
-        # children=True: each process of the tree below, and its CPU seconds
-        # at the previous snapshot (monotonic time, CPU time).
-        self._tree: dict[int, tuple[Any, float, float]] | None = (
+        # children=True: each process of the tree below, when it was read
+        # last (monotonic time, its CPU seconds) and when it started (a pid
+        # reused by a new process is a new process).
+        self._tree: dict[int, tuple[Any, float, float, float]] | None = (
             {} if children else None
         )
 
@@ -195,10 +197,14 @@ class SystemStats:
             entries["process/gpu_memory_bytes"] = totals["tree/gpu_memory_bytes"] = own
         tree = self._tree
         assert tree is not None
-        seen: dict[int, tuple[Any, float, float]] = {}
+        seen: dict[int, tuple[Any, float, float, float]] = {}
         for pid in self._descendants():
             try:
                 process = tree[pid][0] if pid in tree else psutil.Process(pid)
+                # A process object stays bound to the process it was made
+                # for: a reused pid gets a fresh one.
+                if not process.is_running():
+                    process = psutil.Process(pid)
                 with process.oneshot():
                     if process.status() == psutil.STATUS_ZOMBIE:
                         continue  # ended, its parent has yet to reap it
@@ -210,19 +216,18 @@ class SystemStats:
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue  # ended, or not ours to read: left out
             now = time.monotonic()
-            if pid in tree:
-                _, then, used_then = tree[pid]
-                elapsed, used_since = now - then, used - used_then
-            else:  # first seen: its life so far
-                elapsed, used_since = time.time() - born, used
-            seen[pid] = (process, now, used)
+            seen[pid] = (process, now, used, born)
             prefix = f"child_{pid}/"
-            cpu = 100.0 * used_since / elapsed if elapsed > 0 else 0.0
-            entries[prefix + "cpu_percent"] = cpu
+            known = tree.get(pid)
+            if known is not None and known[3] == born:
+                # (First seen, or a reused pid: no CPU percent until the next.)
+                elapsed = now - known[1]
+                cpu = 100.0 * (used - known[2]) / elapsed if elapsed > 0 else 0.0
+                entries[prefix + "cpu_percent"] = cpu
+                totals["tree/cpu_percent"] += cpu
             entries[prefix + "rss_bytes"] = rss
             entries[prefix + "threads"] = threads
             totals["tree/processes"] += 1
-            totals["tree/cpu_percent"] += cpu
             totals["tree/rss_bytes"] += rss
             totals["tree/threads"] += threads
             if gpu_memory is not None:
