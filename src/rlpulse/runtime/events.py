@@ -100,7 +100,8 @@ class EventBus:
     about once and keeps being called; one that hangs holds up only the
     callbacks, while up to :data:`PENDING_EVENTS` events wait. From
     :meth:`close` (the monitor's ``stop()``) to :meth:`reopen` (its
-    ``start()``) events are called back no more and no thread starts.
+    ``start()``) events go to neither the sinks nor the callbacks, and no
+    thread starts.
 
     Examples:
         >>> seen = []
@@ -131,14 +132,17 @@ class EventBus:
         self._warned: set[int] = set()
 
     def reopen(self) -> None:
-        """Call back the events noticed from now on (the monitor starts again)."""
+        """Hand on the events noticed from now on (the monitor starts again); none from before."""
+        self._pending.clear()
         self._closed = False
 
     def emit(self, watch: str, kind: str, message: str, value: float = 0.0) -> None:
         """Say that ``kind`` happened to ``watch``: to the sinks now, to the callbacks soon."""
+        if self._closed:
+            return  # after stop(): neither the sinks nor the callbacks
         event = Event(time.time(), watch, kind, message, float(value))
         self.to_sinks(event)
-        if not self._callbacks or self._closed:
+        if not self._callbacks:
             return
         self._pending.append(event)
         with self._lock:
