@@ -1130,3 +1130,15 @@ def test_rlpulse_plot_draws_several_runs_and_refuses_run_with_them(
     assert output.read_bytes()[:4] == b"\x89PNG"
     assert main(["plot", str(first), str(second), "-o", str(output), "--run", "x"]) == 2
     assert "name each run as FILE:NAME" in capsys.readouterr().err
+
+
+def test_a_run_with_nothing_to_draw_among_several_is_named(tmp_path: Path) -> None:
+    stepped, stepless = tmp_path / "a.csv", tmp_path / "b.csv"
+    _collector_run(CSVLogger(stepped), 1000.0, 100.0)
+    with CSVLogger(stepless) as sink:
+        sink.log_metrics({"collector/frames_per_second": 5.0}, timestamp=1.0)
+        sink.log_metrics({"collector/frames_per_second": 6.0}, timestamp=2.0)
+    with pytest.warns(
+        PlotWarning, match=r"left out run B \(.*b.csv.*\): no metric with a step"
+    ):
+        plot_files([(stepped, None), (stepless, None)], tmp_path / "o.png", x="step")

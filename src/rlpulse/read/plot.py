@@ -349,12 +349,19 @@ def plot_runs(
     time_scale, time_unit = _time_unit(longest)
     lines_of: dict[str, list[_Line]] = {}
     metrics_of: dict[str, set[str]] = {}
-    for index, (_, records) in enumerate(loaded):
+    notes = []
+    for index, (label, records) in enumerate(loaded):
         names = {record.name for record in records}
         start = min(record.wall_time for record in records)
         series = _series(
             records, set(select_metrics(names, match)), x, start, time_scale
         )
+        if not series:
+            matching = "" if match is None else f" matching {_patterns(match)}"
+            notes.append(
+                f"left out run {run_letter(index)} ({label}): no metric{matching}"
+                + (" with a step" if x == "step" else "")
+            )
         for metric in sorted(series.values(), key=lambda line: line.name):
             metrics_of.setdefault(metric.watch, set()).add(metric.name)
             for line in _lines([metric], series, names, cumulative):
@@ -370,12 +377,14 @@ def plot_runs(
         {watch: len(names) for watch, names in metrics_of.items()}, lines_of.__getitem__
     )
     if left_out:
-        warnings.warn(left_out, PlotWarning, stacklevel=2)
+        notes.append(left_out)
+    for note in notes:
+        warnings.warn(note, PlotWarning, stacklevel=2)
     figure = _figure(panels, x, time_unit, matplotlib)
     legend = ", ".join(
         f"{run_letter(index)}: {label}" for index, (label, _) in enumerate(loaded)
     )
-    lines = [f"rlpulse runs {legend}", *([left_out] if left_out else [])]
+    lines = [f"rlpulse runs {legend}", *notes]
     figure.suptitle("\n".join(lines), fontsize="large", x=0.01, ha="left")
     return figure
 
