@@ -36,6 +36,7 @@ from rlpulse.read.plot import (
 )
 from rlpulse.read.records import RunFileError, list_runs, read_events
 from rlpulse.read.summary import format_events, format_summary, summarize_file
+from rlpulse.read.top import follow, frame
 from rlpulse.sinks.registry import SCHEMES, SinkSpecError
 
 __all__ = ["build_parser", "main"]
@@ -92,6 +93,25 @@ examples:
   rlpulse show runs/demo.sqlite --runs
   rlpulse show runs/demo.sqlite --run 2024-05-01_12-03-04
   rlpulse show metrics.csv
+"""
+
+
+_TOP_DESCRIPTION = """\
+Follow a run while another process writes it: every --interval seconds the
+run's summary as rlpulse show prints it (per metric the last, smallest and
+largest value, a counter's mean rate), then its latest events, redrawn in
+place on the terminal; q (or Ctrl-C) quits. Into a pipe or a file, or with
+--once, one plain frame is printed.
+
+RUN is a file written by SQLiteLogger, CSVLogger or JSONLLogger; --run
+follows a named run of a SQLite file (default: the latest). --match keeps
+only the metrics whose name matches PATTERN (a glob with *, ? or [, else a
+substring; repeat it to keep the metrics matching any).
+
+examples:
+  rlpulse top runs/demo.sqlite
+  rlpulse top runs/demo.sqlite --match 'collector/*' --interval 0.5
+  rlpulse top runs/demo.sqlite --once
 """
 
 
@@ -175,6 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_demo_command(commands)
     _add_show_command(commands)
+    _add_top_command(commands)
     _add_compare_command(commands)
     _add_plot_command(commands)
     return parser
@@ -231,6 +252,32 @@ def _add_show_command(commands: _Commands) -> None:
         "--runs",
         action="store_true",
         help="list the runs of a SQLite file, oldest first, instead",
+    )
+
+
+def _add_top_command(commands: _Commands) -> None:
+    top = _add_run_file_command(
+        commands, "top", "follow a run as it is written", _TOP_DESCRIPTION, _top
+    )
+    _add_run_option(top, "follow")
+    top.add_argument(
+        "--interval",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="seconds between frames (default: %(default)s)",
+    )
+    top.add_argument(
+        "--match",
+        metavar="PATTERN",
+        action="append",
+        help="only metrics whose name matches: a glob with *, ? or [, else a "
+        "substring; repeat it to keep the metrics matching any",
+    )
+    top.add_argument(
+        "--once",
+        action="store_true",
+        help="print one plain frame and exit, as into a pipe",
     )
 
 
@@ -500,6 +547,21 @@ def _events_of(path: Path, run: str | None) -> str:
         return format_events(read_events(path, run))
     except RunFileError:
         return ""
+
+
+def _top(args: argparse.Namespace) -> int:
+    path: Path = args.path
+    if (problem := _not_a_metrics_file(path)) is not None:
+        return _fail(problem)
+    interval = args.interval
+    if not (isinstance(interval, float) and math.isfinite(interval) and interval > 0):
+        return _fail(f"--interval must be a positive number of seconds, got {interval}")
+    if args.once or not (sys.stdin.isatty() and sys.stdout.isatty()):
+        print(frame(path, args.run, args.match))
+        return 0
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C quits as q does
+        follow(path, args.run, match=args.match, interval=interval)
+    return 0
 
 
 def _compare(args: argparse.Namespace) -> int:
