@@ -1142,3 +1142,25 @@ def test_a_run_with_nothing_to_draw_among_several_is_named(tmp_path: Path) -> No
         PlotWarning, match=r"left out run B \(.*b.csv.*\): no metric with a step"
     ):
         plot_files([(stepped, None), (stepless, None)], tmp_path / "o.png", x="step")
+
+
+def test_runs_over_a_panels_bounds_lose_whole_metrics_not_a_run(tmp_path: Path) -> None:
+    names = [f"w/gauge_{index}" for index in range(6)]
+    runs = []
+    for label in ("a", "b"):
+        runs.append(
+            (
+                label,
+                [
+                    Record(100.0 + second, second, name, float(second * (index + 1)))
+                    for second in range(3)
+                    for index, name in enumerate(names)
+                ],
+            )
+        )
+    with pytest.warns(PlotWarning, match="lines of the watches drawn"):
+        figure = plot_runs(runs)
+    labels = [line.get_label() for axes in figure.axes for line in axes.get_lines()]
+    assert len(labels) == MAX_LINES
+    assert labels[:2] == ["gauge_0 [A]", "gauge_0 [B]"]
+    assert sum(label.endswith("[A]") for label in labels) == MAX_LINES // 2

@@ -580,7 +580,9 @@ def _arranged(
         constants = [line for line in lines if line.constant is not None]
         if not varying:
             varying, constants = constants, []
-        varying.sort(key=lambda line: line.kind)
+        # Rates first; runs drawn together keep a metric's lines side by
+        # side, so that a panel over its bounds leaves out whole metrics.
+        varying.sort(key=lambda line: (line.kind, line.metric))
         if len(varying) > MAX_LINES:
             lines_left_out[watch] = len(varying) - MAX_LINES
         panels.append(_Panel(watch, varying[:MAX_LINES], constants))
@@ -740,6 +742,8 @@ def _constants_note(constants: list[_Line]) -> str:
 
 def _draw(axes: Axes, line: _Line, color: str) -> None:
     marker = "o" if len(line.xs) < _MARKERS_BELOW else None
+    if line.run is not None and line.run >= len(_RUN_STYLES):
+        marker = "^"  # past the line styles: the fifth run on is marked
     style = (
         _STYLES[line.kind]
         if line.run is None
