@@ -384,6 +384,10 @@ class _SyntheticPipeline(DemoPipeline):
             step="updates",
             rate_keys=("updates", "frames_sampled"),
         )
+        # What monitoring costs: monitor/cpu_s_per_second, a share of a core.
+        monitor.watch(
+            monitor, name="monitor", schedule=_LEARNER_SCHEDULE, rate_keys=("cpu_s",)
+        )
         return monitor
 
 

@@ -374,6 +374,10 @@ class _TorchRLPipeline(DemoPipeline):
             step="updates",
             rate_keys=("updates", "frames_sampled"),
         )
+        # What monitoring costs: monitor/cpu_s_per_second, a share of a core.
+        monitor.watch(
+            monitor, name="monitor", schedule=Every.seconds(2), rate_keys=("cpu_s",)
+        )
 
 
 @contextlib.contextmanager
