@@ -13,7 +13,6 @@ import json
 import os
 import pty
 import sqlite3
-import threading
 import urllib.request
 from pathlib import Path
 
@@ -34,21 +33,10 @@ from rlpulse import (
 from rlpulse.cli import main
 from rlpulse.sinks.process import SinkProcess
 from rlpulse.sinks.prometheus import PrometheusExporter
+from test_events import Progress
 from test_reliability import wait_until
 
 pytestmark = pytest.mark.timeout(60)
-
-
-class Progress:
-    def __init__(self) -> None:
-        self.frames = 0
-        self.moving = threading.Event()
-        self.moving.set()
-
-    def stats(self) -> dict[str, float]:
-        if self.moving.is_set():
-            self.frames += 1
-        return {"frames": self.frames}
 
 
 def scrape_events(exporter: PrometheusExporter) -> dict[tuple[str, str], float]:

@@ -267,13 +267,7 @@ def _add_top_command(commands: _Commands) -> None:
         metavar="S",
         help="seconds between frames (default: %(default)s)",
     )
-    top.add_argument(
-        "--match",
-        metavar="PATTERN",
-        action="append",
-        help="only metrics whose name matches: a glob with *, ? or [, else a "
-        "substring; repeat it to keep the metrics matching any",
-    )
+    _add_match_option(top)
     top.add_argument(
         "--once",
         action="store_true",
@@ -295,13 +289,7 @@ def _add_compare_command(commands: _Commands) -> None:
         metavar="RUN",
         help="a metrics file (its latest run) or FILE:NAME; the first is the baseline",
     )
-    compare.add_argument(
-        "--match",
-        metavar="PATTERN",
-        action="append",
-        help="only metrics whose name matches: a glob with *, ? or [, else a "
-        "substring; repeat it to keep the metrics matching any",
-    )
+    _add_match_option(compare)
 
 
 def _add_plot_command(commands: _Commands) -> None:
@@ -327,13 +315,7 @@ def _add_plot_command(commands: _Commands) -> None:
         metavar="FILE",
         help="image file to write (.png, .svg or .pdf)",
     )
-    plot.add_argument(
-        "--match",
-        metavar="PATTERN",
-        action="append",
-        help="only metrics whose name matches: a glob with *, ? or [, else a "
-        "substring; repeat it to keep the metrics matching any",
-    )
+    _add_match_option(plot)
     plot.add_argument(
         "--cumulative",
         action="store_true",
@@ -386,6 +368,17 @@ def _add_run_file_command(
         help="metrics file written by an rlpulse file sink (SQLite, CSV, JSON lines)",
     )
     return command
+
+
+def _add_match_option(command: argparse.ArgumentParser) -> None:
+    """Add ``--match PATTERN``, repeatable: which metrics the command keeps."""
+    command.add_argument(
+        "--match",
+        metavar="PATTERN",
+        action="append",
+        help="only metrics whose name matches: a glob with *, ? or [, else a "
+        "substring; repeat it to keep the metrics matching any",
+    )
 
 
 def _add_run_option(

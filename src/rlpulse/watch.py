@@ -546,6 +546,7 @@ class Watch:
         # evaluated since, to notice a worker lost.
         self._alive: float | None = None
         self._alive_pending: float | None = None
+        self._alive_key = f"{name}/workers_alive"
         # Registered: unwatch() clears it; a poll in flight delivers nothing.
         self.active = True
         # What a poll calls: the provider, with its keyword arguments bound.
@@ -692,7 +693,7 @@ class Watch:
                 add_rates(payload, observed, self.baseline, rates, elapsed)
         if self.quantiles is not None:
             self.quantiles.add_to(payload, self._prefix)
-        self._alive_pending = payload.get(self._prefix + "workers_alive")
+        self._alive_pending = payload.get(self._alive_key)
         step_key = self._step_key
         if step_key is not None and step_key in self._pending:
             self.step = int(self._pending[step_key])

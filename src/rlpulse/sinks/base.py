@@ -13,7 +13,7 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -105,16 +105,12 @@ class BaseSink(abc.ABC):
             if batch:
                 self._write(batch)
 
-    def _log_event(self, event: Event) -> None:
-        # What log_event() does in the sinks that store events: under the
-        # lock, while open, _write_event.
+    def _log_event(self, write: Callable[[Event], None], event: Event) -> None:
+        # What log_event() does in the sinks that store events: ``write``
+        # the event under the lock, while open.
         with self._lock:
             self._check_open()
-            self._write_event(event)
-
-    def _write_event(self, event: Event) -> None:
-        """Store ``event``; called under the lock, only while open, by sinks with ``log_event``."""
-        raise NotImplementedError(f"{type(self).__name__} stores no events")
+            write(event)
 
     def flush(self) -> None:
         """Make what was logged visible to the sink's readers.

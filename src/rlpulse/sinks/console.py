@@ -275,7 +275,7 @@ class ConsoleLogger(BaseSink):
         >>> stream.getvalue().split(" ", 1)[1]
         '!! hung c: stats() has not returned\\n'
         """
-        self._log_event(event)
+        self._log_event(self._write_event, event)
 
     def _write_event(self, event: Event) -> None:
         stream = self.stream

@@ -77,7 +77,7 @@ class JSONLLogger(LineFileSink):
         ...     print(path.read_text(), end="")
         {"event": "stalled", "wall_time": 1.5, "watch": "collector", "message": "no progress", "value": 30.0}
         """
-        self._log_event(event)
+        self._log_event(self._write_event, event)
 
     def _write_event(self, event: Event) -> None:
         line = {

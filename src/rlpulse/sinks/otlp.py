@@ -17,13 +17,12 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rlpulse.metrics import RATE_NAMES
+from rlpulse.read.summary import is_counter
 from rlpulse.sinks.base import BaseSink, Payload
 
 __all__ = ["OTLPExporter"]
 
 _CONTENT_TYPE = "application/x-protobuf"
-_COUNT_SUFFIX = "_count"
 
 
 class OTLPExporter(BaseSink):
@@ -112,7 +111,7 @@ class OTLPExporter(BaseSink):
                 if not separator:
                     watch, metric = "", key
                 name = self._prefix + metric
-                counter = _is_counter(metric)
+                counter = is_counter(metric, ())  # known counters only
                 entry = metrics.get(name)
                 if entry is None:
                     entry = metrics[name] = proto.Metric(name=name)
@@ -174,16 +173,6 @@ class OTLPExporter(BaseSink):
 
     def __repr__(self) -> str:
         return f"OTLPExporter({self.url.removesuffix('/v1/metrics')!r})"
-
-
-def _is_counter(metric: str) -> bool:
-    """Whether metric ``metric`` (a payload key without its watch) is a known cumulative counter.
-
-    >>> _is_counter("frames"), _is_counter("worker_0/frames"), _is_counter("loss_count"), _is_counter("size")
-    (True, True, True, False)
-    """
-    tail = metric.rpartition("/")[2]
-    return tail in RATE_NAMES or tail.endswith(_COUNT_SUFFIX)
 
 
 class _RefuseRedirects(urllib.request.HTTPRedirectHandler):

@@ -169,13 +169,7 @@ class SinkProcess:
                 _plain(metrics, step, now if timestamp is None else timestamp)
                 for metrics, step, timestamp in batch
             ]
-        self._check_process()
-        with self._lock:
-            self._check_open()
-            if batch:
-                self._send(("batch", batch))
-            self._read_news(time.monotonic())
-            self._raise_failures()
+        self._hand_over(("batch", batch) if batch else None)
 
     def log_event(self, event: Event) -> None:
         """Send ``event`` to the hosted sinks that store events (``log_event``), after what was sent before.
@@ -196,10 +190,16 @@ class SinkProcess:
             str(event.message),
             float(event.value),
         )
+        self._hand_over(("event", fields))
+
+    def _hand_over(self, message: Any) -> None:
+        # Send ``message`` (if any), then hear what the child says: a hosted
+        # sink failing is raised here.
         self._check_process()
         with self._lock:
             self._check_open()
-            self._send(("event", fields))
+            if message is not None:
+                self._send(message)
             self._read_news(time.monotonic())
             self._raise_failures()
 

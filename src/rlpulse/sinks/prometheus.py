@@ -170,7 +170,7 @@ class PrometheusExporter(BaseSink):
         >>> 'rlpulse_events_total{kind="stalled",watch="collector"} 1.0' in page
         True
         """
-        self._log_event(event)
+        self._log_event(self._write_event, event)
 
     def _write_event(self, event: Event) -> None:
         key = (str(event.kind), str(event.watch))

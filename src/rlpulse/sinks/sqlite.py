@@ -221,7 +221,7 @@ class SQLiteLogger(BaseSink):
         ...     [event.kind for event in read_events(sink.path)]
         ['stalled']
         """
-        self._log_event(event)
+        self._log_event(self._write_event, event)
 
     def _write_event(self, event: Event) -> None:
         value = float(event.value)
