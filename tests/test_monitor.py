@@ -516,3 +516,16 @@ def test_stop_inside_a_sinks_call_is_refused_and_the_monitor_stops_later(
     assert not any(
         thread.name.startswith("rlpulse-") for thread in threading.enumerate()
     )
+
+
+def test_a_monitor_started_again_rates_nothing_over_the_time_it_was_stopped() -> None:
+    source = Counter()
+    sink = Recorder()
+    monitor = LoggerMonitor(sink, background=False)
+    monitor.watch(source, name="c")
+    monitor.step()
+    monitor.stop()
+    monitor.start()
+    first = monitor.step()
+    assert "c/frames_per_second" not in first["c"]
+    assert "c/frames_per_second" in monitor.step()["c"]

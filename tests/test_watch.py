@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -227,32 +228,125 @@ def test_a_schedule_shorter_than_the_poll_interval_is_due_at_every_round() -> No
     assert watch.due_by_clock(0.2)
 
 
+def timed_poll(
+    watch: Watch, now: float, scheduled: float, poll_interval: float
+) -> bool:
+    """One poll by the polling thread's round due at ``scheduled``, reaching the watch at ``now``; whether it logged."""
+    if not watch.due_by_clock(now):
+        return False
+    payload = watch.evaluate({"frames": now}, now, force=False)
+    if payload is not None:
+        watch.commit(now, scheduled, poll_interval)
+    return payload is not None
+
+
+def test_a_round_that_reached_the_watch_late_does_not_push_the_next_log_later() -> None:
+    # Every.seconds(5) due at 5.0, reached 0.7 s late (a slow call earlier in
+    # the round): the next is due at 10.0 all the same, not 10.7.
+    watch = Watch("w", provider=dict, schedule=Every.seconds(5))
+    assert timed_poll(watch, now=0.001, scheduled=0.0, poll_interval=1.0)
+    assert not timed_poll(watch, now=4.999, scheduled=4.0, poll_interval=1.0)
+    assert timed_poll(watch, now=5.7, scheduled=5.0, poll_interval=1.0)
+    assert watch.next_due == 10.0
+
+
+def test_a_round_late_by_several_intervals_logs_once_and_keeps_the_cadence() -> None:
+    # A stats() call hung for 12 s: one log when it returns, none to catch
+    # up, and the next at the cadence's next due time.
+    watch = Watch("w", provider=dict, schedule=Every.seconds(5))
+    assert timed_poll(watch, now=0.0, scheduled=0.0, poll_interval=1.0)
+    assert timed_poll(watch, now=17.0, scheduled=5.0, poll_interval=1.0)
+    assert watch.next_due == 20.0
+    assert not timed_poll(watch, now=18.0, scheduled=18.0, poll_interval=1.0)
+
+
 @pytest.mark.parametrize(
-    ("seconds", "late", "poll_interval"), [(3.0, 2.0, 1.0), (1.0, 0.5, 1.0)]
+    ("seconds", "poll_interval"),
+    [(1.0, 0.5), (5.0, 1.0), (1.0, 0.3), (0.25, 1.0), (1.0, 1.0), (0.7, 0.2)],
 )
-def test_a_round_that_reached_the_watch_late_counts_the_schedule_from_the_poll(
-    seconds: float, late: float, poll_interval: float
+def test_a_seconds_schedule_on_the_polling_thread_logs_each_due_time_without_drift(
+    seconds: float, poll_interval: float
 ) -> None:
-    # A slow call earlier in the round: the next log still comes the
-    # schedule's seconds after this one, less a tenth of the poll interval.
+    # Rounds every poll_interval, each reaching the watch 1-9 ms late: every
+    # log is within a poll interval of a due time seconds apart, each due
+    # time is logged once at most, and a watch is called only when due.
     watch = Watch("w", provider=dict, schedule=Every.seconds(seconds))
-    assert watch.evaluate({"frames": 1}, now=late, force=False) is not None
-    watch.commit(now=late, scheduled=0.0, poll_interval=poll_interval)
-    soonest = late + seconds - 0.1 * poll_interval
-    assert watch.evaluate({"frames": 2}, now=soonest - 0.001, force=False) is None
-    assert watch.evaluate({"frames": 2}, now=soonest + 1e-9, force=False) is not None
+    logs, calls = [], 0
+    for round_number in range(400):
+        scheduled = round_number * poll_interval
+        now = scheduled + 0.001 + 0.008 * ((round_number * 7) % 5) / 4
+        if watch.due_by_clock(now):
+            calls += 1
+            assert timed_poll(watch, now, scheduled, poll_interval)
+            logs.append(now)
+    assert calls == len(logs)
+    # The first log, in the round due at 0.0, sets the due times: k * seconds.
+    served = [math.floor(log / seconds + 1e-9) for log in logs]
+    for log, k in zip(logs, served, strict=True):
+        assert 0 <= log - k * seconds < poll_interval
+    assert len(set(served)) == len(served)
+    if seconds >= poll_interval:  # then every due time is logged
+        assert served == list(range(len(logs)))
 
 
-def test_a_watch_reached_late_is_called_from_the_round_that_will_reach_it_in_time() -> (
-    None
-):
-    # Every.seconds(0.1) reached 0.12 s into each 0.2 s round: the next round
-    # calls it (0.08 s after), reaching it 0.2 s after this log.
-    watch = Watch("w", provider=dict, schedule=Every.seconds(0.1))
-    assert watch.evaluate({"frames": 1}, now=0.12, force=False) is not None
-    watch.commit(now=0.12, scheduled=0.0, poll_interval=0.2)
-    assert watch.due_by_clock(0.2)
-    assert watch.evaluate({"frames": 2}, now=0.32, force=False) is not None
+def test_a_step_counts_the_seconds_from_its_log_as_in_torchrl() -> None:
+    # step() is no round of the polling thread: due seconds after the last log.
+    watch = Watch("w", provider=dict, schedule=Every.seconds(5))
+    assert poll(watch, {"frames": 1}, now=0.0) is not None
+    assert poll(watch, {"frames": 2}, now=7.0) is not None
+    assert poll(watch, {"frames": 3}, now=11.0) is None
+    assert poll(watch, {"frames": 4}, now=12.0) is not None
+
+
+def test_a_counter_log_restarts_the_seconds_of_a_composite_from_its_round() -> None:
+    # Every 10 frames or 5 s: the counter logged in the round due at 3.0,
+    # so the seconds are due at 8.0, counted from the last log.
+    watch = Watch(
+        "w", provider=dict, schedule=Every.counter("frames", 10) | Every.seconds(5)
+    )
+    for frames, now, scheduled, logged in (
+        (0, 0.002, 0.0, True),
+        (4, 1.002, 1.0, False),
+        (12, 3.002, 3.0, True),
+        (13, 7.002, 7.0, False),
+        (14, 8.002, 8.0, True),
+    ):
+        payload = watch.evaluate({"frames": frames}, now, force=False)
+        assert (payload is not None) == logged, now
+        if payload is not None:
+            watch.commit(now, scheduled, 1.0)
+
+
+def test_a_final_snapshot_soon_after_a_log_rates_the_interval_before_too() -> None:
+    # Logged at 0 and 1 s, stopped 3 ms later: 100 frames a second, not the
+    # 0 of a batch that has not come yet.
+    watch = make_watch()
+    poll(watch, {"frames": 0}, now=0.0)
+    poll(watch, {"frames": 100}, now=1.0)
+    payload = watch.evaluate({"frames": 100}, 1.003, force=True)
+    assert payload is not None
+    assert payload["w/frames_per_second"] == pytest.approx(100 / 1.003)
+
+
+def test_a_final_snapshot_long_after_a_log_rates_only_since_it() -> None:
+    watch = make_watch()
+    poll(watch, {"frames": 0}, now=0.0)
+    poll(watch, {"frames": 100}, now=1.0)
+    payload = watch.evaluate({"frames": 160}, 1.6, force=True)
+    assert payload is not None
+    assert payload["w/frames_per_second"] == pytest.approx(100.0)
+
+
+def test_a_restarted_watch_starts_afresh_without_a_rate_over_the_stop() -> None:
+    watch = make_watch(Every.seconds(5))
+    poll(watch, {"frames": 0}, now=0.0)
+    poll(watch, {"frames": 500}, now=5.0)
+    watch.restart()
+    assert watch.due_by_clock(100.0)
+    assert poll(watch, {"frames": 600}, now=100.0) is None  # the new baseline
+    payload = poll(watch, {"frames": 1100}, now=105.0)
+    assert payload is not None
+    assert payload["w/frames_per_second"] == pytest.approx(100.0)
 
 
 @pytest.mark.parametrize("interval", [float("nan"), float("inf"), -float("inf")])
@@ -332,15 +426,3 @@ def test_a_seconds_schedule_given_a_key_is_a_seconds_schedule_as_in_torchrl() ->
             monitor.step()
         logged[name] = sink.steps
     assert logged["rlpulse"] == logged["torchrl"] == [None]
-
-
-def test_a_watch_reached_sooner_than_expected_waits_until_it_is_due() -> None:
-    # Reached 0.5 s into its round, then by a round that reached it at once:
-    # not due yet, and not called again by the rounds before it is.
-    watch = Watch("w", provider=dict, schedule=Every.seconds(1))
-    assert watch.evaluate({"frames": 1}, now=1.5, force=False) is not None
-    watch.commit(now=1.5, scheduled=1.0, poll_interval=1.0)
-    assert watch.due_by_clock(2.0)  # the round expected to reach it at 2.5
-    assert watch.evaluate({"frames": 2}, now=2.0, force=False) is None
-    assert not watch.due_by_clock(2.3)
-    assert watch.due_by_clock(2.4)  # its second, less a tenth of a round

@@ -35,11 +35,6 @@ from rlpulse.targets import adapt
 
 __all__ = ["AGGREGATES", "Watch", "WatchSpec", "Watches", "provider_of"]
 
-# How much sooner than its seconds a schedule is due again, as a share of
-# the poll interval and of those seconds: a wake-up's delay (see
-# _ScheduleState.note_round).
-_CADENCE_SLACK = 0.1
-
 AGGREGATES = ("mean", "min", "max")
 """What ``watch(..., aggregate=...)`` can compute over the polls between logs."""
 
@@ -291,7 +286,7 @@ class _CounterPart:
 
 
 class _ScheduleState:
-    """Where a schedule stands: its counter parts' thresholds, and its seconds intervals."""
+    """Where a schedule stands: its counter parts' thresholds, and when its seconds are next due."""
 
     def __init__(self, schedule: Schedule | None) -> None:
         parts = () if schedule is None else schedule.parts
@@ -300,27 +295,44 @@ class _ScheduleState:
             for part in parts
             if part.kind == "counter" and part.key is not None
         )
-        self.seconds = tuple(part.interval for part in parts if part.kind == "seconds")
-        self.min_seconds = min(self.seconds, default=0.0)
-        # How late the round that last logged reached the watch, and how much
-        # sooner than its seconds the schedule is due again (note_round()).
-        self.reached_late = 0.0
-        self.slack = 0.0
+        # Every seconds part counts from the same last log: the shortest decides.
+        self.seconds = min(
+            (part.interval for part in parts if part.kind == "seconds"), default=None
+        )
+        # The monotonic time the seconds are next due; never, until there is
+        # a log or a baseline to count from.
+        self.seconds_due_at = math.inf
 
-    def note_round(self, now: float, scheduled: float, poll_interval: float) -> None:
-        """Note a log at ``now`` by the poller's round due at ``scheduled``.
+    def seconds_due(self, now: float) -> bool:
+        """Whether a seconds part is due at ``now``."""
+        return now >= self.seconds_due_at
 
-        The seconds count from ``now``, as rates do, so a later log comes at
-        least those seconds after this one, less a slack of a tenth of
-        ``poll_interval`` and of the seconds (a busy thread's wake-up, which
-        would otherwise push every log of ``Every.seconds(n)`` one round
-        later). A clock-gated watch is called from the round expected to
-        reach it by then: rounds reach it as late as this one did, unless
-        this one overran.
+    def count_from(self, start: float) -> None:
+        """The seconds are next due their interval after ``start``."""
+        if self.seconds is not None:
+            self.seconds_due_at = start + self.seconds
+
+    def logged(self, now: float, scheduled: float | None, poll_interval: float) -> None:
+        """A snapshot was logged at ``now``, by the polling thread's round due at ``scheduled`` (``None``: a ``step()``).
+
+        By ``step()`` the seconds count from this log, as TorchRL's do. On
+        the polling thread they keep their cadence: a log the seconds made
+        due moves the due time on by whole intervals, to the first one
+        after ``now``, so a round that ran late never pushes the next log
+        later; any other log (the first, a counter's, a final one) counts
+        them from when its round was due, unless it ran a whole poll
+        interval late.
         """
-        late = now - scheduled
-        self.reached_late = late if 0.0 <= late < poll_interval else 0.0
-        self.slack = _CADENCE_SLACK * min(poll_interval, self.min_seconds)
+        seconds = self.seconds
+        if seconds is None:
+            return
+        if scheduled is None:
+            self.count_from(now)
+        elif now >= self.seconds_due_at:
+            missed = math.floor((now - self.seconds_due_at) / seconds)
+            self.seconds_due_at += (max(missed, 0) + 1) * seconds
+        else:
+            self.count_from(scheduled if now - scheduled < poll_interval else now)
 
     def prime(self, raw: Any) -> None:
         """Set every counter part's first threshold from ``raw``."""
@@ -328,10 +340,6 @@ class _ScheduleState:
             value = counter_value(raw, part.key)
             if value is not None:
                 part.prime(value)
-
-    def seconds_due(self, elapsed: float) -> bool:
-        """Whether ``elapsed`` seconds since the last log make a seconds part due."""
-        return any(elapsed >= interval for interval in self.seconds)
 
     def counters_due(self, raw: Any) -> tuple[bool, bool]:
         """Whether a counter part of ``raw`` crossed its threshold, and whether a counter was reset."""
@@ -583,7 +591,8 @@ class Watch:
         )
         self.baseline: dict[str, float] = {}
         self.baseline_time: float | None = None
-        self.last_log_time: float | None = None
+        # The baseline before this one, and its time (see _rates_from).
+        self._earlier: tuple[dict[str, float], float] | None = None
         self.has_logged = False
         self.step: int | None = None
         self._prefix = f"{name}/"
@@ -673,24 +682,21 @@ class Watch:
             if first_poll:
                 self.baseline = snapshot_of(raw) if observed is None else observed
                 self._set_baseline_time(now)
-            elif self.clock_gated:  # reached sooner than expected: not called
-                self.schedule_state.reached_late = 0.0  # again before it is due
-                self.schedule_next()
             return None
-        baseline_time = self.baseline_time
+        baseline, baseline_time = self._rates_from(now, force)
         if baseline_time is None or now <= baseline_time:
             elapsed = 0.0  # no rates yet
         else:
             elapsed = now - baseline_time
         if observed is None:
-            payload = self._payload_of(raw, elapsed)
+            payload = self._payload_of(raw, baseline, elapsed)
         else:
             payload = self._payload_of_snapshot(observed)
             if observations is not None:
                 observations.add_to(payload, self._prefix)
             if elapsed:
                 rates = self._naming.rates
-                add_rates(payload, observed, self.baseline, rates, elapsed)
+                add_rates(payload, observed, baseline, rates, elapsed)
         if self.quantiles is not None:
             self.quantiles.add_to(payload, self._prefix)
         self._alive_pending = payload.get(self._alive_key)
@@ -701,8 +707,30 @@ class Watch:
             self.step = None
         return payload
 
-    def _payload_of(self, raw: Any, elapsed: float) -> dict[str, float]:
-        """The payload, rates over ``elapsed`` s (if not 0); rated and step entries kept for the next poll."""
+    def _rates_from(
+        self, now: float, force: bool
+    ) -> tuple[dict[str, float], float | None]:
+        """The snapshot rates count from, and its time: the baseline, unless ``force`` comes too soon after it.
+
+        A final snapshot taken less than half a logged interval after the
+        last log would rate a few milliseconds (0 for a counter that moves
+        in batches): its rates span the interval before too.
+        """
+        since = self.baseline_time
+        earlier = self._earlier
+        if (
+            force
+            and earlier is not None
+            and since is not None
+            and now - since < (since - earlier[1]) / 2
+        ):
+            return earlier
+        return self.baseline, since
+
+    def _payload_of(
+        self, raw: Any, baseline: dict[str, float], elapsed: float
+    ) -> dict[str, float]:
+        """The payload, rates from ``baseline`` over ``elapsed`` s (if not 0); rated and step entries kept for the next poll."""
         if type(raw) is not dict and not isinstance(raw, Mapping):
             snapshot_of(raw)  # raises the error that says what is wrong
         payload: dict[str, float] = {}
@@ -713,7 +741,7 @@ class Watch:
             if payload_key in payload:
                 snapshot[name] = payload[payload_key]
         if elapsed:
-            add_rates(payload, snapshot, self.baseline, naming.rates, elapsed)
+            add_rates(payload, snapshot, baseline, naming.rates, elapsed)
         self._pending = snapshot
         return payload
 
@@ -730,8 +758,9 @@ class Watch:
     ) -> None:
         """Record the payload last returned by :meth:`evaluate` as delivered at ``now``.
 
-        ``scheduled``: when the poller's round was due (see
-        :meth:`_ScheduleState.note_round`).
+        ``scheduled``: when the polling thread's round was due, ``None``
+        for a ``step()`` or a final snapshot (see
+        :meth:`_ScheduleState.logged`).
         """
         if self.observations is not None:
             self.observations.reset()
@@ -742,36 +771,42 @@ class Watch:
             before, self._alive = self._alive, alive
             if before is not None and alive < before and self.events is not None:
                 self.events.workers_lost(self, alive, before)
+        if self.baseline_time is not None:
+            self._earlier = (self.baseline, self.baseline_time)
         self.baseline = self._pending
-        self.last_log_time = now
-        if scheduled is not None:
-            self.schedule_state.note_round(now, scheduled, poll_interval)
-        self.has_logged = True
         self.baseline_time = now
-        if self.clock_gated:
-            self.schedule_next()
+        self.has_logged = True
+        self.schedule_state.logged(now, scheduled, poll_interval)
+        self.schedule_next()
+
+    def restart(self) -> None:
+        """Forget the baseline and the seconds: the monitor was stopped, and is started again.
+
+        No rate spans the time it was stopped: the next poll is the new
+        baseline (logged if its schedule says so, without rates), and the
+        seconds count from it. ``log_on_start`` does not log it again, as in
+        TorchRL.
+        """
+        self.baseline = {}
+        self.baseline_time = None
+        self._earlier = None
+        self.schedule_state.seconds_due_at = math.inf
+        if self.observations is not None:
+            self.observations = _Observations(self)
+        self.schedule_next()
 
     def schedule_next(self) -> None:
-        """Set :attr:`next_due`: for a time-only schedule, its interval after the last log (or baseline)."""
-        if not self.clock_gated:
+        """Set :attr:`next_due`: for a time-only schedule, when its seconds are next due (``-inf``: call it)."""
+        if self.clock_gated and self.baseline_time is not None:
+            self.next_due = self.schedule_state.seconds_due_at
+        else:
             self.next_due = -math.inf
-            return
-        reference = self.last_log_time
-        if reference is None:
-            reference = self.baseline_time
-        self.next_due = (
-            -math.inf
-            if reference is None
-            else reference
-            + (state := self.schedule_state).min_seconds
-            - state.reached_late
-            - state.slack
-        )
 
     def _set_baseline_time(self, now: float) -> None:
         self.baseline_time = now
-        if self.clock_gated:
-            self.schedule_next()
+        self._earlier = None
+        self.schedule_state.count_from(now)
+        self.schedule_next()
 
     def _is_due(self, raw: Any, now: float, first_poll: bool) -> bool:
         schedule = self.spec.schedule
@@ -784,12 +819,7 @@ class Watch:
                 return False
         if schedule is None:
             return True
-        reference = self.last_log_time
-        if reference is None:
-            reference = self.baseline_time
-        due = reference is not None and self.schedule_state.seconds_due(
-            now - reference + self.schedule_state.slack
-        )
+        due = self.schedule_state.seconds_due(now)
         counted_due, reset = self.schedule_state.counters_due(raw)
         if reset:
             self.baseline = snapshot_of(raw)

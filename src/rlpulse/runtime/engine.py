@@ -268,6 +268,10 @@ class Engine:
                 self.poll_lock.release()
         # A final snapshot's call that is still out delivers nothing later.
         self.generation += 1
+        # Started again, the watches start afresh: no rate spans the stop.
+        for watch in self.watches():
+            watch.restart()
+        self.agenda = Agenda(self.watches)
         drain_error = self.delivery.close(deadline, self.stop_timeout)
         self.reporter.events.close(deadline.at)
         error = error or drain_error
