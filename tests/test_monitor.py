@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from rlpulse import Every, LoggerMonitor
+from rlpulse import Every, LoggerMonitor, Tally
 
 
 class Recorder:
@@ -529,3 +529,76 @@ def test_a_monitor_started_again_rates_nothing_over_the_time_it_was_stopped() ->
     first = monitor.step()
     assert "c/frames_per_second" not in first["c"]
     assert "c/frames_per_second" in monitor.step()["c"]
+
+
+class Fixed:
+    """A source whose snapshot is what it was given."""
+
+    def __init__(self, **entries: Any) -> None:
+        self.entries = entries
+
+    def stats(self) -> dict[str, Any]:
+        return dict(self.entries)
+
+
+@pytest.mark.parametrize(
+    ("options", "named", "consequence"),
+    [
+        (
+            {"schedule": Every.counter("frame", 10)},
+            "Every.counter names 'frame'",
+            "never fires",
+        ),
+        ({"step": "write_cout"}, "step names 'write_cout'", "no step"),
+        ({"rate_keys": ("franes",)}, "rate_keys names 'franes'", "no rate"),
+        (
+            {"stall_after": 5.0, "progress_key": "frame"},
+            "progress_key names 'frame'",
+            "no progress",
+        ),
+    ],
+)
+def test_an_entry_name_the_snapshot_lacks_is_warned_once_with_the_entries_it_has(
+    caplog: pytest.LogCaptureFixture,
+    options: dict[str, Any],
+    named: str,
+    consequence: str,
+) -> None:
+    monitor = LoggerMonitor(Recorder(), background=False)
+    monitor.watch(Fixed(frames=5, write_count=3), name="c", **options)
+    for _ in range(3):
+        monitor.step()
+    warnings = rlpulse_warnings(caplog)
+    assert len(warnings) == 1
+    assert named in warnings[0]
+    assert "it has: frames, write_count" in warnings[0]
+    assert consequence in warnings[0]
+
+
+def test_entries_the_snapshot_has_are_not_warned(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monitor = LoggerMonitor(Recorder(), background=False)
+    monitor.watch(
+        Fixed(frames=5, write_count=3),
+        name="c",
+        schedule=Every.counter("frames", 10),
+        step="write_count",
+        rate_keys=("frames",),
+    )
+    monitor.step()
+    assert rlpulse_warnings(caplog) == []
+
+
+def test_an_empty_snapshot_is_not_judged_the_first_with_entries_is(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A tally nothing was written to yet has no entries at all.
+    tally = Tally()
+    monitor = LoggerMonitor(Recorder(), background=False)
+    monitor.watch(tally, name="t", schedule=Every.counter("episodes", 10))
+    monitor.step()
+    assert rlpulse_warnings(caplog) == []
+    tally.inc("episode")
+    monitor.step()
+    assert "names 'episodes'" in rlpulse_warnings(caplog)[0]

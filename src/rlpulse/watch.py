@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -466,6 +466,49 @@ class WatchEvents(Protocol):
     def workers_lost(self, watch: Watch, alive: float, before: float) -> None:
         """The snapshot's ``workers_alive`` fell from ``before`` to ``alive``."""
 
+    def entry_missing(
+        self, watch: Watch, option: str, key: str, entries: Sequence[str]
+    ) -> None:
+        """The first snapshot with entries has none named ``key``, though ``option`` names it."""
+
+
+class _NamedEntries:
+    """The entries a watch's options name, until each is seen in a snapshot or told missing.
+
+    A typo (``Every.counter("frame", 10)`` for ``frames``) would otherwise
+    never log, rate or step, silently: the first snapshot with entries that
+    lacks a named one is told to the watch's events, once per entry. An
+    empty snapshot (a tally nothing was written to yet) tells nothing.
+    """
+
+    def __init__(self, spec: WatchSpec) -> None:
+        progress = spec.progress_key
+        named = [
+            *(("Every.counter", key) for key in spec.counter_keys),
+            ("step", spec.step_key),
+            *(("rate_keys", key) for key in spec.rate_keys or ()),
+            *(
+                ("progress_key", key)
+                for key in ((progress,) if isinstance(progress, str) else progress or ())
+            ),
+        ]
+        # Each entry once, under the first option that names it.
+        self.unseen: dict[str, str] = {}
+        for option, key in named:
+            if key is not None:
+                self.unseen.setdefault(key, option)
+
+    def check(self, raw: Any, watch: Watch) -> bool:
+        """Tell the entries ``raw`` lacks (when it has any); whether some are still to be checked."""
+        snapshot = snapshot_of(raw)
+        if not snapshot:
+            return True
+        for key, option in self.unseen.items():
+            if key not in snapshot and watch.events is not None:
+                watch.events.entry_missing(watch, option, key, sorted(snapshot))
+        self.unseen = {}
+        return False
+
 
 class _Naming:
     """A watch's payload keys, named once per snapshot key, and which entries it rates and keeps."""
@@ -598,6 +641,8 @@ class Watch:
         self._prefix = f"{name}/"
         self._pending: dict[str, float] = {}
         self._naming = _Naming(spec, self._prefix)
+        named = _NamedEntries(spec)
+        self._unchecked: _NamedEntries | None = named if named.unseen else None
 
     @property
     def stalled(self) -> bool:
@@ -668,6 +713,8 @@ class Watch:
         depends only on its counters: the whole snapshot is built when due
         (or when it becomes the first baseline).
         """
+        if self._unchecked is not None and not self._unchecked.check(raw, self):
+            self._unchecked = None
         observations = self.observations
         observed = None
         if observations is not None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Literal
 
 from rlpulse.runtime.events import Event, EventBus
@@ -28,6 +28,14 @@ if TYPE_CHECKING:
 __all__ = ["DROP_WARNING_INTERVAL_S", "OnError", "Reporter"]
 
 _log = logging.getLogger("rlpulse")
+
+# What a watch does without an entry its options name (Reporter.entry_missing).
+_WITHOUT = {
+    "Every.counter": "its counter schedule never fires",
+    "step": "its payloads carry no step",
+    "rate_keys": "it gets no rate",
+    "progress_key": "it counts as making no progress",
+}
 
 OnError = Literal["warn", "raise", "ignore"]
 
@@ -304,6 +312,22 @@ class Reporter:
             seconds,
             spec.stall_after,
             watch.name,
+        )
+
+    def entry_missing(
+        self, watch: Watch, option: str, key: str, entries: Sequence[str]
+    ) -> None:
+        """Warn that ``watch``'s snapshot has no entry ``key``, which ``option`` names."""
+        shown = ", ".join(entries[:20]) + (", ..." if len(entries) > 20 else "")
+        _log.warning(
+            "LoggerMonitor: watch %r: %s names %r, but its snapshot has no such "
+            "numeric entry (yet); it has: %s. Check the name: until it appears, "
+            "%s.",
+            watch.name,
+            option,
+            key,
+            shown,
+            _WITHOUT[option],
         )
 
     def no_final_snapshot(self, watch: Watch, why: str) -> None:
