@@ -699,3 +699,21 @@ def test_a_pickled_copy_carries_the_histograms() -> None:
         assert counters.histograms()["step_s"].count == 1
         assert "histograms=('step_s',)" in repr(copy)
         copy.close()
+
+
+@pytest.mark.parametrize(
+    "value", [float("nan"), float("inf"), -float("inf")], ids=["nan", "inf", "-inf"]
+)
+def test_inc_refuses_an_increment_that_would_make_the_counter_non_finite(
+    value: float,
+) -> None:
+    with SharedCounters(1, counters=("frames",)) as counters:
+        writer = counters.worker(0)
+        writer.inc("frames", 5)
+        with pytest.raises(ValueError, match="NaN or infinite for good"):
+            writer.inc("frames", value)
+        writer.inc("frames", 1e308)
+        with pytest.raises(ValueError, match=r"inc\('frames', 1e\+308\)"):
+            writer.inc("frames", 1e308)  # the sum overflows
+        writer.inc("frames")
+        assert counters.stats()["frames"] == 1e308 + 6

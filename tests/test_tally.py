@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
 import rlpulse
-from rlpulse import JSONLLogger, LoggerMonitor, Tally
+from rlpulse import Every, JSONLLogger, LoggerMonitor, Tally
 
 
 def test_counters_add_up_from_zero() -> None:
@@ -278,3 +279,33 @@ def test_a_name_a_non_finite_count_would_take_is_refused_as_an_observed_key() ->
     tally.inc("loss_nonfinite")
     with pytest.raises(ValueError, match="'loss_nonfinite' already belongs"):
         tally.observe("loss", 1.0)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")], ids=["nan", "inf"])
+def test_a_non_finite_increment_is_left_out_and_counted(value: float) -> None:
+    tally = Tally()
+    tally.inc("frames", 10)
+    tally.inc("frames", value)
+    tally.inc("frames", 5)
+    assert tally.stats() == {"frames": 15, "frames_nonfinite": 1}
+
+
+def test_a_counter_whose_first_increment_is_nan_starts_at_zero() -> None:
+    tally = Tally()
+    tally.inc("frames", float("nan"))
+    assert tally.stats() == {"frames": 0, "frames_nonfinite": 1}
+
+
+def test_a_counter_schedule_keeps_firing_after_a_nan_increment() -> None:
+    class Discard:
+        def log_metrics(self, metrics: Any, step: int | None = None) -> None:
+            pass
+
+    tally = Tally()
+    monitor = LoggerMonitor(Discard(), background=False)
+    monitor.watch(tally, name="t", schedule=Every.counter("frames", 10))
+    tally.inc("frames")
+    monitor.step()
+    tally.inc("frames", float("nan"))
+    tally.inc("frames", 12)
+    assert "t/frames" in monitor.step()["t"]

@@ -18,6 +18,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <string.h>
 
 typedef struct {
@@ -210,7 +211,14 @@ writer_write(Writer *self, Py_ssize_t index, double number, int add,
         return writer_fail(self, method, key, value);
     }
     if (add) {
-        *slot += number;
+        double total = *slot + number;
+        if (!isfinite(total)) {
+            /* A NaN or infinite counter would stay so for good: refused. */
+            PyBuffer_Release(&buffer);
+            return writer_raise(self, "_nonfinite", "(OO)", key,
+                                value == NULL ? Py_None : value);
+        }
+        *slot = total;
     }
     else {
         *slot = number;
@@ -233,6 +241,9 @@ writer_store(Writer *self, Py_ssize_t index, PyObject *number,
             writer_fail(self, method, key, value);
         }
         return NULL;
+    }
+    if (strcmp(method, "inc") == 0 && !isfinite(converted)) {
+        return writer_raise(self, "_nonfinite", "(OO)", key, value);
     }
     return writer_write(self, index, converted, 0, method, key, value);
 }

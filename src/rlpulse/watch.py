@@ -489,7 +489,9 @@ class _NamedEntries:
             *(("rate_keys", key) for key in spec.rate_keys or ()),
             *(
                 ("progress_key", key)
-                for key in ((progress,) if isinstance(progress, str) else progress or ())
+                for key in (
+                    (progress,) if isinstance(progress, str) else progress or ()
+                )
             ),
         ]
         # Each entry once, under the first option that names it.

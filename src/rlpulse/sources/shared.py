@@ -512,6 +512,10 @@ class WorkerCounters:
     def inc(self, key: str, n: float = 1.0) -> None:
         """Add ``n`` (default 1) to this worker's counter ``key``.
 
+        Raises ``ValueError`` for an increment that would make the counter
+        NaN or infinite (it would stay so for good); the counter keeps its
+        count.
+
         Examples:
             >>> with SharedCounters(1, counters=("frames",)) as counters:
             ...     writer = counters.worker(0)
@@ -523,11 +527,17 @@ class WorkerCounters:
         # A float default keeps the common inc(key) on the interpreter's
         # float + float fast path: the slot holds a float64.
         try:
-            self._view[self._counter_slots[key]] += n
+            slot = self._counter_slots[key]
+            view = self._view
+            total = view[slot] + n
+            if total - total == 0.0:  # neither NaN nor ±inf
+                view[slot] = total
+                return
         except KeyError:
             raise self._unknown(key, "counter") from None
         except (TypeError, ValueError):
             raise self._failure("inc", key, n) from None
+        raise self._nonfinite(key, n)
 
     def set(self, key: str, value: float) -> None:
         """Set this worker's gauge ``key`` to ``value``.
@@ -631,6 +641,12 @@ class WorkerCounters:
         return KeyError(
             f"unknown {kind} {key!r} for SharedCounters; valid {kind}s: "
             f"{list(valid)}.{hint}"
+        )
+
+    def _nonfinite(self, key: str, value: object) -> ValueError:
+        return ValueError(
+            f"WorkerCounters.inc({key!r}, {value!r}): the counter would be NaN or "
+            "infinite for good; it keeps its count. Increment by finite numbers."
         )
 
     def _failure(self, method: str, key: str | None, value: object) -> Exception:

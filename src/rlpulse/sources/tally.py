@@ -118,6 +118,8 @@ class Tally:
             )
         self._window = window
         self._counters: dict[str, float] = {}
+        # Per counter, the increments left out as NaN or infinite.
+        self._nonfinite: dict[str, int] = {}
         self._gauges: dict[str, float] = {}
         self._windows: dict[str, _Window] = {}
         # Which kind owns every name that stats() can return, so that two
@@ -137,25 +139,34 @@ class Tally:
     def inc(self, key: str, n: float = 1) -> None:
         """Add ``n`` (default 1) to the cumulative counter ``key``, created at 0 on first use.
 
+        An increment that would make the counter NaN or infinite is left
+        out, as ``observe()`` leaves such values out, and counted in
+        ``<key>_nonfinite``: the counter keeps its count.
+
         Examples:
             >>> tally = Tally()
             >>> tally.inc("frames")
             >>> tally.inc("frames", 200)
+            >>> tally.inc("frames", float("nan"))
             >>> tally.stats()
-            {'frames': 201}
+            {'frames': 201, 'frames_nonfinite': 1}
         """
         counters = self._counters
         try:
-            counters[key] += n
+            total = counters[key] + n
         except KeyError:
             try:
-                start = 0 + n
+                total = 0 + n
             except TypeError:
                 raise _bad_increment(key, n) from None
-            self._claim(key, "counter", ("",))
-            counters[key] = start
+            self._claim(key, "counter", ("", "_nonfinite"))
+            counters[key] = 0
         except TypeError:
             raise _bad_increment(key, n) from None
+        if total - total == 0.0:  # neither NaN nor ±inf
+            counters[key] = total
+        else:
+            self._nonfinite[key] = self._nonfinite.get(key, 0) + 1
 
     def set(self, key: str, value: SupportsFloat) -> None:
         """Set the gauge ``key`` to ``value`` (converted with ``float()``).
@@ -220,6 +231,8 @@ class Tally:
         # thread cannot interleave with; iterating the live containers
         # could see them change size.
         snapshot: dict[str, float] = self._counters.copy()
+        for key, count in self._nonfinite.copy().items():
+            snapshot[key + "_nonfinite"] = count
         snapshot.update(self._gauges.copy())
         for key, window in self._windows.copy().items():
             count = window.count
