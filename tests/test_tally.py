@@ -309,3 +309,61 @@ def test_a_counter_schedule_keeps_firing_after_a_nan_increment() -> None:
     tally.inc("frames", float("nan"))
     tally.inc("frames", 12)
     assert "t/frames" in monitor.step()["t"]
+
+
+def test_time_of_an_async_def_covers_the_whole_await() -> None:
+    import asyncio
+
+    tally = Tally()
+
+    @tally.time("fetch_s")
+    async def fetch() -> int:
+        await asyncio.sleep(0.05)
+        return 7
+
+    assert asyncio.run(fetch()) == 7
+    stats = tally.stats()
+    assert stats["fetch_s_count"] == 1
+    assert stats["fetch_s_last"] >= 0.05
+
+
+def test_time_of_a_generator_function_covers_the_whole_iteration() -> None:
+    import time
+
+    tally = Tally()
+
+    @tally.time("batches_s")
+    def batches() -> Any:
+        for batch in range(3):
+            time.sleep(0.02)
+            yield batch
+        return "done"
+
+    assert list(batches()) == [0, 1, 2]
+    stats = tally.stats()
+    assert stats["batches_s_count"] == 1
+    assert stats["batches_s_last"] >= 0.06
+    abandoned = batches()
+    next(abandoned)
+    abandoned.close()
+    assert tally.stats()["batches_s_count"] == 2
+
+
+def test_time_of_an_async_generator_covers_the_whole_iteration() -> None:
+    import asyncio
+
+    tally = Tally()
+
+    @tally.time("stream_s")
+    async def stream() -> Any:
+        for item in range(3):
+            await asyncio.sleep(0.02)
+            yield item
+
+    async def consume() -> list[int]:
+        return [item async for item in stream()]
+
+    assert asyncio.run(consume()) == [0, 1, 2]
+    stats = tally.stats()
+    assert stats["stream_s_count"] == 1
+    assert stats["stream_s_last"] >= 0.06

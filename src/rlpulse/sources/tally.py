@@ -10,10 +10,11 @@ number of readers call ``stats()``.
 from __future__ import annotations
 
 import functools
+import inspect
 import time
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Generator
 from types import TracebackType
-from typing import ParamSpec, SupportsFloat, TypeVar
+from typing import Any, ParamSpec, SupportsFloat, TypeVar, cast
 
 from rlpulse.distributions import Histogram
 
@@ -272,7 +273,10 @@ class Tally:
         """Observe under ``key`` the seconds a block or a function takes (``time.perf_counter``).
 
         A context manager and a decorator; the time is observed also when
-        the block or the call raises. Raises ``TypeError`` or ``ValueError``
+        the block or the call raises. A decorated ``async def`` is timed to
+        the end of its await, a generator function (``def`` with ``yield``,
+        or ``async def``) from its first item to its last, or to its
+        ``close()``. Raises ``TypeError`` or ``ValueError``
         at once for a key :meth:`observe` would refuse.
 
         Examples:
@@ -345,6 +349,16 @@ class _Timer:
 
     def __call__(self, function: Callable[_P, _R]) -> Callable[_P, _R]:
         tally, key = self._tally, self._key
+        # Called, a coroutine or generator function returns at once: what
+        # takes the time is awaiting or iterating what it returned.
+        if inspect.iscoroutinefunction(function):
+            return cast("Callable[_P, _R]", _timed_coroutine(function, tally, key))
+        if inspect.isasyncgenfunction(function):
+            return cast(
+                "Callable[_P, _R]", _timed_async_generator(function, tally, key)
+            )
+        if inspect.isgeneratorfunction(function):
+            return cast("Callable[_P, _R]", _timed_generator(function, tally, key))
 
         @functools.wraps(function)
         def timed(*args: _P.args, **kwargs: _P.kwargs) -> _R:
@@ -354,6 +368,53 @@ class _Timer:
                 return function(*args, **kwargs)
 
         return timed
+
+
+def _timed_coroutine(
+    function: Callable[..., Awaitable[Any]], tally: Tally, key: str
+) -> Callable[..., Awaitable[Any]]:
+    """``function``, each call timed from its start to the end of its await."""
+
+    @functools.wraps(function)
+    async def timed(*args: Any, **kwargs: Any) -> Any:
+        with _Timer(tally, key):
+            return await function(*args, **kwargs)
+
+    return timed
+
+
+def _timed_generator(
+    function: Callable[..., Generator[Any, Any, Any]], tally: Tally, key: str
+) -> Callable[..., Generator[Any, Any, Any]]:
+    """``function``, each generator it returns timed from its first item to its end (or close)."""
+
+    @functools.wraps(function)
+    def timed(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
+        with _Timer(tally, key):
+            return (yield from function(*args, **kwargs))
+
+    return timed
+
+
+def _timed_async_generator(
+    function: Callable[..., AsyncGenerator[Any, Any]], tally: Tally, key: str
+) -> Callable[..., AsyncGenerator[Any, Any]]:
+    """``function``, each asynchronous generator it returns timed from its first item to its end (or close)."""
+
+    @functools.wraps(function)
+    async def timed(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, Any]:
+        with _Timer(tally, key):
+            generator = function(*args, **kwargs)
+            try:
+                sent = None
+                while True:
+                    sent = yield await generator.asend(sent)
+            except StopAsyncIteration:
+                return
+            finally:
+                await generator.aclose()
+
+    return timed
 
 
 def _as_float(value: SupportsFloat, method: str, key: str) -> float:
