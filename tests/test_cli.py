@@ -159,8 +159,8 @@ def test_show_prints_a_table_of_the_latest_run(
     assert out.startswith(f"run second in {path}: 5 records over 4.0 s, from ")
     assert _table_rows(out) == {
         "buffer/utilization": ["0.75", "0.5", "0.75"],
-        "collector/frames": ["40k", "0", "40k", "10k"],
-        "collector/frames_per_second": ["10k", "10k", "10k"],
+        "collector/frames": ["40,000", "0", "40,000", "10,000"],
+        "collector/frames_per_second": ["10,000", "10,000", "10,000"],
     }
 
 

@@ -46,13 +46,8 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from rlpulse.metrics import rate_name
 from rlpulse.read.records import Record
-from rlpulse.read.summary import (
-    format_duration,
-    format_number,
-    is_counter,
-    read_run,
-    run_letter,
-)
+from rlpulse.read.summary import is_counter, read_run, run_letter
+from rlpulse.text import format_duration, format_number, plural
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -306,8 +301,8 @@ def plot_run(
     if source:
         title += f" — {source}"
     subtitle = (
-        f"{len(records)} records over {format_duration(end - start)}, "
-        f"{len(series)} of {len(names)} metrics"
+        f"{plural(len(records), 'record')} over {format_duration(end - start)}, "
+        f"{len(series):,} of {plural(len(names), 'metric')}"
     )
     lines = [title, subtitle, *notes]
     figure.suptitle("\n".join(lines), fontsize="large", x=0.01, ha="left")
@@ -542,9 +537,8 @@ def _stepless(selected: set[str], series: dict[str, _Series]) -> str | None:
     metrics = [name for name in missing if _watch_of(name) in stepped]
     parts = []
     if watches:
-        plural = "watch" if len(watches) == 1 else "watches"
         shown = ", ".join(watch or "(no watch)" for watch in watches)
-        parts.append(f"{len(watches)} {plural} without a step: {shown}")
+        parts.append(f"{plural(len(watches), 'watch')} without a step: {shown}")
     if metrics:
         parts.append(f"metrics without a step: {_some_names(metrics)}")
     it = "it" if len(watches) + len(metrics) == 1 else "them"
@@ -592,11 +586,12 @@ def _arranged(
         metrics = sum(metrics_of[watch] for watch in omitted)
         shown = ", ".join(watch or "(no watch)" for watch in omitted[:3])
         parts.append(
-            f"{len(omitted):,} of {len(watches):,} watches ({metrics:,} metrics: "
-            f"{shown}{', …' if len(omitted) > 3 else ''})"
+            f"{len(omitted):,} of {plural(len(watches), 'watch')} "
+            f"({plural(metrics, 'metric')}: {shown}{', …' if len(omitted) > 3 else ''})"
         )
     if lines_left_out:
-        parts.append(f"{sum(lines_left_out.values()):,} lines of the watches drawn")
+        lines_omitted = plural(sum(lines_left_out.values()), "line")
+        parts.append(f"{lines_omitted} of the watches drawn")
     if not parts:
         return panels, None
     example = omitted[0] if omitted else panels[0].watch
