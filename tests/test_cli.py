@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -187,7 +188,118 @@ def test_show_runs_lists_the_runs_oldest_first(
 
     assert main(["show", str(path), "--runs"]) == 0
 
-    assert capsys.readouterr().out.splitlines() == ["first", "second"]
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["run", "start", "length", "records"]
+    assert [line.split()[0] for line in lines[1:]] == ["first", "second"]
+
+
+def test_show_runs_gives_each_runs_start_length_and_records(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "metrics.db"
+    _write_sqlite_run(path, "first", frames=400.0)
+    SQLiteLogger(path, run="empty").close()
+
+    assert main(["show", str(path), "--runs"]) == 0
+
+    first, empty = capsys.readouterr().out.splitlines()[1:]
+    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(100.0))
+    assert first.split() == ["first", *started.split(), "4.0", "s", "5"]
+    assert empty.split()[0] == "empty"
+    assert empty.split()[-3:] == ["0.0", "s", "0"]
+
+
+def test_show_match_keeps_only_the_matching_metrics(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "metrics.db"
+    _write_sqlite_run(path, "first", frames=400.0)
+
+    assert main(["show", str(path), "--match", "collector/*"]) == 0
+
+    assert set(_table_rows(capsys.readouterr().out)) == {
+        "collector/frames",
+        "collector/frames_per_second",
+    }
+
+
+@pytest.mark.parametrize("command", ["show", "top", "compare", "plot"])
+def test_match_of_nothing_is_the_same_one_line_error_in_every_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    path = tmp_path / "metrics.db"
+    _write_sqlite_run(path, "first", frames=400.0)
+    arguments = {
+        "show": [str(path)],
+        "top": [str(path), "--once"],
+        "compare": [str(path), str(path)],
+        "plot": [str(path), "-o", str(tmp_path / "chart.png")],
+    }[command]
+    if command == "plot":
+        pytest.importorskip("matplotlib")
+
+    assert main([command, *arguments, "--match", "zz"]) == 2
+
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    (line,) = captured.err.splitlines()
+    assert line.startswith("rlpulse: error: ")
+    assert "metric matching 'zz'" in line
+    assert "buffer/utilization, collector/frames, collector/frames_per_second" in line
+
+
+@pytest.mark.parametrize("command", ["show", "top", "compare"])
+def test_exact_writes_every_value_in_full(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    path = tmp_path / "metrics.csv"
+    with CSVLogger(path) as sink:
+        sink.log_metrics({"c/size": 2.0**62, "c/share": 0.1}, step=0, timestamp=1.0)
+    arguments = {"show": [], "top": ["--once"], "compare": [str(path)]}[command]
+
+    assert main([command, str(path), *arguments]) == 0
+    short = capsys.readouterr().out
+    assert main([command, str(path), *arguments, "--exact"]) == 0
+    exact = capsys.readouterr().out
+
+    assert "4.611e+18" in short
+    assert "4611686018427387904" in exact
+    assert "4.611e+18" not in exact
+
+
+def test_show_of_a_hand_written_csv_reads_its_blank_lines_and_notes_a_short_last_row(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "metrics.csv"
+    path.write_text(
+        "wall_time,step,name,value\n1.0,1,c/frames,19999\n\n2.0,2,c/frames,20000\n"
+        "3.0,3,c/frames\n"
+    )
+
+    assert main(["show", str(path)]) == 0
+
+    captured = capsys.readouterr()
+    assert _table_rows(captured.out) == {
+        "c/frames": ["20,000", "19,999", "20,000", "1"]
+    }
+    assert "2 records over 1.0 s" in captured.out
+    assert captured.err == (
+        f"rlpulse: note: {path}: left out line 5, cut short: 3 fields of 4: "
+        "'3.0,3,c/frames'\n"
+    )
+
+
+def test_show_keeps_a_metric_named_with_a_newline_on_its_row(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "metrics.csv"
+    with CSVLogger(path) as sink:
+        sink.log_metrics({"c/two\nlines": 1.0, "c/size": 2.0}, step=0, timestamp=1.0)
+
+    assert main(["show", str(path)]) == 0
+
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[3:]]
+    assert rows == [["c/size", "2", "2", "2"], ["'c/two\\nlines'", "1", "1", "1"]]
 
 
 def test_show_reads_a_csv_file(

@@ -8,13 +8,20 @@ values. Ratios are to the first run, the baseline.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlpulse.read.plot import Match, select_metrics
+from rlpulse.read.match import (
+    Match,
+    MatchError,
+    patterns_text,
+    select_metrics,
+    some_names,
+)
 from rlpulse.read.records import Record
 from rlpulse.read.summary import read_run, run_letter, summarize
 from rlpulse.text import format_exact, format_name, format_number, format_table
@@ -90,21 +97,32 @@ def run_argument(text: str) -> tuple[Path, str | None]:
 def compare_files(
     runs: Sequence[tuple[Path, str | None]], match: Match = None
 ) -> list[Figures]:
-    """Read each ``(file, run)`` (``None``: its latest run) into its :class:`Figures`, keeping the metrics ``match`` selects."""
+    """Read each ``(file, run)`` (``None``: its latest run) into its :class:`Figures`, keeping the metrics ``match`` selects.
+
+    Raises :class:`~rlpulse.read.match.MatchError`, listing the runs'
+    metrics, when ``match`` keeps none of any run's; a run it keeps none of
+    shows ``-`` beside the others.
+    """
     compared = []
     for path, run in runs:
         name, records = read_run(path, run)
         label = str(path) if run is None else f"{path}:{run}"
-        figures = figures_of(records, label=label, run=name)
-        kept = set(select_metrics(figures.metrics, match))
-        compared.append(
-            Figures(
-                figures.label,
-                figures.run,
-                {n: v for n, v in figures.metrics.items() if n in kept},
-            )
+        compared.append(figures_of(records, label=label, run=name))
+    if match is None:
+        return compared
+    names = {name for figures in compared for name in figures.metrics}
+    kept = set(select_metrics(names, match))
+    if names and not kept:
+        raise MatchError(
+            f"no run has a metric matching {patterns_text(match)}; their metrics "
+            f"are {some_names(names)}"
         )
-    return compared
+    return [
+        dataclasses.replace(
+            figures, metrics={n: v for n, v in figures.metrics.items() if n in kept}
+        )
+        for figures in compared
+    ]
 
 
 def format_comparison(runs: Sequence[Figures], *, exact: bool = False) -> str:

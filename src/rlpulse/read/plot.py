@@ -34,7 +34,6 @@ prints on standard error.
 
 from __future__ import annotations
 
-import fnmatch
 import math
 import os
 import re
@@ -42,9 +41,16 @@ import warnings
 from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypeAlias
+from typing import TYPE_CHECKING, Literal
 
 from rlpulse.metrics import rate_name
+from rlpulse.read.match import (
+    Match,
+    no_metric_matching,
+    patterns_text,
+    select_metrics,
+    some_names,
+)
 from rlpulse.read.records import Record
 from rlpulse.read.summary import is_counter, read_run, run_letter
 from rlpulse.text import format_duration, format_number, plural
@@ -76,7 +82,6 @@ MAX_LINES = 8
 """The most lines one panel draws: rates first, then gauges, then cumulative counters."""
 
 XAxis = Literal["time", "step"]
-Match: TypeAlias = "str | Sequence[str] | None"
 
 _Unit = Literal["rate", "bytes", "percent", "seconds", "value", "total"]
 # The axes of a panel, top to bottom, and their labels.
@@ -105,7 +110,6 @@ _DPI = 110
 # Fewer points than this get a marker on each, so that sparse series (a
 # counter schedule logging every 10,000 frames) read as measurements.
 _MARKERS_BELOW = 40
-_MAX_NAMES_IN_ERROR = 12
 _MAX_CONSTANTS_NOTED = 6
 # Lines on one axis whose largest values differ by more than this factor
 # share a logarithmic axis.
@@ -192,40 +196,6 @@ class _Panel:
         return [unit for unit in _UNIT_LABELS if unit in drawn]
 
 
-def select_metrics(names: Iterable[str], match: Match = None) -> list[str]:
-    """Return the metric names ``rlpulse plot --match`` keeps, sorted.
-
-    A pattern is a glob when it holds ``*``, ``?`` or ``[`` (matched against
-    the whole name, case-sensitively, as in ``collector/*`` or
-    ``*_per_second``), else a substring of the name (``buffer``,
-    ``episode_return``). ``match`` is one pattern or several (a name
-    matching any of them is kept); ``None`` keeps every name.
-
-    >>> names = ["collector/frames", "collector/frames_per_second", "buffer/size"]
-    >>> select_metrics(names, "*_per_second")
-    ['collector/frames_per_second']
-    >>> select_metrics(names, "frames")
-    ['collector/frames', 'collector/frames_per_second']
-    >>> select_metrics(names, ["buffer/*", "*_per_second"])
-    ['buffer/size', 'collector/frames_per_second']
-    >>> select_metrics(names)
-    ['buffer/size', 'collector/frames', 'collector/frames_per_second']
-    """
-    unique = sorted(set(names))
-    if match is None:
-        return unique
-    patterns = [match] if isinstance(match, str) else list(match)
-    return [
-        name for name in unique if any(_matches(name, pattern) for pattern in patterns)
-    ]
-
-
-def _matches(name: str, pattern: str) -> bool:
-    if any(character in pattern for character in "*?["):
-        return fnmatch.fnmatchcase(name, pattern)
-    return pattern in name
-
-
 def plot_run(
     records: Iterable[Record],
     *,
@@ -277,15 +247,12 @@ def plot_run(
     names = {record.name for record in records}
     selected = set(select_metrics(names, match))
     if not selected:
-        raise PlotError(
-            f"run {run} has no metric matching {_patterns(match)}; its metrics "
-            f"are {_some_names(names)}"
-        )
+        raise PlotError(no_metric_matching(run, match, names))
     time_scale, time_unit = _time_unit(end - start)
     series = _series(records, selected, x, start, time_scale)
     if not series:
         raise PlotError(
-            f"run {run} logged no step with {_some_names(selected)}; "
+            f"run {run} logged no step with {some_names(selected)}; "
             "plot it over time instead (x='time', --x time)"
         )
     notes = []
@@ -352,7 +319,7 @@ def plot_runs(
             records, set(select_metrics(names, match)), x, start, time_scale
         )
         if not series:
-            matching = "" if match is None else f" matching {_patterns(match)}"
+            matching = "" if match is None else f" matching {patterns_text(match)}"
             notes.append(
                 f"left out run {run_letter(index)} ({label}): no metric{matching}"
                 + (" with a step" if x == "step" else "")
@@ -365,7 +332,7 @@ def plot_runs(
                 lines_of.setdefault(metric.watch, []).append(line)
     if not lines_of:
         raise PlotError(
-            f"no run has a metric matching {_patterns(match)}"
+            f"no run has a metric matching {patterns_text(match)}"
             + (" with a step" if x == "step" else "")
         )
     panels, left_out = _arranged(
@@ -540,7 +507,7 @@ def _stepless(selected: set[str], series: dict[str, _Series]) -> str | None:
         shown = ", ".join(watch or "(no watch)" for watch in watches)
         parts.append(f"{plural(len(watches), 'watch')} without a step: {shown}")
     if metrics:
-        parts.append(f"metrics without a step: {_some_names(metrics)}")
+        parts.append(f"metrics without a step: {some_names(metrics)}")
     it = "it" if len(watches) + len(metrics) == 1 else "them"
     return f"left out {'; '.join(parts)} (draw {it} over time: x='time', --x time)"
 
@@ -797,16 +764,3 @@ def _time_unit(span: float) -> tuple[float, str]:
     if span <= 3 * 3600:
         return 60.0, "minutes"
     return 3600.0, "hours"
-
-
-def _patterns(match: Match) -> str:
-    patterns = [match] if isinstance(match, str) or match is None else list(match)
-    return " or ".join(repr(pattern) for pattern in patterns)
-
-
-def _some_names(names: Iterable[str]) -> str:
-    ordered = sorted(names)
-    shown = ", ".join(ordered[:_MAX_NAMES_IN_ERROR])
-    if len(ordered) > _MAX_NAMES_IN_ERROR:
-        shown += f" and {len(ordered) - _MAX_NAMES_IN_ERROR} more"
-    return shown

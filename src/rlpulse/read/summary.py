@@ -7,6 +7,7 @@ numbers, and :func:`format_summary` renders one as an aligned table.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlpulse.metrics import RATE_NAMES, rate_name
+from rlpulse.read.match import Match, matching
 from rlpulse.read.records import Record, RunFileError, list_runs, read
 from rlpulse.runtime.events import Event
 from rlpulse.text import (
@@ -35,6 +37,7 @@ __all__ = [
     "format_number",
     "format_summary",
     "is_counter",
+    "narrow_summary",
     "read_run",
     "run_letter",
     "summarize",
@@ -249,6 +252,27 @@ def summarize_file(path: str | os.PathLike[str], run: str | None = None) -> RunS
     path = Path(path)
     run, records = read_run(path, run)
     return summarize(records, run=run, source=str(path))
+
+
+def narrow_summary(summary: RunSummary, match: Match) -> RunSummary:
+    """Return ``summary`` with only the metrics ``match`` keeps (see :func:`rlpulse.read.match.select_metrics`).
+
+    Raises :class:`~rlpulse.read.match.MatchError`, listing the run's
+    metrics, when the run has metrics and ``match`` keeps none of them.
+
+    >>> summary = summarize(
+    ...     [Record(1.0, None, "buffer/size", 3.0), Record(1.0, None, "collector/frames", 8.0)],
+    ...     run="r", source="r.csv",
+    ... )
+    >>> [metric.name for metric in narrow_summary(summary, "collector/*").metrics]
+    ['collector/frames']
+    """
+    if match is None:
+        return summary
+    kept = set(matching((m.name for m in summary.metrics), match, run=summary.run))
+    return dataclasses.replace(
+        summary, metrics=tuple(m for m in summary.metrics if m.name in kept)
+    )
 
 
 def read_run(
