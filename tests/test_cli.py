@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import runpy
 import signal
 import subprocess
@@ -733,6 +734,42 @@ def test_demo_and_show_as_real_commands(tmp_path: Path) -> None:
         rows["collector/frames"][0] == _table_rows(demo.stdout)["collector/frames"][0]
     )
     assert len(rows["collector/frames"]) == 4  # last, min, max and the mean rate
+
+
+@pytest.mark.timeout(120)
+def test_the_demos_chart_notes_read_as_rlpulse_plots_do(tmp_path: Path) -> None:
+    pytest.importorskip("torchrl")
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "demo.sqlite"
+
+    demo = subprocess.run(
+        _demo_command(path, "--seconds", "4"),
+        capture_output=True,
+        text=True,
+        timeout=110,
+    )
+
+    assert demo.returncode == 0, demo.stderr
+    notes = [line for line in demo.stderr.splitlines() if "left out" in line]
+    # The episodes watch (a Tally) has more lines than a panel draws.
+    assert notes
+    assert all(note.startswith("rlpulse: note: left out ") for note in notes)
+    assert "PlotWarning" not in demo.stderr
+
+
+@pytest.mark.timeout(60)
+def test_demo_says_where_a_prometheus_sink_on_a_free_port_serves(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("prometheus_client")
+    argv = ["demo", "--synthetic", "--seconds", "0.3", "--out", str(tmp_path / "d.db")]
+
+    assert main([*argv, "--sink", "prometheus:"]) == 0
+
+    opening = capsys.readouterr().out.splitlines()[0]
+    assert re.search(
+        r"prometheus: \(serving http://127\.0\.0\.1:\d+/metrics\)", opening
+    )
 
 
 @pytest.mark.timeout(60)

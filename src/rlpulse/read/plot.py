@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import textwrap
 import warnings
 from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -105,7 +106,13 @@ _RUN_STYLES = ("-", "--", ":", "-.")
 _PANEL_WIDTH_INCHES = 11.0
 _AXES_HEIGHT_INCHES = 2.3
 _PANEL_TITLE_INCHES = 0.5
-_HEADER_INCHES = 0.7
+# A header line, and the margin under the header; lines of text that fit the
+# figure's width (large type for the header, small for a panel's constants).
+_HEADER_LINE_INCHES = 0.25
+_HEADER_MARGIN_INCHES = 0.2
+_TITLE_LINE_INCHES = 0.15
+_HEADER_CHARACTERS = 105
+_CONSTANTS_CHARACTERS = 110
 _DPI = 110
 # Fewer points than this get a marker on each, so that sparse series (a
 # counter schedule logging every 10,000 frames) read as measurements.
@@ -263,7 +270,6 @@ def plot_run(
         notes.append(left_out)
     for note in notes:
         warnings.warn(note, PlotWarning, stacklevel=2)
-    figure = _figure(panels, x, time_unit, matplotlib)
     title = f"rlpulse run {run}"
     if source:
         title += f" — {source}"
@@ -271,9 +277,7 @@ def plot_run(
         f"{plural(len(records), 'record')} over {format_duration(end - start)}, "
         f"{len(series):,} of {plural(len(names), 'metric')}"
     )
-    lines = [title, subtitle, *notes]
-    figure.suptitle("\n".join(lines), fontsize="large", x=0.01, ha="left")
-    return figure
+    return _figure(panels, x, time_unit, matplotlib, [title, subtitle, *notes])
 
 
 def plot_runs(
@@ -342,13 +346,10 @@ def plot_runs(
         notes.append(left_out)
     for note in notes:
         warnings.warn(note, PlotWarning, stacklevel=2)
-    figure = _figure(panels, x, time_unit, matplotlib)
     legend = ", ".join(
         f"{run_letter(index)}: {label}" for index, (label, _) in enumerate(loaded)
     )
-    lines = [f"rlpulse runs {legend}", *notes]
-    figure.suptitle("\n".join(lines), fontsize="large", x=0.01, ha="left")
-    return figure
+    return _figure(panels, x, time_unit, matplotlib, [f"rlpulse runs {legend}", *notes])
 
 
 def _span(records: list[Record]) -> float:
@@ -642,17 +643,24 @@ def _figure(
     x: XAxis,
     time_unit: str,
     matplotlib: _Matplotlib,
+    header: list[str],
 ) -> Figure:
-    """A figure of one panel per watch, stacked, each one axis per unit, on an Agg canvas."""
+    """A figure of one panel per watch, stacked, each one axis per unit, on an Agg canvas, under ``header``'s lines."""
+    header = _wrapped(header, _HEADER_CHARACTERS)
     heights = [
-        _PANEL_TITLE_INCHES + _AXES_HEIGHT_INCHES * len(panel.units) for panel in panels
+        _PANEL_TITLE_INCHES
+        + _TITLE_LINE_INCHES * (len(_constants_lines(panel.constants)) - 1)
+        + _AXES_HEIGHT_INCHES * len(panel.units)
+        for panel in panels
     ]
+    header_inches = _HEADER_MARGIN_INCHES + _HEADER_LINE_INCHES * len(header)
     figure = matplotlib.Figure(
-        figsize=(_PANEL_WIDTH_INCHES, _HEADER_INCHES + sum(heights)),
+        figsize=(_PANEL_WIDTH_INCHES, header_inches + sum(heights)),
         dpi=_DPI,
         layout="constrained",
     )
     matplotlib.FigureCanvasAgg(figure)
+    figure.suptitle("\n".join(header), fontsize="large", x=0.01, ha="left")
     subfigures = figure.subfigures(len(panels), 1, height_ratios=heights, squeeze=False)
     shared: Axes | None = None
     for subfigure, panel in zip(subfigures[:, 0], panels, strict=True):
@@ -676,7 +684,8 @@ def _draw_panel(
     top = all_axes[0]
     top.set_title(panel.watch or "(no watch)", loc="left", fontweight="bold")
     if panel.constants:
-        top.set_title(_constants_note(panel.constants), loc="right", fontsize="small")
+        note = "\n".join(_constants_lines(panel.constants))
+        top.set_title(note, loc="right", fontsize="small")
     colors = iter(f"C{index}" for index in range(len(panel.lines) + 10))
     # One colour per metric: runs drawn together share it.
     color_of: dict[str, str] = {}
@@ -692,14 +701,28 @@ def _draw_panel(
     return all_axes
 
 
-def _constants_note(constants: list[_Line]) -> str:
+def _constants_lines(constants: list[_Line]) -> list[str]:
+    """The note of a panel's metrics that never changed, in lines that fit beside its title; none without any."""
+    if not constants:
+        return [""]
     shown = [
         f"{line.label} = {format_number(line.constant or 0.0)}"
         for line in constants[:_MAX_CONSTANTS_NOTED]
     ]
     if len(constants) > _MAX_CONSTANTS_NOTED:
         shown.append(f"and {len(constants) - _MAX_CONSTANTS_NOTED} more")
-    return "constant: " + "   ".join(shown)
+    lines = ["constant:"]
+    for item in shown:
+        if len(lines[-1]) + 3 + len(item) > _CONSTANTS_CHARACTERS:
+            lines.append(item)
+        else:
+            lines[-1] += ("   " if lines[-1] != "constant:" else " ") + item
+    return lines
+
+
+def _wrapped(lines: list[str], width: int) -> list[str]:
+    """``lines`` broken between words into lines of at most ``width`` characters."""
+    return [part for line in lines for part in textwrap.wrap(line, width) or [""]]
 
 
 def _draw(axes: Axes, line: _Line, color: str) -> None:
