@@ -27,6 +27,7 @@ CORE = (
     "metrics",
     "targets",
     "distributions",
+    "text",
     "watch",
     "runtime",
     "monitor",

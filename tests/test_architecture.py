@@ -25,6 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "rlpulse.metrics",
         "rlpulse.targets",
         "rlpulse.distributions",
+        "rlpulse.text",
     ),
     ("rlpulse.watch",),
     ("rlpulse.runtime",),

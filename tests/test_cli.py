@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import runpy
 import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -159,8 +161,8 @@ def test_show_prints_a_table_of_the_latest_run(
     assert out.startswith(f"run second in {path}: 5 records over 4.0 s, from ")
     assert _table_rows(out) == {
         "buffer/utilization": ["0.75", "0.5", "0.75"],
-        "collector/frames": ["40k", "0", "40k", "10k"],
-        "collector/frames_per_second": ["10k", "10k", "10k"],
+        "collector/frames": ["40,000", "0", "40,000", "10,000"],
+        "collector/frames_per_second": ["10,000", "10,000", "10,000"],
     }
 
 
@@ -187,7 +189,118 @@ def test_show_runs_lists_the_runs_oldest_first(
 
     assert main(["show", str(path), "--runs"]) == 0
 
-    assert capsys.readouterr().out.splitlines() == ["first", "second"]
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["run", "start", "length", "records"]
+    assert [line.split()[0] for line in lines[1:]] == ["first", "second"]
+
+
+def test_show_runs_gives_each_runs_start_length_and_records(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "metrics.db"
+    _write_sqlite_run(path, "first", frames=400.0)
+    SQLiteLogger(path, run="empty").close()
+
+    assert main(["show", str(path), "--runs"]) == 0
+
+    first, empty = capsys.readouterr().out.splitlines()[1:]
+    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(100.0))
+    assert first.split() == ["first", *started.split(), "4.0", "s", "5"]
+    assert empty.split()[0] == "empty"
+    assert empty.split()[-3:] == ["0.0", "s", "0"]
+
+
+def test_show_match_keeps_only_the_matching_metrics(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "metrics.db"
+    _write_sqlite_run(path, "first", frames=400.0)
+
+    assert main(["show", str(path), "--match", "collector/*"]) == 0
+
+    assert set(_table_rows(capsys.readouterr().out)) == {
+        "collector/frames",
+        "collector/frames_per_second",
+    }
+
+
+@pytest.mark.parametrize("command", ["show", "top", "compare", "plot"])
+def test_match_of_nothing_is_the_same_one_line_error_in_every_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    path = tmp_path / "metrics.db"
+    _write_sqlite_run(path, "first", frames=400.0)
+    arguments = {
+        "show": [str(path)],
+        "top": [str(path), "--once"],
+        "compare": [str(path), str(path)],
+        "plot": [str(path), "-o", str(tmp_path / "chart.png")],
+    }[command]
+    if command == "plot":
+        pytest.importorskip("matplotlib")
+
+    assert main([command, *arguments, "--match", "zz"]) == 2
+
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    (line,) = captured.err.splitlines()
+    assert line.startswith("rlpulse: error: ")
+    assert "metric matching 'zz'" in line
+    assert "buffer/utilization, collector/frames, collector/frames_per_second" in line
+
+
+@pytest.mark.parametrize("command", ["show", "top", "compare"])
+def test_exact_writes_every_value_in_full(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    path = tmp_path / "metrics.csv"
+    with CSVLogger(path) as sink:
+        sink.log_metrics({"c/size": 2.0**62, "c/share": 0.1}, step=0, timestamp=1.0)
+    arguments = {"show": [], "top": ["--once"], "compare": [str(path)]}[command]
+
+    assert main([command, str(path), *arguments]) == 0
+    short = capsys.readouterr().out
+    assert main([command, str(path), *arguments, "--exact"]) == 0
+    exact = capsys.readouterr().out
+
+    assert "4.611e+18" in short
+    assert "4611686018427387904" in exact
+    assert "4.611e+18" not in exact
+
+
+def test_show_of_a_hand_written_csv_reads_its_blank_lines_and_notes_a_short_last_row(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "metrics.csv"
+    path.write_text(
+        "wall_time,step,name,value\n1.0,1,c/frames,19999\n\n2.0,2,c/frames,20000\n"
+        "3.0,3,c/frames\n"
+    )
+
+    assert main(["show", str(path)]) == 0
+
+    captured = capsys.readouterr()
+    assert _table_rows(captured.out) == {
+        "c/frames": ["20,000", "19,999", "20,000", "1"]
+    }
+    assert "2 records over 1.0 s" in captured.out
+    assert captured.err == (
+        f"rlpulse: note: {path}: left out line 5, cut short: 3 fields of 4: "
+        "'3.0,3,c/frames'\n"
+    )
+
+
+def test_show_keeps_a_metric_named_with_a_newline_on_its_row(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "metrics.csv"
+    with CSVLogger(path) as sink:
+        sink.log_metrics({"c/two\nlines": 1.0, "c/size": 2.0}, step=0, timestamp=1.0)
+
+    assert main(["show", str(path)]) == 0
+
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[3:]]
+    assert rows == [["c/size", "2", "2", "2"], ["'c/two\\nlines'", "1", "1", "1"]]
 
 
 def test_show_reads_a_csv_file(
@@ -621,6 +734,42 @@ def test_demo_and_show_as_real_commands(tmp_path: Path) -> None:
         rows["collector/frames"][0] == _table_rows(demo.stdout)["collector/frames"][0]
     )
     assert len(rows["collector/frames"]) == 4  # last, min, max and the mean rate
+
+
+@pytest.mark.timeout(120)
+def test_the_demos_chart_notes_read_as_rlpulse_plots_do(tmp_path: Path) -> None:
+    pytest.importorskip("torchrl")
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "demo.sqlite"
+
+    demo = subprocess.run(
+        _demo_command(path, "--seconds", "4"),
+        capture_output=True,
+        text=True,
+        timeout=110,
+    )
+
+    assert demo.returncode == 0, demo.stderr
+    notes = [line for line in demo.stderr.splitlines() if "left out" in line]
+    # The episodes watch (a Tally) has more lines than a panel draws.
+    assert notes
+    assert all(note.startswith("rlpulse: note: left out ") for note in notes)
+    assert "PlotWarning" not in demo.stderr
+
+
+@pytest.mark.timeout(60)
+def test_demo_says_where_a_prometheus_sink_on_a_free_port_serves(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("prometheus_client")
+    argv = ["demo", "--synthetic", "--seconds", "0.3", "--out", str(tmp_path / "d.db")]
+
+    assert main([*argv, "--sink", "prometheus:"]) == 0
+
+    opening = capsys.readouterr().out.splitlines()[0]
+    assert re.search(
+        r"prometheus: \(serving http://127\.0\.0\.1:\d+/metrics\)", opening
+    )
 
 
 @pytest.mark.timeout(60)

@@ -397,7 +397,14 @@ def test_watch_and_step_from_other_threads_while_polling_in_background() -> None
 def test_repr_says_what_the_monitor_holds() -> None:
     monitor = LoggerMonitor([Recorder(), Recorder()], background=False)
     monitor.watch(Counter())
-    assert repr(monitor) == "LoggerMonitor(1 watches, 2 sinks, idle)"
+    assert repr(monitor) == "LoggerMonitor(1 watch, 2 sinks, idle)"
+    monitor.watch(Counter(), name="second")
+    assert repr(monitor) == "LoggerMonitor(2 watches, 2 sinks, idle)"
+
+
+def test_repr_of_one_sink_says_sink() -> None:
+    monitor = LoggerMonitor([Recorder()], background=False)
+    assert repr(monitor) == "LoggerMonitor(0 watches, 1 sink, idle)"
 
 
 @pytest.mark.parametrize("interval", [float("nan"), float("inf")])

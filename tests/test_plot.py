@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 
 from rlpulse import (
     CSVLogger,
@@ -529,7 +530,7 @@ def test_a_chart_draws_the_first_watches_by_name_and_says_how_many_it_left_out()
         f"left out 3 of {MAX_PANELS + 3} watches (6 metrics: w12, w13, w14)"
     )
     assert "--match 'w12/*'" in message
-    assert message in figure.get_suptitle()
+    assert message in " ".join(figure.get_suptitle().split())  # wrapped to fit
 
 
 def test_a_panel_draws_at_most_max_lines_lines_rates_first() -> None:
@@ -696,7 +697,7 @@ def test_step_axis_names_the_watches_and_metrics_left_out_without_a_step() -> No
         "left out 2 watches without a step: learner, tally; metrics without a "
         "step: collector/workers_alive (draw them over time: x='time', --x time)"
     )
-    assert str(warning.message) in figure.get_suptitle()
+    assert str(warning.message) in " ".join(figure.get_suptitle().split())
 
 
 def test_step_axis_names_a_metric_left_out_of_a_watch_it_draws() -> None:
@@ -1164,3 +1165,54 @@ def test_runs_over_a_panels_bounds_lose_whole_metrics_not_a_run(tmp_path: Path) 
     assert len(labels) == MAX_LINES
     assert labels[:2] == ["gauge_0 [A]", "gauge_0 [B]"]
     assert sum(label.endswith("[A]") for label in labels) == MAX_LINES // 2
+
+
+def _inside_the_figure(figure: Figure, texts: list[Text]) -> bool:
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()  # type: ignore[attr-defined]
+    width = figure.bbox.width
+    return all(
+        text.get_window_extent(renderer).x0 >= 0
+        and text.get_window_extent(renderer).x1 <= width
+        for text in texts
+        if text.get_text()
+    )
+
+
+def test_a_charts_long_notes_are_wrapped_to_fit_its_width() -> None:
+    records = [
+        Record(float(t), t, f"w{watch:02d}/metric_{index}", float(t * index))
+        for t in range(3)
+        for watch in range(14)
+        for index in range(10)
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PlotWarning)
+        figure = plot_run(records, run="r", source="/a/long/path/" + "d" * 60)
+
+    suptitle = figure.get_suptitle()
+    assert "left out" in suptitle
+    assert "--match PATTERN" in suptitle
+    assert _inside_the_figure(figure, [figure._suptitle])  # type: ignore[list-item]
+
+
+def test_constants_of_two_runs_are_wrapped_beside_their_panel() -> None:
+    names = [f"b/constant_number_{index}" for index in range(6)] + ["b/size"]
+    runs = [
+        (
+            label,
+            [
+                Record(float(t), t, name, float(t) if name == "b/size" else 1e6 + 7)
+                for t in range(3)
+                for name in names
+            ],
+        )
+        for label in ("first.sqlite", "second.sqlite")
+    ]
+
+    figure = plot_runs(runs)
+
+    right_titles = [axes._right_title for axes in figure.axes]  # type: ignore[attr-defined]
+    assert any("constant:" in title.get_text() for title in right_titles)
+    assert any("\n" in title.get_text() for title in right_titles)
+    assert _inside_the_figure(figure, right_titles)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from rlpulse import CSVLogger, JSONLLogger, Record, SQLiteLogger, read
-from rlpulse.read.records import RunFileError, list_runs
+from rlpulse.read.records import RunFileError, RunFileWarning, list_runs
 
 FILE_SINKS = {
     "metrics.db": SQLiteLogger,
@@ -236,31 +236,67 @@ def test_csv_with_a_foreign_header_raises(tmp_path: Path) -> None:
         read(path)
 
 
-def test_csv_torn_last_row_is_skipped(tmp_path: Path) -> None:
+def test_csv_torn_last_row_is_left_out_saying_so(tmp_path: Path) -> None:
     path = tmp_path / "metrics.csv"
     write_two_payloads(path, CSVLogger)
     with open(path, "a", encoding="utf-8") as file:
         file.write("3.5,,buffer/size,6.2")
 
-    assert list(read(path)) == TWO_PAYLOADS
+    with pytest.warns(RunFileWarning, match="left out line 5, cut short"):
+        assert list(read(path)) == TWO_PAYLOADS
 
 
-def test_csv_row_torn_inside_a_quoted_name_is_skipped(tmp_path: Path) -> None:
+def test_csv_row_torn_inside_a_quoted_name_is_left_out_saying_so(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "metrics.csv"
     write_two_payloads(path, CSVLogger)
     with open(path, "a", encoding="utf-8") as file:
         file.write('3.5,,"two\n')
 
-    assert list(read(path)) == TWO_PAYLOADS
+    with pytest.warns(RunFileWarning, match="left out line 5, cut short"):
+        assert list(read(path)) == TWO_PAYLOADS
 
 
-def test_csv_torn_in_the_middle_of_a_character_is_skipped(tmp_path: Path) -> None:
+def test_csv_torn_in_the_middle_of_a_character_is_left_out_saying_so(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "metrics.csv"
     write_two_payloads(path, CSVLogger)
     with open(path, "ab") as file:
         file.write("3.5,,x/é".encode()[:-1])
 
-    assert list(read(path)) == TWO_PAYLOADS
+    with pytest.warns(RunFileWarning, match="left out line 5, cut short"):
+        assert list(read(path)) == TWO_PAYLOADS
+
+
+def test_csv_blank_lines_are_skipped(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.csv"
+    path.write_text("wall_time,step,name,value\n1.0,2,x/v,3.0\n\n  \n2.0,3,x/v,4.0\n\n")
+
+    assert list(read(path)) == [Record(1.0, 2, "x/v", 3.0), Record(2.0, 3, "x/v", 4.0)]
+
+
+def test_csv_short_last_row_is_left_out_naming_its_line_and_what_it_lacks(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "metrics.csv"
+    path.write_text("wall_time,step,name,value\n1.0,2,x/v,3.0\n2.0,3,x/v\n")
+
+    with pytest.warns(
+        RunFileWarning, match="left out line 3, cut short: 3 fields of 4"
+    ):
+        assert list(read(path)) == [Record(1.0, 2, "x/v", 3.0)]
+
+
+def test_csv_short_row_before_the_end_raises_naming_its_line_and_what_it_lacks(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "metrics.csv"
+    path.write_text("wall_time,step,name,value\n1.0,2,x/v\n2.0,3,x/v,4.0\n")
+
+    with pytest.raises(RunFileError, match=r"line 2 .*: 3 fields of 4: '1.0,2,x/v'"):
+        list(read(path))
 
 
 def test_csv_malformed_row_before_the_end_raises_naming_its_line(
@@ -284,13 +320,56 @@ def test_csv_non_utf8_row_before_the_end_raises(tmp_path: Path) -> None:
         list(read(path))
 
 
-def test_jsonl_torn_last_line_is_skipped(tmp_path: Path) -> None:
+def test_jsonl_torn_last_line_is_left_out_saying_so(tmp_path: Path) -> None:
     path = tmp_path / "metrics.jsonl"
     write_two_payloads(path, JSONLLogger)
     with open(path, "a", encoding="utf-8") as file:
         file.write('{"wall_time": 3.5, "step": null, "metrics": {"buffer/si')
 
-    assert list(read(path)) == TWO_PAYLOADS
+    with pytest.warns(RunFileWarning, match="left out line 3, cut short"):
+        assert list(read(path)) == TWO_PAYLOADS
+
+
+def test_jsonl_payload_without_a_step_has_no_step(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"wall_time": 1.0, "metrics": {"x/v": 3.0}}\n')
+
+    assert list(read(path)) == [Record(1.0, None, "x/v", 3.0)]
+
+
+def test_jsonl_whole_step_written_as_a_float_is_that_step(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"wall_time": 1.0, "step": 4.0, "metrics": {"x/v": 3.0}}\n')
+
+    assert list(read(path)) == [Record(1.0, 4, "x/v", 3.0)]
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        ('{"step": 1, "metrics": {}}', 'it has no "wall_time"'),
+        ('{"wall_time": 1.0}', 'it has no "metrics"'),
+        (
+            '{"wall_time": 1.0, "metrics": {"x/v": "high"}}',
+            "metric 'x/v': 'high' is not",
+        ),
+        (
+            '{"wall_time": 1.0, "step": "3", "metrics": {}}',
+            "step '3' is not an integer",
+        ),
+    ],
+)
+def test_jsonl_line_that_is_no_payload_says_what_it_lacks(
+    tmp_path: Path, line: str, problem: str
+) -> None:
+    path = tmp_path / "metrics.jsonl"
+    good = '{"wall_time": 1.0, "metrics": {"x/v": 1.0}}'
+    path.write_text(f"{good}\n{line}\n")
+
+    with pytest.raises(RunFileError, match="line 2 ") as raised:
+        list(read(path))
+    assert problem in str(raised.value)
+    assert "KeyError" not in str(raised.value)
 
 
 def test_jsonl_blank_lines_are_ignored(tmp_path: Path) -> None:

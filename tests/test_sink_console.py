@@ -39,7 +39,9 @@ def test_payload_is_one_line_with_time_step_watch_and_compact_numbers() -> None:
         {"collector/frames": 12000.0, "collector/frames_per_second": 3400.0}, step=1200
     )
 
-    assert lines == ["12:03:04 step=1200 collector  frames_per_second=3400 frames=12k"]
+    assert lines == [
+        "12:03:04 step=1200 collector  frames_per_second=3400 frames=12,000"
+    ]
 
 
 def test_a_watchs_rates_come_first_then_its_gauges_then_its_counters() -> None:
@@ -59,7 +61,7 @@ def test_a_watchs_rates_come_first_then_its_gauges_then_its_counters() -> None:
 
     assert line == (
         "12:03:04 buffer  episodes_per_second=0.5 writes_per_second=3100 "
-        "size=5000 utilization=0.05 write_count=84k episodes=12 "
+        "size=5000 utilization=0.05 write_count=84,000 episodes=12 "
         "episode_return_count=12"
     )
 
@@ -98,8 +100,8 @@ def test_numbers_are_written_as_rlpulse_show_writes_them() -> None:
     (line,) = logged_lines(values)
 
     assert line == (
-        "12:03:04 x  size=1600 capacity=50k rss_bytes=406.4M a=3.142 "
-        "b=-0.0001235 c=123.5k d=nan"
+        "12:03:04 x  size=1600 capacity=50,000 rss_bytes=406.4M a=3.142 "
+        "b=-0.0001235 c=123,456 d=nan"
     )
     items = line.split("  ", 1)[1].split()
     assert items == [f"{key[2:]}={format_number(v)}" for key, v in values.items()]
@@ -251,7 +253,7 @@ def test_a_watch_name_stays_with_its_first_metric_across_a_break() -> None:
 
     for line in text.splitlines():
         assert not line.rstrip().endswith(("collector", "buffer", "system", "|"))
-    assert "  buffer  size=50k" in text or "| buffer  size=50k" in text
+    assert "  buffer  size=50,000" in text or "| buffer  size=50,000" in text
 
 
 def test_a_metric_longer_than_the_width_stays_whole_on_its_own_line() -> None:

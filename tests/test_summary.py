@@ -12,8 +12,6 @@ from rlpulse.read.records import Record, RunFileError
 from rlpulse.read.summary import (
     MetricSummary,
     RunSummary,
-    format_duration,
-    format_number,
     format_summary,
     summarize,
     summarize_file,
@@ -317,53 +315,6 @@ def test_summarize_file_of_unknown_run_raises_run_file_error(tmp_path: Path) -> 
 # Printing
 
 
-@pytest.mark.parametrize(
-    ("value", "text"),
-    [
-        (0.0, "0"),
-        (-0.0, "0"),
-        (3.0, "3"),
-        (0.5, "0.5"),
-        (2 / 3, "0.6667"),
-        (0.000123456, "0.0001235"),
-        (4096.0, "4096"),
-        (9999.0, "9999"),
-        (9999.7, "10k"),
-        (10_000.0, "10k"),
-        (123_456.0, "123.5k"),
-        (999_999.0, "1M"),
-        (2_500_000.0, "2.5M"),
-        (7.25e9, "7.25G"),
-        (1.5e12, "1.5T"),
-        (-42_000.0, "-42k"),
-        (math.nan, "nan"),
-        (math.inf, "inf"),
-        (-math.inf, "-inf"),
-    ],
-)
-def test_format_number_keeps_four_significant_digits_with_a_suffix_from_ten_thousand(
-    value: float, text: str
-) -> None:
-    assert format_number(value) == text
-
-
-@pytest.mark.parametrize(
-    ("seconds", "text"),
-    [
-        (0.0, "0.0 s"),
-        (2.46, "2.5 s"),
-        (59.9, "59.9 s"),
-        (59.97, "1 min 00 s"),
-        (185.0, "3 min 05 s"),
-        (3599.4, "59 min 59 s"),
-        (3600.0, "1 h 00 min"),
-        (7625.0, "2 h 07 min"),
-    ],
-)
-def test_format_duration_reads_like_speech(seconds: float, text: str) -> None:
-    assert format_duration(seconds) == text
-
-
 def _demo_like_summary() -> RunSummary:
     return summarize(
         [
@@ -393,7 +344,7 @@ def test_format_summary_has_one_row_per_metric_with_last_min_max_and_rate() -> N
     assert lines[2].split() == ["metric", "last", "min", "max", "mean", "rate/s"]
     assert rows == {
         "buffer/utilization": ["1", "0", "1"],
-        "collector/frames": ["40k", "0", "40k", "4000"],
+        "collector/frames": ["40,000", "0", "40,000", "4000"],
         "collector/frames_per_second": ["4100", "3900", "4100"],
     }
 
@@ -404,6 +355,38 @@ def test_format_summary_right_aligns_the_value_columns() -> None:
     max_column_ends = {list(re.finditer(r"\S+", line))[3].end() for line in lines}
 
     assert len(max_column_ends) == 1
+
+
+def test_format_summary_exact_writes_every_value_in_full() -> None:
+    summary = summarize(
+        [Record(0.0, 0, "c/frames", 0.0), Record(3.0, 1, "c/frames", 19_999.0)],
+        run="r",
+        source="r.csv",
+    )
+
+    rows = format_summary(summary, exact=True).splitlines()[3:]
+
+    assert rows[0].split() == ["c/frames", "19999", "0", "19999", "6666.333333333333"]
+
+
+def test_format_summary_of_one_record_says_record() -> None:
+    summary = summarize([Record(0.0, 0, "c/frames", 1.0)], run="r", source="r.csv")
+
+    assert "r.csv: 1 record over 0.0 s" in format_summary(summary)
+
+
+def test_format_summary_shows_a_name_with_a_newline_escaped_on_one_row() -> None:
+    summary = summarize(
+        [Record(0.0, 0, "c/bad\nname", 1.0), Record(0.0, 0, "c/good", 2.0)],
+        run="r",
+        source="r.csv",
+    )
+
+    lines = format_summary(summary).splitlines()
+
+    assert len(lines) == 5
+    assert lines[3].split() == ["'c/bad\\nname'", "1", "1", "1"]
+    assert lines[4].split() == ["c/good", "2", "2", "2"]
 
 
 def test_format_summary_of_a_run_without_records_says_so() -> None:

@@ -18,15 +18,17 @@ import signal
 import sqlite3
 import sys
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TypeAlias
+from typing import TextIO, TypeAlias
 
 from rlpulse import __version__, stop_on_sigterm
 from rlpulse._demo.common import DEFAULT_OUT
 from rlpulse._demo.synthetic import run_demo
 from rlpulse.read.compare import compare_files, format_comparison, run_argument
+from rlpulse.read.match import MatchError
 from rlpulse.read.plot import (
     MAX_LINES,
     MAX_PANELS,
@@ -34,10 +36,16 @@ from rlpulse.read.plot import (
     PlotWarning,
     plot_files,
 )
-from rlpulse.read.records import RunFileError, list_runs, read_events
-from rlpulse.read.summary import format_events, format_summary, summarize_file
+from rlpulse.read.records import RunFileError, RunFileWarning, read_events, run_infos
+from rlpulse.read.summary import (
+    format_events,
+    format_summary,
+    narrow_summary,
+    summarize_file,
+)
 from rlpulse.read.top import follow, frame
 from rlpulse.sinks.registry import SCHEMES, SinkSpecError
+from rlpulse.text import format_duration, format_table
 
 __all__ = ["build_parser", "main"]
 
@@ -78,25 +86,47 @@ examples:
   rlpulse demo --synthetic --seconds 10
 """
 
-_SHOW_DESCRIPTION = """\
+_MATCH_HELP = """\
+--match PATTERN is a glob (matched against the whole name) when it holds *,
+? or [, a substring otherwise; repeated, it keeps the metrics matching any.
+Patterns that match no metric are an error that lists the metrics there
+are."""
+
+_NUMBERS_HELP = """\
+Numbers below a thousand show four significant digits (0.3333), whole
+numbers up to 999,999 show in full (19,999), larger ones four significant
+digits with M, G or T (1.999M), from 10^15 on in scientific notation
+(4.611e+18); digits are cut, never rounded up, so 19,999 never shows as
+20,000. --exact writes every value in full.
+"""
+
+_SHOW_DESCRIPTION = f"""\
 Summarize a recorded run: per metric the last, smallest and largest value,
 and for cumulative counters the mean rate per second over the run; then the
 run's events (a stall, a hung call, a failing sink, drops), one a line, as
 SQLiteLogger and JSONLLogger store them.
 
-RUN is a file written by SQLiteLogger, CSVLogger or JSONLLogger. A SQLite
-file holds several runs: --run picks one (default: the latest) and --runs
-lists them.
+RUN is a file written by SQLiteLogger, CSVLogger or JSONLLogger, or by
+hand in their formats (blank lines are skipped; a JSON lines payload
+without "step" has none). A last line cut short (a crash, or a writer still
+at it) is left out with a note on standard error. A SQLite file holds
+several runs: --run picks one (default: the latest) and --runs lists them,
+each with its start, length and number of records. --match keeps only the
+metrics whose name matches PATTERN.
 
+{_MATCH_HELP}
+
+{_NUMBERS_HELP}
 examples:
   rlpulse show runs/demo.sqlite
   rlpulse show runs/demo.sqlite --runs
   rlpulse show runs/demo.sqlite --run 2024-05-01_12-03-04
+  rlpulse show runs/demo.sqlite --match 'collector/*' --exact
   rlpulse show metrics.csv
 """
 
 
-_TOP_DESCRIPTION = """\
+_TOP_DESCRIPTION = f"""\
 Follow a run while another process writes it: every --interval seconds the
 run's summary as rlpulse show prints it (per metric the last, smallest and
 largest value, a counter's mean rate), then its latest events, redrawn in
@@ -104,10 +134,13 @@ place on the terminal; q (or Ctrl-C) quits. Into a pipe or a file, or with
 --once, one plain frame is printed.
 
 RUN is a file written by SQLiteLogger, CSVLogger or JSONLLogger; --run
-follows a named run of a SQLite file (default: the latest). --match keeps
-only the metrics whose name matches PATTERN (a glob with *, ? or [, else a
-substring; repeat it to keep the metrics matching any).
+follows a named run of a SQLite file (default: the latest). A last line the
+writer has not finished is read at the next frame. --match keeps only the
+metrics whose name matches PATTERN.
 
+{_MATCH_HELP}
+
+{_NUMBERS_HELP}
 examples:
   rlpulse top runs/demo.sqlite
   rlpulse top runs/demo.sqlite --match 'collector/*' --interval 0.5
@@ -115,7 +148,7 @@ examples:
 """
 
 
-_COMPARE_DESCRIPTION = """\
+_COMPARE_DESCRIPTION = f"""\
 Put recorded runs side by side: one row per metric, its figure in each run
 and each run's ratio to the first (the baseline). A cumulative counter's
 figure is its mean rate per second over the run, a gauge's the mean of its
@@ -123,12 +156,17 @@ values; a metric a run lacks shows -.
 
 RUN is a file written by SQLiteLogger, CSVLogger or JSONLLogger: its latest
 run, or FILE:NAME for the run NAME of a SQLite file (list them with
-rlpulse show FILE --runs).
+rlpulse show FILE --runs). --match keeps only the metrics whose name
+matches PATTERN; a run that has none of them shows -.
 
+{_MATCH_HELP}
+
+{_NUMBERS_HELP}
 examples:
   rlpulse compare runs/baseline.sqlite runs/new.sqlite
   rlpulse compare runs/all.sqlite:first runs/all.sqlite:second
   rlpulse compare a.sqlite b.csv --match 'collector/*'
+  rlpulse compare a.sqlite b.sqlite --exact
 """
 
 
@@ -149,7 +187,8 @@ each other, each over the time since its own start, a line style per run
 (FILE:NAME picks the run NAME of a SQLite file). --match keeps only the metrics
 whose name matches PATTERN: a glob (matched against the whole name) when it
 holds *, ? or [, a substring otherwise; repeated, it keeps the metrics
-matching any. The image format follows the extension of FILE (.png, .svg,
+matching any; patterns that match no metric are an error that lists the
+metrics there are. The image format follows the extension of FILE (.png, .svg,
 .pdf). Needs matplotlib: pip install 'rlpulse[plot]'.
 
 examples:
@@ -251,8 +290,11 @@ def _add_show_command(commands: _Commands) -> None:
     choice.add_argument(
         "--runs",
         action="store_true",
-        help="list the runs of a SQLite file, oldest first, instead",
+        help="list the runs of a SQLite file instead, oldest first, each with "
+        "its start, length and number of records",
     )
+    _add_match_option(show)
+    _add_exact_option(show)
 
 
 def _add_top_command(commands: _Commands) -> None:
@@ -268,6 +310,7 @@ def _add_top_command(commands: _Commands) -> None:
         help="seconds between frames (default: %(default)s)",
     )
     _add_match_option(top)
+    _add_exact_option(top)
     top.add_argument(
         "--once",
         action="store_true",
@@ -290,6 +333,7 @@ def _add_compare_command(commands: _Commands) -> None:
         help="a metrics file (its latest run) or FILE:NAME; the first is the baseline",
     )
     _add_match_option(compare)
+    _add_exact_option(compare)
 
 
 def _add_plot_command(commands: _Commands) -> None:
@@ -377,7 +421,18 @@ def _add_match_option(command: argparse.ArgumentParser) -> None:
         metavar="PATTERN",
         action="append",
         help="only metrics whose name matches: a glob with *, ? or [, else a "
-        "substring; repeat it to keep the metrics matching any",
+        "substring; repeat it to keep the metrics matching any; matching none "
+        "is an error listing the metrics",
+    )
+
+
+def _add_exact_option(command: argparse.ArgumentParser) -> None:
+    """Add ``--exact``: every value in full rather than at a glance."""
+    command.add_argument(
+        "--exact",
+        action="store_true",
+        help="write every value in full (4611686018427387904, 0.1) rather than "
+        "short (4.611e+18, 19,999)",
     )
 
 
@@ -412,7 +467,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handler: _Handler = args.handler
     try:
-        code = handler(args)
+        with _notes_printed():
+            code = handler(args)
         sys.stdout.flush()  # a closed pipe shows here, not at exit
         return code
     except BrokenPipeError:
@@ -420,8 +476,41 @@ def main(argv: list[str] | None = None) -> int:
         return _CLOSED_PIPE
     except OSError as error:
         return _fail(_describe(error))
-    except (RunFileError, PlotError, SinkSpecError, sqlite3.Error) as error:
+    except (RunFileError, MatchError, PlotError, SinkSpecError, sqlite3.Error) as error:
         return _fail(str(error))
+
+
+_NOTES = (PlotWarning, RunFileWarning)
+"""What rlpulse left out as asked (of a chart, of a file): a note, not a traceback."""
+
+
+@contextlib.contextmanager
+def _notes_printed() -> Iterator[None]:
+    """While a command runs, each :data:`_NOTES` warning is one ``rlpulse: note: ...`` line on standard error, when it happens.
+
+    Other warnings are shown as Python shows them.
+    """
+    with warnings.catch_warnings():
+        for category in _NOTES:
+            warnings.simplefilter("always", category)
+        show_warning = warnings.showwarning
+
+        def show(
+            message: Warning | str,
+            category: type[Warning],
+            filename: str,
+            lineno: int,
+            file: TextIO | None = None,
+            line: str | None = None,
+        ) -> None:
+            if issubclass(category, _NOTES):
+                one_line = " ".join(str(message).split())
+                print(f"rlpulse: note: {one_line}", file=sys.stderr, flush=True)
+            else:
+                show_warning(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = show
+        yield
 
 
 _CLOSED_PIPE = 128 + 13
@@ -497,24 +586,11 @@ def _plot(args: argparse.Namespace) -> int:
         if (problem := _not_a_metrics_file(path)) is not None:
             return _fail(problem)
     try:
-        with warnings.catch_warnings(record=True) as notes:
-            warnings.simplefilter("always", PlotWarning)
-            written = plot_files(
-                runs,
-                args.output,
-                match=args.match,
-                x=args.x,
-                cumulative=args.cumulative,
-            )
+        written = plot_files(
+            runs, args.output, match=args.match, x=args.x, cumulative=args.cumulative
+        )
     except ImportError as error:
         return _fail(str(error))
-    for note in notes:
-        if issubclass(note.category, PlotWarning):
-            print(f"rlpulse: note: {note.message}", file=sys.stderr)
-        else:
-            warnings.warn_explicit(
-                note.message, note.category, note.filename, note.lineno
-            )
     print(f"wrote {written}")
     return 0
 
@@ -524,14 +600,27 @@ def _show(args: argparse.Namespace) -> int:
     if (problem := _not_a_metrics_file(path)) is not None:
         return _fail(problem)
     if args.runs:
-        for name in list_runs(path):
-            print(name)
+        print(_runs_table(path))
         return 0
-    print(format_summary(summarize_file(path, args.run)))
+    summary = narrow_summary(summarize_file(path, args.run), args.match)
+    print(format_summary(summary, exact=args.exact))
     if events := _events_of(path, args.run):
         print()
         print(events)
     return 0
+
+
+def _runs_table(path: Path) -> str:
+    """The runs of a SQLite file as ``show --runs`` lists them: name, local start time, length, records."""
+    rows = [("run", "start", "length", "records")]
+    for info in run_infos(path):
+        started = time.strftime(
+            "%Y-%m-%d %H:%M:%S", time.localtime(info.start_wall_time)
+        )
+        rows.append(
+            (info.name, started, format_duration(info.seconds), f"{info.records:,}")
+        )
+    return format_table(rows, left=2)
 
 
 def _events_of(path: Path, run: str | None) -> str:
@@ -550,10 +639,10 @@ def _top(args: argparse.Namespace) -> int:
     if not (isinstance(interval, float) and math.isfinite(interval) and interval > 0):
         return _fail(f"--interval must be a positive number of seconds, got {interval}")
     if args.once or not (sys.stdin.isatty() and sys.stdout.isatty()):
-        print(frame(path, args.run, args.match))
+        print(frame(path, args.run, args.match, exact=args.exact))
         return 0
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C quits as q does
-        follow(path, args.run, match=args.match, interval=interval)
+        follow(path, args.run, match=args.match, interval=interval, exact=args.exact)
     return 0
 
 
@@ -567,7 +656,7 @@ def _compare(args: argparse.Namespace) -> int:
     for path, _ in runs:
         if (problem := _not_a_metrics_file(path)) is not None:
             return _fail(problem)
-    print(format_comparison(compare_files(runs, args.match)))
+    print(format_comparison(compare_files(runs, args.match), exact=args.exact))
     return 0
 
 

@@ -20,6 +20,7 @@ from rlpulse.runtime.reporting import OnError, Reporter
 from rlpulse.runtime.sinks import as_sinks
 from rlpulse.schedules import Every, Schedule  # noqa: F401  (Every: doctests)
 from rlpulse.targets import refuse_in_background
+from rlpulse.text import plural
 from rlpulse.watch import Watch, Watches, provider_of
 
 __all__ = ["LoggerMonitor"]
@@ -270,10 +271,9 @@ class LoggerMonitor:
     def stats(self) -> dict[str, float]:
         """Return the monitor's own counters and gauges, so it can watch itself.
 
-        ``watches``, ``rounds``, ``polls``, ``logged``, ``errors``,
-        ``timeouts``, ``dropped``, ``hung``, ``queued``,
-        ``last_poll_duration_s`` and, on Linux, ``cpu_s``: each explained in
-        docs/failure-behaviour.md ("How to see it").
+        ``watches``, ``rounds``, ``polls``, ``logged``, ``errors``, ``timeouts``,
+        ``dropped``, ``hung``, ``queued``, ``last_poll_duration_s`` and, on Linux,
+        ``cpu_s``: each explained in docs/failure-behaviour.md ("How to see it").
 
         Examples:
             >>> class Null:
@@ -296,5 +296,5 @@ class LoggerMonitor:
         }
 
     def __repr__(self) -> str:
-        counts = f"{len(self._watches.all)} watches, {len(self._sinks)} sinks"
-        return f"LoggerMonitor({counts}, {self._engine.running})"
+        held = plural(len(self._watches.all), "watch"), plural(len(self._sinks), "sink")
+        return f"LoggerMonitor({', '.join(held)}, {self._engine.running})"

@@ -23,6 +23,7 @@ from typing import TextIO
 from rlpulse.read.plot import INSTALL_HINT, plot_file
 from rlpulse.read.summary import format_duration, format_summary, summarize_file
 from rlpulse.sinks import ConsoleLogger, SQLiteLogger
+from rlpulse.sinks.prometheus import PrometheusExporter
 from rlpulse.sinks.registry import MetricSink, open_sink
 
 __all__ = [
@@ -113,6 +114,10 @@ class DemoSinks:
     def describe(self) -> str:
         """Where the demo is recorded, as its opening line names it: the store and its run, the extra sinks' specs, the console.
 
+        A sink that serves its metrics (``prometheus:``, on a free port
+        unless given one) says where: ``prometheus: (serving
+        http://127.0.0.1:PORT/metrics)``.
+
         >>> import io, tempfile, pathlib
         >>> with tempfile.TemporaryDirectory() as tmp:
         ...     sinks = DemoSinks(pathlib.Path(tmp) / "demo.sqlite",
@@ -122,7 +127,10 @@ class DemoSinks:
         >>> description
         'TMP/demo.sqlite (run RUN), csv:TMP/demo.csv and the console'
         """
-        extra = "".join(f", {spec}" for spec in self.specs)
+        extra = "".join(
+            f", {spec}{_serving(sink)}"
+            for spec, sink in zip(self.specs, self.extra, strict=True)
+        )
         return f"{self.out} (run {self.store.run}){extra} and the console"
 
     def close(self) -> None:
@@ -143,6 +151,13 @@ class DemoSinks:
         with contextlib.ExitStack() as stack:
             for sink in reversed(sinks):
                 stack.callback(sink.close)
+
+
+def _serving(sink: MetricSink) -> str:
+    """Where ``sink`` serves its metrics, as ``describe`` adds it; ``""`` for a sink that serves none."""
+    if isinstance(sink, PrometheusExporter) and sink.url is not None:
+        return f" (serving {sink.url})"
+    return ""
 
 
 class DemoPipeline(abc.ABC):

@@ -8,15 +8,23 @@ values. Ratios are to the first run, the baseline.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlpulse.read.plot import Match, select_metrics
+from rlpulse.read.match import (
+    Match,
+    MatchError,
+    patterns_text,
+    select_metrics,
+    some_names,
+)
 from rlpulse.read.records import Record
-from rlpulse.read.summary import format_number, read_run, run_letter, summarize
+from rlpulse.read.summary import read_run, run_letter, summarize
+from rlpulse.text import format_exact, format_name, format_number, format_table
 
 __all__ = [
     "Figures",
@@ -89,29 +97,42 @@ def run_argument(text: str) -> tuple[Path, str | None]:
 def compare_files(
     runs: Sequence[tuple[Path, str | None]], match: Match = None
 ) -> list[Figures]:
-    """Read each ``(file, run)`` (``None``: its latest run) into its :class:`Figures`, keeping the metrics ``match`` selects."""
+    """Read each ``(file, run)`` (``None``: its latest run) into its :class:`Figures`, keeping the metrics ``match`` selects.
+
+    Raises :class:`~rlpulse.read.match.MatchError`, listing the runs'
+    metrics, when ``match`` keeps none of any run's; a run it keeps none of
+    shows ``-`` beside the others.
+    """
     compared = []
     for path, run in runs:
         name, records = read_run(path, run)
         label = str(path) if run is None else f"{path}:{run}"
-        figures = figures_of(records, label=label, run=name)
-        kept = set(select_metrics(figures.metrics, match))
-        compared.append(
-            Figures(
-                figures.label,
-                figures.run,
-                {n: v for n, v in figures.metrics.items() if n in kept},
-            )
+        compared.append(figures_of(records, label=label, run=name))
+    if match is None:
+        return compared
+    names = {name for figures in compared for name in figures.metrics}
+    kept = set(select_metrics(names, match))
+    if names and not kept:
+        raise MatchError(
+            f"no run has a metric matching {patterns_text(match)}; their metrics "
+            f"are {some_names(names)}"
         )
-    return compared
+    return [
+        dataclasses.replace(
+            figures, metrics={n: v for n, v in figures.metrics.items() if n in kept}
+        )
+        for figures in compared
+    ]
 
 
-def format_comparison(runs: Sequence[Figures]) -> str:
+def format_comparison(runs: Sequence[Figures], *, exact: bool = False) -> str:
     """Render runs side by side: a legend, then one row per metric with each run's figure and its ratio to the first.
 
     A metric a run lacks shows ``-``, as does a ratio to a baseline of zero.
     A counter is compared by its rate: a run where it has none (logged
-    once) shows ``-`` rather than a mean beside the others' rates.
+    once) shows ``-`` rather than a mean beside the others' rates. Figures
+    are written as :func:`rlpulse.text.format_number` writes them, or in
+    full with ``exact=True``.
 
     >>> a = Figures("a.sqlite", "r1", {"c/frames": ("rate/s", 1000.0), "b/size": ("mean", 4.0)})
     >>> b = Figures("b.sqlite", "r2", {"c/frames": ("rate/s", 1250.0)})
@@ -125,12 +146,13 @@ def format_comparison(runs: Sequence[Figures]) -> str:
     """
     letters = [run_letter(index) for index in range(len(runs))]
     legend = [
-        f"{letter}: {figures.label} (run {figures.run})"
+        f"{letter}: {figures.label} (run {format_name(figures.run)})"
         for letter, figures in zip(letters, runs, strict=True)
     ]
     header = ["metric", "figure", letters[0]]
     for letter in letters[1:]:
         header += [letter, f"{letter}/{letters[0]}"]
+    number = format_exact if exact else format_number
     rows = [header]
     names = sorted({name for figures in runs for name in figures.metrics})
     for name in names:
@@ -141,31 +163,18 @@ def format_comparison(runs: Sequence[Figures]) -> str:
             for figure in (f.metrics.get(name) for f in runs)
         ]
         base = figures_of_kind[0]
-        row = [name, what, _value(base)]
+        row = [name, what, _value(base, number)]
         for other in figures_of_kind[1:]:
-            row += [_value(other), _ratio(other, base)]
+            row += [_value(other, number), _ratio(other, base)]
         rows.append(row)
-    return "\n".join([*legend, "", _table(rows)])
+    return "\n".join([*legend, "", format_table(rows, left=2)])
 
 
-def _value(figure: tuple[str, float] | None) -> str:
-    return "-" if figure is None else format_number(figure[1])
+def _value(figure: tuple[str, float] | None, number: Callable[[float], str]) -> str:
+    return "-" if figure is None else number(figure[1])
 
 
 def _ratio(other: tuple[str, float] | None, base: tuple[str, float] | None) -> str:
     if other is None or base is None or base[1] == 0 or not math.isfinite(base[1]):
         return "-"
     return f"{other[1] / base[1]:.2f}x"
-
-
-def _table(rows: list[list[str]]) -> str:
-    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
-    lines = []
-    for row in rows:
-        # Names and figures left-aligned, numbers right-aligned.
-        cells = [
-            cell.ljust(width) if column < 2 else cell.rjust(width)
-            for column, (cell, width) in enumerate(zip(row, widths, strict=True))
-        ]
-        lines.append("  ".join(cells).rstrip())
-    return "\n".join(lines)

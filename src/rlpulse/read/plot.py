@@ -34,25 +34,27 @@ prints on standard error.
 
 from __future__ import annotations
 
-import fnmatch
 import math
 import os
 import re
+import textwrap
 import warnings
 from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypeAlias
+from typing import TYPE_CHECKING, Literal
 
 from rlpulse.metrics import rate_name
-from rlpulse.read.records import Record
-from rlpulse.read.summary import (
-    format_duration,
-    format_number,
-    is_counter,
-    read_run,
-    run_letter,
+from rlpulse.read.match import (
+    Match,
+    no_metric_matching,
+    patterns_text,
+    select_metrics,
+    some_names,
 )
+from rlpulse.read.records import Record
+from rlpulse.read.summary import is_counter, read_run, run_letter
+from rlpulse.text import format_duration, format_number, plural
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -81,7 +83,6 @@ MAX_LINES = 8
 """The most lines one panel draws: rates first, then gauges, then cumulative counters."""
 
 XAxis = Literal["time", "step"]
-Match: TypeAlias = "str | Sequence[str] | None"
 
 _Unit = Literal["rate", "bytes", "percent", "seconds", "value", "total"]
 # The axes of a panel, top to bottom, and their labels.
@@ -105,12 +106,17 @@ _RUN_STYLES = ("-", "--", ":", "-.")
 _PANEL_WIDTH_INCHES = 11.0
 _AXES_HEIGHT_INCHES = 2.3
 _PANEL_TITLE_INCHES = 0.5
-_HEADER_INCHES = 0.7
+# A header line, and the margin under the header; lines of text that fit the
+# figure's width (large type for the header, small for a panel's constants).
+_HEADER_LINE_INCHES = 0.25
+_HEADER_MARGIN_INCHES = 0.2
+_TITLE_LINE_INCHES = 0.15
+_HEADER_CHARACTERS = 105
+_CONSTANTS_CHARACTERS = 110
 _DPI = 110
 # Fewer points than this get a marker on each, so that sparse series (a
 # counter schedule logging every 10,000 frames) read as measurements.
 _MARKERS_BELOW = 40
-_MAX_NAMES_IN_ERROR = 12
 _MAX_CONSTANTS_NOTED = 6
 # Lines on one axis whose largest values differ by more than this factor
 # share a logarithmic axis.
@@ -197,40 +203,6 @@ class _Panel:
         return [unit for unit in _UNIT_LABELS if unit in drawn]
 
 
-def select_metrics(names: Iterable[str], match: Match = None) -> list[str]:
-    """Return the metric names ``rlpulse plot --match`` keeps, sorted.
-
-    A pattern is a glob when it holds ``*``, ``?`` or ``[`` (matched against
-    the whole name, case-sensitively, as in ``collector/*`` or
-    ``*_per_second``), else a substring of the name (``buffer``,
-    ``episode_return``). ``match`` is one pattern or several (a name
-    matching any of them is kept); ``None`` keeps every name.
-
-    >>> names = ["collector/frames", "collector/frames_per_second", "buffer/size"]
-    >>> select_metrics(names, "*_per_second")
-    ['collector/frames_per_second']
-    >>> select_metrics(names, "frames")
-    ['collector/frames', 'collector/frames_per_second']
-    >>> select_metrics(names, ["buffer/*", "*_per_second"])
-    ['buffer/size', 'collector/frames_per_second']
-    >>> select_metrics(names)
-    ['buffer/size', 'collector/frames', 'collector/frames_per_second']
-    """
-    unique = sorted(set(names))
-    if match is None:
-        return unique
-    patterns = [match] if isinstance(match, str) else list(match)
-    return [
-        name for name in unique if any(_matches(name, pattern) for pattern in patterns)
-    ]
-
-
-def _matches(name: str, pattern: str) -> bool:
-    if any(character in pattern for character in "*?["):
-        return fnmatch.fnmatchcase(name, pattern)
-    return pattern in name
-
-
 def plot_run(
     records: Iterable[Record],
     *,
@@ -282,15 +254,12 @@ def plot_run(
     names = {record.name for record in records}
     selected = set(select_metrics(names, match))
     if not selected:
-        raise PlotError(
-            f"run {run} has no metric matching {_patterns(match)}; its metrics "
-            f"are {_some_names(names)}"
-        )
+        raise PlotError(no_metric_matching(run, match, names))
     time_scale, time_unit = _time_unit(end - start)
     series = _series(records, selected, x, start, time_scale)
     if not series:
         raise PlotError(
-            f"run {run} logged no step with {_some_names(selected)}; "
+            f"run {run} logged no step with {some_names(selected)}; "
             "plot it over time instead (x='time', --x time)"
         )
     notes = []
@@ -301,17 +270,14 @@ def plot_run(
         notes.append(left_out)
     for note in notes:
         warnings.warn(note, PlotWarning, stacklevel=2)
-    figure = _figure(panels, x, time_unit, matplotlib)
     title = f"rlpulse run {run}"
     if source:
         title += f" — {source}"
     subtitle = (
-        f"{len(records)} records over {format_duration(end - start)}, "
-        f"{len(series)} of {len(names)} metrics"
+        f"{plural(len(records), 'record')} over {format_duration(end - start)}, "
+        f"{len(series):,} of {plural(len(names), 'metric')}"
     )
-    lines = [title, subtitle, *notes]
-    figure.suptitle("\n".join(lines), fontsize="large", x=0.01, ha="left")
-    return figure
+    return _figure(panels, x, time_unit, matplotlib, [title, subtitle, *notes])
 
 
 def plot_runs(
@@ -357,7 +323,7 @@ def plot_runs(
             records, set(select_metrics(names, match)), x, start, time_scale
         )
         if not series:
-            matching = "" if match is None else f" matching {_patterns(match)}"
+            matching = "" if match is None else f" matching {patterns_text(match)}"
             notes.append(
                 f"left out run {run_letter(index)} ({label}): no metric{matching}"
                 + (" with a step" if x == "step" else "")
@@ -370,7 +336,7 @@ def plot_runs(
                 lines_of.setdefault(metric.watch, []).append(line)
     if not lines_of:
         raise PlotError(
-            f"no run has a metric matching {_patterns(match)}"
+            f"no run has a metric matching {patterns_text(match)}"
             + (" with a step" if x == "step" else "")
         )
     panels, left_out = _arranged(
@@ -380,13 +346,10 @@ def plot_runs(
         notes.append(left_out)
     for note in notes:
         warnings.warn(note, PlotWarning, stacklevel=2)
-    figure = _figure(panels, x, time_unit, matplotlib)
     legend = ", ".join(
         f"{run_letter(index)}: {label}" for index, (label, _) in enumerate(loaded)
     )
-    lines = [f"rlpulse runs {legend}", *notes]
-    figure.suptitle("\n".join(lines), fontsize="large", x=0.01, ha="left")
-    return figure
+    return _figure(panels, x, time_unit, matplotlib, [f"rlpulse runs {legend}", *notes])
 
 
 def _span(records: list[Record]) -> float:
@@ -542,11 +505,10 @@ def _stepless(selected: set[str], series: dict[str, _Series]) -> str | None:
     metrics = [name for name in missing if _watch_of(name) in stepped]
     parts = []
     if watches:
-        plural = "watch" if len(watches) == 1 else "watches"
         shown = ", ".join(watch or "(no watch)" for watch in watches)
-        parts.append(f"{len(watches)} {plural} without a step: {shown}")
+        parts.append(f"{plural(len(watches), 'watch')} without a step: {shown}")
     if metrics:
-        parts.append(f"metrics without a step: {_some_names(metrics)}")
+        parts.append(f"metrics without a step: {some_names(metrics)}")
     it = "it" if len(watches) + len(metrics) == 1 else "them"
     return f"left out {'; '.join(parts)} (draw {it} over time: x='time', --x time)"
 
@@ -592,11 +554,12 @@ def _arranged(
         metrics = sum(metrics_of[watch] for watch in omitted)
         shown = ", ".join(watch or "(no watch)" for watch in omitted[:3])
         parts.append(
-            f"{len(omitted):,} of {len(watches):,} watches ({metrics:,} metrics: "
-            f"{shown}{', …' if len(omitted) > 3 else ''})"
+            f"{len(omitted):,} of {plural(len(watches), 'watch')} "
+            f"({plural(metrics, 'metric')}: {shown}{', …' if len(omitted) > 3 else ''})"
         )
     if lines_left_out:
-        parts.append(f"{sum(lines_left_out.values()):,} lines of the watches drawn")
+        lines_omitted = plural(sum(lines_left_out.values()), "line")
+        parts.append(f"{lines_omitted} of the watches drawn")
     if not parts:
         return panels, None
     example = omitted[0] if omitted else panels[0].watch
@@ -680,17 +643,24 @@ def _figure(
     x: XAxis,
     time_unit: str,
     matplotlib: _Matplotlib,
+    header: list[str],
 ) -> Figure:
-    """A figure of one panel per watch, stacked, each one axis per unit, on an Agg canvas."""
+    """A figure of one panel per watch, stacked, each one axis per unit, on an Agg canvas, under ``header``'s lines."""
+    header = _wrapped(header, _HEADER_CHARACTERS)
     heights = [
-        _PANEL_TITLE_INCHES + _AXES_HEIGHT_INCHES * len(panel.units) for panel in panels
+        _PANEL_TITLE_INCHES
+        + _TITLE_LINE_INCHES * (len(_constants_lines(panel.constants)) - 1)
+        + _AXES_HEIGHT_INCHES * len(panel.units)
+        for panel in panels
     ]
+    header_inches = _HEADER_MARGIN_INCHES + _HEADER_LINE_INCHES * len(header)
     figure = matplotlib.Figure(
-        figsize=(_PANEL_WIDTH_INCHES, _HEADER_INCHES + sum(heights)),
+        figsize=(_PANEL_WIDTH_INCHES, header_inches + sum(heights)),
         dpi=_DPI,
         layout="constrained",
     )
     matplotlib.FigureCanvasAgg(figure)
+    figure.suptitle("\n".join(header), fontsize="large", x=0.01, ha="left")
     subfigures = figure.subfigures(len(panels), 1, height_ratios=heights, squeeze=False)
     shared: Axes | None = None
     for subfigure, panel in zip(subfigures[:, 0], panels, strict=True):
@@ -714,7 +684,8 @@ def _draw_panel(
     top = all_axes[0]
     top.set_title(panel.watch or "(no watch)", loc="left", fontweight="bold")
     if panel.constants:
-        top.set_title(_constants_note(panel.constants), loc="right", fontsize="small")
+        note = "\n".join(_constants_lines(panel.constants))
+        top.set_title(note, loc="right", fontsize="small")
     colors = iter(f"C{index}" for index in range(len(panel.lines) + 10))
     # One colour per metric: runs drawn together share it.
     color_of: dict[str, str] = {}
@@ -730,14 +701,28 @@ def _draw_panel(
     return all_axes
 
 
-def _constants_note(constants: list[_Line]) -> str:
+def _constants_lines(constants: list[_Line]) -> list[str]:
+    """The note of a panel's metrics that never changed, in lines that fit beside its title; none without any."""
+    if not constants:
+        return [""]
     shown = [
         f"{line.label} = {format_number(line.constant or 0.0)}"
         for line in constants[:_MAX_CONSTANTS_NOTED]
     ]
     if len(constants) > _MAX_CONSTANTS_NOTED:
         shown.append(f"and {len(constants) - _MAX_CONSTANTS_NOTED} more")
-    return "constant: " + "   ".join(shown)
+    lines = ["constant:"]
+    for item in shown:
+        if len(lines[-1]) + 3 + len(item) > _CONSTANTS_CHARACTERS:
+            lines.append(item)
+        else:
+            lines[-1] += ("   " if lines[-1] != "constant:" else " ") + item
+    return lines
+
+
+def _wrapped(lines: list[str], width: int) -> list[str]:
+    """``lines`` broken between words into lines of at most ``width`` characters."""
+    return [part for line in lines for part in textwrap.wrap(line, width) or [""]]
 
 
 def _draw(axes: Axes, line: _Line, color: str) -> None:
@@ -802,16 +787,3 @@ def _time_unit(span: float) -> tuple[float, str]:
     if span <= 3 * 3600:
         return 60.0, "minutes"
     return 3600.0, "hours"
-
-
-def _patterns(match: Match) -> str:
-    patterns = [match] if isinstance(match, str) or match is None else list(match)
-    return " or ".join(repr(pattern) for pattern in patterns)
-
-
-def _some_names(names: Iterable[str]) -> str:
-    ordered = sorted(names)
-    shown = ", ".join(ordered[:_MAX_NAMES_IN_ERROR])
-    if len(ordered) > _MAX_NAMES_IN_ERROR:
-        shown += f" and {len(ordered) - _MAX_NAMES_IN_ERROR} more"
-    return shown

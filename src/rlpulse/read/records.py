@@ -10,8 +10,12 @@ Three formats share one record shape, ``Record(wall_time, step, name, value)``:
   per payload and line.
 
 CSV and JSON lines files are complete up to their last newline: whatever follows
-it was cut short by a crash, so ``read`` skips it and the sinks remove it before
-appending. This module is the one place that knows the formats; the sinks write
+it was cut short by a crash, or is still being written, so ``read`` leaves it
+out (saying so with a :class:`RunFileWarning`) and the sinks remove it before
+appending. Files written by hand are read as their meaning is clear: blank
+lines are skipped and a JSON lines payload without ``"step"`` has no step;
+anything else a reader cannot make sense of is a :class:`RunFileError` naming
+the file, the line and what is wrong. This module is the one place that knows the formats; the sinks write
 them through the constants and helpers defined here.
 """
 
@@ -24,6 +28,7 @@ import json
 import math
 import os
 import sqlite3
+import warnings
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import IO, NamedTuple
@@ -36,11 +41,14 @@ __all__ = [
     "SQLITE_SCHEMA",
     "Record",
     "RunFileError",
+    "RunFileWarning",
+    "RunInfo",
     "list_runs",
     "open_line_file",
     "prepare_record_file",
     "read",
     "read_events",
+    "run_infos",
 ]
 
 CSV_FIELDS = ("wall_time", "step", "name", "value")
@@ -124,6 +132,26 @@ class RunFileError(ValueError):
     """
 
 
+class RunFileWarning(UserWarning):
+    """What reading a CSV or JSON lines file left out: a last line cut short.
+
+    A writer still appending completes it (``rlpulse top`` reads it at its
+    next frame); in a finished file it was cut short by a crash, or written
+    by hand without its end. Its message is one line naming the file, the
+    line and what it lacks; ``rlpulse show`` prints it as a note.
+
+    >>> import tempfile, pathlib, warnings
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "metrics.csv"
+    ...     _ = path.write_text("wall_time,step,name,value\\n1.5,3,c/frames,96\\n2.5,4,c/fr")
+    ...     with warnings.catch_warnings(record=True) as caught:
+    ...         warnings.simplefilter("always")
+    ...         records = list(read(path))
+    >>> len(records), str(caught[0].message).split(": ", 1)[1]
+    (1, "left out line 3, cut short: no newline at its end: '2.5,4,c/fr'")
+    """
+
+
 def read(path: str | os.PathLike[str], run: str | None = None) -> Iterator[Record]:
     """Iterate over the records of a metrics file written by any rlpulse file sink.
 
@@ -131,12 +159,17 @@ def read(path: str | os.PathLike[str], run: str | None = None) -> Iterator[Recor
     header, a JSON object), else from its extension (``.csv``, ``.jsonl``). For SQLite,
     ``run`` names the run to read and ``None`` means the most recently created
     one; CSV and JSON lines files hold a single run, so ``run`` must be ``None``.
-    Records come in the order they were written. A torn last line in CSV or JSON
-    lines (a write cut short by a crash) is skipped.
+    Records come in the order they were written. CSV and JSON lines files
+    are read as people write them too: blank lines are skipped, and a JSON
+    lines payload without ``"step"`` has step ``None``. A last line cut short
+    (a write a crash interrupted, or one still under way: no newline at its
+    end, or a row without all its fields) is left out with a
+    :class:`RunFileWarning`.
 
     The file is checked before this returns: a missing file raises
     ``FileNotFoundError``; an empty or corrupt file, or an unknown run, raises
-    ``RunFileError``.
+    ``RunFileError``. A line before the last that cannot be read raises
+    ``RunFileError`` naming it, when the iteration reaches it.
 
     >>> import tempfile, pathlib
     >>> from rlpulse import CSVLogger
@@ -222,6 +255,67 @@ def list_runs(path: str | os.PathLike[str]) -> list[str]:
         raise RunFileError(f"{path} is not an rlpulse SQLite file, so it has no runs")
     with contextlib.closing(_connect_for_reading(path)) as connection:
         return [name for name, _ in _runs(path, connection)]
+
+
+class RunInfo(NamedTuple):
+    """One run of a SQLite file at a glance: its name, when its records start and end, how many there are.
+
+    ``start_wall_time`` is its first record's time (when it was opened, for
+    a run without records) and ``end_wall_time`` its last one's.
+
+    >>> RunInfo("baseline", 100.0, 130.5, 42).seconds
+    30.5
+    """
+
+    name: str
+    start_wall_time: float
+    end_wall_time: float
+    records: int
+
+    @property
+    def seconds(self) -> float:
+        """Seconds from the first record to the last."""
+        return self.end_wall_time - self.start_wall_time
+
+
+def run_infos(path: str | os.PathLike[str]) -> list[RunInfo]:
+    """Return a :class:`RunInfo` for each run of an rlpulse SQLite file, oldest first.
+
+    Errors as :func:`list_runs`'s.
+
+    >>> import tempfile, pathlib
+    >>> from rlpulse import SQLiteLogger
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "metrics.db"
+    ...     with SQLiteLogger(path, run="first") as sink:
+    ...         sink.log_metrics({"c/frames": 1.0, "c/batches": 1.0}, timestamp=100.0)
+    ...         sink.log_metrics({"c/frames": 2.0}, timestamp=104.0)
+    ...     run_infos(path)
+    [RunInfo(name='first', start_wall_time=100.0, end_wall_time=104.0, records=3)]
+    """
+    path = Path(path)
+    list_runs(path)  # the file's checks
+    with contextlib.closing(_connect_for_reading(path)) as connection:
+        try:
+            rows = list(
+                connection.execute(
+                    "SELECT runs.name, runs.start_wall_time, MIN(metrics.wall_time),"
+                    " MAX(metrics.wall_time), COUNT(metrics.run) FROM runs"
+                    " LEFT JOIN metrics ON metrics.run = runs.id"
+                    " GROUP BY runs.id ORDER BY runs.id"
+                )
+            )
+        except sqlite3.Error as error:
+            raise RunFileError(f"{path} has unreadable runs: {error}") from error
+    return [
+        RunInfo(
+            name,
+            opened if first is None else first,
+            opened if last is None else last,
+            count,
+        )
+        for name, opened, first, last, count in rows
+    ]
 
 
 def prepare_record_file(path: str | os.PathLike[str]) -> Path:
@@ -531,24 +625,65 @@ def _csv_records(path: Path) -> Iterator[Record]:
                     f"{path} line {lines.number} is not a CSV row rlpulse can "
                     f"read: {error}"
                 ) from error
+            if not any(field.strip() for field in row):
+                continue  # a blank line
             if pending is not None:
                 yield _csv_record(path, *pending)
             pending = (row, lines.number)
-        if pending is not None and lines.last_complete:
+        if pending is None:
+            return
+        row, line_number = pending
+        if not lines.last_complete:
+            _left_out(path, line_number, "no newline at its end", ",".join(row))
+            return
+        try:
+            yield _csv_record(path, row, line_number)
+        except RunFileError:
             # A crash right after a newline inside a quoted name leaves a row
             # that ends with a newline but lacks its closing fields.
-            with contextlib.suppress(RunFileError):
-                yield _csv_record(path, *pending)
+            _left_out(path, line_number, _csv_problem(row), ",".join(row))
 
 
 def _csv_record(path: Path, row: list[str], line_number: int) -> Record:
     try:
         wall_time, step, name, value = row
         return Record(float(wall_time), int(step) if step else None, name, float(value))
-    except ValueError as error:
+    except ValueError:
         raise RunFileError(
-            f"{path} line {line_number} is not a wall_time,step,name,value row: {row!r}"
-        ) from error
+            f"{path} line {line_number} is not a wall_time,step,name,value row: "
+            f"{_csv_problem(row)}: {','.join(row)!r}"
+        ) from None
+
+
+def _csv_problem(row: list[str]) -> str:
+    """What keeps ``row`` from being a ``wall_time,step,name,value`` record, in words.
+
+    >>> _csv_problem(["1.5", "3", "x"]), _csv_problem(["soon", "", "x", "1"])
+    ('3 fields of 4', "wall_time 'soon' is not a number")
+    """
+    if len(row) != len(CSV_FIELDS):
+        return f"{len(row)} fields of {len(CSV_FIELDS)}"
+    wall_time, step, _, value = row
+    for field, text, parse in (
+        ("wall_time", wall_time, float),
+        ("step", step, int),
+        ("value", value, float),
+    ):
+        try:
+            if text or field != "step":
+                parse(text)
+        except ValueError:
+            kind = "an integer" if parse is int else "a number"
+            return f"{field} {text!r} is not {kind}"
+    return "unreadable"
+
+
+def _left_out(path: Path, line_number: int, problem: str, text: str) -> None:
+    warnings.warn(
+        f"{path}: left out line {line_number}, cut short: {problem}: {text!r}",
+        RunFileWarning,
+        stacklevel=3,
+    )
 
 
 def _read_jsonl(path: Path) -> Iterator[Record]:
@@ -562,8 +697,12 @@ def _jsonl_records(path: Path) -> Generator[Record, None, None]:
     with open(path, "rb") as file:
         lines = _LineReader(path, file)
         for line in lines:
-            if lines.last_complete and line.strip():
+            if not line.strip():
+                continue
+            if lines.last_complete:
                 yield from _jsonl_payload(path, line, lines.number)
+            else:
+                _left_out(path, lines.number, "no newline at its end", line)
 
 
 def _jsonl_events(path: Path) -> Generator[Event, None, None]:
@@ -593,18 +732,49 @@ def _jsonl_events(path: Path) -> Generator[Event, None, None]:
 def _jsonl_payload(path: Path, line: str, line_number: int) -> list[Record]:
     try:
         payload = json.loads(line)
-        if "event" in payload:
-            return []  # read_events() reads those
-        wall_time = float(payload["wall_time"])
-        step = payload["step"]
-        if step is not None and not isinstance(step, int):
-            raise TypeError(f"step {step!r} is not an integer")
-        return [
-            Record(wall_time, step, str(name), float(value))
-            for name, value in payload["metrics"].items()
-        ]
-    except (ValueError, TypeError, KeyError, AttributeError) as error:
-        raise RunFileError(
-            f"{path} line {line_number} is not an rlpulse payload "
-            f'{{"wall_time", "step", "metrics"}}: {error!r}'
-        ) from error
+    except ValueError as error:
+        raise _not_a_payload(path, line_number, f"not JSON ({error})") from None
+    if not isinstance(payload, dict):
+        raise _not_a_payload(path, line_number, f"not a JSON object: {line.strip()!r}")
+    if "event" in payload:
+        return []  # read_events() reads those
+    for key in ("wall_time", "metrics"):
+        if key not in payload:
+            raise _not_a_payload(path, line_number, f'it has no "{key}"')
+    wall_time, step, metrics = (
+        payload["wall_time"],
+        payload.get("step"),
+        payload["metrics"],
+    )
+    if isinstance(step, float) and step.is_integer():
+        step = int(step)
+    if not _is_number(wall_time):
+        raise _not_a_payload(
+            path, line_number, f"wall_time {wall_time!r} is not a number"
+        )
+    if step is not None and (isinstance(step, bool) or not isinstance(step, int)):
+        raise _not_a_payload(path, line_number, f"step {step!r} is not an integer")
+    if not isinstance(metrics, dict):
+        raise _not_a_payload(
+            path, line_number, f"metrics {metrics!r} is not an object of name: value"
+        )
+    records = []
+    for name, value in metrics.items():
+        if not (_is_number(value) or value is None):
+            raise _not_a_payload(
+                path, line_number, f"metric {name!r}: {value!r} is not a number"
+            )
+        number = math.nan if value is None else float(value)
+        records.append(Record(float(wall_time), step, str(name), number))
+    return records
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _not_a_payload(path: Path, line_number: int, problem: str) -> RunFileError:
+    return RunFileError(
+        f"{path} line {line_number} is not an rlpulse payload "
+        f'{{"wall_time", "step", "metrics"}}: {problem}'
+    )

@@ -7,6 +7,7 @@ numbers, and :func:`format_summary` renders one as an aligned table.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
@@ -15,8 +16,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rlpulse.metrics import RATE_NAMES, rate_name
+from rlpulse.read.match import Match, matching
 from rlpulse.read.records import Record, RunFileError, list_runs, read
 from rlpulse.runtime.events import Event
+from rlpulse.text import (
+    format_duration,
+    format_exact,
+    format_name,
+    format_number,
+    format_table,
+    plural,
+)
 
 __all__ = [
     "MetricSummary",
@@ -27,17 +37,13 @@ __all__ = [
     "format_number",
     "format_summary",
     "is_counter",
+    "narrow_summary",
     "read_run",
     "run_letter",
     "summarize",
     "summarize_file",
 ]
 
-# Four significant digits; below ten thousand a number reads best in full
-# (4096, not 4.096k). Below _NO_SUFFIX_BELOW a number keeps below ten
-# thousand once rounded to four digits.
-_FOUR_DIGITS = "%.4g"
-_NO_SUFFIX_BELOW = 9999.5
 # A Tally reports how many values it ever observed as <key>_count.
 _COUNT_SUFFIX = "_count"
 
@@ -248,6 +254,27 @@ def summarize_file(path: str | os.PathLike[str], run: str | None = None) -> RunS
     return summarize(records, run=run, source=str(path))
 
 
+def narrow_summary(summary: RunSummary, match: Match) -> RunSummary:
+    """Return ``summary`` with only the metrics ``match`` keeps (see :func:`rlpulse.read.match.select_metrics`).
+
+    Raises :class:`~rlpulse.read.match.MatchError`, listing the run's
+    metrics, when the run has metrics and ``match`` keeps none of them.
+
+    >>> summary = summarize(
+    ...     [Record(1.0, None, "buffer/size", 3.0), Record(1.0, None, "collector/frames", 8.0)],
+    ...     run="r", source="r.csv",
+    ... )
+    >>> [metric.name for metric in narrow_summary(summary, "collector/*").metrics]
+    ['collector/frames']
+    """
+    if match is None:
+        return summary
+    kept = set(matching((m.name for m in summary.metrics), match, run=summary.run))
+    return dataclasses.replace(
+        summary, metrics=tuple(m for m in summary.metrics if m.name in kept)
+    )
+
+
 def read_run(
     path: str | os.PathLike[str], run: str | None = None
 ) -> tuple[str, Iterator[Record]]:
@@ -322,33 +349,6 @@ def _metric_summary(
 # Printing
 
 
-def format_number(value: float) -> str:
-    """Return ``value`` with four significant digits, from ten thousand on with a k/M/G/T suffix.
-
-    >>> [format_number(v) for v in (0, 7, 0.25, 1 / 3, 4096, 12346, 2.5e6, -3e9)]
-    ['0', '7', '0.25', '0.3333', '4096', '12.35k', '2.5M', '-3G']
-    >>> format_number(9999.7), format_number(float("nan")), format_number(float("inf"))
-    ('10k', 'nan', 'inf')
-    """
-    # Called for every metric of every console line: the common case is
-    # decided first, and each case formats once.
-    if type(value) is not float:
-        value = float(value)
-    if -_NO_SUFFIX_BELOW < value < _NO_SUFFIX_BELOW:
-        return "0" if value == 0 else _FOUR_DIGITS % value
-    if value - value != 0.0:  # inf or nan
-        return str(value)
-    rounded = float(_FOUR_DIGITS % value)
-    magnitude = abs(rounded)
-    if magnitude >= 1e12:
-        return f"{_FOUR_DIGITS % (rounded / 1e12)}T"
-    if magnitude >= 1e9:
-        return f"{_FOUR_DIGITS % (rounded / 1e9)}G"
-    if magnitude >= 1e6:
-        return f"{_FOUR_DIGITS % (rounded / 1e6)}M"
-    return f"{_FOUR_DIGITS % (rounded / 1e3)}k"
-
-
 def run_letter(index: int) -> str:
     """The name of the ``index``-th of several runs compared or drawn together: ``A``, ``B``, …
 
@@ -382,75 +382,55 @@ def format_events(events: Iterable[Event]) -> str:
     lines = [format_event(event) for event in events]
     if not lines:
         return ""
-    noun = "event" if len(lines) == 1 else "events"
-    return "\n".join([f"{len(lines)} {noun}:", *lines])
+    return "\n".join([f"{plural(len(lines), 'event')}:", *lines])
 
 
-def format_duration(seconds: float) -> str:
-    """Return a duration the way people say it: ``2.5 s``, ``3 min 05 s``, ``2 h 07 min``.
-
-    >>> format_duration(2.46), format_duration(185), format_duration(7625)
-    ('2.5 s', '3 min 05 s', '2 h 07 min')
-    """
-    if seconds < 59.95:
-        return f"{seconds:.1f} s"
-    whole_seconds = round(seconds)
-    if whole_seconds < 3600:
-        minutes, rest = divmod(whole_seconds, 60)
-        return f"{minutes} min {rest:02d} s"
-    hours, rest = divmod(whole_seconds, 3600)
-    return f"{hours} h {rest // 60:02d} min"
-
-
-def format_summary(summary: RunSummary) -> str:
+def format_summary(summary: RunSummary, *, exact: bool = False) -> str:
     """Render a run summary as a header line and an aligned table, one metric a row.
 
     Columns: the last, smallest and largest value, and for counters the mean
     rate per second over the run. The header names the run and its file, the
-    number of records, the time span and the local start time.
+    number of records, the time span and the local start time. Numbers are
+    written as :func:`rlpulse.text.format_number` writes them, or in full
+    with ``exact=True`` (:func:`rlpulse.text.format_exact`).
 
     >>> records = [
     ...     Record(1700000000.0, 0, "collector/frames", 0.0),
     ...     Record(1700000000.0, 0, "buffer/utilization", 0.0),
-    ...     Record(1700000004.0, 90000, "collector/frames", 90000.0),
-    ...     Record(1700000004.0, 90000, "buffer/utilization", 0.45),
+    ...     Record(1700000004.0, 19999, "collector/frames", 19999.0),
+    ...     Record(1700000004.0, 19999, "buffer/utilization", 0.45),
     ... ]
     >>> summary = summarize(records, run="baseline", source="runs/demo.sqlite")
     >>> print(format_summary(summary))  # doctest: +ELLIPSIS
     run baseline in runs/demo.sqlite: 4 records over 4.0 s, from ...
     <BLANKLINE>
-    metric              last  min   max  mean rate/s
-    buffer/utilization  0.45    0  0.45
-    collector/frames     90k    0   90k        22.5k
+    metric                last  min     max  mean rate/s
+    buffer/utilization    0.45    0    0.45
+    collector/frames    19,999    0  19,999         4999
+    >>> print(format_summary(summary, exact=True).splitlines()[-1])
+    collector/frames    19999    0  19999      4999.75
     """
-    header = f"run {summary.run} in {summary.source}: "
+    header = f"run {format_name(summary.run)} in {summary.source}: "
     if summary.start_wall_time is None:
         return header + "no records"
     started = time.strftime(
         "%Y-%m-%d %H:%M:%S", time.localtime(summary.start_wall_time)
     )
     header += (
-        f"{summary.records} records over {format_duration(summary.span)}, "
+        f"{plural(summary.records, 'record')} over {format_duration(summary.span)}, "
         f"from {started}"
     )
+    number = format_exact if exact else format_number
     rows = [("metric", "last", "min", "max", "mean rate/s")]
     for metric in summary.metrics:
-        rate = "" if metric.mean_rate is None else format_number(metric.mean_rate)
+        rate = "" if metric.mean_rate is None else number(metric.mean_rate)
         rows.append(
             (
                 metric.name,
-                format_number(metric.last),
-                format_number(metric.minimum),
-                format_number(metric.maximum),
+                number(metric.last),
+                number(metric.minimum),
+                number(metric.maximum),
                 rate,
             )
         )
-    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
-    lines = [header, ""]
-    for row in rows:
-        cells = [row[0].ljust(widths[0])]
-        cells += [
-            cell.rjust(width) for cell, width in zip(row[1:], widths[1:], strict=True)
-        ]
-        lines.append("  ".join(cells).rstrip())
-    return "\n".join(lines)
+    return "\n".join([header, "", format_table(rows)])

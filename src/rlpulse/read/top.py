@@ -19,16 +19,17 @@ import select
 import shutil
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TextIO
 
-from rlpulse.read.plot import Match, select_metrics
-from rlpulse.read.records import RunFileError, read_events
+from rlpulse.read.match import Match
+from rlpulse.read.records import RunFileError, RunFileWarning, read_events
 from rlpulse.read.summary import (
-    RunSummary,
     format_event,
     format_summary,
+    narrow_summary,
     summarize_file,
 )
 
@@ -40,12 +41,21 @@ _LEAVE_SCREEN = "\x1b[?25h\x1b[?1049l"
 _HOME_AND_CLEAR = "\x1b[H\x1b[2J"
 
 
-def frame(path: Path, run: str | None, match: Match = None, width: int = 0) -> str:
+def frame(
+    path: Path,
+    run: str | None,
+    match: Match = None,
+    width: int = 0,
+    *,
+    exact: bool = False,
+) -> str:
     """One frame of ``rlpulse top``: the summary of the run's metrics ``match`` keeps, then its latest events.
 
-    ``width`` cuts each line to that many characters (``0``: whole lines).
-    Raises what :func:`rlpulse.read` raises for a missing, empty or corrupt
-    file.
+    ``width`` cuts each line to that many characters (``0``: whole lines);
+    ``exact=True`` writes every value in full. Raises what
+    :func:`rlpulse.read` raises for a missing, empty or corrupt file, and
+    :class:`~rlpulse.read.match.MatchError` when ``match`` keeps none of the
+    run's metrics.
 
     >>> import tempfile, pathlib
     >>> from rlpulse import CSVLogger
@@ -58,18 +68,8 @@ def frame(path: Path, run: str | None, match: Match = None, width: int = 0) -> s
     metric    last  min  max  mean rate/s
     c/frames    10   10   10
     """
-    summary = summarize_file(path, run)
-    if match is not None:
-        kept = set(select_metrics((m.name for m in summary.metrics), match))
-        summary = RunSummary(
-            summary.run,
-            summary.source,
-            summary.records,
-            summary.start_wall_time,
-            summary.end_wall_time,
-            tuple(m for m in summary.metrics if m.name in kept),
-        )
-    lines = format_summary(summary).split("\n")
+    summary = narrow_summary(summarize_file(path, run), match)
+    lines = format_summary(summary, exact=exact).split("\n")
     events = _latest_events(path, run)
     if events:
         lines += ["", "latest events:", *events]
@@ -93,15 +93,23 @@ def follow(
     match: Match = None,
     interval: float = 1.0,
     stream: TextIO | None = None,
+    exact: bool = False,
 ) -> None:
     """Redraw :func:`frame` on the terminal every ``interval`` seconds until ``q`` or Ctrl-C.
 
     The first frame must be readable (errors as :func:`frame`'s); a later
     one that cannot be read (the file being replaced, say) shows why and
-    is tried again at the next interval.
+    is tried again at the next interval. A last line the writer has not
+    finished is waited for, without a :class:`~rlpulse.read.records.RunFileWarning`.
     """
     out = sys.stdout if stream is None else stream
-    first = frame(path, run, match, _width())
+
+    def current() -> str:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RunFileWarning)
+            return frame(path, run, match, _width(), exact=exact)
+
+    first = current()
     with _keys() as pressed, _screen(out):
         text = first
         while True:
@@ -110,7 +118,7 @@ def follow(
             if pressed(interval):
                 return
             try:
-                text = frame(path, run, match, _width())
+                text = current()
             except (OSError, RunFileError) as error:
                 text = f"rlpulse top: cannot read {path} now: {error}"
 

@@ -43,8 +43,8 @@ def format_payload(
     separated by ``|``. A watch's rates come first, then its gauges, then
     its cumulative counters (see :func:`rlpulse.read.summary.is_counter`).
     Numbers are written as ``rlpulse show`` writes them
-    (:func:`rlpulse.read.summary.format_number`): integers in full below ten
-    thousand, four significant digits, a k/M/G/T suffix from ten thousand on.
+    (:func:`rlpulse.text.format_number`): four significant digits below a
+    thousand, whole numbers below a million, then M/G/T suffixes.
 
     ``width=None`` gives one line; with a ``width`` the text breaks between
     metrics into lines of at most ``width`` characters (a single metric
@@ -58,11 +58,11 @@ def format_payload(
     ...     step=1200,
     ...     wall_time=noon,
     ... )
-    '12:03:04 step=1200 collector  frames_per_second=3417 frames=12k | buffer  size=5'
+    '12:03:04 step=1200 collector  frames_per_second=3417 frames=12,000 | buffer  size=5'
     >>> print(format_payload({"buffer/size": 5.0, "buffer/utilization": 0.25,
     ...                       "buffer/write_count": 84000.0}, None, noon, width=40))
     12:03:04 buffer  size=5 utilization=0.25
-             write_count=84k
+             write_count=84,000
     >>> format_payload({}, 7, noon)
     '12:03:04 step=7 (no metrics)'
     """

@@ -1,0 +1,181 @@
+"""How rlpulse writes for people: counts with their noun, numbers, durations, names and tables.
+
+The one place where the command line, the console sink and the monitor's
+``repr`` decide how a number or a count reads. Pure functions, standard
+library only.
+
+Numbers (:func:`format_number`) are written to be read at a glance and to
+never claim more than they hold:
+
+- below a thousand, four significant digits: ``0.3333``, ``12.35``, ``999.9``;
+- from a thousand to a million, the whole number, with thousands separators
+  from ten thousand on: ``4096``, ``19,999``, ``999,999``;
+- from a million on, four significant digits with a suffix, M (million), G
+  (billion) or T (trillion): ``1.5M``, ``7.25G``; from 10^15 on, four
+  significant digits in scientific notation: ``4.611e+18``.
+
+From a thousand on, digits are cut, never rounded up, so a count short of a
+round number never reads as reaching it: 19,999 frames are ``19,999``,
+1,999,999 are ``1.999M``, not ``2M``. :func:`format_exact` writes a value
+in full (``--exact`` on the command line).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = [
+    "format_duration",
+    "format_exact",
+    "format_name",
+    "format_number",
+    "format_table",
+    "noun_for",
+    "plural",
+]
+
+_FOUR_DIGITS = "%.4g"
+_TWELVE_DIGITS = "%.12g"
+_WHOLE_FROM = 1000.0
+_SEPARATORS_FROM_EXPONENT = 4  # 10,000
+_SUFFIX_FROM_EXPONENT = 6
+_SCIENTIFIC_FROM_EXPONENT = 15
+_SUFFIXES = {2: "M", 3: "G", 4: "T"}  # powers of a thousand -> suffix
+_SIGNIFICANT = 4
+_SIBILANT_ENDINGS = ("s", "x", "z", "ch", "sh")
+
+
+def plural(count: int, noun: str, plural_form: str | None = None) -> str:
+    """Return ``count`` and ``noun``, the noun in the plural unless the count is one.
+
+    The plural adds ``es`` after s, x, z, ch and sh, else ``s``;
+    ``plural_form`` gives any other. Counts get thousands separators.
+
+    >>> plural(1, "record"), plural(2, "record"), plural(0, "watch")
+    ('1 record', '2 records', '0 watches')
+    >>> plural(12_345, "line"), plural(3, "entry", "entries")
+    ('12,345 lines', '3 entries')
+    """
+    return f"{count:,} {noun_for(count, noun, plural_form)}"
+
+
+def noun_for(count: int, noun: str, plural_form: str | None = None) -> str:
+    """Return ``noun`` as it follows ``count``: as is for one, else in the plural (see :func:`plural`).
+
+    >>> f"2 of {plural(1, 'watch')}", f"1 of 3 {noun_for(3, 'watch')}"
+    ('2 of 1 watch', '1 of 3 watches')
+    """
+    if count == 1:
+        return noun
+    if plural_form is not None:
+        return plural_form
+    return noun + ("es" if noun.endswith(_SIBILANT_ENDINGS) else "s")
+
+
+def format_number(value: float) -> str:
+    """Return ``value`` as people read it at a glance (see the module's docstring for the forms).
+
+    >>> [format_number(v) for v in (0, 7, 0.25, 1 / 3, 999.97, 4096, 19_999, 20_000)]
+    ['0', '7', '0.25', '0.3333', '1000', '4096', '19,999', '20,000']
+    >>> [format_number(v) for v in (1_999_999, 2.5e6, -3e9, 1.5e12, 1e15, 2.0**62)]
+    ['1.999M', '2.5M', '-3G', '1.5T', '1e+15', '4.611e+18']
+    >>> format_number(float("nan")), format_number(float("-inf"))
+    ('nan', '-inf')
+    """
+    # Called for every metric of every console line: the common case is
+    # decided first.
+    if type(value) is not float:
+        value = float(value)
+    if -_WHOLE_FROM < value < _WHOLE_FROM:
+        return "0" if value == 0 else _FOUR_DIGITS % value
+    if value - value != 0.0:  # inf or nan
+        return str(value)
+    sign = "-" if value < 0 else ""
+    # Twelve significant digits drop float noise (a rate of 29999.999999999996
+    # is 30,000); the digits kept are then cut, not rounded.
+    mantissa, _, exponent_text = (_TWELVE_DIGITS % abs(value)).partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    exponent = len(whole) - 1 + (int(exponent_text) if exponent_text else 0)
+    if exponent < _SUFFIX_FROM_EXPONENT:  # no exponent in the text: whole is it
+        return sign + (
+            f"{int(whole):,}" if exponent >= _SEPARATORS_FROM_EXPONENT else whole
+        )
+    kept = (whole + fraction)[:_SIGNIFICANT].ljust(_SIGNIFICANT, "0")
+    if exponent >= _SCIENTIFIC_FROM_EXPONENT:
+        return f"{sign}{_decimal(kept, 1)}e+{exponent:02d}"
+    integer_digits = exponent % 3 + 1
+    return f"{sign}{_decimal(kept, integer_digits)}{_SUFFIXES[exponent // 3]}"
+
+
+def _decimal(digits: str, integer_digits: int) -> str:
+    """``digits`` with a decimal point after the first ``integer_digits``, trailing zeros dropped."""
+    fraction = digits[integer_digits:].rstrip("0")
+    return digits[:integer_digits] + ("." + fraction if fraction else "")
+
+
+def format_exact(value: float) -> str:
+    """Return ``value`` in full: a whole number with all its digits, any other as Python writes it back exactly.
+
+    What ``--exact`` prints; the text reads back as the same float.
+
+    >>> [format_exact(v) for v in (19_999.0, 1e20, 2.0**62, 0.1, 1 / 3, float("nan"))]
+    ['19999', '100000000000000000000', '4611686018427387904', '0.1', '0.3333333333333333', 'nan']
+    """
+    if type(value) is not float:
+        value = float(value)
+    if value.is_integer():
+        return str(int(value))
+    return repr(value)
+
+
+def format_duration(seconds: float) -> str:
+    """Return a duration the way people say it: ``2.5 s``, ``3 min 05 s``, ``2 h 07 min``.
+
+    >>> format_duration(2.46), format_duration(185), format_duration(7625)
+    ('2.5 s', '3 min 05 s', '2 h 07 min')
+    """
+    if seconds < 59.95:
+        return f"{seconds:.1f} s"
+    whole_seconds = round(seconds)
+    if whole_seconds < 3600:
+        minutes, rest = divmod(whole_seconds, 60)
+        return f"{minutes} min {rest:02d} s"
+    hours, rest = divmod(whole_seconds, 3600)
+    return f"{hours} h {rest // 60:02d} min"
+
+
+def format_name(name: str) -> str:
+    """Return a metric or run name as it can be printed on one line: as is, or quoted and escaped.
+
+    A name with a newline, a tab or another control character would break
+    a table or a terminal; it is written as Python writes the string, quotes
+    and all, so it reads back unambiguously.
+
+    >>> print(format_name("collector/frames"), format_name("bad\\nname"), format_name("\\x1b[2J"))
+    collector/frames 'bad\\nname' '\\x1b[2J'
+    """
+    return name if name.isprintable() else repr(name)
+
+
+def format_table(rows: Sequence[Sequence[str]], *, left: int = 1) -> str:
+    """Return ``rows`` (a header row first) as aligned columns two spaces apart.
+
+    The first ``left`` columns (names) are aligned left, the others
+    (numbers) right; each cell goes through :func:`format_name`, so a name
+    with a newline keeps its row on one line. Trailing spaces are dropped.
+
+    >>> print(format_table([("metric", "last"), ("buffer/size", "3"), ("c/frames", "19,999")]))
+    metric         last
+    buffer/size       3
+    c/frames     19,999
+    """
+    cells = [[format_name(cell) for cell in row] for row in rows]
+    widths = [max(len(row[column]) for row in cells) for column in range(len(cells[0]))]
+    lines = []
+    for row in cells:
+        aligned = [
+            cell.ljust(width) if column < left else cell.rjust(width)
+            for column, (cell, width) in enumerate(zip(row, widths, strict=True))
+        ]
+        lines.append("  ".join(aligned).rstrip())
+    return "\n".join(lines)
