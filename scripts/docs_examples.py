@@ -114,8 +114,14 @@ def run(argv: list[str], directory: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.CompletedProcess(argv, process.returncode, stdout, stderr)
 
 
+def _document(example: Example) -> str:
+    """The example's document, relative to the repository when it is in it."""
+    path = Path(example.path)
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
 def _where(example: Example) -> str:
-    return f"{Path(example.path).relative_to(ROOT)}, line {example.line}"
+    return f"{_document(example)}, line {example.line}"
 
 
 def _tail(text: str, lines: int = 30) -> str:
@@ -188,7 +194,7 @@ def run_console(example: Example) -> str | None:
             return (
                 f"'{command}' at {_where(example)} prints another output than the one "
                 f"shown (numbers aside); rewrite it with "
-                f"`python scripts/docs_examples.py {Path(example.path).relative_to(ROOT)}`:\n"
+                f"`python scripts/docs_examples.py {_document(example)}`:\n"
                 f"{difference}\n\nIt prints:\n{printed}"
             )
     return None
