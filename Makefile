@@ -24,8 +24,8 @@ $(VENV)/.installed-demo: $(BIN)/python $(BUILD_INPUTS)
 test: lint typecheck pytest
 
 lint: $(VENV)/.installed-test
-	$(BIN)/ruff check src tests benchmarks scripts setup.py
-	$(BIN)/ruff format --check src tests benchmarks scripts setup.py
+	$(BIN)/ruff check src tests benchmarks scripts setup.py conftest.py
+	$(BIN)/ruff format --check src tests benchmarks scripts setup.py conftest.py
 
 typecheck: $(VENV)/.installed-test
 	$(BIN)/mypy --strict src
