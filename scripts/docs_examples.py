@@ -45,9 +45,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sybil import Document, Example
+from sybil.parsers.markdown import CodeBlockParser, SkipParser
 
 from rlpulse.text import plural
-from sybil.parsers.markdown import CodeBlockParser, SkipParser
 
 ROOT = Path(__file__).resolve().parent.parent
 # Where a test finds the documents, relative to the repository (see
