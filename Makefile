@@ -7,14 +7,33 @@ PIP := $(BIN)/python -m pip
 CONSTRAINTS := constraints.txt
 # What an install builds from: the metadata and the optional C extension.
 BUILD_INPUTS := pyproject.toml setup.py src/rlpulse/_counters.c $(CONSTRAINTS)
+# The Debian packages the tests drive for real: a terminal for `rlpulse top`.
+DEBIAN_TOOLS := tmux
 
 .PHONY: test lint typecheck pytest demo bench diagram clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.installed-test: $(BIN)/python $(BUILD_INPUTS)
+$(VENV)/.installed-test: $(BIN)/python $(BUILD_INPUTS) $(VENV)/.debian-tools
 	$(PIP) install --quiet -c $(CONSTRAINTS) -e ".[test]"
+	touch $@
+
+# Installed with apt-get where missing (as root, or through sudo); without
+# apt-get, the tests that need a tool say they are skipped.
+$(VENV)/.debian-tools: $(BIN)/python
+	@missing=""; for tool in $(DEBIAN_TOOLS); do \
+		command -v $$tool >/dev/null 2>&1 || missing="$$missing $$tool"; done; \
+	if [ -n "$$missing" ]; then \
+		if ! command -v apt-get >/dev/null 2>&1; then \
+			echo "note: no apt-get here; install$$missing to run every test"; \
+		else \
+			sudo=""; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+			echo "installing$$missing with apt-get"; \
+			$$sudo apt-get update -qq && \
+			DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends $$missing; \
+		fi; \
+	fi
 	touch $@
 
 $(VENV)/.installed-demo: $(BIN)/python $(BUILD_INPUTS)
