@@ -28,6 +28,7 @@ CORE = (
     "targets",
     "distributions",
     "text",
+    "naming",
     "watch",
     "runtime",
     "monitor",

@@ -26,6 +26,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "rlpulse.targets",
         "rlpulse.distributions",
         "rlpulse.text",
+        "rlpulse.naming",
     ),
     ("rlpulse.watch",),
     ("rlpulse.runtime",),

@@ -393,3 +393,15 @@ def test_format_summary_of_a_run_without_records_says_so() -> None:
     text = format_summary(summarize([], run="empty", source="metrics.db"))
 
     assert text == "run empty in metrics.db: no records"
+
+
+def test_a_nested_metric_belongs_to_the_watch_it_was_logged_under() -> None:
+    records = [
+        Record(100.0, None, "collector/worker_0/frames", 10.0),
+        Record(101.0, None, "collector/worker_0/frames", 30.0),
+        Record(101.0, None, "collector/worker_0/frames_per_second", 20.0),
+    ]
+    summary = summarize(records, run="r", source="s")
+    frames = next(m for m in summary.metrics if m.name == "collector/worker_0/frames")
+    assert (frames.watch, frames.key) == ("collector", "worker_0/frames")
+    assert frames.is_counter

@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from rlpulse.naming import RATE_NAMES, rate_name
+
 __all__ = [
     "RATE_NAMES",
     "add_rates",
@@ -27,26 +29,6 @@ __all__ = [
     "rate_name",
     "snapshot_of",
 ]
-
-RATE_NAMES: Mapping[str, str] = {
-    "frames": "frames_per_second",
-    "batches": "batches_per_second",
-    "write_count": "writes_per_second",
-    "worker_frames": "worker_frames_per_second",
-    "sample_calls": "samples_per_second",
-    "samples_returned": "samples_returned_per_second",
-}
-"""Known cumulative counters and the names of their per-second rates."""
-
-
-def rate_name(key: str) -> str:
-    """Return the name of the per-second rate of counter ``key``.
-
-    Examples:
-        >>> rate_name("write_count"), rate_name("episodes")
-        ('writes_per_second', 'episodes_per_second')
-    """
-    return RATE_NAMES.get(key) or f"{key}_per_second"
 
 
 def add_rates(

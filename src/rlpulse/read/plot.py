@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import textwrap
 import warnings
 from collections.abc import Callable, Container, Iterable, Sequence
@@ -44,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from rlpulse.metrics import rate_name
+from rlpulse.naming import RATE_SUFFIX, Unit, rate_of, split, unit_of
 from rlpulse.read.match import (
     Match,
     no_metric_matching,
@@ -94,11 +93,12 @@ _UNIT_LABELS: dict[_Unit, str] = {
     "value": "value",
     "total": "total (cumulative)",
 }
-_RATE_SUFFIX = "_per_second"
-# A tally's window summaries, sums and quantiles keep the unit of what they
-# summarise.
-_SUMMARY_SUFFIXES = ("_mean", "_min", "_max", "_last", "_sum")
-_QUANTILE_SUFFIX = re.compile(r"_p\d+(_\d+)?$")
+# The axes a gauge's unit puts it on; any other shares "value".
+_GAUGE_UNITS: dict[Unit | None, _Unit] = {
+    Unit.BYTES: "bytes",
+    Unit.PERCENT: "percent",
+    Unit.SECONDS: "seconds",
+}
 _RATE, _GAUGE, _CUMULATIVE = 0, 1, 2
 _STYLES = {_RATE: "-", _GAUGE: "--", _CUMULATIVE: ":"}
 # Runs drawn together: one line style each, a metric keeping its colour.
@@ -162,12 +162,11 @@ class _Series:
 
     @property
     def watch(self) -> str:
-        watch, separator, _ = self.name.partition("/")
-        return watch if separator else ""
+        return split(self.name)[0]
 
     @property
     def key(self) -> str:
-        return self.name.partition("/")[2] or self.name
+        return split(self.name)[1]
 
 
 @dataclass
@@ -581,15 +580,14 @@ def _lines(
     lines = []
     for metric in watch_series:
         key = metric.key
-        if key.endswith(_RATE_SUFFIX):
-            label = f"{key.removesuffix(_RATE_SUFFIX)}/s"
+        if key.endswith(RATE_SUFFIX):
+            label = f"{key.removesuffix(RATE_SUFFIX)}/s"
             lines.append(_Line(label, "rate", _RATE, metric.xs, metric.ys))
             continue
         if not is_counter(metric.name, run_names):
             lines.append(_Line(key, _unit_of(key), _GAUGE, metric.xs, metric.ys))
             continue
-        head, separator, tail = metric.name.rpartition("/")
-        rate = f"{head}{separator}{rate_name(tail)}"
+        rate = rate_of(metric.name)
         derived = None if rate in series else _derived_rate(metric)
         if derived is not None:
             lines.append(derived)
@@ -614,28 +612,17 @@ def _derived_rate(counter: _Series) -> _Line | None:
     if not any(math.isfinite(y) for y in ys):
         return None
     key = counter.key
-    head, separator, tail = key.rpartition("/")
-    label = f"{head}{separator}{rate_name(tail).removesuffix(_RATE_SUFFIX)}/s"
+    label = f"{rate_of(key).removesuffix(RATE_SUFFIX)}/s"
     return _Line(label, "rate", _RATE, xs, ys)
 
 
 def _unit_of(key: str) -> _Unit:
-    """The unit a gauge's name says: ``rss_bytes`` bytes, ``cpu_percent`` percent, ``heartbeat_age_s`` seconds."""
-    base = _QUANTILE_SUFFIX.sub("", key.rpartition("/")[2])
-    for suffix in _SUMMARY_SUFFIXES:
-        base = base.removesuffix(suffix)
-    if base == "bytes" or base.endswith("_bytes"):
-        return "bytes"
-    if base == "percent" or base.endswith("_percent"):
-        return "percent"
-    if base.endswith(("_s", "_seconds")):
-        return "seconds"
-    return "value"
+    """The axis of a gauge whose name says its unit (``rss_bytes``, ``cpu_percent``, ``heartbeat_age_s``)."""
+    return _GAUGE_UNITS.get(unit_of(key), "value")
 
 
 def _watch_of(name: str) -> str:
-    watch, separator, _ = name.partition("/")
-    return watch if separator else ""
+    return split(name)[0]
 
 
 def _figure(

@@ -15,7 +15,7 @@ from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlpulse.metrics import RATE_NAMES, rate_name
+from rlpulse.naming import Kind, inferred_kind, split
 from rlpulse.read.match import Match, matching
 from rlpulse.read.records import Record, RunFileError, list_runs, read
 from rlpulse.runtime.events import Event
@@ -45,7 +45,6 @@ __all__ = [
 ]
 
 # A Tally reports how many values it ever observed as <key>_count.
-_COUNT_SUFFIX = "_count"
 
 
 @dataclass(frozen=True)
@@ -83,21 +82,21 @@ class MetricSummary:
 
     @property
     def watch(self) -> str:
-        """The part of the name before the last ``/`` (empty for a bare name).
+        """The watch the metric was logged under (empty for a bare name): :func:`rlpulse.naming.split`.
 
-        >>> MetricSummary("loss", 1, 0.5, 0.5, 0.5, 0.5, 1.0, 1.0, False, None).watch
-        ''
+        >>> MetricSummary("collector/worker_0/frames", 1, 3.0, 3.0, 3.0, 3.0, 1.0, 1.0, True, None).watch
+        'collector'
         """
-        return self.name.rpartition("/")[0]
+        return split(self.name)[0]
 
     @property
     def key(self) -> str:
-        """The metric's own name, after the last ``/``.
+        """The metric's name within its watch.
 
-        >>> MetricSummary("buffer/size", 1, 3.0, 3.0, 3.0, 3.0, 1.0, 1.0, False, None).key
-        'size'
+        >>> MetricSummary("collector/worker_0/frames", 1, 3.0, 3.0, 3.0, 3.0, 1.0, 1.0, True, None).key
+        'worker_0/frames'
         """
-        return self.name.rpartition("/")[2]
+        return split(self.name)[1]
 
 
 @dataclass(frozen=True)
@@ -308,22 +307,15 @@ def read_run(
 def is_counter(name: str, names: Container[str]) -> bool:
     """Return whether metric ``name``, among the metric ``names`` of a run or a payload, is a cumulative counter.
 
-    A counter is a known one (``frames``, ``write_count``, … in
-    :data:`rlpulse.metrics.RATE_NAMES`), one whose per-second rate is among
-    ``names`` (``collector/episodes`` next to
-    ``collector/episodes_per_second``, see :func:`rlpulse.metrics.rate_name`),
-    or one named ``*_count`` (a :class:`~rlpulse.Tally`'s
-    ``episode_return_count``: observations ever recorded). Everything else
-    is a gauge.
+    Guessed from the names (:func:`rlpulse.naming.inferred_kind`): a known
+    counter (``frames``, ``write_count``, …), one whose per-second rate is
+    among ``names``, or a count of observations (``*_count``).
 
     >>> names = {"c/frames", "c/episodes", "c/episodes_per_second", "t/return_count", "b/size"}
     >>> [name for name in sorted(names) if is_counter(name, names)]
     ['c/episodes', 'c/frames', 't/return_count']
     """
-    watch, separator, key = name.rpartition("/")
-    if key in RATE_NAMES or key.endswith(_COUNT_SUFFIX):
-        return True
-    return f"{watch}{separator}{rate_name(key)}" in names
+    return inferred_kind(name, names) is Kind.COUNTER
 
 
 def _metric_summary(

@@ -1,0 +1,189 @@
+"""Metric names and what they mean: the one place that joins, splits and classifies them.
+
+A metric leaves a watch as ``"<watch>/<metric>"``: a watch name never holds
+``/``, so the first ``/`` separates the two, and the metric keeps any of its
+own (``collector/worker_0/frames`` is metric ``worker_0/frames`` of watch
+``collector``). Each metric has a :class:`Kind`, decided where it is born
+(a watch knows which entries it rates, which it derives, which it
+aggregates); :func:`inferred_kind` guesses it back from names only for what
+was written without kinds. A unit comes from the name's conventional
+suffix (:func:`unit_of`).
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Container, Mapping
+
+__all__ = [
+    "COUNT_SUFFIX",
+    "RATE_NAMES",
+    "RATE_SUFFIX",
+    "SUM_SUFFIX",
+    "Kind",
+    "Unit",
+    "inferred_kind",
+    "join",
+    "rate_name",
+    "rate_of",
+    "split",
+    "unit_of",
+    "watch_of",
+]
+
+
+class Kind(str, enum.Enum):
+    """What a metric is: how a reader may add, rate or chart it.
+
+    Examples:
+        >>> Kind("counter") is Kind.COUNTER, Kind.RATE.value
+        (True, 'rate')
+    """
+
+    COUNTER = "counter"
+    """Cumulative: only grows, but for a reset; its rate is what moves."""
+    GAUGE = "gauge"
+    """A level at one moment (a buffer's size, a mean, a quantile)."""
+    RATE = "rate"
+    """A counter's increase per second over the interval before it."""
+    DISTRIBUTION = "distribution"
+    """A histogram of observations; its quantiles are gauges."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Unit(str, enum.Enum):
+    """The unit a metric's name says it is in."""
+
+    SECONDS = "seconds"
+    BYTES = "bytes"
+    PERCENT = "percent"
+    PER_SECOND = "per_second"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+RATE_NAMES: Mapping[str, str] = {
+    "frames": "frames_per_second",
+    "batches": "batches_per_second",
+    "write_count": "writes_per_second",
+    "worker_frames": "worker_frames_per_second",
+    "sample_calls": "samples_per_second",
+    "samples_returned": "samples_returned_per_second",
+}
+"""Known cumulative counters (a collector's, a replay buffer's) and the names of their per-second rates."""
+
+RATE_SUFFIX = "_per_second"
+"""How a rate's name ends."""
+
+COUNT_SUFFIX = "_count"
+"""How the name of a count of observations ends (a :class:`~rlpulse.Tally`'s ``loss_count``)."""
+
+SUM_SUFFIX = "_sum"
+"""How the name of a sum of observations ends (a :class:`~rlpulse.Tally`'s ``loss_sum``)."""
+
+# Entries derived from observations of a key keep the key's unit.
+_DERIVED = re.compile(r"(_p\d+(_\d+)?|_mean|_min|_max|_last|_sum)$")
+
+
+def join(watch: str, metric: str) -> str:
+    """The payload key of ``metric`` logged under ``watch``.
+
+    Examples:
+        >>> join("collector", "worker_0/frames")
+        'collector/worker_0/frames'
+    """
+    return f"{watch}/{metric}"
+
+
+def split(name: str) -> tuple[str, str]:
+    """The watch and the metric of payload key ``name``: at the first ``/``; no ``/``, no watch (``""``).
+
+    Examples:
+        >>> split("collector/worker_0/frames")
+        ('collector', 'worker_0/frames')
+        >>> split("loss")
+        ('', 'loss')
+    """
+    watch, separator, metric = name.partition("/")
+    return (watch, metric) if separator else ("", name)
+
+
+def watch_of(name: str) -> str:
+    """The watch of payload key ``name`` (``""`` when it has none).
+
+    Examples:
+        >>> watch_of("replay_buffer/size"), watch_of("loss")
+        ('replay_buffer', '')
+    """
+    return split(name)[0]
+
+
+def rate_name(key: str) -> str:
+    """Return the name of the per-second rate of counter ``key``.
+
+    Examples:
+        >>> rate_name("write_count"), rate_name("episodes")
+        ('writes_per_second', 'episodes_per_second')
+    """
+    return RATE_NAMES.get(key) or f"{key}{RATE_SUFFIX}"
+
+
+def rate_of(name: str) -> str:
+    """The name of the rate of counter ``name``, a payload key or a metric, nested or not.
+
+    Examples:
+        >>> rate_of("collector/worker_0/frames"), rate_of("episodes")
+        ('collector/worker_0/frames_per_second', 'episodes_per_second')
+    """
+    head, separator, key = name.rpartition("/")
+    return f"{head}{separator}{rate_name(key)}"
+
+
+def unit_of(metric: str) -> Unit | None:
+    """The unit metric name ``metric`` says, by its suffix; ``None`` when it says none.
+
+    A window summary, sum or quantile of observations keeps the unit of
+    what it summarises.
+
+    Examples:
+        >>> unit_of("update_s_p99"), unit_of("rss_bytes"), unit_of("cpu_percent")
+        (<Unit.SECONDS: 'seconds'>, <Unit.BYTES: 'bytes'>, <Unit.PERCENT: 'percent'>)
+        >>> unit_of("frames_per_second"), unit_of("frames")
+        (<Unit.PER_SECOND: 'per_second'>, None)
+    """
+    if metric.endswith(RATE_SUFFIX):
+        return Unit.PER_SECOND
+    base = _DERIVED.sub("", metric.rpartition("/")[2])
+    if base == "bytes" or base.endswith("_bytes"):
+        return Unit.BYTES
+    if base == "percent" or base.endswith("_percent"):
+        return Unit.PERCENT
+    if base.endswith(("_s", "_seconds")):
+        return Unit.SECONDS
+    return None
+
+
+def inferred_kind(name: str, names: Container[str]) -> Kind:
+    """The kind of payload key ``name`` among the keys ``names`` of a run, guessed from names alone.
+
+    For what was written without kinds: a rate ends ``_per_second``; a
+    counter is a known one (``frames``, ``write_count``, …), one whose rate
+    is among ``names`` (``collector/episodes`` beside
+    ``collector/episodes_per_second``) or a count of observations
+    (``*_count``); everything else is a gauge.
+
+    Examples:
+        >>> names = {"c/frames", "c/episodes", "c/episodes_per_second", "t/return_count", "b/size"}
+        >>> {name: str(inferred_kind(name, names)) for name in sorted(names)}
+        {'b/size': 'gauge', 'c/episodes': 'counter', 'c/episodes_per_second': 'rate', 'c/frames': 'counter', 't/return_count': 'counter'}
+    """
+    key = name.rpartition("/")[2]
+    if key.endswith(RATE_SUFFIX) and key not in RATE_NAMES:
+        return Kind.RATE
+    if key in RATE_NAMES or key.endswith(COUNT_SUFFIX) or rate_of(name) in names:
+        return Kind.COUNTER
+    return Kind.GAUGE
