@@ -426,3 +426,34 @@ def test_a_seconds_schedule_given_a_key_is_a_seconds_schedule_as_in_torchrl() ->
             monitor.step()
         logged[name] = sink.steps
     assert logged["rlpulse"] == logged["torchrl"] == [None]
+
+
+def test_each_payload_key_has_the_kind_decided_where_it_was_born() -> None:
+    from rlpulse import Tally
+    from rlpulse.naming import Kind
+
+    tally = Tally()
+    tally.inc("episodes", 2)
+    tally.set("epsilon", 0.1)
+    tally.observe("loss", 0.5)
+    watch = Watch(
+        "t",
+        provider=tally.stats,
+        target=tally,
+        schedule=Every.counter("updates", 10),
+        rate_keys=("episodes", "updates"),
+        aggregate=("mean",),
+    )
+    tally.inc("updates")
+    poll(watch, tally.stats(), now=0.0)
+    tally.inc("updates", 10)
+    poll(watch, tally.stats(), now=1.0)
+    kinds = watch.kinds
+    assert kinds["t/episodes"] is Kind.COUNTER  # a rate key
+    assert kinds["t/updates"] is Kind.COUNTER  # the schedule's counter
+    assert kinds["t/loss_count"] is Kind.COUNTER  # the tally says so
+    assert kinds["t/loss_sum"] is Kind.COUNTER
+    assert kinds["t/episodes_per_second"] is Kind.RATE
+    assert kinds["t/epsilon"] is Kind.GAUGE
+    assert kinds["t/loss_p50"] is Kind.GAUGE
+    assert kinds["t/epsilon_mean"] is Kind.GAUGE

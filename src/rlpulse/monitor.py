@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rlpulse.distributions import DEFAULT_QUANTILES
+from rlpulse.naming import Kind
 from rlpulse.runtime import lifecycle, threads
 from rlpulse.runtime.deadline import Deadline, check_timeout
 from rlpulse.runtime.delivery import Delivery
@@ -24,6 +25,9 @@ from rlpulse.text import plural
 from rlpulse.watch import Watch, Watches, provider_of
 
 __all__ = ["LoggerMonitor"]
+
+# The cumulative entries of LoggerMonitor.stats().
+_COUNTERS = ("rounds", "polls", "logged", "errors", "timeouts", "dropped", "cpu_s")
 
 
 class LoggerMonitor:
@@ -294,6 +298,18 @@ class LoggerMonitor:
             "last_poll_duration_s": self._reporter.last_round_s,
             **threads.cpu_entry(),
         }
+
+    def metric_kinds(self) -> dict[str, Kind]:
+        """The counters among the entries of :meth:`stats` (the rest are gauges).
+
+        Examples:
+            >>> class Null:
+            ...     def log_metrics(self, metrics, step=None):
+            ...         pass
+            >>> sorted(LoggerMonitor(Null(), background=False).metric_kinds())
+            ['cpu_s', 'dropped', 'errors', 'logged', 'polls', 'rounds', 'timeouts']
+        """
+        return dict.fromkeys(_COUNTERS, Kind.COUNTER)
 
     def __repr__(self) -> str:
         held = plural(len(self._watches.all), "watch"), plural(len(self._sinks), "sink")

@@ -30,6 +30,7 @@ from rlpulse.metrics import (
     rate_name,
     snapshot_of,
 )
+from rlpulse.naming import Kind
 from rlpulse.schedules import AnyOf, Every, Schedule
 from rlpulse.targets import adapt
 
@@ -564,6 +565,49 @@ class _Naming:
         return payload_key
 
 
+class _Kinds:
+    """The kind of each payload key of one watch, decided once, where the watch names it.
+
+    A rate the watch derives is a rate; an entry it rates (``rate_keys``,
+    else the known counters) or schedules on (a counter schedule) is a
+    counter, and so is one the target declares a counter through its
+    optional ``metric_kinds()`` (``{entry: "counter" | "gauge"}``: a
+    :class:`~rlpulse.Tally`'s ``inc()`` keys and observation counts);
+    everything else (gauges, aggregates, quantiles, ``stalled``) is a gauge.
+    """
+
+    __slots__ = ("_counters", "_declared", "_naming", "_prefix", "by_key")
+
+    def __init__(self, spec: WatchSpec, naming: _Naming, prefix: str) -> None:
+        self.by_key: dict[str, Kind] = {}
+        self._naming = naming
+        self._prefix = prefix
+        rated = RATE_NAMES if spec.rate_keys is None else spec.rate_keys
+        self._counters = {*rated, *spec.counter_keys}
+        declared = getattr(spec.target, "metric_kinds", None)
+        self._declared: Callable[[], Mapping[str, Any]] | None = (
+            declared if callable(declared) else None
+        )
+
+    def note(self, payload: Mapping[str, float]) -> None:
+        """Decide the kind of each key of ``payload`` not seen before."""
+        by_key = self.by_key
+        new = [key for key in payload if key not in by_key]
+        if not new:
+            return
+        rates = {payload_key for _, payload_key in self._naming.rates}
+        declared = self._declared() if self._declared is not None else {}
+        start = len(self._prefix)
+        for key in new:
+            metric = key[start:]
+            if key in rates:
+                by_key[key] = Kind.RATE
+            elif metric in self._counters or declared.get(metric) == Kind.COUNTER:
+                by_key[key] = Kind.COUNTER
+            else:
+                by_key[key] = Kind.GAUGE
+
+
 class Watch:
     """One monitored target: its :class:`WatchSpec` and its schedule state.
 
@@ -643,6 +687,7 @@ class Watch:
         self._prefix = f"{name}/"
         self._pending: dict[str, float] = {}
         self._naming = _Naming(spec, self._prefix)
+        self._kinds = _Kinds(spec, self._naming, self._prefix)
         named = _NamedEntries(spec)
         self._unchecked: _NamedEntries | None = named if named.unseen else None
 
@@ -650,6 +695,21 @@ class Watch:
     def stalled(self) -> bool:
         """Whether stall detection finds this watch without progress for ``stall_after`` seconds."""
         return self.observations is not None and self.observations.stalled
+
+    @property
+    def kinds(self) -> Mapping[str, Kind]:
+        """The :class:`~rlpulse.naming.Kind` of each payload key this watch has logged.
+
+        Examples:
+            >>> watch = Watch("buffer", provider=dict)
+            >>> watch.evaluate({"write_count": 3, "size": 3}, now=0.0, force=False)
+            {'buffer/write_count': 3.0, 'buffer/size': 3.0}
+            >>> watch.commit(now=0.0)
+            >>> _ = watch.evaluate({"write_count": 5, "size": 5}, now=1.0, force=False)
+            >>> {key: str(kind) for key, kind in watch.kinds.items()}
+            {'buffer/write_count': 'counter', 'buffer/size': 'gauge', 'buffer/writes_per_second': 'rate'}
+        """
+        return self._kinds.by_key
 
     @property
     def step_key(self) -> str | None:
@@ -748,6 +808,7 @@ class Watch:
                 add_rates(payload, observed, baseline, rates, elapsed)
         if self.quantiles is not None:
             self.quantiles.add_to(payload, self._prefix)
+        self._kinds.note(payload)
         self._alive_pending = payload.get(self._alive_key)
         step_key = self._step_key
         if step_key is not None and step_key in self._pending:

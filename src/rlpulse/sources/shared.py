@@ -25,6 +25,7 @@ from rlpulse.distributions import (
     Histogram,
     bucket_index,
 )
+from rlpulse.naming import Kind
 
 __all__ = ["SharedCounters", "WorkerCounters"]
 
@@ -328,6 +329,29 @@ class SharedCounters:
                 f"0..{workers - 1} (created with workers={workers})."
             )
         return _WRITER(self, index)
+
+    def metric_kinds(self) -> dict[str, Kind]:
+        """The counters among the entries of :meth:`stats`: each counter and histogram count and sum, summed and per worker.
+
+        Examples:
+            >>> with SharedCounters(2, counters=("frames",), gauges=("queue",)) as counters:
+            ...     sorted(counters.metric_kinds())
+            ['frames', 'worker_0/frames', 'worker_1/frames']
+        """
+        layout = self._layout
+        names = [
+            *layout.counters,
+            *(
+                f"{key}_{part}"
+                for key in layout.histograms
+                for part in ("count", "sum")
+            ),
+        ]
+        kinds = dict.fromkeys(names, Kind.COUNTER)
+        for index in range(layout.workers):
+            for name in names:
+                kinds[f"worker_{index}/{name}"] = Kind.COUNTER
+        return kinds
 
     def stats(self) -> dict[str, float]:
         """Return sums over workers, ``workers_alive``, and every worker's slots and heartbeat age.

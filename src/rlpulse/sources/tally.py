@@ -17,6 +17,7 @@ from types import TracebackType
 from typing import Any, ParamSpec, SupportsFloat, TypeVar, cast
 
 from rlpulse.distributions import Histogram
+from rlpulse.naming import Kind
 
 __all__ = ["Tally"]
 
@@ -249,6 +250,29 @@ class Tally:
             snapshot[key + "_max"] = max(values)
             snapshot[key + "_last"] = values[(count - 1) % self._window]
         return snapshot
+
+    def metric_kinds(self) -> dict[str, Kind]:
+        """The counters among the entries of :meth:`stats`: what ``inc()`` counts, and each observed key's count and sum.
+
+        A monitor watching the tally stores and exports these as counters;
+        every other entry is a gauge.
+
+        Examples:
+            >>> tally = Tally()
+            >>> tally.inc("episodes")
+            >>> tally.set("epsilon", 0.1)
+            >>> tally.observe("loss", 0.5)
+            >>> sorted(tally.metric_kinds())
+            ['episodes', 'loss_count', 'loss_sum']
+        """
+        kinds = dict.fromkeys(self._counters.copy(), Kind.COUNTER)
+        for key in self._nonfinite.copy():
+            kinds[key + "_nonfinite"] = Kind.COUNTER
+        for key, window in self._windows.copy().items():
+            kinds[key + "_count"] = kinds[key + "_sum"] = Kind.COUNTER
+            if window.nonfinite:
+                kinds[key + "_nonfinite"] = Kind.COUNTER
+        return kinds
 
     def histograms(self) -> dict[str, Histogram]:
         """Return a copy of each observed key's cumulative histogram (:class:`rlpulse.distributions.Histogram`).
