@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import socket
 import subprocess
 import sys
@@ -106,6 +107,37 @@ def test_a_wandb_spec_opens_a_wandb_logger_on_a_new_run_of_the_project(
         assert sink.run.project == "rlpulse-tests"
     with open_sink("wandb:") as sink:
         assert isinstance(sink, WandbLogger)
+
+
+def test_a_wandb_spec_without_an_api_key_says_once_how_to_log_in(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("wandb")
+    environment = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith("WANDB_")
+    }
+    environment.update(HOME=str(tmp_path), WANDB_DIR=str(tmp_path))
+    code = """
+        import rlpulse
+        try:
+            rlpulse.open_sink("wandb:rlpulse-tests")
+        except rlpulse.SinkSpecError as error:
+            print(error)
+    """
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=environment,
+    )
+
+    message = result.stdout.strip()
+    assert "no API key is configured" in message
+    assert message.count("wandb login") == 1
+    assert "WANDB_MODE=offline" in message
 
 
 @pytest.mark.parametrize(

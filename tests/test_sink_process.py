@@ -151,6 +151,8 @@ def test_a_file_holding_a_run_is_refused_in_the_child_unless_resumed(
     [
         ((), {}, ValueError, "at least one sink spec"),
         ((42,), {}, TypeError, "sink specs 'SCHEME:TARGET'"),
+        ((["sqlite:a.sqlite"],), {}, TypeError, r"SinkProcess\(\*specs\)"),
+        ((("sqlite:a", "console:"),), {}, TypeError, r"SinkProcess\(\*specs\)"),
         (("console:",), {"start_timeout": 0}, ValueError, "start_timeout must be"),
         (("console:",), {"close_timeout": True}, ValueError, "close_timeout must be"),
     ],
