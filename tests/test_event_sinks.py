@@ -168,7 +168,7 @@ def test_a_json_lines_file_that_starts_with_an_event_is_appended_to(
     lines = tmp_path / "run.jsonl"
     with JSONLLogger(lines) as sink:
         sink.log_event(Event(1.0, "c", "stalled", "no progress", 3.0))
-    with JSONLLogger(lines) as sink:
+    with JSONLLogger(lines, resume=True) as sink:
         sink.log_metrics({"c/frames": 5.0}, step=2, timestamp=2.0)
     assert [r.value for r in read(lines)] == [5.0]
     assert [e.kind for e in read_events(lines)] == ["stalled"]

@@ -144,9 +144,11 @@ SINKS: dict[str, tuple[type[BaseSink], str]] = {
 }
 
 
-def open_sink(name: str, disk: Path) -> Any:
+def open_sink(name: str, disk: Path, *, resume: bool = False) -> Any:
     sink_class, file_name = SINKS[name]
-    options = {"run": "full"} if sink_class is SQLiteLogger else {}
+    options: dict[str, Any] = {"resume": resume}
+    if sink_class is SQLiteLogger:
+        options["run"] = "full"
     return recording(sink_class)(disk / file_name, **options)
 
 
@@ -200,7 +202,7 @@ def test_a_write_that_finds_no_space_leaves_the_file_as_it_was(
     assert read_back(sink) == sink.written == records_of(payloads(303))
     sink.close()
     # The file opens again, to be appended to.
-    reopened = open_sink(sink_name, small_disk)
+    reopened = open_sink(sink_name, small_disk, resume=True)
     reopened.log_batch(payloads(1, first_step=303))
     reopened.close()
     assert read_back(reopened) == records_of(payloads(304))
@@ -219,6 +221,46 @@ def test_a_new_csv_file_whose_header_finds_no_space_is_left_empty(
     with CSVLogger(path) as sink:
         sink.log_metrics({"frames": 1.0}, step=1, timestamp=2.5)
     assert list(read(path)) == [Record(2.5, 1, "frames", 1.0)]
+
+
+@pytest.mark.parametrize("free_blocks", [0, 3])
+def test_a_new_sqlite_store_that_finds_no_space_says_so_and_leaves_no_file(
+    small_disk: Path, free_blocks: int
+) -> None:
+    filler = Filler(small_disk)
+    filler.fill()
+    # With a few blocks free SQLite gets further, and says "disk I/O error".
+    os.truncate(filler.path, filler.path.stat().st_size - free_blocks * 4096)
+    path = small_disk / "metrics.db"
+
+    with pytest.raises(
+        OSError,
+        match=f"cannot store metrics in {re.escape(str(path))}: its file system is full.*free space",
+    ) as failure:
+        SQLiteLogger(path, run="full")
+
+    assert failure.value.errno == errno.ENOSPC
+    assert sorted(child.name for child in small_disk.iterdir()) == ["filler"]
+    filler.free()
+    with SQLiteLogger(path, run="full") as sink:
+        sink.log_metrics({"frames": 1.0}, step=1, timestamp=2.5)
+    assert list(read(path, run="full")) == [Record(2.5, 1, "frames", 1.0)]
+
+
+def test_an_existing_store_that_finds_no_space_for_a_new_run_is_kept(
+    small_disk: Path,
+) -> None:
+    path = small_disk / "metrics.db"
+    with SQLiteLogger(path, run="first") as sink:
+        sink.log_metrics({"frames": 1.0}, step=1, timestamp=2.5)
+    filler = Filler(small_disk)
+    filler.fill()
+
+    with pytest.raises(OSError, match="its file system is full"):
+        SQLiteLogger(path, run="second")
+
+    filler.free()
+    assert list(read(path, run="first")) == [Record(2.5, 1, "frames", 1.0)]
 
 
 class Source:

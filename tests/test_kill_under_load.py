@@ -115,14 +115,15 @@ def test_every_payload_a_sink_reported_written_under_load_survives_kill_9(
         if record.name.endswith("/frames")
     }
     assert reported <= stored
-    # The file is intact and can be appended to again.
+    # The file is intact and the run can be resumed.
     if sink_name == "SQLiteLogger":
         with sqlite3.connect(path) as connection:
             assert connection.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
         connection.close()
         SQLiteLogger(path, run="after").close()
     else:
-        sink = CSVLogger(path) if sink_name == "CSVLogger" else JSONLLogger(path)
+        sink_class = CSVLogger if sink_name == "CSVLogger" else JSONLLogger
+        sink = sink_class(path, resume=True)
         sink.log_metrics({"after/frames": 1.0}, step=1)
         sink.close()
         assert ("after", "1") in {

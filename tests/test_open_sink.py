@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import socket
 import subprocess
 import sys
@@ -106,6 +107,37 @@ def test_a_wandb_spec_opens_a_wandb_logger_on_a_new_run_of_the_project(
         assert sink.run.project == "rlpulse-tests"
     with open_sink("wandb:") as sink:
         assert isinstance(sink, WandbLogger)
+
+
+def test_a_wandb_spec_without_an_api_key_says_once_how_to_log_in(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("wandb")
+    environment = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith("WANDB_")
+    }
+    environment.update(HOME=str(tmp_path), WANDB_DIR=str(tmp_path))
+    code = """
+        import rlpulse
+        try:
+            rlpulse.open_sink("wandb:rlpulse-tests")
+        except rlpulse.SinkSpecError as error:
+            print(error)
+    """
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=environment,
+    )
+
+    message = result.stdout.strip()
+    assert "no API key is configured" in message
+    assert message.count("wandb login") == 1
+    assert "WANDB_MODE=offline" in message
 
 
 @pytest.mark.parametrize(
@@ -255,3 +287,76 @@ def test_a_backend_refusing_a_path_is_a_sink_spec_error_naming_it(
         open_sink(spec)
     assert str(error.value).startswith(f"cannot open sink {spec!r}: ")
     assert f"{blocker / 'tb'}: " in str(error.value)
+
+
+def test_a_sqlite_spec_names_its_run(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.sqlite"
+    with open_sink(f"sqlite:{path}?run=loop") as sink:
+        sink.log_metrics({"x/v": 1.0}, timestamp=1.0)
+
+    assert rlpulse.list_runs(path) == ["loop"]
+
+
+def test_a_sqlite_spec_of_a_stored_run_is_refused_with_the_specs_to_choose_from(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "metrics.sqlite"
+    open_sink(f"sqlite:{path}?run=loop").close()
+
+    with pytest.raises(SinkSpecError) as refused:
+        open_sink(f"sqlite:{path}?run=loop")
+
+    message = str(refused.value)
+    assert f"run 'loop' already exists in {path}" in message
+    assert f"'sqlite:{path}?run=loop-2'" in message
+    assert f"'sqlite:{path}?run=loop&resume'" in message
+    assert "resume=True" not in message
+    assert isinstance(refused.value.__cause__, rlpulse.RunExistsError)
+
+
+def test_a_sqlite_spec_with_resume_appends_to_the_run(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.sqlite"
+    for value in (1.0, 2.0):
+        with open_sink(f"sqlite:{path}?run=loop&resume") as sink:
+            sink.log_metrics({"x/v": value}, timestamp=value)
+
+    assert rlpulse.list_runs(path) == ["loop"]
+    assert [record.value for record in read(path, run="loop")] == [1.0, 2.0]
+
+
+def test_a_sqlite_spec_resuming_no_named_run_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(SinkSpecError, match=r"\?run=NAME&resume"):
+        open_sink(f"sqlite:{tmp_path / 'metrics.sqlite'}?resume")
+
+
+@pytest.mark.parametrize("scheme", ["csv", "jsonl"])
+def test_a_line_file_spec_of_a_file_holding_a_run_is_refused_unless_resumed(
+    tmp_path: Path, scheme: str
+) -> None:
+    path = tmp_path / f"metrics.{scheme}"
+    with open_sink(f"{scheme}:{path}") as sink:
+        sink.log_metrics({"x/v": 1.0}, timestamp=1.0)
+
+    with pytest.raises(SinkSpecError) as refused:
+        open_sink(f"{scheme}:{path}")
+    assert f"'{scheme}:{path}?resume'" in str(refused.value)
+
+    with open_sink(f"{scheme}:{path}?resume") as sink:
+        sink.log_metrics({"x/v": 2.0}, timestamp=2.0)
+    assert [record.value for record in read(path)] == [1.0, 2.0]
+
+
+def test_a_path_holding_a_question_mark_ends_with_one(tmp_path: Path) -> None:
+    path = tmp_path / "what?.csv"
+    with open_sink(f"csv:{path}?") as sink:
+        sink.log_metrics({"x/v": 1.0}, timestamp=1.0)
+
+    assert [record.value for record in read(path)] == [1.0]
+
+
+def test_an_unknown_file_spec_option_is_refused_naming_the_known_ones(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(SinkSpecError, match=r"unknown option 'append'.*'resume'"):
+        open_sink(f"csv:{tmp_path / 'metrics.csv'}?append")
+    assert not (tmp_path / "metrics.csv").exists()

@@ -96,7 +96,7 @@ def test_sqlite_without_run_reads_the_latest_run(tmp_path: Path) -> None:
     for run in ("first", "second"):
         with SQLiteLogger(path, run=run) as sink:
             sink.log_metrics({"x/run": 1.0 if run == "first" else 2.0})
-    with SQLiteLogger(path, run="first") as sink:
+    with SQLiteLogger(path, run="first", resume=True) as sink:
         sink.log_metrics({"x/run": 1.0})
 
     assert [record.value for record in read(path)] == [2.0]

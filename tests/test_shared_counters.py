@@ -717,3 +717,58 @@ def test_inc_refuses_an_increment_that_would_make_the_counter_non_finite(
             writer.inc("frames", 1e308)  # the sum overflows
         writer.inc("frames")
         assert counters.stats()["frames"] == 1e308 + 6
+
+
+def leak_a_segment() -> Path:
+    """A segment left by a creator killed with ``kill -9`` together with its resource tracker."""
+    code = """
+        import sys, time
+        from rlpulse import SharedCounters
+        counters = SharedCounters(2, counters=("frames",))
+        counters.worker(0).inc("frames", 5)
+        print(counters.name, flush=True)
+        time.sleep(60)
+    """
+    creator = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its resource tracker joins its group
+    )
+    assert creator.stdout is not None
+    name = creator.stdout.readline().strip()
+    os.killpg(creator.pid, signal.SIGKILL)
+    creator.wait(timeout=30)
+    creator.stdout.close()
+    return Path("/dev/shm", name)
+
+
+@linux_only
+def test_a_segment_left_by_a_killed_creator_is_removed_by_the_next_one() -> None:
+    leaked = leak_a_segment()
+    assert leaked.exists()
+
+    with SharedCounters(1, counters=("frames",)) as counters:
+        assert not leaked.exists()
+        assert Path("/dev/shm", counters.name).exists()
+
+
+@linux_only
+def test_remove_leaked_segments_names_what_it_removed_and_keeps_live_ones() -> None:
+    leaked = leak_a_segment()
+
+    assert shared_module.remove_leaked_segments() == [leaked.name]
+    assert not leaked.exists()
+    with SharedCounters(1) as alive:
+        assert shared_module.remove_leaked_segments() == []
+        assert Path("/dev/shm", alive.name).exists()
+
+
+@linux_only
+def test_a_segment_is_named_after_rlpulse_and_its_creator() -> None:
+    with SharedCounters(1) as counters:
+        prefix, namespace, pid, token = counters.name.split("_")
+    assert prefix == "rlpulse"
+    assert int(namespace) == os.stat("/proc/self/ns/pid").st_ino
+    assert int(pid) == os.getpid()
+    assert len(token) == 8

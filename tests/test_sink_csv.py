@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rlpulse import CSVLogger, Record, read
+from rlpulse import CSVLogger, Record, RunExistsError, read
 from rlpulse.read.records import RunFileError
 
 
@@ -90,11 +90,11 @@ def test_any_metric_name_round_trips(tmp_path: Path, name: str) -> None:
     assert [row[2] for row in csv_rows(path)[1:]] == [name, "after"]
 
 
-def test_reopening_appends_without_a_second_header(tmp_path: Path) -> None:
+def test_resuming_appends_without_a_second_header(tmp_path: Path) -> None:
     path = tmp_path / "metrics.csv"
     with CSVLogger(path) as sink:
         sink.log_metrics({"x/v": 1.0}, timestamp=1.0)
-    with CSVLogger(path) as sink:
+    with CSVLogger(path, resume=True) as sink:
         sink.log_metrics({"x/v": 2.0}, timestamp=2.0)
 
     rows = csv_rows(path)
@@ -139,7 +139,7 @@ def test_reopening_after_a_torn_write_removes_the_torn_row(tmp_path: Path) -> No
     with open(path, "a", encoding="utf-8") as file:
         file.write("2.0,,x/v,3.14")
 
-    with CSVLogger(path) as sink:
+    with CSVLogger(path, resume=True) as sink:
         sink.log_metrics({"x/v": 4.0}, timestamp=4.0)
 
     assert [(record.wall_time, record.value) for record in read(path)] == [
@@ -167,7 +167,7 @@ def test_reopening_after_a_row_torn_inside_a_quoted_name_removes_the_whole_row(
     data = path.read_bytes()
     path.write_bytes(data[: data.index(b"2.0,2,")] + torn_after)
 
-    with CSVLogger(path) as sink:
+    with CSVLogger(path, resume=True) as sink:
         sink.log_metrics({"after": 3.0}, step=3, timestamp=3.0)
         sink.log_metrics({"after,2": 4.0}, step=4, timestamp=4.0)
 
@@ -184,7 +184,7 @@ def test_reopening_a_header_and_a_row_torn_inside_its_name_keeps_the_header(
     path = tmp_path / "metrics.csv"
     path.write_bytes(b'wall_time,step,name,value\n2.0,2,"multi\n')
 
-    with CSVLogger(path) as sink:
+    with CSVLogger(path, resume=True) as sink:
         sink.log_metrics({"x/v": 1.0}, timestamp=1.0)
 
     assert path.read_bytes() == b"wall_time,step,name,value\n1.0,,x/v,1.0\n"
@@ -369,3 +369,30 @@ def test_a_row_a_csv_reader_cannot_take_is_a_run_file_error_naming_its_line(
 
     with pytest.raises(RunFileError, match="line 3 is not a CSV row rlpulse can read"):
         list(read(path))
+
+
+def test_a_file_holding_a_run_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.csv"
+    with CSVLogger(path) as sink:
+        sink.log_metrics({"x/v": 1.0}, timestamp=1.0)
+    before = path.read_bytes()
+
+    with pytest.raises(RunExistsError) as refused:
+        CSVLogger(path)
+
+    assert f"{path} already holds a run" in str(refused.value)
+    assert "log to a new path" in str(refused.value)
+    assert "resume=True" in str(refused.value)
+    assert path.read_bytes() == before
+
+
+def test_a_file_holding_only_the_header_is_no_run_and_is_written(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "metrics.csv"
+    CSVLogger(path).close()
+
+    with CSVLogger(path) as sink:
+        sink.log_metrics({"x/v": 1.0}, timestamp=1.0)
+
+    assert list(read(path)) == [Record(1.0, None, "x/v", 1.0)]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rlpulse import JSONLLogger, Record, read
+from rlpulse import JSONLLogger, Record, RunExistsError, read
 from rlpulse.read.records import RunFileError
 
 
@@ -68,11 +68,11 @@ def test_empty_payload_is_still_one_line(tmp_path: Path) -> None:
     assert list(read(path)) == []
 
 
-def test_reopening_appends(tmp_path: Path) -> None:
+def test_resuming_appends(tmp_path: Path) -> None:
     path = tmp_path / "metrics.jsonl"
     with JSONLLogger(path) as sink:
         sink.log_metrics({"x/v": 1.0})
-    with JSONLLogger(path) as sink:
+    with JSONLLogger(path, resume=True) as sink:
         sink.log_metrics({"x/v": 2.0})
 
     assert [record.value for record in read(path)] == [1.0, 2.0]
@@ -104,7 +104,7 @@ def test_reopening_after_a_torn_write_removes_the_torn_line(tmp_path: Path) -> N
     with open(path, "a", encoding="utf-8") as file:
         file.write('{"wall_time": 2.0, "step": null, "metrics": {"x/v"')
 
-    with JSONLLogger(path) as sink:
+    with JSONLLogger(path, resume=True) as sink:
         sink.log_metrics({"x/v": 3.0}, timestamp=3.0)
 
     assert [record.wall_time for record in read(path)] == [1.0, 3.0]
@@ -251,3 +251,25 @@ def test_a_batch_of_payloads_is_one_line_each_in_order(tmp_path: Path) -> None:
     assert second["metrics"] == {"buffer/size": 3.0, "buffer/writes": 1.0}
     assert before <= second["wall_time"] <= time.time()
     assert [record.value for record in read(path)] == [2.0, 3.0, 1.0]
+
+
+def test_a_file_holding_a_run_is_refused_and_left_as_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    with JSONLLogger(path) as sink:
+        sink.log_metrics({"x/v": 1.0}, timestamp=1.0)
+    before = path.read_bytes()
+
+    with pytest.raises(RunExistsError, match=r"already holds a run.*resume=True"):
+        JSONLLogger(path)
+
+    assert path.read_bytes() == before
+
+
+def test_an_empty_file_is_no_run_and_is_written(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    path.touch()
+
+    with JSONLLogger(path) as sink:
+        sink.log_metrics({"x/v": 1.0}, timestamp=1.0)
+
+    assert [record.value for record in read(path)] == [1.0]

@@ -178,6 +178,19 @@ def test_a_known_counter_is_a_sum_a_reset_starts_it_again_and_kinds_never_change
     assert episodes == ["gauge", "gauge"]
 
 
+@pytest.mark.parametrize(
+    ("metrics", "counted"),
+    [({"c/frames": 1.0}, "1 point:"), ({"c/frames": 1.0, "c/size": 2.0}, "2 points:")],
+)
+def test_a_refusal_counts_the_points_refused(
+    receiver: Receiver, metrics: dict[str, float], counted: str
+) -> None:
+    receiver.status = 400
+    exporter = OTLPExporter(receiver.endpoint)
+    with exporter, pytest.raises(OSError, match=f"refused {counted} HTTP 400"):
+        exporter.log_metrics(metrics)
+
+
 def test_a_redirect_is_a_refusal_not_a_batch_sent(receiver: Receiver) -> None:
     receiver.status = 301
     exporter = OTLPExporter(receiver.endpoint)

@@ -131,11 +131,28 @@ def test_a_spec_the_child_cannot_open_raises_the_open_sink_error(
         SinkProcess(f"sqlite:{tmp_path / 'a.sqlite'}", "postgres:db")
 
 
+def test_a_file_holding_a_run_is_refused_in_the_child_unless_resumed(
+    tmp_path: Path,
+) -> None:
+    lines = tmp_path / "metrics.jsonl"
+    with SinkProcess(f"jsonl:{lines}") as sinks:
+        sinks.log_metrics({"loss": 1.0}, step=1, timestamp=1.0)
+
+    with pytest.raises(SinkSpecError, match=r"already holds a run.*\?resume'"):
+        SinkProcess(f"jsonl:{lines}")
+
+    with SinkProcess(f"jsonl:{lines}?resume") as sinks:
+        sinks.log_metrics({"loss": 0.5}, step=2, timestamp=2.0)
+    assert [record.value for record in read(lines)] == [1.0, 0.5]
+
+
 @pytest.mark.parametrize(
     ("arguments", "options", "error", "message"),
     [
         ((), {}, ValueError, "at least one sink spec"),
         ((42,), {}, TypeError, "sink specs 'SCHEME:TARGET'"),
+        ((["sqlite:a.sqlite"],), {}, TypeError, r"SinkProcess\(\*specs\)"),
+        ((("sqlite:a", "console:"),), {}, TypeError, r"SinkProcess\(\*specs\)"),
         (("console:",), {"start_timeout": 0}, ValueError, "start_timeout must be"),
         (("console:",), {"close_timeout": True}, ValueError, "close_timeout must be"),
     ],

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from rlpulse import CSVLogger, Record, SQLiteLogger, read
+from rlpulse import CSVLogger, Record, RunExistsError, SQLiteLogger, read
 from rlpulse.read.records import RunFileError, list_runs
+from rlpulse.sinks import sqlite as sqlite_sink
 
 RUN_NAME_FORMAT = "%Y-%m-%d_%H-%M-%S"
 
@@ -125,11 +126,31 @@ def test_new_runs_in_one_file_get_distinct_names(tmp_path: Path) -> None:
     assert list_runs(path) == names
 
 
-def test_an_existing_run_name_appends_to_that_run(tmp_path: Path) -> None:
+def test_an_existing_run_name_is_refused_and_the_run_left_as_it_is(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "metrics.db"
+    with SQLiteLogger(path, run="loop") as sink:
+        sink.log_metrics({"learner/loss": 1.0}, step=1)
+    SQLiteLogger(path, run="loop-2").close()
+
+    with pytest.raises(RunExistsError) as refused:
+        SQLiteLogger(path, run="loop")
+
+    message = str(refused.value)
+    assert f"run 'loop' already exists in {path}" in message
+    assert "run='loop-3' is free" in message
+    assert "resume=True" in message
+    assert refused.value.free_run == "loop-3"
+    assert list_runs(path) == ["loop", "loop-2"]
+    assert [record.value for record in read(path, run="loop")] == [1.0]
+
+
+def test_resume_appends_to_an_existing_run(tmp_path: Path) -> None:
     path = tmp_path / "metrics.db"
     with SQLiteLogger(path, run="resumed") as sink:
         sink.log_metrics({"learner/loss": 1.0}, step=1)
-    with SQLiteLogger(path, run="resumed") as sink:
+    with SQLiteLogger(path, run="resumed", resume=True) as sink:
         sink.log_metrics({"learner/loss": 0.5}, step=2)
 
     assert list_runs(path) == ["resumed"]
@@ -137,6 +158,19 @@ def test_an_existing_run_name_appends_to_that_run(tmp_path: Path) -> None:
         (1, 1.0),
         (2, 0.5),
     ]
+
+
+def test_resume_starts_a_run_not_yet_stored(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.db"
+    with SQLiteLogger(path, run="first", resume=True) as sink:
+        sink.log_metrics({"learner/loss": 1.0}, step=1)
+
+    assert list_runs(path) == ["first"]
+
+
+def test_resume_without_a_run_name_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="resume=True appends to a run named by run="):
+        SQLiteLogger(tmp_path / "metrics.db", resume=True)
 
 
 def test_runs_in_one_file_are_read_separately(tmp_path: Path) -> None:
@@ -462,3 +496,37 @@ def test_loggers_creating_one_new_store_at_once_all_open_it(tmp_path: Path) -> N
         path = tmp_path / f"trial_{trial}.sqlite"
         assert open_together(path, seeds) == []
         assert sorted(list_runs(path)) == seeds
+
+
+def test_a_store_another_connection_keeps_locked_is_refused_saying_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_sink, "_BUSY_TIMEOUT_S", 0.2)
+    path = tmp_path / "metrics.db"
+    with SQLiteLogger(path, run="first") as sink:
+        sink.log_metrics({"x/v": 1.0}, timestamp=1.0)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(RunFileError) as refused:
+            SQLiteLogger(path, run="second")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+    message = str(refused.value)
+    assert "another connection kept the database locked for over 0.2 s" in message
+    assert "close that connection, or log to another path" in message
+    assert "give the path of an rlpulse SQLite file" not in message
+    assert [record.value for record in read(path, run="first")] == [1.0]
+
+
+def test_a_new_file_that_cannot_become_a_store_is_removed(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.db"
+    blocker = tmp_path / "metrics.db-wal"
+    blocker.mkdir()  # SQLite cannot open its write-ahead log
+
+    with pytest.raises(RunFileError, match=f"cannot store metrics in {path}"):
+        SQLiteLogger(path)
+
+    assert not path.exists()

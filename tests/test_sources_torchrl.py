@@ -693,3 +693,29 @@ def test_episode_tally_reads_the_keys_it_is_given() -> None:
     stats = tally.stats()
     assert (stats["score_last"], stats["steps_last"]) == (5.0, 2.0)
     assert repr(record) == "EpisodeTally(return_key='score', length_key='steps')"
+
+
+@pytest.mark.parametrize("kind", list(COLLECTORS))
+def test_episode_tally_as_a_multiprocess_collectors_hook_is_refused_before_workers_start(
+    kind: str,
+) -> None:
+    before = set(multiprocessing.active_children())
+
+    with pytest.raises(TypeError) as refused:
+        COLLECTORS[kind](
+            [cartpole, cartpole],
+            policy=None,
+            frames_per_batch=FRAMES_PER_BATCH,
+            total_frames=4 * FRAMES_PER_BATCH,
+            post_collect_hook=EpisodeTally(Tally()),
+        )
+
+    message = str(refused.value)
+    assert "EpisodeTally cannot run in a collector's worker processes" in message
+    assert "MultiSyncCollector or MultiAsyncCollector" in message
+    assert "episode_tally(batch) in the training loop" in message
+    assert set(multiprocessing.active_children()) <= before
+
+
+def cartpole() -> GymEnv:
+    return GymEnv("CartPole-v1")

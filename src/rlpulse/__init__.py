@@ -10,7 +10,13 @@ from rlpulse.read.records import Record, RunFileError, list_runs, read, read_eve
 from rlpulse.runtime.events import Event
 from rlpulse.runtime.lifecycle import stop_on_sigterm
 from rlpulse.schedules import AnyOf, Every
-from rlpulse.sinks import ConsoleLogger, CSVLogger, JSONLLogger, SQLiteLogger
+from rlpulse.sinks import (
+    ConsoleLogger,
+    CSVLogger,
+    JSONLLogger,
+    RunExistsError,
+    SQLiteLogger,
+)
 from rlpulse.sinks.process import SinkProcess, SinkProcessError
 from rlpulse.sinks.registry import SinkSpecError, open_sink
 from rlpulse.sources import SharedCounters, Tally
@@ -26,6 +32,7 @@ __all__ = [
     "JSONLLogger",
     "LoggerMonitor",
     "Record",
+    "RunExistsError",
     "RunFileError",
     "SQLiteLogger",
     "SharedCounters",

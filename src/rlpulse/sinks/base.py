@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from rlpulse.read.records import open_line_file, prepare_record_file
+from rlpulse.read.records import RunFileError, open_line_file, prepare_record_file
 from rlpulse.runtime.events import Event
 
-__all__ = ["BaseSink", "LineFileSink", "Payload"]
+__all__ = ["BaseSink", "LineFileSink", "Payload", "RunExistsError"]
 
 _FIRST_LINE_LIMIT = 1 << 20
 """How much of an existing line file's first line is read to check its format."""
@@ -29,6 +29,46 @@ Payload = tuple[Mapping[str, float], int | None, float]
 """One payload as a sink writes it: ``(metrics, step, wall_time)``."""
 
 _SinkT = TypeVar("_SinkT", bound="BaseSink")
+
+
+class RunExistsError(RunFileError):
+    """A sink asked to start a run where one is stored already; what is stored is left as it is.
+
+    Raised by ``SQLiteLogger(path, run=NAME)`` when the file holds a run of
+    that name, and by ``CSVLogger(path)`` and ``JSONLLogger(path)`` when the
+    file holds a run (one file, one run). ``resume=True`` appends to the run
+    on purpose. ``path`` is the file, ``run`` the run's name (``None`` for a
+    line file), ``existing`` what is stored, ``free_run`` a run name not yet
+    taken in that file (``None`` for a line file); ``advice`` replaces what
+    the message says to do (the constructor's arguments, unless given).
+
+    >>> error = RunExistsError("runs/m.csv", "runs/m.csv already holds a run")
+    >>> print(error)
+    runs/m.csv already holds a run, left as it is: log to a new path, or append to this run on purpose with resume=True
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        existing: str,
+        *,
+        run: str | None = None,
+        free_run: str | None = None,
+        advice: str | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self.existing = existing
+        self.run = run
+        self.free_run = free_run
+        if advice is None:
+            fresh = (
+                "log to a new path"
+                if run is None
+                else f"name a new run (run={free_run!r} is free; run=None names "
+                "one after the time)"
+            )
+            advice = f"{fresh}, or append to this run on purpose with resume=True"
+        super().__init__(f"{existing}, left as it is: {advice}")
 
 
 class BaseSink(abc.ABC):
@@ -185,6 +225,8 @@ class LineFileSink(BaseSink):
     it changes: a file of another format is refused as it is. Then a torn
     last line left by a crash is removed before appending
     (``open_line_file``), and a new, empty file starts with ``_header``.
+    A file already holding a run (anything past the header) is refused with
+    :class:`RunExistsError`, unless ``resume=True`` appends to it on purpose.
     Each batch is one write of ``_format(payloads)``, straight to the file
     (no buffer in between), before the call returns. A write that fails (a
     full disk) leaves the file as it was: what part of the batch got written
@@ -207,13 +249,15 @@ class LineFileSink(BaseSink):
     _quoted_newlines = False
     """Whether a newline between double quotes is part of a line (CSV)."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, resume: bool = False) -> None:
         super().__init__()
         self.path: Path = prepare_record_file(path)
         self._destination = str(self.path)
         first_line = _first_line(self.path)
         if first_line:
             self._check_existing(first_line)
+            if not resume:
+                self._check_no_run(first_line)
         self._file = open_line_file(self.path, quoted_newlines=self._quoted_newlines)
         # The end of the last complete write, where a failed one is cut back to.
         self._size = os.fstat(self._file.fileno()).st_size
@@ -235,6 +279,21 @@ class LineFileSink(BaseSink):
         ``first_line`` ends with its newline, unless it is the whole file:
         then it may be this format's first line, torn by a crash.
         """
+
+    def _check_no_run(self, first_line: bytes) -> None:
+        # A complete line past the header holds a run; a line torn by a
+        # crash before any other holds nothing, and is removed on opening.
+        size = self.path.stat().st_size
+        header_only = bool(self._header) and size <= len(first_line)
+        if header_only or not first_line.endswith(b"\n"):
+            return
+        written = time.strftime(
+            "%Y-%m-%d %H:%M:%S", time.localtime(self.path.stat().st_mtime)
+        )
+        raise RunExistsError(
+            self.path,
+            f"{self.path} already holds a run ({size:,} bytes, last written {written})",
+        )
 
     def _write_batch(self, payloads: Sequence[Payload]) -> None:
         self._append(self._format(payloads))

@@ -43,10 +43,12 @@ class CSVLogger(LineFileSink):
     mid-write is skipped by ``rlpulse.read`` and removed when the file is
     opened again. A write that fails (a full disk) raises ``OSError`` naming
     the file and leaves the file as it was. Writes are not synced to disk, so
-    an operating system crash may lose the last ones. Opening an existing
-    file appends to it; missing parent directories are created, as
-    TensorBoard's and TorchRL's loggers create their log directories. A
-    logger may be used from any thread.
+    an operating system crash may lose the last ones. A file holds one run:
+    a file that already holds rows is refused (:class:`~rlpulse.sinks.base.RunExistsError`,
+    the file left as it is) unless ``resume=True`` appends to it on purpose;
+    missing parent directories are created, as TensorBoard's and TorchRL's
+    loggers create their log directories. A logger may be used from any
+    thread.
 
     >>> import tempfile, pathlib
     >>> from rlpulse import CSVLogger
@@ -57,6 +59,16 @@ class CSVLogger(LineFileSink):
     ...     print(path.read_text(), end="")
     wall_time,step,name,value
     1.5,3,collector/frames,96.0
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "metrics.csv"
+    ...     with CSVLogger(path) as sink:
+    ...         sink.log_metrics({"collector/frames": 96.0}, timestamp=1.5)
+    ...     with CSVLogger(path, resume=True) as sink:
+    ...         sink.log_metrics({"collector/frames": 192.0}, timestamp=2.5)
+    ...     print(path.read_text(), end="")
+    wall_time,step,name,value
+    1.5,,collector/frames,96.0
+    2.5,,collector/frames,192.0
     """
 
     _header = _HEADER

@@ -28,9 +28,11 @@ class JSONLLogger(LineFileSink):
     crash mid-write is skipped by ``rlpulse.read`` and removed when the file
     is opened again. A write that fails (a full disk) raises ``OSError``
     naming the file and leaves the file as it was. Writes are not synced to
-    disk, so an operating system crash may lose the last ones. Opening an
-    existing file appends to it; missing parent directories are created. A
-    logger may be used from any thread.
+    disk, so an operating system crash may lose the last ones. A file holds
+    one run: a file that already holds lines is refused
+    (:class:`~rlpulse.sinks.base.RunExistsError`, the file left as it is)
+    unless ``resume=True`` appends to it on purpose; missing parent
+    directories are created. A logger may be used from any thread.
 
     >>> import tempfile, pathlib
     >>> from rlpulse import JSONLLogger

@@ -156,7 +156,8 @@ class OTLPExporter(BaseSink):
         except urllib.error.HTTPError as error:
             detail = error.read(300).decode("utf-8", "replace").strip()
             raise OSError(
-                f"the OTLP receiver at {self.url} refused {points} points: HTTP "
+                f"the OTLP receiver at {self.url} refused {points} "
+                f"point{'' if points == 1 else 's'}: HTTP "
                 f"{error.code} {error.reason}{': ' + detail if detail else ''}"
             ) from error
         except (

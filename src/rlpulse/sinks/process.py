@@ -470,6 +470,14 @@ def _check_arguments(
             "SinkProcess('sqlite:runs/metrics.sqlite', 'console:')"
         )
     for spec in specs:
+        if isinstance(spec, (list, tuple)) and all(
+            isinstance(item, str) for item in spec
+        ):
+            raise TypeError(
+                f"SinkProcess takes each sink spec as an argument of its own, got a "
+                f"{type(spec).__name__} of them; write SinkProcess(*specs), as in "
+                "SinkProcess('sqlite:runs/metrics.sqlite', 'console:')"
+            )
         if not isinstance(spec, str):
             raise TypeError(
                 f"SinkProcess takes sink specs 'SCHEME:TARGET' (strings), got "

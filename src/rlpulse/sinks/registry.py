@@ -4,8 +4,12 @@ A spec is ``SCHEME:TARGET``. Each scheme is one opener in :data:`SCHEMES`,
 which imports its sink's module only when used, so opening a file sink never
 imports an optional backend:
 
-- ``sqlite:PATH``: ``SQLiteLogger(PATH)``, a new run in that file;
+- ``sqlite:PATH``: ``SQLiteLogger(PATH)``, a new run in that file, named
+  after the time; ``sqlite:PATH?run=NAME``: a new run of that name;
+  ``sqlite:PATH?run=NAME&resume``: ``resume=True``, appending to that run;
 - ``csv:PATH``: ``CSVLogger(PATH)``; ``jsonl:PATH``: ``JSONLLogger(PATH)``;
+  ``csv:PATH?resume`` and ``jsonl:PATH?resume``: ``resume=True``, appending
+  to the run the file holds;
 - ``console:`` (or ``console:stderr``), ``console:stdout``: ``ConsoleLogger``
   on standard error or output;
 - ``tensorboard:DIR``: ``TensorBoardLogger(DIR)``;
@@ -21,6 +25,12 @@ imports an optional backend:
 - ``otlp:URL``: ``OTLPExporter(URL)``, pushing to the OpenTelemetry
   receiver at ``URL`` (as in ``otlp:http://127.0.0.1:4318``).
 
+A file sink's options follow the path's last ``?``, separated by ``&``
+(values are percent-decoded): a path holding a ``?`` ends with one, as in
+``csv:what?.csv?``. Without ``resume``, a run already stored there is
+refused, the file left as it is (:class:`~rlpulse.sinks.base.RunExistsError`,
+its message giving the specs to choose from).
+
 File sinks create missing parent directories, as TensorBoard's and
 TorchRL's loggers create their log directories. Whatever keeps a sink from
 being set up — a bad target, a backend not installed, a path that cannot be
@@ -32,9 +42,12 @@ to do, with the original error as its cause.
 from __future__ import annotations
 
 import sys
+import urllib.parse
 from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import Protocol, TypeVar
+from typing import NamedTuple, Protocol, TypeVar
+
+from rlpulse.sinks.base import RunExistsError
 
 __all__ = ["SCHEMES", "MetricSink", "SinkSpecError", "open_sink"]
 
@@ -99,22 +112,126 @@ def _needs_target(scheme: str, target: str, example: str) -> str:
     return target
 
 
+_TRUE = frozenset(("", "1", "true", "yes"))
+_FALSE = frozenset(("0", "false", "no"))
+"""How a file sink spec may write ``resume`` on, and off."""
+
+
+class _FileTarget(NamedTuple):
+    """A file sink's target: its path and its options."""
+
+    path: str
+    run: str | None
+    resume: bool
+
+
+def _file_target(scheme: str, target: str, options: tuple[str, ...]) -> _FileTarget:
+    """Split a file sink's target into its path and the ``options`` it may have.
+
+    >>> _file_target("sqlite", "runs/a.sqlite?run=loop&resume", ("run", "resume"))
+    _FileTarget(path='runs/a.sqlite', run='loop', resume=True)
+    >>> _file_target("csv", "runs/what?.csv?", ("resume",))
+    _FileTarget(path='runs/what?.csv', run=None, resume=False)
+    >>> _file_target("csv", "runs/a.csv?rezume", ("resume",))
+    Traceback (most recent call last):
+    ...
+    ValueError: sink spec 'csv:runs/a.csv?rezume' has an unknown option 'rezume'; a csv spec takes 'resume' after the path's last '?', as in 'csv:runs/a.csv?resume' (end a path that holds a '?' with one)
+    """
+    example = {
+        "sqlite": "sqlite:runs/metrics.sqlite",
+        "csv": "csv:runs/metrics.csv",
+        "jsonl": "jsonl:runs/metrics.jsonl",
+    }[scheme]
+    path, separator, query = target.rpartition("?")
+    if not separator:
+        path, query = target, ""
+    _needs_target(scheme, path, example)
+    found: dict[str, str] = {}
+    for option in filter(None, query.split("&")):
+        name, _, value = option.partition("=")
+        if name not in options:
+            known = " and ".join(repr(known) for known in options)
+            raise ValueError(
+                f"sink spec '{scheme}:{target}' has an unknown option {name!r}; a "
+                f"{scheme} spec takes {known} after the path's last '?', as in "
+                f"'{scheme}:{path}?{'run=NAME&' if 'run' in options else ''}resume' "
+                "(end a path that holds a '?' with one)"
+            )
+        found[name] = urllib.parse.unquote(value)
+    resume = found.get("resume", "false")
+    if resume.lower() not in _TRUE | _FALSE:
+        raise ValueError(
+            f"sink spec '{scheme}:{target}' has resume={resume!r}; write '?resume' "
+            "to append to the run stored there, or leave it out"
+        )
+    run = found.get("run")
+    if run == "":
+        raise ValueError(
+            f"sink spec '{scheme}:{target}' names no run; write "
+            f"'{scheme}:{path}?run=NAME', or leave 'run=' out for a new run "
+            "named after the time"
+        )
+    return _FileTarget(path, run, resume.lower() in _TRUE)
+
+
 def _open_sqlite(target: str) -> MetricSink:
     from rlpulse.sinks.sqlite import SQLiteLogger
 
-    return SQLiteLogger(_needs_target("sqlite", target, "sqlite:runs/metrics.sqlite"))
+    path, run, resume = _file_target("sqlite", target, ("run", "resume"))
+    if resume and run is None:
+        raise ValueError(
+            f"sink spec 'sqlite:{target}' appends to no run; name it, as in "
+            f"'sqlite:{path}?run=NAME&resume'"
+        )
+    try:
+        return SQLiteLogger(path, run, resume=resume)
+    except RunExistsError as error:
+        assert run is not None  # only a named run can exist already
+        spec = f"sqlite:{path}?run="
+        raise RunExistsError(
+            error.path,
+            error.existing,
+            run=error.run,
+            free_run=error.free_run,
+            advice=(
+                f"name a new run ('{spec}{_quoted(error.free_run or '')}'; "
+                f"'sqlite:{path}' names one after the time), or append to this "
+                f"run on purpose with '{spec}{_quoted(run)}&resume'"
+            ),
+        ) from None
+
+
+def _quoted(run: str) -> str:
+    return urllib.parse.quote(run, safe="")
+
+
+def _open_line_file(
+    scheme: str, target: str, sink: Callable[..., MetricSink]
+) -> MetricSink:
+    path, _, resume = _file_target(scheme, target, ("resume",))
+    try:
+        return sink(path, resume=resume)
+    except RunExistsError as error:
+        raise RunExistsError(
+            error.path,
+            error.existing,
+            advice=(
+                f"log to a new path, or append to this run on purpose with "
+                f"'{scheme}:{path}?resume'"
+            ),
+        ) from None
 
 
 def _open_csv(target: str) -> MetricSink:
     from rlpulse.sinks.csv import CSVLogger
 
-    return CSVLogger(_needs_target("csv", target, "csv:runs/metrics.csv"))
+    return _open_line_file("csv", target, CSVLogger)
 
 
 def _open_jsonl(target: str) -> MetricSink:
     from rlpulse.sinks.jsonl import JSONLLogger
 
-    return JSONLLogger(_needs_target("jsonl", target, "jsonl:runs/metrics.jsonl"))
+    return _open_line_file("jsonl", target, JSONLLogger)
 
 
 def _open_console(target: str) -> MetricSink:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import itertools
 import os
+import shutil
 import sqlite3
 import threading
 import time
@@ -15,7 +17,7 @@ from pathlib import Path
 from rlpulse.read.records import SQLITE_SCHEMA, RunFileError, prepare_record_file
 from rlpulse.runtime.events import Event
 from rlpulse.runtime.threads import MonitorThread
-from rlpulse.sinks.base import BaseSink, Payload
+from rlpulse.sinks.base import BaseSink, Payload, RunExistsError
 
 __all__ = ["SQLiteLogger"]
 
@@ -29,9 +31,15 @@ _ROWS_PER_STATEMENT = 2000 if sqlite3.sqlite_version_info >= (3, 32) else 240
 # to drop payloads at 10,000 a second; at 10,000 rows it takes about 10 ms.
 _ROWS_PER_CHECKPOINT = 10_000
 _METRICS_COLUMNS = {"run", "wall_time", "step", "name", "value"}
-# How long opening a store tries to switch it to WAL mode while other
-# connections write to it (SQLite's own busy timeout: 5 s).
-_WAL_SWITCH_TIMEOUT_S = 5.0
+# How long a statement waits for another connection's lock to go (SQLite's
+# busy timeout), and opening a store tries to switch it to WAL mode while
+# other connections write to it.
+_BUSY_TIMEOUT_S = 5.0
+_WAL_SWITCH_TIMEOUT_S = _BUSY_TIMEOUT_S
+# Below this much free space, an I/O error while creating a store is taken
+# for a full file system: SQLite says "disk I/O error" when it cannot grow
+# the shared-memory file beside the store.
+_NEARLY_FULL_BYTES = 1 << 20
 
 
 class SQLiteLogger(BaseSink):
@@ -40,11 +48,20 @@ class SQLiteLogger(BaseSink):
     A store is a file, created with its missing parent directories (as
     TensorBoard's and TorchRL's loggers create their log directories) and
     read back after the process ended; ``":memory:"`` is refused rather than
-    taken for a file of that name. The file holds any number of runs: ``run=None`` starts a new one named after
-    the local time (``2024-05-01_12-03-04``, with ``_1``, ``_2``, ... appended
-    when that name is taken); the name of an existing run appends to it. Read it
-    back with ``rlpulse.read(path, run=...)``; ``rlpulse.list_runs(path)``
-    lists the runs.
+    taken for a file of that name. The file holds any number of runs:
+    ``run=None`` starts a new one named after the local time
+    (``2024-05-01_12-03-04``, with ``_1``, ``_2``, ... appended when that
+    name is taken); ``run=NAME`` starts one of that name. A run of that name
+    already in the file is refused (:class:`~rlpulse.sinks.base.RunExistsError`,
+    naming a free name such as ``NAME-2``), so a script run twice never merges
+    its runs; ``resume=True`` appends to it on purpose (and starts it when it
+    is not there yet). Read it back with ``rlpulse.read(path, run=...)``;
+    ``rlpulse.list_runs(path)`` lists the runs.
+
+    A file that cannot be opened is refused with a message saying why: a
+    file of another kind, a database another connection keeps locked for
+    more than 5 s (``RunFileError``), a full file system (``OSError``). A file
+    this call created is then removed, not left behind half made.
 
     Each ``log_metrics`` call, and each ``log_batch`` call of the monitor's
     sender, is one transaction, committed before it returns,
@@ -62,17 +79,40 @@ class SQLiteLogger(BaseSink):
     ...         sink.log_metrics({"collector/frames": 96.0}, step=3, timestamp=1.5)
     ...     print(sink.run, list(read(path, run="baseline")))
     baseline [Record(wall_time=1.5, step=3, name='collector/frames', value=96.0)]
+    >>> from rlpulse import RunExistsError
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "metrics.db"
+    ...     SQLiteLogger(path, run="baseline").close()
+    ...     try:
+    ...         SQLiteLogger(path, run="baseline")
+    ...     except RunExistsError as error:
+    ...         print("free:", error.free_run)
+    ...     with SQLiteLogger(path, run="baseline", resume=True) as sink:
+    ...         sink.log_metrics({"collector/frames": 192.0}, step=6)
+    free: baseline-2
     >>> SQLiteLogger(":memory:")
     Traceback (most recent call last):
     ...
     ValueError: SQLiteLogger stores runs in a file, to be read back after the process ends: ':memory:' would be a file of that name in the working directory, not an in-memory database; give a file path such as 'runs/metrics.sqlite'
     """
 
-    def __init__(self, path: str | os.PathLike[str], run: str | None = None) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        run: str | None = None,
+        *,
+        resume: bool = False,
+    ) -> None:
         if run is not None and (not isinstance(run, str) or not run):
             raise ValueError(
                 f"run must be a non-empty string naming the run, or None for a "
                 f"new run named after the time; got {run!r}"
+            )
+        if resume and run is None:
+            raise ValueError(
+                "resume=True appends to a run named by run=, as in "
+                "SQLiteLogger(path, run='baseline', resume=True); with run=None "
+                "every logger starts a new run"
             )
         if os.fspath(path) == ":memory:":
             raise ValueError(
@@ -82,30 +122,37 @@ class SQLiteLogger(BaseSink):
                 "such as 'runs/metrics.sqlite'"
             )
         super().__init__()
+        created = not os.path.lexists(path)
         self.path = prepare_record_file(path)
-        # The monitor delivers from its own thread; the sink's lock serialises
-        # every use of the connection.
-        # An absolute path: SQLite gives no file name a special meaning then.
-        self._connection = sqlite3.connect(
-            self.path.absolute(),
-            isolation_level=None,
-            check_same_thread=False,
-            # Prepared INSERTs of large batches are big: keep a few.
-            cached_statements=16,
-        )
-        self._checkpointer = _Checkpointer(self.path.absolute())
+        connection = None
         try:
-            self._run_id, self.run = self._open_run(self._connection, run)
-            self._destination = f"{self.path} (run {self.run!r})"
-        except sqlite3.Error as error:
-            self._connection.close()
-            raise RunFileError(
-                f"cannot store metrics in {self.path}: {error}; "
-                "give the path of an rlpulse SQLite file or of a new file"
-            ) from error
+            # The monitor delivers from its own thread; the sink's lock
+            # serialises every use of the connection. An absolute path:
+            # SQLite gives no file name a special meaning then.
+            connection = sqlite3.connect(
+                self.path.absolute(),
+                timeout=_BUSY_TIMEOUT_S,
+                isolation_level=None,
+                check_same_thread=False,
+                # Prepared INSERTs of large batches are big: keep a few.
+                cached_statements=16,
+            )
+            self._run_id, self.run = self._open_run(connection, run, resume)
+        except BaseException as error:
+            if connection is not None:
+                connection.close()
+            failure = _open_failure(self.path, error)
+            if created:
+                _remove_unmade_store(self.path)
+            if failure is None:
+                raise
+            raise failure from error
+        self._connection = connection
+        self._destination = f"{self.path} (run {self.run!r})"
+        self._checkpointer = _Checkpointer(self.path.absolute())
 
     def _open_run(
-        self, connection: sqlite3.Connection, run: str | None
+        self, connection: sqlite3.Connection, run: str | None, resume: bool
     ) -> tuple[int, str]:
         # Checked before anything in the file changes: another database is
         # refused as it is.
@@ -145,10 +192,12 @@ class SQLiteLogger(BaseSink):
             raise
         start_wall_time = time.time()
         if run is not None:
-            connection.execute(
+            cursor = connection.execute(
                 "INSERT OR IGNORE INTO runs (name, start_wall_time) VALUES (?, ?)",
                 (run, start_wall_time),
             )
+            if cursor.rowcount == 0 and not resume:
+                raise self._run_exists(connection, run)
             (run_id,) = connection.execute(
                 "SELECT id FROM runs WHERE name = ?", (run,)
             ).fetchone()
@@ -166,6 +215,25 @@ class SQLiteLogger(BaseSink):
             assert cursor.lastrowid is not None
             return cursor.lastrowid, name
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _run_exists(self, connection: sqlite3.Connection, run: str) -> RunExistsError:
+        (started,) = connection.execute(
+            "SELECT start_wall_time FROM runs WHERE name = ?", (run,)
+        ).fetchone()
+        for number in itertools.count(2):
+            free_run = f"{run}-{number}"
+            taken = connection.execute(
+                "SELECT 1 FROM runs WHERE name = ?", (free_run,)
+            ).fetchone()
+            if taken is None:
+                break
+        start = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started))
+        return RunExistsError(
+            self.path,
+            f"run {run!r} already exists in {self.path} (started {start})",
+            run=run,
+            free_run=free_run,
+        )
 
     def _write_batch(self, payloads: Sequence[Payload]) -> None:
         """Store the payloads as one committed transaction.
@@ -334,6 +402,60 @@ def _switch_to_wal(connection: sqlite3.Connection) -> str:
             time.sleep(0.01)
             continue
         return mode
+
+
+def _open_failure(path: Path, error: BaseException) -> BaseException | None:
+    """The error saying why opening the store at ``path`` failed with ``error``, and what to do; ``None`` to raise it as it is."""
+    if not isinstance(error, sqlite3.Error):
+        return None
+    reason = str(error)
+    if "locked" in reason or "busy" in reason:
+        return RunFileError(
+            f"cannot store metrics in {path}: another connection kept the "
+            f"database locked for over {_BUSY_TIMEOUT_S:g} s (a long write, or a "
+            "transaction left open, as a database browser may hold one); close "
+            "that connection, or log to another path"
+        )
+    if "full" in reason or (
+        "disk I/O error" in reason and _free_bytes(path) < _NEARLY_FULL_BYTES
+    ):
+        return OSError(
+            errno.ENOSPC,
+            f"cannot store metrics in {path}: its file system is full "
+            f"(SQLite: {reason}); free space there, or log to another path",
+            str(path),
+        )
+    return RunFileError(
+        f"cannot store metrics in {path}: {reason}; "
+        "give the path of an rlpulse SQLite file or of a new file"
+    )
+
+
+def _free_bytes(path: Path) -> int:
+    try:
+        return shutil.disk_usage(path.absolute().parent).free
+    except OSError:
+        return _NEARLY_FULL_BYTES
+
+
+def _remove_unmade_store(path: Path) -> None:
+    """Remove the file at ``path``, which this process created, and its journals, unless another logger made a store of it meanwhile."""
+    try:
+        with contextlib.closing(
+            sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
+        ) as connection:
+            made = connection.execute(
+                "SELECT 1 FROM sqlite_master WHERE name = 'runs'"
+            ).fetchone()
+    except sqlite3.Error as error:
+        # Locked: another connection is writing it, so it is not ours to
+        # remove. Unreadable otherwise: nothing worth keeping.
+        made = "locked" in str(error) or "busy" in str(error)
+    if made:
+        return
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(OSError):
+            os.unlink(f"{path}{suffix}")
 
 
 @functools.lru_cache(maxsize=16)

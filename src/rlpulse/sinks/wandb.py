@@ -62,7 +62,17 @@ class WandbLogger(BaseSink):
                 "the arguments only start a new run: give one or the other"
             )
         if run is None:
-            run = wandb.init(**init_kwargs)
+            try:
+                run = wandb.init(**init_kwargs)
+            except wandb.errors.UsageError as error:
+                if "api key" not in str(error).lower():
+                    raise
+                # W&B's own advice, then a hint saying it again, read twice.
+                raise type(error)(
+                    "WandbLogger cannot start a W&B run: no API key is configured; "
+                    "log in with 'wandb login' (or set WANDB_API_KEY), or log "
+                    "without an account with WANDB_MODE=offline"
+                ) from error
             self._owns_run = True
         self.run: Any = run
         """The W&B run the logger writes to."""

@@ -6,7 +6,8 @@ The standard-library sources are importable from here; :class:`Tally` and
 - :class:`Tally` — counters, gauges and windowed observations pushed by the
   hot path (episode returns, losses, latencies);
 - :class:`SharedCounters` — per-worker counters, gauges and heartbeats of
-  worker processes in one shared-memory segment;
+  worker processes in one shared-memory segment
+  (:func:`remove_leaked_segments` removes those of killed creators);
 - :class:`SystemStats` — process, host and GPU resource use (needs the
   ``rlpulse[system]`` extra when created).
 
@@ -28,7 +29,11 @@ from typing import Any
 
 from rlpulse import targets
 from rlpulse.sources.collectors import MULTIPROCESS_COLLECTOR
-from rlpulse.sources.shared import SharedCounters, WorkerCounters
+from rlpulse.sources.shared import (
+    SharedCounters,
+    WorkerCounters,
+    remove_leaked_segments,
+)
 from rlpulse.sources.system import SystemStats
 from rlpulse.sources.tally import Tally
 
@@ -50,4 +55,10 @@ def _polled_remotely(target: Any, poll_timeout: float | None) -> tuple[Any, str]
 targets.register(targets.TargetKind("Ray actor", _is_ray_actor, _polled_remotely))
 targets.register(MULTIPROCESS_COLLECTOR)
 
-__all__ = ["SharedCounters", "SystemStats", "Tally", "WorkerCounters"]
+__all__ = [
+    "SharedCounters",
+    "SystemStats",
+    "Tally",
+    "WorkerCounters",
+    "remove_leaked_segments",
+]

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import math
 import os
+import secrets
 import struct
 import sys
 import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from multiprocessing import shared_memory
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, cast
 
 from rlpulse.distributions import (
@@ -27,7 +29,7 @@ from rlpulse.distributions import (
 )
 from rlpulse.naming import Kind
 
-__all__ = ["SharedCounters", "WorkerCounters"]
+__all__ = ["SharedCounters", "WorkerCounters", "remove_leaked_segments"]
 
 _NEVER = float("nan")  # the heartbeat slot of a worker that has not beaten yet
 
@@ -176,7 +178,9 @@ class SharedCounters:
 
     :meth:`close` in the creating process unlinks the segment; if it is
     never called, the segment is unlinked when the object is collected or
-    the process exits. In any other process ``close()`` only detaches.
+    the process exits. In any other process ``close()`` only detaches. On
+    Linux a new one first removes segments that killed creators left
+    behind (see :func:`remove_leaked_segments`).
 
     Args:
         workers: how many workers write (indices ``0`` to ``workers - 1``).
@@ -208,7 +212,7 @@ class SharedCounters:
         histograms: Iterable[str] = (),
     ) -> None:
         layout = _layout_of(workers, counters, gauges, histograms, liveness)
-        memory = shared_memory.SharedMemory(create=True, size=layout.size)
+        memory = _create_segment(layout.size)
         self._setup(memory, layout, float(liveness), os.getpid())
         view = self._live_view()
         for heartbeat_slot in layout.heartbeats:
@@ -791,6 +795,101 @@ def _check_histogram_names(
                 f"SharedCounters(histograms=...): {key!r} would write the entries "
                 f"{clash}, already counters or gauges; give the histogram another name."
             )
+
+
+_SEGMENT_PREFIX = "rlpulse_"
+_SEGMENT_DIRECTORY = Path("/dev/shm")
+
+
+def remove_leaked_segments() -> list[str]:
+    """Remove the segments of ``SharedCounters`` whose creating process is gone; return their names.
+
+    A creator unlinks its segment when it closes or exits, and Python's
+    resource tracker when the creator is killed; a creator killed with its
+    tracker (``kill -9`` of the whole process group, an out-of-memory
+    kill) leaves the segment in ``/dev/shm``. Creating a ``SharedCounters``
+    removes such segments already; call this to remove them without
+    creating one. Only segments of this pid namespace are considered, and a
+    process that cannot be signalled counts as alive. On systems without
+    ``/dev/shm`` (macOS, Windows) it does nothing and returns ``[]``.
+
+    Examples:
+        >>> counters = SharedCounters(1)
+        >>> counters.name in remove_leaked_segments()  # its creator is alive
+        False
+        >>> counters.close()
+    """
+    namespace = _pid_namespace()
+    if namespace is None:
+        return []
+    removed = []
+    try:
+        names = os.listdir(_SEGMENT_DIRECTORY)
+    except OSError:
+        return []
+    for name in names:
+        creator = _creator_of(name, namespace)
+        if creator is None or _is_running(creator):
+            continue
+        try:
+            os.unlink(_SEGMENT_DIRECTORY / name)
+        except OSError:  # removed meanwhile, or another user's
+            continue
+        removed.append(name)
+    return removed
+
+
+def _create_segment(size: int) -> shared_memory.SharedMemory:
+    namespace = _pid_namespace()
+    if namespace is None:
+        # No way to list segments here: the standard library's names.
+        return shared_memory.SharedMemory(create=True, size=size)
+    remove_leaked_segments()
+    while True:
+        name = f"{_SEGMENT_PREFIX}{namespace}_{os.getpid()}_{secrets.token_hex(4)}"
+        try:
+            return shared_memory.SharedMemory(name=name, create=True, size=size)
+        except FileExistsError:  # pragma: no cover - 32 random bits taken
+            continue
+
+
+def _pid_namespace() -> int | None:
+    # Several containers may share /dev/shm, each with its own pids: a
+    # segment is judged only by processes of its own pid namespace.
+    if not _SEGMENT_DIRECTORY.is_dir():
+        return None
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return None
+
+
+def _creator_of(name: str, namespace: int) -> int | None:
+    """The pid that created segment ``name``, if rlpulse named it in ``namespace``.
+
+    >>> _creator_of("rlpulse_4026531836_1234_0badcafe", 4026531836)
+    1234
+    >>> _creator_of("rlpulse_99_1234_0badcafe", 4026531836) is None
+    True
+    >>> _creator_of("psm_0badcafe", 4026531836) is None
+    True
+    """
+    parts = name.removeprefix(_SEGMENT_PREFIX).split("_")
+    if not name.startswith(_SEGMENT_PREFIX) or len(parts) != 3:
+        return None
+    if parts[0] != str(namespace) or not parts[1].isdigit():
+        return None
+    return int(parts[1])
+
+
+def _is_running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's, say: not ours to judge
+        return True
+    return True
 
 
 def _attach(name: str) -> shared_memory.SharedMemory:

@@ -8,7 +8,7 @@ Needs TorchRL (extra ``rlpulse[torchrl]``), imported here only, never by
   returns and lengths in a tally. Pass it as a single-process collector's
   ``post_collect_hook``, or call it on every batch in the training loop.
 - :class:`SharedCountersTransform` is an environment transform that, inside
-  each worker process of a ``MultiSyncCollector`` or ``MultiaSyncCollector``,
+  each worker process of a ``MultiSyncCollector`` or ``MultiAsyncCollector``,
   writes that worker's frames, finished episodes and heartbeat into
   :class:`~rlpulse.SharedCounters`, so a background monitor sees every
   worker's progress and liveness without asking the collector anything.
@@ -39,6 +39,15 @@ _PADDING_MASK = ("collector", "mask")
 _MAX_UNFINISHED = 10_000
 
 
+_NOT_FOR_WORKERS = (
+    "EpisodeTally cannot run in a collector's worker processes: it records into "
+    "a tally of the process that created it. With MultiSyncCollector or "
+    "MultiAsyncCollector, whose post_collect_hook runs in the workers, call "
+    "episode_tally(batch) in the training loop instead, or count per worker with "
+    "SharedCountersTransform."
+)
+
+
 class EpisodeTally:
     """Records the return and length of every episode that finishes in a collected batch.
 
@@ -61,10 +70,11 @@ class EpisodeTally:
       after ``start()``;
     - ``for batch in collector: episode_tally(batch)`` — an explicit call in
       the training loop. This is the way with ``MultiSyncCollector`` and
-      ``MultiaSyncCollector``, whose ``post_collect_hook`` runs inside every
-      worker process, far from the tally: this object refuses to be pickled
-      for a worker, and refuses to record from a process it was not created
-      in.
+      ``MultiAsyncCollector``, whose ``post_collect_hook`` runs inside every
+      worker process, far from the tally: given as their hook, this object
+      makes the collector's constructor raise ``TypeError`` before any
+      worker starts; it refuses to be pickled for a worker, and to record
+      from a process it was not created in.
 
     Args:
         tally: where episode returns and lengths are recorded.
@@ -213,12 +223,16 @@ class EpisodeTally:
         return rows, steps
 
     def __reduce__(self) -> Any:
-        raise TypeError(
-            "EpisodeTally cannot be pickled: it records into a tally of the process "
-            "that created it. With MultiSyncCollector or MultiaSyncCollector, whose "
-            "post_collect_hook runs in the workers, call episode_tally(batch) in the "
-            "training loop instead, or count per worker with SharedCountersTransform."
-        )
+        raise TypeError(_NOT_FOR_WORKERS)
+
+    @property
+    def forward(self) -> Any:
+        """Refuses: TorchRL looks this up only to send the object to worker processes."""
+        # A multiprocess collector wraps its hooks for the workers
+        # (CloudpickleWrapper), looking up ``forward`` first: in this process,
+        # before any worker starts. Refused here, the collector's constructor
+        # raises this error, not a worker failing to start.
+        raise TypeError(_NOT_FOR_WORKERS)
 
     def __repr__(self) -> str:
         return (
@@ -232,7 +246,7 @@ class SharedCountersTransform(Transform):  # type: ignore[misc]
     """An environment transform that writes one worker's frames, episodes and heartbeat to shared memory.
 
     Append it to the environment each worker of a ``MultiSyncCollector`` or
-    ``MultiaSyncCollector`` builds, with that worker's index: on every step
+    ``MultiAsyncCollector`` builds, with that worker's index: on every step
     it adds the step's frames to the ``frames`` counter and its finished
     episodes (``done``) to ``episodes``, and it beats the worker's heartbeat
     on every step and reset. A :class:`~rlpulse.LoggerMonitor` in the parent
