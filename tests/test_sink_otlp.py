@@ -246,3 +246,33 @@ def test_an_endpoint_that_is_no_url_or_no_receiver_says_so() -> None:
     exporter = OTLPExporter(f"http://127.0.0.1:{port}", timeout=5)
     with exporter, pytest.raises(OSError, match="cannot reach the OTLP receiver"):
         exporter.log_metrics({"c/frames": 1.0})
+
+
+@pytest.mark.parametrize("hosted", [False, True], ids=["in-process", "sink-process"])
+def test_a_monitor_exports_each_metric_as_the_kind_its_watch_gave_it(
+    receiver: Receiver, hosted: bool
+) -> None:
+    # episodes is no known counter: its watch rates it, so it is a sum; a
+    # tally's observation count is a sum too, its mean a gauge; the rate
+    # a gauge. Through a SinkProcess the kinds cross to the child.
+    from rlpulse import SinkProcess, Tally
+
+    tally = Tally()
+    tally.inc("episodes", 3)
+    tally.observe("loss", 0.5)
+    spec = f"otlp:{receiver.endpoint}"
+    sink = SinkProcess(spec) if hosted else open_sink(spec)
+    with sink:
+        monitor = LoggerMonitor(sink, background=False)
+        monitor.watch(tally, name="learner", rate_keys=("episodes",))
+        monitor.step()
+        tally.inc("episodes", 2)
+        monitor.step()
+        monitor.stop()
+        if hosted:
+            sink.flush(timeout=30)
+    kinds = {name: kind for name, kind, *_ in receiver.points()}
+    assert kinds["rlpulse.episodes"] == "sum"
+    assert kinds["rlpulse.loss_count"] == "sum"
+    assert kinds["rlpulse.loss_mean"] == "gauge"
+    assert kinds["rlpulse.episodes_per_second"] == "gauge"

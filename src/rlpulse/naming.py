@@ -15,6 +15,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Container, Mapping
+from typing import NamedTuple
 
 __all__ = [
     "COUNT_SUFFIX",
@@ -22,8 +23,10 @@ __all__ = [
     "RATE_SUFFIX",
     "SUM_SUFFIX",
     "Kind",
+    "Payload",
     "Unit",
     "inferred_kind",
+    "inferred_kinds",
     "join",
     "rate_name",
     "rate_of",
@@ -187,3 +190,38 @@ def inferred_kind(name: str, names: Container[str]) -> Kind:
     if key in RATE_NAMES or key.endswith(COUNT_SUFFIX) or rate_of(name) in names:
         return Kind.COUNTER
     return Kind.GAUGE
+
+
+def inferred_kinds(metrics: Mapping[str, float]) -> dict[str, Kind]:
+    """The kind of each key of ``metrics``, a payload whose kinds were not given, guessed from its names.
+
+    Examples:
+        >>> kinds = inferred_kinds({"c/frames": 10.0, "c/frames_per_second": 5.0, "b/size": 3.0})
+        >>> {name: str(kind) for name, kind in kinds.items()}
+        {'c/frames': 'counter', 'c/frames_per_second': 'rate', 'b/size': 'gauge'}
+    """
+    return {
+        name: inferred_kind(name, metrics) for name in metrics if isinstance(name, str)
+    }
+
+
+class Payload(NamedTuple):
+    """One logged snapshot as rlpulse's own sinks take it: its metrics, step, time, and each metric's kind.
+
+    ``kinds`` maps a key of ``metrics`` to its :class:`Kind`; a key it
+    lacks is a gauge (:meth:`kind`).
+
+    Examples:
+        >>> payload = Payload({"c/frames": 10.0, "c/size": 2.0}, 10, 1.5, {"c/frames": Kind.COUNTER})
+        >>> str(payload.kind("c/frames")), str(payload.kind("c/size"))
+        ('counter', 'gauge')
+    """
+
+    metrics: Mapping[str, float]
+    step: int | None
+    wall_time: float
+    kinds: Mapping[str, Kind]
+
+    def kind(self, name: str) -> Kind:
+        """The kind of metric ``name`` of this payload."""
+        return self.kinds.get(name, Kind.GAUGE)

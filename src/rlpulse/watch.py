@@ -591,10 +591,12 @@ class _Kinds:
 
     def note(self, payload: Mapping[str, float]) -> None:
         """Decide the kind of each key of ``payload`` not seen before."""
-        by_key = self.by_key
-        new = [key for key in payload if key not in by_key]
+        new = [key for key in payload if key not in self.by_key]
         if not new:
             return
+        # A new mapping, never a changed one: payloads queued for the sinks
+        # keep the one they were logged with, which no thread changes.
+        by_key = self.by_key = dict(self.by_key)
         rates = {payload_key for _, payload_key in self._naming.rates}
         declared = self._declared() if self._declared is not None else {}
         start = len(self._prefix)

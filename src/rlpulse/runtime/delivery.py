@@ -16,6 +16,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 
+from rlpulse.naming import Payload
 from rlpulse.runtime.deadline import Deadline, side_by_side
 from rlpulse.runtime.events import Event
 from rlpulse.runtime.queues import Item, SinkQueue
@@ -33,7 +34,7 @@ class Delivery:
         ...     def log_metrics(self, metrics, step=None):
         ...         print(step, metrics)
         >>> delivery = Delivery((Sink(Printer()),), Reporter("warn"))
-        >>> delivery.deliver(({"rb/size": 1.0}, 3, 0.0, "rb"))
+        >>> delivery.deliver(({"rb/size": 1.0}, 3, 0.0, "rb", {}))
         3 {'rb/size': 1.0}
         True
     """
@@ -82,7 +83,7 @@ class Delivery:
             queue.start()
 
     def deliver(self, item: Item) -> bool:
-        """Hand ``(payload, step, wall_time, watch name)`` to every sink; whether any took it.
+        """Hand ``(payload, step, wall_time, watch name, kinds)`` to every sink; whether any took it.
 
         Queued: always taken, and queued for every sink when the round
         ends (:meth:`end_round`). Inline: under ``on_error="raise"`` the first
@@ -99,12 +100,14 @@ class Delivery:
                 self._polled.remove(item)
             except ValueError:
                 return True
-        payload, step, wall_time, watch_name = item
+        payload, step, wall_time, watch_name, kinds = item
         delivered = False
         first_error: Exception | None = None
         for sink in self.sinks:
             try:
-                if sink.wants_timestamp:
+                if sink.log_payloads is not None:
+                    sink.log_payloads([Payload(payload, step, wall_time, kinds)])
+                elif sink.wants_timestamp:
                     sink.log_metrics(payload, step=step, timestamp=wall_time)
                 else:
                     sink.log_metrics(payload, step=step)

@@ -124,7 +124,9 @@ class Engine:
             return None
         delivery = self.delivery
         wall_time = time.time() if delivery.wants_timestamp else 0.0
-        if not delivery.deliver((payload, watch.step, wall_time, watch.name)):
+        if not delivery.deliver(
+            (payload, watch.step, wall_time, watch.name, watch.kinds)
+        ):
             return None
         watch.commit(now, scheduled, self.poll_interval)
         return payload

@@ -13,17 +13,18 @@ import operator
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from rlpulse.naming import Kind, Payload
 from rlpulse.runtime.events import Event
 from rlpulse.runtime.sinks import Sink
 from rlpulse.runtime.threads import MonitorThread
 
 __all__ = ["Item", "SinkQueue"]
 
-Item = tuple[dict[str, float], int | None, float, str]
-"""One queued payload: ``(payload, step, wall_time, watch name)``."""
+Item = tuple[dict[str, float], int | None, float, str, Mapping[str, Kind]]
+"""One queued payload: ``(payload, step, wall_time, watch name, its metrics' kinds)``."""
 
 _payload_of = operator.itemgetter(0, 1, 2)
 """An item's ``(metrics, step, timestamp)``, as ``log_batch`` takes it."""
@@ -188,7 +189,9 @@ class SinkQueue:
                 closing = self._closing
                 if not pending and not self.events:
                     break
-                if pending and sink.log_batch is not None:
+                if pending and sink.log_payloads is not None:
+                    self._send_payloads(sink.log_payloads)
+                elif pending and sink.log_batch is not None:
                     self._send_batch(sink.log_batch)
                 elif pending:
                     self._send_each()
@@ -249,6 +252,25 @@ class SinkQueue:
             payloads = [(item[0], item[1], None) for item in batch]
         try:
             log_batch(payloads)
+        except Exception as err:
+            if not self._abandoned:
+                self._failed(batch[0][3], err)
+            return
+        self._succeeded()
+
+    def _send_payloads(self, log_payloads: Callable[..., Any]) -> None:
+        # Everything pending, with its metrics' kinds, to one of rlpulse's
+        # own sinks.
+        pending = self.pending
+        popleft = pending.popleft
+        batch: list[Item] = []
+        while pending:
+            batch.append(popleft())
+        self.delivered.extend(batch)
+        try:
+            log_payloads(
+                [Payload(item[0], item[1], item[2], item[4]) for item in batch]
+            )
         except Exception as err:
             if not self._abandoned:
                 self._failed(batch[0][3], err)

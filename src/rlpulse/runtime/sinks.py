@@ -39,6 +39,7 @@ class Sink:
         "log_batch",
         "log_event",
         "log_metrics",
+        "log_payloads",
         "name",
         "target",
         "wants_timestamp",
@@ -59,6 +60,11 @@ class Sink:
         self.log_batch: Callable[..., Any] | None = (
             log_batch if callable(log_batch) else None
         )
+        # rlpulse's own sinks take payloads with their metrics' kinds.
+        log_payloads = getattr(target, "log_payloads", None)
+        self.log_payloads: Callable[..., Any] | None = (
+            log_payloads if callable(log_payloads) else None
+        )
         # A sink's optional log_event(event): every Event reaches it.
         log_event = getattr(target, "log_event", None)
         self.log_event: Callable[[Any], Any] | None = (
@@ -67,7 +73,9 @@ class Sink:
         log_metrics = getattr(target, "log_metrics", None)
         if callable(log_metrics):
             self.log_metrics: Callable[..., Any] = log_metrics
-            self.wants_timestamp = _accepts_timestamp(log_metrics)
+            self.wants_timestamp = self.log_payloads is not None or _accepts_timestamp(
+                log_metrics
+            )
             return
         log_scalar = getattr(target, "log_scalar", None)
         if callable(log_scalar):

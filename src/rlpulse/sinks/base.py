@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+from rlpulse.naming import Payload, inferred_kinds
 from rlpulse.read.records import RunFileError, open_line_file, prepare_record_file
 from rlpulse.runtime.events import Event
 
@@ -25,8 +26,6 @@ __all__ = ["BaseSink", "LineFileSink", "Payload", "RunExistsError"]
 _FIRST_LINE_LIMIT = 1 << 20
 """How much of an existing line file's first line is read to check its format."""
 
-Payload = tuple[Mapping[str, float], int | None, float]
-"""One payload as a sink writes it: ``(metrics, step, wall_time)``."""
 
 _SinkT = TypeVar("_SinkT", bound="BaseSink")
 
@@ -90,8 +89,10 @@ class BaseSink(abc.ABC):
     ...         self.rows.extend(payloads)
     >>> with ListSink() as sink:
     ...     sink.log_metrics({"buffer/size": 5.0}, step=7, timestamp=1.5)
-    >>> sink.rows
+    >>> [(payload.metrics, payload.step, payload.wall_time) for payload in sink.rows]
     [({'buffer/size': 5.0}, 7, 1.5)]
+    >>> str(sink.rows[0].kind("buffer/size"))
+    'gauge'
     """
 
     def __init__(self) -> None:
@@ -115,9 +116,10 @@ class BaseSink(abc.ABC):
         ...     sink.log_metrics({"collector/frames": 96.0}, step=3, timestamp=1.5)
         """
         wall_time = time.time() if timestamp is None else float(timestamp)
+        payload = Payload(metrics, step, wall_time, inferred_kinds(metrics))
         with self._lock:
             self._check_open()
-            self._write(((metrics, step, wall_time),))
+            self._write((payload,))
 
     def log_batch(
         self,
@@ -137,9 +139,37 @@ class BaseSink(abc.ABC):
         """
         now = time.time()
         batch = [
-            (metrics, step, now if timestamp is None else float(timestamp))
+            Payload(
+                metrics,
+                step,
+                now if timestamp is None else float(timestamp),
+                inferred_kinds(metrics),
+            )
             for metrics, step, timestamp in payloads
         ]
+        with self._lock:
+            self._check_open()
+            if batch:
+                self._write(batch)
+
+    def log_payloads(self, payloads: Iterable[Payload]) -> None:
+        """Consume several payloads whose metrics' kinds are known (a monitor's), at once, in order.
+
+        What a :class:`~rlpulse.LoggerMonitor` hands rlpulse's sinks:
+        each :class:`~rlpulse.naming.Payload` carries the kind of its
+        metrics, decided by the watch that logged them, where
+        :meth:`log_metrics` and :meth:`log_batch` guess it from the names.
+
+        >>> import io
+        >>> from rlpulse import ConsoleLogger
+        >>> from rlpulse.naming import Kind, Payload
+        >>> stream = io.StringIO()
+        >>> sink = ConsoleLogger(stream)
+        >>> sink.log_payloads([Payload({"t/episodes": 4.0}, 4, 1.5, {"t/episodes": Kind.COUNTER})])
+        >>> stream.getvalue().split(" ", 1)[1]
+        'step=4 t  episodes=4\\n'
+        """
+        batch = list(payloads)
         with self._lock:
             self._check_open()
             if batch:
@@ -235,7 +265,7 @@ class LineFileSink(BaseSink):
     >>> import tempfile, pathlib
     >>> class NameLines(LineFileSink):
     ...     def _format(self, payloads):
-    ...         return "".join(f"{name}\\n" for metrics, _, _ in payloads for name in metrics)
+    ...         return "".join(f"{name}\\n" for payload in payloads for name in payload.metrics)
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     with NameLines(pathlib.Path(tmp) / "names.txt") as sink:
     ...         sink.log_metrics({"buffer/size": 5.0, "buffer/writes": 2.0})
@@ -339,7 +369,7 @@ def _not_a_number(payloads: Sequence[Payload]) -> str | None:
     >>> _not_a_number([({"loss": 0.5}, "three", 1.5)])
     "step 'three'"
     """
-    for metrics, step, _ in payloads:
+    for metrics, step, *_ in payloads:
         if step is not None:
             try:
                 int(step)

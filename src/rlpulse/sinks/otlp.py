@@ -17,7 +17,7 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rlpulse.read.summary import is_counter
+from rlpulse.naming import Kind, split
 from rlpulse.sinks.base import BaseSink, Payload
 
 __all__ = ["OTLPExporter"]
@@ -93,25 +93,32 @@ class OTLPExporter(BaseSink):
         self._headers = {**(headers or {}), "Content-Type": _CONTENT_TYPE}
         self._timeout = float(timeout)
         self._created_ns = time.time_ns()
+        # Whether each metric name is exported as a counter (a sum).
+        self._counters: dict[str, bool] = {}
         # Each counter series' start and last value, for resets.
         self._series: dict[str, tuple[int, float]] = {}
         self._opener = urllib.request.build_opener(_RefuseRedirects)
 
     def _write_batch(self, payloads: Sequence[Payload]) -> None:
         request = self._request(payloads)
-        self._post(request.SerializeToString(), sum(len(m) for m, _, _ in payloads))
+        self._post(
+            request.SerializeToString(),
+            sum(len(payload.metrics) for payload in payloads),
+        )
 
     def _request(self, payloads: Sequence[Payload]) -> Any:
         proto = self._proto
         metrics: dict[str, Any] = {}
-        for payload, _, wall_time in payloads:
-            at = _nanoseconds(wall_time)
-            for key, value in payload.items():
-                watch, separator, metric = key.partition("/")
-                if not separator:
-                    watch, metric = "", key
+        for payload in payloads:
+            at = _nanoseconds(payload.wall_time)
+            for key, value in payload.metrics.items():
+                watch, metric = split(key)
                 name = self._prefix + metric
-                counter = is_counter(metric, ())  # known counters only
+                # A name keeps the kind it was first exported with: a
+                # receiver refuses a metric whose type changes.
+                counter = self._counters.setdefault(
+                    name, payload.kind(key) is Kind.COUNTER
+                )
                 entry = metrics.get(name)
                 if entry is None:
                     entry = metrics[name] = proto.Metric(name=name)

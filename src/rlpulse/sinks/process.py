@@ -13,6 +13,8 @@ The pipe protocol is ours, not a library's: frames of a 4-byte length and a
 is the standard library's fastest encoder of the dicts, floats and strings a
 payload is made of, and its format is stable within one Python version).
 Parent to child: ``("open", specs)`` once, then ``("batch", payloads)``,
+``("payloads", new kinds, payloads)`` (a monitor's payloads, each naming its
+metrics' kinds by a number, a new kinds mapping sent once with its number),
 ``("event", fields)`` and ``("flush",)``; end of file means close. Child to parent: ``("ready",
 descriptions)`` or ``("refused", message)``, then ``("failing", index,
 message)`` when a hosted sink starts failing, ``("recovered", index)`` when it
@@ -35,10 +37,11 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from rlpulse.naming import Kind, Payload
 from rlpulse.runtime.deadline import check_timeout
 from rlpulse.runtime.events import Event
 from rlpulse.sinks.registry import SinkSpecError, open_sink
@@ -112,6 +115,9 @@ class SinkProcess:
         self._pid = os.getpid()
         self._failing: dict[int, str] = {}
         self._flushes_sent = self._flushes_answered = 0
+        # Each kinds mapping sent, by identity, with its number: a watch's
+        # mapping is replaced, never changed, when it meets a new metric.
+        self._kinds_sent: dict[int, tuple[Mapping[str, Kind], int]] = {}
         self._process, outbox, inbox = _spawn()
         self._pipes = _Pipes(outbox, inbox)
         self._ends = _Ends(outbox, inbox)
@@ -170,6 +176,30 @@ class SinkProcess:
                 for metrics, step, timestamp in batch
             ]
         self._hand_over(("batch", batch) if batch else None)
+
+    def log_payloads(self, payloads: Iterable[Payload]) -> None:
+        """Send payloads whose metrics' kinds are known (a monitor's) in one pipe write; each kinds mapping goes once."""
+        batch = list(payloads)
+        if not batch:
+            return
+        triples = [(metrics, step, wall_time) for metrics, step, wall_time, _ in batch]
+        if not _marshals_as_is(triples):
+            triples = [_plain(*triple) for triple in triples]
+        new_kinds: list[tuple[int, dict[str, str]]] = []
+        numbers = []
+        for payload in batch:
+            kinds = payload.kinds
+            sent = self._kinds_sent.get(id(kinds))
+            if sent is None or sent[0] is not kinds:
+                number = len(self._kinds_sent)
+                sent = self._kinds_sent[id(kinds)] = (kinds, number)
+                plain = {str(name): str(kind) for name, kind in kinds.items()}
+                new_kinds.append((number, plain))
+            numbers.append(sent[1])
+        payloads_sent = [
+            (*triple, number) for triple, number in zip(triples, numbers, strict=True)
+        ]
+        self._hand_over(("payloads", new_kinds, payloads_sent))
 
     def log_event(self, event: Event) -> None:
         """Send ``event`` to the hosted sinks that store events (``log_event``), after what was sent before.
@@ -535,7 +565,7 @@ _values_of = operator.methodcaller("values")
 
 
 def _marshals_as_is(
-    batch: list[tuple[Mapping[str, float], int | None, float | None]],
+    batch: Sequence[tuple[Mapping[str, float], int | None, float | None]],
 ) -> bool:
     """Whether a batch holds only what ``marshal`` writes as it is, and every timestamp.
 
@@ -633,6 +663,8 @@ def _serve(inbox: BinaryIO, outbox: BinaryIO) -> int:
         return 1
     tell(("ready", [repr(sink) for sink in sinks]))
     failing = [False] * len(sinks)
+    # The kinds mappings the parent sent, by number.
+    kinds_sent: dict[int, dict[str, Kind]] = {}
 
     def each_sink(call: str, *arguments: Any) -> None:
         # Only a write ends a failure streak: a flush may succeed with
@@ -648,7 +680,7 @@ def _serve(inbox: BinaryIO, outbox: BinaryIO) -> int:
                     failing[index] = True
                     tell(("failing", index, f"{type(error).__name__}: {error}"))
                 continue
-            if failing[index] and call == "log_batch":
+            if failing[index] and call in ("log_batch", "log_payloads"):
                 failing[index] = False
                 tell(("recovered", index))
 
@@ -656,6 +688,18 @@ def _serve(inbox: BinaryIO, outbox: BinaryIO) -> int:
         while (message := _read_message(inbox)) is not None:
             if message[0] == "batch":
                 each_sink("log_batch", message[1])
+            elif message[0] == "payloads":
+                for number, kinds in message[1]:
+                    kinds_sent[number] = {
+                        name: Kind(kind) for name, kind in kinds.items()
+                    }
+                each_sink(
+                    "log_payloads",
+                    [
+                        Payload(metrics, step, wall_time, kinds_sent[number])
+                        for metrics, step, wall_time, number in message[2]
+                    ],
+                )
             elif message[0] == "event":
                 each_sink("log_event", Event(*message[1]))
             else:

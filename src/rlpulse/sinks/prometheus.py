@@ -12,6 +12,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from rlpulse.naming import split
 from rlpulse.runtime.events import Event
 from rlpulse.sinks.base import BaseSink, Payload
 
@@ -126,11 +127,9 @@ class PrometheusExporter(BaseSink):
         >>> 'rlpulse_size{watch="buffer"} 10.0' in page
         True
         """
-        for metrics, _, wall_time in payloads:
+        for metrics, _, wall_time, _ in payloads:
             for key, value in metrics.items():
-                watch, separator, metric = key.partition("/")
-                if not separator:
-                    watch, metric = "", key
+                watch, metric = split(key)
                 self._latest[(self._gauge_for(metric), watch)] = float(value)
                 self._poll_times[watch] = wall_time
 
