@@ -11,13 +11,12 @@ import pytest
 
 from rlpulse import Every, LoggerMonitor
 from rlpulse.runtime.agenda import Agenda
-from rlpulse.watch import Watch
+from rlpulse.watch import Watch, WatchSpec
 
 
 def _logged(watch: Watch, now: float) -> None:
     # What a poll that logs does to the watch's schedule.
-    assert watch.evaluate({"frames": 1}, now=now, force=False) is not None
-    watch.commit(now)
+    assert watch.poll({"frames": 1}, now=now) is not None
 
 
 def _names(watches: object) -> list[str]:
@@ -25,10 +24,12 @@ def _names(watches: object) -> list[str]:
 
 
 def test_due_watches_come_in_registration_order_whatever_their_due_times() -> None:
-    fast = Watch("fast", provider=dict, schedule=Every.seconds(1))
-    every = Watch("every", provider=dict)
-    slow = Watch("slow", provider=dict, schedule=Every.seconds(10))
-    counted = Watch("counted", provider=dict, schedule=Every.counter("frames", 5))
+    fast = Watch(WatchSpec("fast", provider=dict, schedule=Every.seconds(1)))
+    every = Watch(WatchSpec("every", provider=dict))
+    slow = Watch(WatchSpec("slow", provider=dict, schedule=Every.seconds(10)))
+    counted = Watch(
+        WatchSpec("counted", provider=dict, schedule=Every.counter("frames", 5))
+    )
     agenda = Agenda(lambda: (slow, every, fast, counted))
 
     assert _names(agenda.due(0.0)) == ["slow", "every", "fast", "counted"]
@@ -41,7 +42,7 @@ def test_due_watches_come_in_registration_order_whatever_their_due_times() -> No
 
 
 def test_a_watch_not_logged_when_due_stays_due() -> None:
-    hourly = Watch("hourly", provider=dict, schedule=Every.seconds(3600))
+    hourly = Watch(WatchSpec("hourly", provider=dict, schedule=Every.seconds(3600)))
     agenda = Agenda(lambda: (hourly,))
     assert _names(agenda.due(0.0)) == ["hourly"]
     # Its poll failed or was dropped: nothing moved its due time.
@@ -52,13 +53,13 @@ def test_a_watch_not_logged_when_due_stays_due() -> None:
 
 
 def test_a_new_registration_is_seen_at_the_next_round() -> None:
-    first = Watch("first", provider=dict, schedule=Every.seconds(60))
+    first = Watch(WatchSpec("first", provider=dict, schedule=Every.seconds(60)))
     registered: tuple[Watch, ...] = (first,)
     agenda = Agenda(lambda: registered)
     _logged(first, 0.0)
     assert _names(agenda.due(1.0)) == []
 
-    second = Watch("second", provider=dict, schedule=Every.seconds(60))
+    second = Watch(WatchSpec("second", provider=dict, schedule=Every.seconds(60)))
     registered = (first, second)
     assert _names(agenda.due(2.0)) == ["second"]
     registered = (second,)
@@ -99,8 +100,8 @@ def test_a_round_calls_only_the_due_watches_among_ten_thousand() -> None:
 
 
 def test_the_next_due_time_is_the_earliest_of_the_time_gated_watches() -> None:
-    hourly = Watch("hourly", provider=dict, schedule=Every.seconds(3600))
-    minutely = Watch("minutely", provider=dict, schedule=Every.seconds(60))
+    hourly = Watch(WatchSpec("hourly", provider=dict, schedule=Every.seconds(3600)))
+    minutely = Watch(WatchSpec("minutely", provider=dict, schedule=Every.seconds(60)))
     registered: tuple[Watch, ...] = (hourly, minutely)
     agenda = Agenda(lambda: registered)
     assert agenda.next_due() == -math.inf  # never looked at: a round at once
@@ -113,7 +114,7 @@ def test_the_next_due_time_is_the_earliest_of_the_time_gated_watches() -> None:
     _logged(minutely, 60.0)
     assert agenda.next_due() == 120.0
 
-    registered = (hourly, minutely, Watch("every", provider=dict))
+    registered = (hourly, minutely, Watch(WatchSpec("every", provider=dict)))
     assert agenda.next_due() == -math.inf  # a new registration: a round at once
     agenda.due(61.0)
     assert agenda.next_due() == -math.inf  # a watch called every round

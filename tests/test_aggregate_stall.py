@@ -4,20 +4,17 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
 
 from rlpulse import Every, LoggerMonitor
-from rlpulse.watch import Watch
+from rlpulse.watch import Watch, WatchSpec
 
 
 def poll(watch: Watch, raw: dict[str, Any], now: float) -> dict[str, float] | None:
-    payload = watch.evaluate(raw, now, force=False)
-    if payload is not None:
-        watch.commit(now)
-    return payload
+    return watch.poll(raw, now)
 
 
 class Recorder:
@@ -32,10 +29,12 @@ class Recorder:
 
 def test_gauges_are_aggregated_over_the_polls_between_logs() -> None:
     watch = Watch(
-        "rb",
-        provider=dict,
-        schedule=Every.seconds(10),
-        aggregate=("mean", "min", "max"),
+        WatchSpec(
+            "rb",
+            provider=dict,
+            schedule=Every.seconds(10),
+            aggregate=("mean", "min", "max"),
+        )
     )
     poll(watch, {"size": 4, "write_count": 0}, now=0.0)
     for now, size in ((1.0, 10), (2.0, 2), (3.0, 6)):
@@ -49,7 +48,7 @@ def test_gauges_are_aggregated_over_the_polls_between_logs() -> None:
 
 
 def test_aggregates_restart_after_each_logged_snapshot() -> None:
-    watch = Watch("q", provider=dict, aggregate=("max",))
+    watch = Watch(WatchSpec("q", provider=dict, aggregate=("max",)))
     poll(watch, {"depth": 50}, now=0.0)
     payload = poll(watch, {"depth": 3}, now=1.0)
     assert payload is not None
@@ -57,7 +56,9 @@ def test_aggregates_restart_after_each_logged_snapshot() -> None:
 
 
 def test_aggregates_skip_explicit_rate_keys() -> None:
-    watch = Watch("w", provider=dict, aggregate=("mean",), rate_keys=("episodes",))
+    watch = Watch(
+        WatchSpec("w", provider=dict, aggregate=("mean",), rate_keys=("episodes",))
+    )
     payload = poll(watch, {"episodes": 3, "frames": 9}, now=0.0)
     assert payload is not None
     assert "w/episodes_mean" not in payload
@@ -66,7 +67,7 @@ def test_aggregates_skip_explicit_rate_keys() -> None:
 
 def test_an_unknown_aggregate_is_refused_with_the_choices() -> None:
     with pytest.raises(ValueError, match="mean, min, max"):
-        Watch("w", provider=dict, aggregate=("median",))
+        Watch(WatchSpec("w", provider=dict, aggregate=("median",)))
 
 
 def test_an_aggregating_seconds_watch_is_polled_every_time() -> None:
@@ -101,15 +102,22 @@ class StallsSeen:
     def workers_lost(self, watch: Watch, alive: float, before: float) -> None:
         raise AssertionError("no workers here")
 
+    def entry_missing(
+        self, watch: Watch, option: str, key: str, entries: Sequence[str]
+    ) -> None:
+        raise AssertionError(f"{option} names {key}, which the snapshot has")
+
 
 def test_a_counter_that_stops_increasing_marks_the_watch_stalled() -> None:
     stalls: list[tuple[bool, float]] = []
     watch = Watch(
-        "collector",
-        provider=dict,
-        schedule=Every.counter("frames", 1000),
-        stall_after=5.0,
-        events=StallsSeen(stalls),
+        WatchSpec(
+            "collector",
+            provider=dict,
+            schedule=Every.counter("frames", 1000),
+            stall_after=5.0,
+        ),
+        StallsSeen(stalls),
     )
     first = poll(watch, {"frames": 0}, now=0.0)
     assert first is not None
@@ -122,10 +130,9 @@ def test_a_counter_that_stops_increasing_marks_the_watch_stalled() -> None:
     assert stalls == [(True, 5.5)]
     poll(watch, {"frames": 10}, now=9.0)
     assert stalls == [(True, 5.5)]  # one warning per episode
-    payload = watch.evaluate({"frames": 10}, 10.0, force=True)
+    payload = watch.poll({"frames": 10}, 10.0, force=True)
     assert payload is not None
     assert payload["collector/stalled"] == 1.0
-    watch.commit(10.0)
     poll(watch, {"frames": 20}, now=11.0)
     assert not watch.stalled
     assert stalls[-1] == (False, 10.0)  # moving again, 10 s after it last moved
@@ -134,7 +141,7 @@ def test_a_counter_that_stops_increasing_marks_the_watch_stalled() -> None:
 
 
 def test_a_counter_reset_is_not_a_stall() -> None:
-    watch = Watch("c", provider=dict, stall_after=2.0, progress_key="frames")
+    watch = Watch(WatchSpec("c", provider=dict, stall_after=2.0, progress_key="frames"))
     poll(watch, {"frames": 100}, now=0.0)
     poll(watch, {"frames": 5}, now=1.5)
     poll(watch, {"frames": 5}, now=3.0)
@@ -143,12 +150,12 @@ def test_a_counter_reset_is_not_a_stall() -> None:
 
 def test_stall_detection_needs_a_progress_counter() -> None:
     with pytest.raises(ValueError, match="progress_key"):
-        Watch("w", provider=dict, stall_after=1.0)
+        Watch(WatchSpec("w", provider=dict, stall_after=1.0))
 
 
 def test_stall_after_must_be_positive() -> None:
     with pytest.raises(ValueError, match="stall_after"):
-        Watch("w", provider=dict, stall_after=0, progress_key="frames")
+        Watch(WatchSpec("w", provider=dict, stall_after=0, progress_key="frames"))
 
 
 def test_the_monitor_warns_once_per_stall_episode(

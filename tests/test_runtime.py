@@ -334,9 +334,9 @@ def test_a_call_given_up_on_once_cannot_be_given_up_on_again() -> None:
     # stop() and the watchdog may both give up on the call under way: only
     # the first may hand the rest of the round to a fresh thread.
     from rlpulse.runtime.poller import Round
-    from rlpulse.watch import Watch
+    from rlpulse.watch import Watch, WatchSpec
 
-    watch = Watch("w", provider=dict)
+    watch = Watch(WatchSpec("w", provider=dict))
     polls = Round((watch,), force=False)
     polls.index = 1  # its call is under way
     assert polls.give_up_on(watch)

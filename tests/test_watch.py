@@ -9,19 +9,16 @@ import pytest
 
 from rlpulse import AnyOf, Every
 from rlpulse.metrics import RATE_NAMES, rate_name
-from rlpulse.watch import Watch
+from rlpulse.watch import Watch, WatchSpec
 
 
 def make_watch(schedule: Any = None, **kwargs: Any) -> Watch:
-    return Watch("w", provider=dict, schedule=schedule, **kwargs)
+    return Watch(WatchSpec("w", provider=dict, schedule=schedule, **kwargs))
 
 
 def poll(watch: Watch, raw: dict[str, Any], now: float) -> dict[str, float] | None:
     """One poll whose payload, if any, is delivered."""
-    payload = watch.evaluate(raw, now, force=False)
-    if payload is not None:
-        watch.commit(now)
-    return payload
+    return watch.poll(raw, now)
 
 
 def test_rate_names_follow_torchrl() -> None:
@@ -98,14 +95,16 @@ def test_composite_seconds_count_from_the_last_log_whatever_caused_it() -> None:
 
 def test_a_composite_schedule_with_one_counter_steps_on_that_counter() -> None:
     watch = make_watch(Every.seconds(5) | Every.counter("write_count", 10))
-    poll(watch, {"write_count": 37}, now=0.0)
-    assert watch.step == 37
+    logged = watch.evaluate({"write_count": 37}, 0.0, force=False)
+    assert logged is not None
+    assert logged.step == 37
 
 
 def test_a_composite_schedule_with_two_counters_has_no_default_step() -> None:
     watch = make_watch(Every.counter("frames", 10) | Every.counter("batches", 1))
-    poll(watch, {"frames": 3, "batches": 1}, now=0.0)
-    assert watch.step is None
+    logged = watch.evaluate({"frames": 3, "batches": 1}, 0.0, force=False)
+    assert logged is not None
+    assert logged.step is None
     assert watch.step_key is None
 
 
@@ -155,7 +154,7 @@ def test_a_seconds_schedule_without_log_on_start_is_due_from_its_baseline() -> N
 def test_forced_polls_are_due_whatever_the_schedule() -> None:
     watch = make_watch(Every.counter("frames", 1000))
     poll(watch, {"frames": 0}, now=0.0)
-    payload = watch.evaluate({"frames": 10}, 2.0, force=True)
+    payload = watch.poll({"frames": 10}, 2.0, force=True)
     assert payload == {"w/frames": 10.0, "w/frames_per_second": 5.0}
 
 
@@ -191,19 +190,22 @@ def test_every_any_refuses_what_is_not_a_schedule() -> None:
 
 def test_a_nested_step_key_gives_the_step() -> None:
     watch = make_watch(Every.counter("worker_0/frames", 10))
-    payload = poll(watch, {"worker_0": {"frames": 12}, "size": 3}, now=0.0)
-    assert payload == {"w/worker_0/frames": 12.0, "w/size": 3.0}
-    assert watch.step == 12
+    logged = watch.evaluate({"worker_0": {"frames": 12}, "size": 3}, 0.0, force=False)
+    assert logged is not None
+    assert logged.payload == {"w/worker_0/frames": 12.0, "w/size": 3.0}
+    assert logged.step == 12
 
 
 def test_a_schedule_counts_from_when_its_round_was_due_not_from_when_it_ran() -> None:
     # Every.seconds(1) polled on a 1 s cadence: the round that logged it ran
     # 4 ms late, the next only 0.1 ms late; it is due all the same.
-    watch = Watch("w", provider=dict, schedule=Every.seconds(1))
-    assert watch.evaluate({"frames": 1}, now=0.004, force=False) is not None
-    watch.commit(now=0.004, scheduled=0.0, poll_interval=1.0)
+    watch = Watch(WatchSpec("w", provider=dict, schedule=Every.seconds(1)))
+    assert (
+        watch.poll({"frames": 1}, now=0.004, scheduled=0.0, poll_interval=1.0)
+        is not None
+    )
     assert watch.due_by_clock(1.0001)
-    payload = watch.evaluate({"frames": 3}, now=1.0001, force=False)
+    payload = watch.poll({"frames": 3}, now=1.0001)
     # Rates still count from when it ran.
     assert payload is not None
     assert payload["w/frames_per_second"] == pytest.approx(2 / 0.9961)
@@ -212,9 +214,8 @@ def test_a_schedule_counts_from_when_its_round_was_due_not_from_when_it_ran() ->
 def test_a_round_that_overran_its_interval_counts_the_schedule_from_the_poll() -> None:
     # The round due at 0.0 reached the watch 2.5 s late: counted from 0.0 it
     # would be due again at once, in the round that follows straight away.
-    watch = Watch("w", provider=dict, schedule=Every.seconds(1))
-    assert watch.evaluate({"frames": 1}, now=2.5, force=False) is not None
-    watch.commit(now=2.5, scheduled=0.0)
+    watch = Watch(WatchSpec("w", provider=dict, schedule=Every.seconds(1)))
+    assert watch.poll({"frames": 1}, now=2.5, scheduled=0.0) is not None
     assert not watch.due_by_clock(2.5001)
     assert watch.due_by_clock(3.5)
 
@@ -222,9 +223,11 @@ def test_a_round_that_overran_its_interval_counts_the_schedule_from_the_poll() -
 def test_a_schedule_shorter_than_the_poll_interval_is_due_at_every_round() -> None:
     # Every.seconds(0.1) polled every 0.2 s, reached 5 ms into its round:
     # the next round, at 0.2 s, finds it due.
-    watch = Watch("w", provider=dict, schedule=Every.seconds(0.1))
-    assert watch.evaluate({"frames": 1}, now=0.005, force=False) is not None
-    watch.commit(now=0.005, scheduled=0.0, poll_interval=0.2)
+    watch = Watch(WatchSpec("w", provider=dict, schedule=Every.seconds(0.1)))
+    assert (
+        watch.poll({"frames": 1}, now=0.005, scheduled=0.0, poll_interval=0.2)
+        is not None
+    )
     assert watch.due_by_clock(0.2)
 
 
@@ -234,16 +237,16 @@ def timed_poll(
     """One poll by the polling thread's round due at ``scheduled``, reaching the watch at ``now``; whether it logged."""
     if not watch.due_by_clock(now):
         return False
-    payload = watch.evaluate({"frames": now}, now, force=False)
-    if payload is not None:
-        watch.commit(now, scheduled, poll_interval)
+    payload = watch.poll(
+        {"frames": now}, now, scheduled=scheduled, poll_interval=poll_interval
+    )
     return payload is not None
 
 
 def test_a_round_that_reached_the_watch_late_does_not_push_the_next_log_later() -> None:
     # Every.seconds(5) due at 5.0, reached 0.7 s late (a slow call earlier in
     # the round): the next is due at 10.0 all the same, not 10.7.
-    watch = Watch("w", provider=dict, schedule=Every.seconds(5))
+    watch = Watch(WatchSpec("w", provider=dict, schedule=Every.seconds(5)))
     assert timed_poll(watch, now=0.001, scheduled=0.0, poll_interval=1.0)
     assert not timed_poll(watch, now=4.999, scheduled=4.0, poll_interval=1.0)
     assert timed_poll(watch, now=5.7, scheduled=5.0, poll_interval=1.0)
@@ -253,7 +256,7 @@ def test_a_round_that_reached_the_watch_late_does_not_push_the_next_log_later() 
 def test_a_round_late_by_several_intervals_logs_once_and_keeps_the_cadence() -> None:
     # A stats() call hung for 12 s: one log when it returns, none to catch
     # up, and the next at the cadence's next due time.
-    watch = Watch("w", provider=dict, schedule=Every.seconds(5))
+    watch = Watch(WatchSpec("w", provider=dict, schedule=Every.seconds(5)))
     assert timed_poll(watch, now=0.0, scheduled=0.0, poll_interval=1.0)
     assert timed_poll(watch, now=17.0, scheduled=5.0, poll_interval=1.0)
     assert watch.next_due == 20.0
@@ -270,7 +273,7 @@ def test_a_seconds_schedule_on_the_polling_thread_logs_each_due_time_without_dri
     # Rounds every poll_interval, each reaching the watch 1-9 ms late: every
     # log is within a poll interval of a due time seconds apart, each due
     # time is logged once at most, and a watch is called only when due.
-    watch = Watch("w", provider=dict, schedule=Every.seconds(seconds))
+    watch = Watch(WatchSpec("w", provider=dict, schedule=Every.seconds(seconds)))
     logs, calls = [], 0
     for round_number in range(400):
         scheduled = round_number * poll_interval
@@ -291,7 +294,7 @@ def test_a_seconds_schedule_on_the_polling_thread_logs_each_due_time_without_dri
 
 def test_a_step_counts_the_seconds_from_its_log_as_in_torchrl() -> None:
     # step() is no round of the polling thread: due seconds after the last log.
-    watch = Watch("w", provider=dict, schedule=Every.seconds(5))
+    watch = Watch(WatchSpec("w", provider=dict, schedule=Every.seconds(5)))
     assert poll(watch, {"frames": 1}, now=0.0) is not None
     assert poll(watch, {"frames": 2}, now=7.0) is not None
     assert poll(watch, {"frames": 3}, now=11.0) is None
@@ -302,7 +305,9 @@ def test_a_counter_log_restarts_the_seconds_of_a_composite_from_its_round() -> N
     # Every 10 frames or 5 s: the counter logged in the round due at 3.0,
     # so the seconds are due at 8.0, counted from the last log.
     watch = Watch(
-        "w", provider=dict, schedule=Every.counter("frames", 10) | Every.seconds(5)
+        WatchSpec(
+            "w", provider=dict, schedule=Every.counter("frames", 10) | Every.seconds(5)
+        )
     )
     for frames, now, scheduled, logged in (
         (0, 0.002, 0.0, True),
@@ -311,10 +316,10 @@ def test_a_counter_log_restarts_the_seconds_of_a_composite_from_its_round() -> N
         (13, 7.002, 7.0, False),
         (14, 8.002, 8.0, True),
     ):
-        payload = watch.evaluate({"frames": frames}, now, force=False)
+        payload = watch.poll(
+            {"frames": frames}, now, scheduled=scheduled, poll_interval=1.0
+        )
         assert (payload is not None) == logged, now
-        if payload is not None:
-            watch.commit(now, scheduled, 1.0)
 
 
 def test_a_final_snapshot_soon_after_a_log_rates_the_interval_before_too() -> None:
@@ -323,7 +328,7 @@ def test_a_final_snapshot_soon_after_a_log_rates_the_interval_before_too() -> No
     watch = make_watch()
     poll(watch, {"frames": 0}, now=0.0)
     poll(watch, {"frames": 100}, now=1.0)
-    payload = watch.evaluate({"frames": 100}, 1.003, force=True)
+    payload = watch.poll({"frames": 100}, 1.003, force=True)
     assert payload is not None
     assert payload["w/frames_per_second"] == pytest.approx(100 / 1.003)
 
@@ -332,7 +337,7 @@ def test_a_final_snapshot_long_after_a_log_rates_only_since_it() -> None:
     watch = make_watch()
     poll(watch, {"frames": 0}, now=0.0)
     poll(watch, {"frames": 100}, now=1.0)
-    payload = watch.evaluate({"frames": 160}, 1.6, force=True)
+    payload = watch.poll({"frames": 160}, 1.6, force=True)
     assert payload is not None
     assert payload["w/frames_per_second"] == pytest.approx(100.0)
 
@@ -376,12 +381,12 @@ def test_every_seconds_refuses_what_float_refuses_saying_what_it_takes(
 
 def test_a_fractional_counter_interval_is_due_at_each_multiple_as_in_torchrl() -> None:
     # A counter of seconds trained, logged every 2.5 of them.
-    watch = Watch("w", provider=dict, schedule=Every.counter("seconds_trained", 2.5))  # type: ignore[arg-type]
+    watch = Watch(
+        WatchSpec("w", provider=dict, schedule=Every.counter("seconds_trained", 2.5))
+    )  # type: ignore[arg-type]
     due = []
     for value in (0.0, 1.0, 2.4, 2.6, 4.9, 5.1, 7.4):
-        payload = watch.evaluate({"seconds_trained": value}, now=value, force=False)
-        if payload is not None:
-            watch.commit(now=value)
+        if watch.poll({"seconds_trained": value}, now=value) is not None:
             due.append(value)
     assert due == [0.0, 2.6, 5.1]
     assert Every.counter("frames", 1e4).interval == 10_000  # type: ignore[arg-type]
@@ -437,12 +442,14 @@ def test_each_payload_key_has_the_kind_decided_where_it_was_born() -> None:
     tally.set("epsilon", 0.1)
     tally.observe("loss", 0.5)
     watch = Watch(
-        "t",
-        provider=tally.stats,
-        target=tally,
-        schedule=Every.counter("updates", 10),
-        rate_keys=("episodes", "updates"),
-        aggregate=("mean",),
+        WatchSpec(
+            "t",
+            provider=tally.stats,
+            target=tally,
+            schedule=Every.counter("updates", 10),
+            rate_keys=("episodes", "updates"),
+            aggregate=("mean",),
+        )
     )
     tally.inc("updates")
     poll(watch, tally.stats(), now=0.0)

@@ -22,7 +22,7 @@ from rlpulse.runtime.sinks import as_sinks
 from rlpulse.schedules import Every, Schedule  # noqa: F401  (Every: doctests)
 from rlpulse.targets import refuse_in_background
 from rlpulse.text import plural
-from rlpulse.watch import Watch, Watches, provider_of
+from rlpulse.watch import Watch, Watches, WatchSpec, provider_of
 
 __all__ = ["LoggerMonitor"]
 
@@ -169,25 +169,28 @@ class LoggerMonitor:
         check_timeout("poll_timeout", poll_timeout)
         timeout = self._poll_timeout if poll_timeout is None else poll_timeout
         target, stats_fn, default_name = provider_of(target, stats_fn, timeout)
-        options = dict(
-            provider=stats_fn,
-            target=target,
-            schedule=schedule,
-            step_key=step,
-            stats_kwargs=stats_kwargs or {},
-            rate_keys=rate_keys,
-            log_on_start=log_on_start,
-            log_on_close=log_on_close,
-            poll_timeout=timeout,
-            aggregate=aggregate,
-            stall_after=stall_after,
-            progress_key=progress_key,
-            quantiles=quantiles,
-            events=self._reporter,
-        )
+
+        def spec(unique: str) -> WatchSpec:
+            return WatchSpec(
+                unique,
+                provider=stats_fn,
+                target=target,
+                schedule=schedule,
+                step_key=step,
+                stats_kwargs=stats_kwargs or {},
+                rate_keys=rate_keys,
+                log_on_start=log_on_start,
+                log_on_close=log_on_close,
+                poll_timeout=timeout,
+                aggregate=aggregate,
+                stall_after=stall_after,
+                progress_key=progress_key,
+                quantiles=quantiles,
+            )
+
         with self._lock:
             watch = self._watches.add(
-                lambda unique: Watch(unique, **options),
+                lambda unique: Watch(spec(unique), self._reporter),
                 name,
                 default_name,
                 check=None if self._engine.poller is None else refuse_in_background,

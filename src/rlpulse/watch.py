@@ -14,7 +14,7 @@ import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from rlpulse.distributions import (
     DEFAULT_QUANTILES,
@@ -34,7 +34,7 @@ from rlpulse.naming import Kind
 from rlpulse.schedules import AnyOf, Every, Schedule
 from rlpulse.targets import adapt
 
-__all__ = ["AGGREGATES", "Watch", "WatchSpec", "Watches", "provider_of"]
+__all__ = ["AGGREGATES", "Logged", "Watch", "WatchSpec", "Watches", "provider_of"]
 
 AGGREGATES = ("mean", "min", "max")
 """What ``watch(..., aggregate=...)`` can compute over the polls between logs."""
@@ -127,14 +127,14 @@ class WatchSpec:
     schedule: Schedule | None = None
     step_key: str | None = None
     stats_kwargs: Mapping[str, Any] = field(default_factory=dict)
-    rate_keys: tuple[str, ...] | None = None
+    rate_keys: Sequence[str] | None = None
     log_on_start: bool = True
     log_on_close: bool = True
     poll_timeout: float | None = None
-    aggregate: tuple[str, ...] = ()
+    aggregate: Sequence[str] = ()
     stall_after: float | None = None
-    progress_key: str | tuple[str, ...] | None = None
-    quantiles: tuple[float, ...] = DEFAULT_QUANTILES
+    progress_key: str | Sequence[str] | None = None
+    quantiles: Sequence[float] = DEFAULT_QUANTILES
 
     def __post_init__(self) -> None:
         _check_name(self.name)
@@ -589,11 +589,11 @@ class _Kinds:
             declared if callable(declared) else None
         )
 
-    def note(self, payload: Mapping[str, float]) -> None:
-        """Decide the kind of each key of ``payload`` not seen before."""
+    def note(self, payload: Mapping[str, float]) -> Mapping[str, Kind]:
+        """Decide the kind of each key of ``payload`` not seen before; return the kinds of every key seen."""
         new = [key for key in payload if key not in self.by_key]
         if not new:
-            return
+            return self.by_key
         # A new mapping, never a changed one: payloads queued for the sinks
         # keep the one they were logged with, which no thread changes.
         by_key = self.by_key = dict(self.by_key)
@@ -608,6 +608,29 @@ class _Kinds:
                 by_key[key] = Kind.COUNTER
             else:
                 by_key[key] = Kind.GAUGE
+        return by_key
+
+
+class Logged(NamedTuple):
+    """What a watch logs at one poll (:meth:`Watch.evaluate`), and what it becomes once delivered (:meth:`Watch.commit`).
+
+    Examples:
+        >>> watch = Watch(WatchSpec("buffer", provider=dict))
+        >>> logged = watch.evaluate({"write_count": 3, "size": 3}, now=0.0, force=False)
+        >>> logged.payload, logged.step, logged.snapshot
+        ({'buffer/write_count': 3.0, 'buffer/size': 3.0}, None, {'write_count': 3.0})
+    """
+
+    payload: dict[str, float]
+    """Every snapshot entry and every rate, keyed ``"<watch>/<metric>"``."""
+    step: int | None
+    """The step key's value, when the watch has one and the snapshot holds it."""
+    kinds: Mapping[str, Kind]
+    """The kind of each payload key (and of every key the watch logged before)."""
+    snapshot: dict[str, float]
+    """The rated and step entries: what the next rates count from."""
+    alive: float | None
+    """The payload's ``workers_alive``, to notice a worker lost."""
 
 
 class Watch:
@@ -619,32 +642,24 @@ class Watch:
 
     Examples:
         >>> schedule = Every.counter("write_count", 10)
-        >>> watch = Watch("buffer", provider=dict, schedule=schedule)
-        >>> watch.evaluate({"write_count": 3}, now=0.0, force=False)
-        {'buffer/write_count': 3.0}
-        >>> watch.commit(now=0.0)
+        >>> watch = Watch(WatchSpec("buffer", provider=dict, schedule=schedule))
+        >>> logged = watch.evaluate({"write_count": 3}, now=0.0, force=False)
+        >>> logged.payload, logged.step
+        ({'buffer/write_count': 3.0}, 3)
+        >>> watch.commit(logged, now=0.0)
         >>> watch.evaluate({"write_count": 7}, now=1.0, force=False) is None
         True
-        >>> watch.evaluate({"write_count": 12}, now=2.0, force=False)
-        {'buffer/write_count': 12.0, 'buffer/writes_per_second': 4.5}
-        >>> watch.step
-        12
+        >>> logged = watch.evaluate({"write_count": 12}, now=2.0, force=False)
+        >>> logged.payload, logged.step
+        ({'buffer/write_count': 12.0, 'buffer/writes_per_second': 4.5}, 12)
     """
 
-    def __init__(
-        self,
-        name: str,
-        *,
-        events: WatchEvents | None = None,
-        **config: Any,
-    ) -> None:
-        self.spec = spec = WatchSpec(name, **config)
-        self.name = name
+    def __init__(self, spec: WatchSpec, events: WatchEvents | None = None) -> None:
+        self.spec = spec
+        self.name = name = spec.name
         self.events = events
-        # The workers_alive of the last logged snapshot and of the one
-        # evaluated since, to notice a worker lost.
+        # The workers_alive of the last logged snapshot, to notice a worker lost.
         self._alive: float | None = None
-        self._alive_pending: float | None = None
         self._alive_key = f"{name}/workers_alive"
         # Registered: unwatch() clears it; a poll in flight delivers nothing.
         self.active = True
@@ -676,7 +691,7 @@ class Watch:
         self.observations = _Observations(self) if self.every_poll else None
         histograms = getattr(spec.target, "histograms", None)
         self.quantiles = (
-            IntervalQuantiles(histograms, spec.quantiles)
+            IntervalQuantiles(histograms, tuple(spec.quantiles))
             if spec.quantiles and callable(histograms)
             else None
         )
@@ -685,9 +700,7 @@ class Watch:
         # The baseline before this one, and its time (see _rates_from).
         self._earlier: tuple[dict[str, float], float] | None = None
         self.has_logged = False
-        self.step: int | None = None
         self._prefix = f"{name}/"
-        self._pending: dict[str, float] = {}
         self._naming = _Naming(spec, self._prefix)
         self._kinds = _Kinds(spec, self._naming, self._prefix)
         named = _NamedEntries(spec)
@@ -703,11 +716,10 @@ class Watch:
         """The :class:`~rlpulse.naming.Kind` of each payload key this watch has logged.
 
         Examples:
-            >>> watch = Watch("buffer", provider=dict)
-            >>> watch.evaluate({"write_count": 3, "size": 3}, now=0.0, force=False)
+            >>> watch = Watch(WatchSpec("buffer", provider=dict))
+            >>> watch.poll({"write_count": 3, "size": 3}, now=0.0)
             {'buffer/write_count': 3.0, 'buffer/size': 3.0}
-            >>> watch.commit(now=0.0)
-            >>> _ = watch.evaluate({"write_count": 5, "size": 5}, now=1.0, force=False)
+            >>> _ = watch.poll({"write_count": 5, "size": 5}, now=1.0)
             >>> {key: str(kind) for key, kind in watch.kinds.items()}
             {'buffer/write_count': 'counter', 'buffer/size': 'gauge', 'buffer/writes_per_second': 'rate'}
         """
@@ -722,12 +734,11 @@ class Watch:
         """Whether the provider needs calling at ``now``; false only for a time-only schedule not yet due.
 
         Examples:
-            >>> watch = Watch("w", provider=dict, schedule=Every.seconds(5))
+            >>> watch = Watch(WatchSpec("w", provider=dict, schedule=Every.seconds(5)))
             >>> watch.due_by_clock(0.0)  # never polled: the first poll is needed
             True
-            >>> watch.evaluate({}, now=0.0, force=False)
+            >>> watch.poll({}, now=0.0)
             {}
-            >>> watch.commit(now=0.0)
             >>> watch.due_by_clock(4.0), watch.due_by_clock(5.0)
             (False, True)
         """
@@ -743,12 +754,11 @@ class Watch:
         "ask :meth:`evaluate`", which decides every other case.
 
         Examples:
-            >>> watch = Watch("buffer", provider=dict, schedule=Every.counter("write_count", 10))
+            >>> watch = Watch(WatchSpec("buffer", provider=dict, schedule=Every.counter("write_count", 10)))
             >>> watch.below_threshold({"write_count": 3})  # never polled: no threshold yet
             False
-            >>> watch.evaluate({"write_count": 3}, now=0.0, force=False)
+            >>> watch.poll({"write_count": 3}, now=0.0)
             {'buffer/write_count': 3.0}
-            >>> watch.commit(now=0.0)
             >>> watch.below_threshold({"write_count": 7}), watch.below_threshold({"write_count": 10})
             (True, False)
         """
@@ -768,14 +778,15 @@ class Watch:
             return True
         return False
 
-    def evaluate(self, raw: Any, now: float, force: bool) -> dict[str, float] | None:
-        """Return the payload due for ``raw`` at ``now``, or ``None``.
+    def evaluate(self, raw: Any, now: float, force: bool) -> Logged | None:
+        """Return what to log of ``raw`` at ``now``, or ``None`` when nothing is due.
 
-        A payload is every snapshot entry and every rate, keyed
-        ``"<name>/<metric>"``; :attr:`step` is set alongside. ``force``
-        makes it due whatever the schedule says. Whether a snapshot is due
-        depends only on its counters: the whole snapshot is built when due
-        (or when it becomes the first baseline).
+        ``force`` makes it due whatever the schedule says. Whether a
+        snapshot is due depends only on its counters: the whole snapshot is
+        built when due (or when it becomes the first baseline). The watch
+        changes only by what every poll observes (its schedule's counters,
+        aggregates, stall clock); what a log changes waits for
+        :meth:`commit` of the value returned.
         """
         if self._unchecked is not None and not self._unchecked.check(raw, self):
             self._unchecked = None
@@ -800,9 +811,9 @@ class Watch:
         else:
             elapsed = now - baseline_time
         if observed is None:
-            payload = self._payload_of(raw, baseline, elapsed)
+            payload, kept = self._payload_of(raw, baseline, elapsed)
         else:
-            payload = self._payload_of_snapshot(observed)
+            payload, kept = self._payload_of_snapshot(observed), observed
             if observations is not None:
                 observations.add_to(payload, self._prefix)
             if elapsed:
@@ -810,14 +821,17 @@ class Watch:
                 add_rates(payload, observed, baseline, rates, elapsed)
         if self.quantiles is not None:
             self.quantiles.add_to(payload, self._prefix)
-        self._kinds.note(payload)
-        self._alive_pending = payload.get(self._alive_key)
         step_key = self._step_key
-        if step_key is not None and step_key in self._pending:
-            self.step = int(self._pending[step_key])
-        else:
-            self.step = None
-        return payload
+        step = None
+        if step_key is not None and step_key in kept:
+            step = int(kept[step_key])
+        return Logged(
+            payload,
+            step,
+            self._kinds.note(payload),
+            kept,
+            payload.get(self._alive_key),
+        )
 
     def _rates_from(
         self, now: float, force: bool
@@ -841,8 +855,8 @@ class Watch:
 
     def _payload_of(
         self, raw: Any, baseline: dict[str, float], elapsed: float
-    ) -> dict[str, float]:
-        """The payload, rates from ``baseline`` over ``elapsed`` s (if not 0); rated and step entries kept for the next poll."""
+    ) -> tuple[dict[str, float], dict[str, float]]:
+        """The payload, rates from ``baseline`` over ``elapsed`` s (if not 0), and its rated and step entries, kept for the next poll."""
         if type(raw) is not dict and not isinstance(raw, Mapping):
             snapshot_of(raw)  # raises the error that says what is wrong
         payload: dict[str, float] = {}
@@ -854,21 +868,49 @@ class Watch:
                 snapshot[name] = payload[payload_key]
         if elapsed:
             add_rates(payload, snapshot, baseline, naming.rates, elapsed)
-        self._pending = snapshot
-        return payload
+        return payload, snapshot
 
     def _payload_of_snapshot(self, snapshot: dict[str, float]) -> dict[str, float]:
         names = self._naming.names
         name_new = self._naming.name_new
-        self._pending = snapshot
         return {
             names.get(key) or name_new(key): value for key, value in snapshot.items()
         }
 
+    def poll(
+        self,
+        raw: Any,
+        now: float,
+        *,
+        force: bool = False,
+        scheduled: float | None = None,
+        poll_interval: float = 0.0,
+    ) -> dict[str, float] | None:
+        """Evaluate ``raw`` at ``now`` and commit what is logged, as a poll whose payload was delivered: the payload, or ``None``.
+
+        Examples:
+            >>> watch = Watch(WatchSpec("buffer", provider=dict, schedule=Every.counter("write_count", 10)))
+            >>> watch.poll({"write_count": 3}, now=0.0)
+            {'buffer/write_count': 3.0}
+            >>> watch.poll({"write_count": 7}, now=1.0) is None
+            True
+            >>> watch.poll({"write_count": 12}, now=2.0)
+            {'buffer/write_count': 12.0, 'buffer/writes_per_second': 4.5}
+        """
+        logged = self.evaluate(raw, now, force)
+        if logged is None:
+            return None
+        self.commit(logged, now, scheduled, poll_interval)
+        return logged.payload
+
     def commit(
-        self, now: float, scheduled: float | None = None, poll_interval: float = 0.0
+        self,
+        logged: Logged,
+        now: float,
+        scheduled: float | None = None,
+        poll_interval: float = 0.0,
     ) -> None:
-        """Record the payload last returned by :meth:`evaluate` as delivered at ``now``.
+        """Make ``logged``, returned by :meth:`evaluate` and delivered at ``now``, the watch's last log.
 
         ``scheduled``: when the polling thread's round was due, ``None``
         for a ``step()`` or a final snapshot (see
@@ -878,14 +920,14 @@ class Watch:
             self.observations.reset()
         if self.quantiles is not None:
             self.quantiles.commit()
-        alive = self._alive_pending
+        alive = logged.alive
         if alive is not None:
             before, self._alive = self._alive, alive
             if before is not None and alive < before and self.events is not None:
                 self.events.workers_lost(self, alive, before)
         if self.baseline_time is not None:
             self._earlier = (self.baseline, self.baseline_time)
-        self.baseline = self._pending
+        self.baseline = logged.snapshot
         self.baseline_time = now
         self.has_logged = True
         self.schedule_state.logged(now, scheduled, poll_interval)
@@ -948,7 +990,7 @@ class Watches:
 
     Examples:
         >>> watches = Watches()
-        >>> [watches.add(lambda name: Watch(name, provider=dict), None, "buffer").name
+        >>> [watches.add(lambda name: Watch(WatchSpec(name, provider=dict)), None, "buffer").name
         ...  for _ in range(2)]
         ['buffer', 'buffer_1']
         >>> watches.remove("missing")

@@ -28,14 +28,14 @@ class Agenda:
 
     Examples:
         >>> from rlpulse import Every
-        >>> every = Watch("every", provider=dict)
-        >>> hourly = Watch("hourly", provider=dict, schedule=Every.seconds(3600))
+        >>> from rlpulse.watch import WatchSpec
+        >>> every = Watch(WatchSpec("every", provider=dict))
+        >>> hourly = Watch(WatchSpec("hourly", provider=dict, schedule=Every.seconds(3600)))
         >>> agenda = Agenda(lambda: (hourly, every))
         >>> [watch.name for watch in agenda.due(0.0)]  # never polled: both
         ['hourly', 'every']
-        >>> hourly.evaluate({}, now=0.0, force=False)
+        >>> hourly.poll({}, now=0.0)
         {}
-        >>> hourly.commit(now=0.0)
         >>> [watch.name for watch in agenda.due(1.0)]
         ['every']
         >>> [watch.name for watch in agenda.due(3600.0)]
@@ -90,17 +90,17 @@ class Agenda:
 
         Examples:
             >>> from rlpulse import Every
-            >>> hourly = Watch("hourly", provider=dict, schedule=Every.seconds(3600))
+            >>> from rlpulse.watch import WatchSpec
+            >>> hourly = Watch(WatchSpec("hourly", provider=dict, schedule=Every.seconds(3600)))
             >>> registered = (hourly,)
             >>> agenda = Agenda(lambda: registered)
             >>> [watch.name for watch in agenda.due(0.0)]
             ['hourly']
-            >>> hourly.evaluate({}, now=0.0, force=False)
+            >>> hourly.poll({}, now=0.0)
             {}
-            >>> hourly.commit(now=0.0)
             >>> agenda.next_due()
             3600.0
-            >>> Agenda(lambda: (Watch("every", provider=dict),)).next_due()
+            >>> Agenda(lambda: (Watch(WatchSpec("every", provider=dict)),)).next_due()
             -inf
         """
         if self._watches() is not self._registered or self._always:

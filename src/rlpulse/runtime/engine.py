@@ -114,21 +114,22 @@ class Engine:
             now = time.monotonic()
             if not watch.active or generation != self.generation:
                 return None
-            payload = watch.evaluate(raw, now, force)
+            logged = watch.evaluate(raw, now, force)
         except Exception as err:
             self.reporter.poll_failed(watch, err)
             return None
         if failing:
             failing.discard(watch)
-        if payload is None:
+        if logged is None:
             return None
         delivery = self.delivery
         wall_time = time.time() if delivery.wants_timestamp else 0.0
+        payload = logged.payload
         if not delivery.deliver(
-            (payload, watch.step, wall_time, watch.name, watch.kinds)
+            (payload, logged.step, wall_time, watch.name, logged.kinds)
         ):
             return None
-        watch.commit(now, scheduled, self.poll_interval)
+        watch.commit(logged, now, scheduled, self.poll_interval)
         return payload
 
     # -- rounds -----------------------------------------------------------

@@ -59,8 +59,9 @@ class Supervision:
     """The calls left behind by the polling threads, and their watches' overrun streaks.
 
     Examples:
+        >>> from rlpulse.watch import WatchSpec
         >>> table = Supervision()
-        >>> watch = Watch("w", provider=dict, poll_timeout=1.0)
+        >>> watch = Watch(WatchSpec("w", provider=dict, poll_timeout=1.0))
         >>> with table.lock:
         ...     table.leave_behind(watch, since=0.0)
         >>> table.outstanding(watch), table.is_hung(watch)
