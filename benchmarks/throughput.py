@@ -350,7 +350,20 @@ class _TimedBatchSink(_TimedSink):
             self.longest_s = max(self.longest_s, time.perf_counter() - started)
 
 
+class _TimedPayloadsSink(_TimedBatchSink):
+    # The same for rlpulse's own sinks, which the monitor hands payloads
+    # with their kinds (log_payloads).
+    def log_payloads(self, payloads: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return self._sink.log_payloads(payloads)
+        finally:
+            self.longest_s = max(self.longest_s, time.perf_counter() - started)
+
+
 def _timed(sink: Any) -> _TimedSink:
+    if hasattr(sink, "log_payloads"):
+        return _TimedPayloadsSink(sink)
     return _TimedBatchSink(sink) if hasattr(sink, "log_batch") else _TimedSink(sink)
 
 
@@ -871,7 +884,7 @@ monitor run {settings.warmup_s} s, takes its rate over the window from
 `stats()["dropped"]` is 0, checks that the sink's files hold every payload
 logged (not for `TensorBoardLogger`, whose event files have no cheap reader).
 The queue is the default 1,000 payloads; rlpulse's sinks get everything
-pending through `log_batch`, TorchRL's `CSVLogger` (which has none)
+pending through `log_payloads`, TorchRL's `CSVLogger` (which has none)
 `log_metrics` per payload. The figure is the highest rate of a trial that
 dropped nothing; {trials} trials in all, the sinks taking turns trial by
 trial. The ratio is the median over rounds of the sink's figure over TorchRL's
