@@ -17,13 +17,14 @@ import sqlite3
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from rlpulse import CSVLogger, JSONLLogger, LoggerMonitor, SQLiteLogger, read
+from rlpulse.naming import Payload
 from rlpulse.read.records import Record
 from rlpulse.sinks.base import BaseSink
 
@@ -79,11 +80,9 @@ class Filler:
         self.path.unlink()
 
 
-def records_of(
-    payloads: Iterable[tuple[Mapping[str, float], int | None, float | None]],
-) -> list[Record]:
+def records_of(payloads: Iterable[Payload]) -> list[Record]:
     records = []
-    for metrics, step, timestamp in payloads:
+    for metrics, step, timestamp, *_ in payloads:
         assert timestamp is not None
         records += [Record(timestamp, step, n, float(v)) for n, v in metrics.items()]
     return records
@@ -100,13 +99,11 @@ def recording(sink_class: type[BaseSink]) -> type[Any]:
             self.failed_calls = 0
             self.failed_payloads = 0
 
-        def log_batch(
-            self,
-            payloads: Iterable[tuple[Mapping[str, float], int | None, float | None]],
-        ) -> None:
-            payloads = list(payloads)
+        def _write(self, payloads: Sequence[Payload]) -> None:
+            # Every write, whichever entry point (log_payloads from a
+            # monitor, log_batch from a test) it came through.
             try:
-                super().log_batch(payloads)
+                super()._write(payloads)
             except Exception:
                 with self.lock:
                     self.failed_calls += 1

@@ -34,12 +34,12 @@ CHILD = textwrap.dedent(
 
     class Reporting(sink_class):
         # One line per call, once it returned: its size, then watch=step per payload.
-        def log_batch(self, payloads):
+        def log_payloads(self, payloads):
             payloads = list(payloads)
-            super().log_batch(payloads)
+            super().log_payloads(payloads)
             written = [
                 f"{name[: -len('/frames')]}={metrics[name]:.0f}"
-                for metrics, _, _ in payloads
+                for metrics, *_ in payloads
                 for name in metrics
                 if name.endswith("/frames")
             ]

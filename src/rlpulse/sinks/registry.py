@@ -371,8 +371,8 @@ _SETUP_HINTS = {
 def _setup_failure(spec: str, scheme: str, error: Exception) -> str:
     """The one line saying why ``spec``'s sink could not be set up, and what to do.
 
-    An error raised by rlpulse's own code already says what to do; one
-    raised inside a backend (W&B without credentials, MLflow refusing a
+    An error raised by rlpulse's own code already says what to do, after
+    the spec; one raised inside a backend (W&B without credentials, MLflow refusing a
     store, a port in use) gets the scheme's hint.
     """
     reason = str(error) or type(error).__name__
@@ -382,7 +382,7 @@ def _setup_failure(spec: str, scheme: str, error: Exception) -> str:
             reason = f"{error.filename}: {reason}"
     reason = " ".join(reason.split())
     if _raised_in_rlpulse(error):
-        return reason
+        return f"cannot open sink {spec!r}: {reason}"
     return (
         f"cannot open sink {spec!r}: {type(error).__name__}: {reason.rstrip('.')}; "
         f"{_SETUP_HINTS.get(scheme, 'check the sink spec')}"
