@@ -29,6 +29,7 @@ SECTIONS: dict[str, str] = {
     "loop_slowdown": "benchmarks.loop_slowdown",
     "keeping_up": "benchmarks.keeping_up",
     "watch_count": "benchmarks.watch_count",
+    "histograms": "benchmarks.histograms",
     "reliability": "benchmarks.reliability",
     "scale_out": "benchmarks.scale_out",
 }

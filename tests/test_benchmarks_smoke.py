@@ -324,3 +324,28 @@ def test_keeping_up_benchmark_counts_each_watchs_stored_payloads_for_both_monito
     markdown = render(results, settings)
     assert markdown.startswith("## Keeping up")
     assert markdown.count("| pass |") + markdown.count("| OVER BUDGET |") == 6
+
+
+@pytest.mark.timeout(60)
+def test_histograms_benchmark_times_rlpulse_and_prometheus_client_side_by_side() -> (
+    None
+):
+    from benchmarks.histograms import Settings, measure, render
+
+    settings = Settings(rounds=2, calls=100)
+    result = measure(settings)
+
+    for figures in (
+        result.prometheus_observe,
+        result.tally_observe,
+        result.prometheus_time,
+        result.tally_time,
+    ):
+        assert len(figures) == 2
+        # Liveness only: a call takes some time, and less than a millisecond.
+        assert all(0 < ns < 1_000_000 for ns in figures)
+    markdown = render(result, settings)
+    assert markdown.startswith("## Histograms")
+    assert markdown.count("| pass |") + markdown.count("| OVER BUDGET |") == 2
+    assert "| <= 0.35 |" in markdown
+    assert "| <= 0.50 |" in markdown

@@ -1,7 +1,8 @@
-"""Distributions (SPEC 6.1): histograms within 1 %, ``Tally.time``, and quantiles a watch logs over its own intervals.
+"""Distributions (SPEC 6.1): OpenTelemetry's exponential buckets, quantiles within 0.55 %, ``Tally.time``, and quantiles a watch logs over its own intervals.
 
-Quantiles are checked against the observations themselves, sorted; the
-monitor logs into real SQLite files read back with ``rlpulse.read``.
+Quantiles are checked against numpy's of the observations themselves; the
+bucket index against OpenTelemetry's SDK and exact arithmetic; the monitor
+logs into real SQLite files read back with ``rlpulse.read``.
 """
 
 from __future__ import annotations
@@ -11,12 +12,22 @@ import random
 import threading
 import time
 from collections.abc import Mapping
+from fractions import Fraction
 from pathlib import Path
 
+import numpy
 import pytest
 
-from rlpulse import LoggerMonitor, SQLiteLogger, Tally, read
-from rlpulse.distributions import RELATIVE_ERROR, Histogram
+from rlpulse import LoggerMonitor, SharedCounters, SQLiteLogger, Tally, read
+from rlpulse.distributions import (
+    BASE,
+    KEPT_EPOCHS,
+    RELATIVE_ERROR,
+    SCALE,
+    Buckets,
+    Histogram,
+    bucket_index,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -26,6 +37,13 @@ QUANTILES = (0.0, 0.01, 0.1, 0.25, 0.5, 0.75, 0.9, 0.99, 0.999, 1.0)
 def exact(values: list[float], q: float) -> float:
     """The observation a quantile stands for: the nearest rank, ``ceil(q * n)``-th smallest."""
     return sorted(values)[max(math.ceil(round(q * len(values), 9)) - 1, 0)]
+
+
+def histogram_of(values: list[float]) -> Histogram:
+    histogram = Histogram()
+    for value in values:
+        histogram.add(value)
+    return histogram
 
 
 def assert_within_one_percent(histogram: Histogram, values: list[float]) -> None:
@@ -58,8 +76,8 @@ def test_quantiles_are_within_one_percent_from_a_nanosecond_to_a_gigabyte() -> N
         histogram.add(value)
     assert histogram.count == len(values)
     assert_within_one_percent(histogram, values)
-    # A few hundred buckets cover the eighteen decades.
-    assert len(histogram.positive) < 2100
+    # 64 buckets per power of two cover the eighteen decades.
+    assert len(histogram.positive) <= math.ceil(math.log2(1e18) * 2**SCALE) + 1
 
 
 def test_negative_values_and_zeros_take_their_place_in_order() -> None:
@@ -268,3 +286,163 @@ def test_a_p99_of_fewer_than_a_hundred_observations_shows_the_slowest() -> None:
     for value in range(1, 101):
         hundred.add(float(value))
     assert hundred.quantile(0.9) == pytest.approx(90.0, rel=0.01)
+
+
+def exact_index(value: float) -> int:
+    """The bucket of ``value`` by the definition, in exact arithmetic: ``BASE**i < value <= BASE**(i+1)``."""
+    # BASE**i < value  <=>  2**i < value**64
+    power = Fraction(value) ** 2**SCALE
+    index = math.floor(math.log2(value) * 2**SCALE) - 2
+    while Fraction(2) ** (index + 1) < power:
+        index += 1
+    return index
+
+
+def test_bucket_index_is_opentelemetrys_at_scale_6_and_powers_of_two_close_a_bucket() -> (
+    None
+):
+    generator = random.Random(11)
+    values = [10 ** generator.uniform(-9, 9) for _ in range(3_000)]
+    powers = [2.0**exponent for exponent in range(-30, 31)]
+    for value in values + powers:
+        assert bucket_index(value) == exact_index(value), value
+    assert [bucket_index(value) for value in (0.5, 1.0, 2.0, 1024.0)] == [
+        -65,
+        -1,
+        63,
+        639,
+    ]
+    assert BASE == 2 ** (2**-6)
+    assert RELATIVE_ERROR < 0.0055
+    mapping = pytest.importorskip(
+        "opentelemetry.sdk.metrics._internal.exponential_histogram.mapping"
+        ".logarithm_mapping"
+    ).LogarithmMapping(SCALE)
+    for value in values + powers:
+        assert bucket_index(value) == mapping.map_to_index(value), value
+
+
+def test_buckets_are_an_offset_and_dense_counts_and_merge_exactly() -> None:
+    generator = random.Random(5)
+    workers = [
+        [generator.lognormvariate(-4, 1.5) for _ in range(2_000)] for _ in range(3)
+    ]
+    merged = Histogram()
+    for values in workers:
+        merged.merge(histogram_of(values))
+    everything = histogram_of([value for values in workers for value in values])
+    assert merged.buckets() == everything.buckets()
+    assert merged.count == 6_000
+    assert merged.sum == pytest.approx(everything.sum)
+    assert merged.min == everything.min
+    assert merged.max == everything.max
+    offset, counts = everything.buckets()
+    assert sum(counts) == 6_000
+    assert counts[0] > 0
+    assert counts[-1] > 0
+    assert offset == bucket_index(min(min(values) for values in workers))
+    signed = histogram_of([-3.0, -3.0, 0.0, 0.0, 0.0, 5.0])
+    assert signed.buckets(negative=True) == Buckets(bucket_index(3.0), [2])
+    assert signed.buckets() == Buckets(bucket_index(5.0), [1])
+    assert signed.zero_count == 3
+
+
+@pytest.mark.parametrize(
+    "shape",
+    ["lognormal", "bimodal", "constant", "pareto", "signed"],
+)
+def test_quantiles_are_within_half_a_percent_of_numpys(shape: str) -> None:
+    generator = numpy.random.default_rng(17)
+    values = {
+        "lognormal": lambda: generator.lognormal(-3.0, 1.0, 4_000),
+        "bimodal": lambda: numpy.concatenate(
+            [generator.normal(0.010, 0.001, 2_000), generator.normal(0.5, 0.05, 2_000)]
+        ),
+        "constant": lambda: numpy.full(3_000, 0.1),
+        "pareto": lambda: generator.pareto(1.2, 5_000) + 1.0,
+        "signed": lambda: generator.normal(0.0, 10.0, 4_000),
+    }[shape]()
+    histogram = histogram_of(values.tolist())
+    for q in QUANTILES:
+        truth = float(numpy.quantile(values, q, method="inverted_cdf"))
+        estimate = histogram.quantile(q)
+        assert estimate is not None
+        assert abs(estimate - truth) <= RELATIVE_ERROR * abs(truth) * (1 + 1e-9), (
+            q,
+            estimate,
+            truth,
+        )
+    if shape == "constant":
+        assert {histogram.quantile(q) for q in QUANTILES} == {0.1}
+
+
+def test_one_observations_quantiles_are_the_observation() -> None:
+    tally = Tally()
+    sink = Recorder()
+    monitor = LoggerMonitor(sink, background=False)
+    monitor.watch(tally, name="t", quantiles=(0.0, 0.5, 1.0))
+    tally.observe("episode_length", 59.0)
+    first = monitor.step()["t"]
+    tally.observe("episode_length", 1234.5)
+    second = monitor.step()["t"]
+    for name in ("p0", "p50", "p100"):
+        assert first[f"t/episode_length_{name}"] == 59.0
+        assert second[f"t/episode_length_{name}"] == 1234.5
+
+
+def test_each_readers_interval_is_clamped_to_its_own_extremes() -> None:
+    tally = Tally()
+    often, seldom = Recorder(), Recorder()
+    every_step = LoggerMonitor(often, background=False)
+    every_step.watch(tally, name="t", quantiles=(0.0, 1.0))
+    twice = LoggerMonitor(seldom, background=False)
+    twice.watch(tally, name="t", quantiles=(0.0, 1.0))
+    batches = [[0.0103, 0.0107], [3.0, 3.01, 3.02], [-7.5, 2.5]]
+    twice.step()  # nothing yet: nothing logged
+    for batch in batches:
+        for value in batch:
+            tally.observe("x", value)
+        logged = every_step.step()["t"]
+        assert (logged["t/x_p0"], logged["t/x_p100"]) == (min(batch), max(batch))
+    logged = twice.step()["t"]
+    everything = [value for batch in batches for value in batch]
+    assert (logged["t/x_p0"], logged["t/x_p100"]) == (min(everything), max(everything))
+    # A constant interval, after others, is the constant.
+    for _ in range(500):
+        tally.observe("x", 0.25)
+    assert every_step.step()["t"]["t/x_p0"] == 0.25
+    assert twice.step()["t"]["t/x_p100"] == 0.25
+
+
+def test_an_interval_spanning_more_epochs_than_kept_is_within_its_buckets() -> None:
+    live = Histogram()
+    live.add(1.0)
+    start = live.copy()
+    for _ in range(KEPT_EPOCHS + 1):  # other readers' copies in between
+        live.add(1.0)
+        live.copy()
+    live.add(1.001)
+    interval = live.copy().since(start)
+    assert interval.min is None
+    assert interval.max is None
+    assert interval.quantile(1.0) == pytest.approx(1.001, rel=RELATIVE_ERROR)
+    assert interval.count == KEPT_EPOCHS + 2
+
+
+def test_a_shared_counters_interval_of_one_observation_is_that_observation() -> None:
+    with SharedCounters(2, histograms=("step_s",)) as counters:
+        counters.worker(0).observe("step_s", 0.5)
+        counters.worker(1).observe("step_s", 0.5)
+        before = counters.histograms()["step_s"]
+        assert before.quantile(0.5) == 0.5  # every observation one value
+        counters.worker(1).observe("step_s", 0.0731)
+        interval = counters.histograms()["step_s"].since(before)
+        assert interval.quantile(0.5) == pytest.approx(0.0731, rel=1e-12)
+        counters.worker(0).observe("step_s", 0.0731)
+        counters.worker(0).observe("step_s", 0.08)
+        after = counters.histograms()["step_s"]
+        wider = after.since(before)
+        # Two observations: extremes unknown, each quantile its bucket's middle.
+        assert wider.min is None
+        assert wider.quantile(1.0) == pytest.approx(0.08, rel=RELATIVE_ERROR)
+        assert (after.min, after.max, after.sum) == (0.0731, 0.5, pytest.approx(1.2262))

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import functools
 import inspect
-import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Generator
+from time import perf_counter
 from types import TracebackType
 from typing import Any, ParamSpec, SupportsFloat, TypeVar, cast
 
@@ -31,6 +31,10 @@ _OBSERVED_SUFFIXES = (
     "_nonfinite",
 )
 
+_NOT_STARTED = float("nan")
+# The enclosing starts of a timer never entered twice: always empty.
+_NONE_OUTER: list[float] = []
+
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
@@ -38,12 +42,14 @@ _R = TypeVar("_R")
 class _Window:
     """The observations of one key: the most recent in a ring, all of them in a histogram and a sum."""
 
-    __slots__ = ("count", "histogram", "nonfinite", "total", "values")
+    __slots__ = ("count", "histogram", "nonfinite", "values")
 
-    def __init__(self) -> None:
-        self.values: list[float] = []
+    def __init__(self, size: int) -> None:
+        # A ring of the most recent ``size`` observations: the first
+        # ``count`` slots until it is full.
+        self.values = [0.0] * size
         self.count = 0
-        self.total = 0.0
+        # Keeps the sum too: <key>_sum is the histogram's.
         self.histogram = Histogram()
         # Observations that were NaN or infinite, kept out of the rest.
         self.nonfinite = 0
@@ -70,7 +76,7 @@ class Tally:
     themselves).
 
     Every observation also goes into a cumulative histogram of its key
-    (:meth:`histograms`, within 1 %): a :class:`~rlpulse.LoggerMonitor`
+    (:meth:`histograms`, within 0.55 %): a :class:`~rlpulse.LoggerMonitor`
     watching the tally logs ``<key>_p50``, ``<key>_p90`` and ``<key>_p99``
     over the observations since its previous logged snapshot (others with
     ``watch(..., quantiles=...)``); each watch of the tally, in one monitor
@@ -196,23 +202,24 @@ class Tally:
             >>> tally.stats()["loss_mean"], tally.stats()["loss_last"]
             (0.375, 0.25)
         """
-        number = _as_float(value, "observe", key)
-        window = self._windows.get(key)
-        if window is None:
+        # The hot path of the training loop: no call that can be saved.
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise _not_a_number("observe", key, value) from None
+        try:
+            window = self._windows[key]
+        except KeyError:
             self._claim(key, "observed key", _OBSERVED_SUFFIXES)
-            window = self._windows[key] = _Window()
+            window = self._windows[key] = _Window(self._window)
         if number - number != 0.0:  # NaN or ±inf
             window.nonfinite += 1
             return
         window.histogram.add(number)
-        window.total += number
         count = window.count
         # The value lands before the count moves on, so a reader that read
         # the count always finds that many observations in the ring.
-        if count < self._window:
-            window.values.append(number)
-        else:
-            window.values[count % self._window] = number
+        window.values[count % self._window] = number
         window.count = count + 1
 
     def stats(self) -> dict[str, float]:
@@ -238,9 +245,9 @@ class Tally:
         snapshot.update(self._gauges.copy())
         for key, window in self._windows.copy().items():
             count = window.count
-            values = window.values[:]
+            values = window.values[:count]
             snapshot[key + "_count"] = count
-            snapshot[key + "_sum"] = window.total
+            snapshot[key + "_sum"] = window.histogram.sum
             if window.nonfinite:
                 snapshot[key + "_nonfinite"] = window.nonfinite
             if not values:
@@ -350,16 +357,23 @@ class Tally:
 class _Timer:
     """Observes the seconds a ``with`` block or each call of a decorated function takes."""
 
-    __slots__ = ("_key", "_starts", "_tally")
+    __slots__ = ("_key", "_outer", "_start", "_tally")
 
     def __init__(self, tally: Tally, key: str) -> None:
         self._tally = tally
         self._key = key
-        # A stack: the same timer may be entered again before it exits.
-        self._starts: list[float] = []
+        # NaN while not entered; the starts of enclosing entries of this
+        # same timer wait in _outer, made when first needed.
+        self._start = _NOT_STARTED
+        self._outer = _NONE_OUTER
 
     def __enter__(self) -> _Timer:
-        self._starts.append(time.perf_counter())
+        start = self._start
+        if start == start:  # entered again before it exits
+            if self._outer is _NONE_OUTER:
+                self._outer = []
+            self._outer.append(start)
+        self._start = perf_counter()
         return self
 
     def __exit__(
@@ -368,7 +382,8 @@ class _Timer:
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        elapsed = time.perf_counter() - self._starts.pop()
+        elapsed = perf_counter() - self._start
+        self._start = self._outer.pop() if self._outer else _NOT_STARTED
         self._tally.observe(self._key, elapsed)
 
     def __call__(self, function: Callable[_P, _R]) -> Callable[_P, _R]:
@@ -445,10 +460,14 @@ def _as_float(value: SupportsFloat, method: str, key: str) -> float:
     try:
         return float(value)
     except (TypeError, ValueError):
-        raise TypeError(
-            f"Tally.{method}({key!r}, {value!r}): the value must be a real "
-            "number (anything float() accepts)."
-        ) from None
+        raise _not_a_number(method, key, value) from None
+
+
+def _not_a_number(method: str, key: str, value: object) -> TypeError:
+    return TypeError(
+        f"Tally.{method}({key!r}, {value!r}): the value must be a real "
+        "number (anything float() accepts)."
+    )
 
 
 def _bad_increment(key: str, n: object) -> TypeError:
