@@ -11,7 +11,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from rlpulse import Event, LoggerMonitor
+from rlpulse import Event, LoggerMonitor, Tally
 from rlpulse.naming import Kind, Payload
 from rlpulse.sinks.prometheus import PrometheusExporter
 
@@ -138,12 +138,17 @@ def test_a_metric_in_seconds_spells_its_unit_out_and_a_counter_ends_in_total_aft
         "learner/update_s_p99": 0.25,
         "learner/update_s": 0.5,
         "monitor/cpu_s": 3.0,
+        "learner/update_s_count": 8.0,
         "system/rss_bytes": 4096.0,
         "system/cpu_percent": 50.0,
         "learner/wait_seconds": 1.0,
         "learner/steps_per_second": 2.0,
     }
-    kinds = {"monitor/cpu_s": Kind.COUNTER, "learner/steps_per_second": Kind.RATE}
+    kinds = {
+        "monitor/cpu_s": Kind.COUNTER,
+        "learner/update_s_count": Kind.COUNTER,
+        "learner/steps_per_second": Kind.RATE,
+    }
     with PrometheusExporter(registry=registry) as exporter:
         exporter.log_payloads([Payload(metrics, None, 1.0, kinds)])
         samples, types = served(registry)
@@ -152,6 +157,7 @@ def test_a_metric_in_seconds_spells_its_unit_out_and_a_counter_ends_in_total_aft
         ("rlpulse_update_seconds_p99", "learner"): 0.25,
         ("rlpulse_update_seconds", "learner"): 0.5,
         ("rlpulse_cpu_seconds_total", "monitor"): 3.0,
+        ("rlpulse_update_seconds_count_total", "learner"): 8.0,
         ("rlpulse_rss_bytes", "system"): 4096.0,
         ("rlpulse_cpu_percent", "system"): 50.0,
         ("rlpulse_wait_seconds", "learner"): 1.0,
@@ -184,6 +190,33 @@ def test_a_counter_whose_name_ends_in_total_is_served_with_one_total() -> None:
 
 
 FRAMES = "rlpulse_frames_total"
+
+
+@pytest.mark.timeout(60)
+def test_what_a_monitor_s_watch_counts_is_served_as_a_counter(
+    wait_until: Callable[..., bool],
+) -> None:
+    tally = Tally()
+    tally.inc("episodes", 3)
+    tally.set("epsilon", 0.1)
+    tally.observe("update_s", 0.5)
+    registry = CollectorRegistry()
+    with (
+        PrometheusExporter(registry=registry) as exporter,
+        LoggerMonitor(exporter, poll_interval=0.05) as monitor,
+    ):
+        monitor.watch(tally, name="learner")
+        assert wait_until(
+            lambda: ("rlpulse_episodes_total", "learner") in served(registry)[0]
+        )
+        samples, types = served(registry)
+
+    assert samples[("rlpulse_episodes_total", "learner")] == 3.0
+    assert types["rlpulse_episodes_total"] == "counter"
+    assert types["rlpulse_update_seconds_count_total"] == "counter"
+    assert types["rlpulse_update_seconds_sum_total"] == "counter"
+    assert types["rlpulse_update_seconds_mean"] == "gauge"
+    assert types["rlpulse_epsilon"] == "gauge"
 
 
 @pytest.mark.timeout(60)

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from rlpulse.naming import Kind, Unit, split, unit_of
+from rlpulse.naming import Kind, Unit, split
 from rlpulse.runtime.events import Event
 from rlpulse.sinks.base import BaseSink, Payload
 
@@ -25,6 +25,8 @@ _VALID_PREFIX = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _INVALID_NAME_CHARACTERS = re.compile(r"[^a-zA-Z0-9_]")
 _POLL_TIME_FAMILY = "last_poll_timestamp_seconds"
 _EVENTS_FAMILY = "events"
+# The words of rlpulse's names that abbreviate a unit, as Prometheus spells them.
+_SPELLED_OUT_UNITS = {"s": str(Unit.SECONDS)}
 # What prometheus_client appends to a counter family's name in its sample.
 _COUNTER_SUFFIX = "_total"
 
@@ -54,9 +56,10 @@ class PrometheusExporter(BaseSink):
     series named with ``_total`` (``rlpulse_frames_total``), for PromQL's
     ``rate()``; everything else, the rates the monitor computes
     (``*_per_second``) included, is a gauge. A metric keeps the type it was
-    first served with. Names follow Prometheus' conventions: a metric in
-    seconds spells its unit out (``update_s_p99`` is served as
-    ``rlpulse_update_seconds_p99``, ``cpu_s`` as ``rlpulse_cpu_seconds_total``),
+    first served with. Names follow Prometheus' conventions: the seconds
+    rlpulse's names abbreviate to ``s`` are spelled out (``update_s_p99`` is
+    served as ``rlpulse_update_seconds_p99``, ``cpu_s`` as
+    ``rlpulse_cpu_seconds_total``),
     and every character other than letters, digits and ``_`` becomes ``_``;
     a metric whose name would then collide with another metric's gets the
     first free ``_2``, ``_3``, ... suffix, so two metrics never share a
@@ -338,14 +341,16 @@ def _import_backend() -> Any:
 def _prometheus_name(metric: str) -> str:
     """The name Prometheus' conventions give rlpulse metric ``metric``, before its prefix.
 
-    Every character other than letters, digits and ``_`` becomes ``_``; a
-    metric in seconds spells its unit out, where its name abbreviates it.
+    The word ``s``, how rlpulse's names say seconds (:func:`rlpulse.naming.unit_of`),
+    is spelled out, as Prometheus' base units want: in a metric in seconds
+    and in those counting or summing its observations alike
+    (``update_s_count`` is ``update_seconds_count``). Every character other
+    than letters, digits and ``_`` becomes ``_``.
 
-    >>> _prometheus_name("update_s_p99"), _prometheus_name("episode.return")
-    ('update_seconds_p99', 'episode_return')
+    >>> _prometheus_name("update_s_p99"), _prometheus_name("update_s_count")
+    ('update_seconds_p99', 'update_seconds_count')
+    >>> _prometheus_name("episode.return"), _prometheus_name("episode's_return")
+    ('episode_return', 'episode_s_return')
     """
-    words = _INVALID_NAME_CHARACTERS.sub("_", metric).split("_")
-    if unit_of(metric) is Unit.SECONDS and "s" in words:
-        last = len(words) - 1 - words[::-1].index("s")
-        words[last] = Unit.SECONDS.value
-    return "_".join(words)
+    words = [_SPELLED_OUT_UNITS.get(word, word) for word in metric.split("_")]
+    return _INVALID_NAME_CHARACTERS.sub("_", "_".join(words))
