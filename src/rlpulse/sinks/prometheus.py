@@ -236,7 +236,10 @@ class PrometheusExporter(BaseSink):
         [('rlpulse_last_poll_timestamp_seconds', 1.5), ('rlpulse_size', 10.0)]
         """
         with self._lock:
-            latest = sorted(self._latest.items())
+            latest = [
+                (self._family_by_name[name], watch, value)
+                for (name, watch), value in sorted(self._latest.items())
+            ]
             poll_times = sorted(self._poll_times.items())
             events = sorted(self._events.items())
         if events:
@@ -259,11 +262,11 @@ class PrometheusExporter(BaseSink):
                 family.add_metric([watch], wall_time)
             yield family
         served: Any = None
-        for (name, watch), value in latest:
-            if served is None or served.name != name:
+        for family, watch, value in latest:
+            if served is None or served.name != family.name:
                 if served is not None:
                     yield served
-                served = self._served_family(self._family_by_name[name])
+                served = self._served_family(family)
             served.add_metric([watch], value)
         if served is not None:
             yield served
