@@ -59,11 +59,10 @@ class PrometheusExporter(BaseSink):
     first served with. Names follow Prometheus' conventions: the seconds
     rlpulse's names abbreviate to ``s`` are spelled out (``update_s_p99`` is
     served as ``rlpulse_update_seconds_p99``, ``cpu_s`` as
-    ``rlpulse_cpu_seconds_total``),
-    and every character other than letters, digits and ``_`` becomes ``_``;
-    a metric whose name would then collide with another metric's gets the
-    first free ``_2``, ``_3``, ... suffix, so two metrics never share a
-    series. The gauge ``<prefix>_last_poll_timestamp_seconds`` gives, per
+    ``rlpulse_cpu_seconds_total``), and every character other than letters,
+    digits and ``_`` becomes ``_``; a metric whose name would then collide
+    with another metric's gets the first free ``_2``, ``_3``, ... suffix, so
+    two metrics never share a series. The gauge ``<prefix>_last_poll_timestamp_seconds`` gives, per
     watch, the wall-clock time of the poll behind the latest values
     (Prometheus records its own scrape time for every sample; this one says
     how fresh the data is).
