@@ -7,8 +7,11 @@ PIP := $(BIN)/python -m pip
 CONSTRAINTS := constraints.txt
 # What an install builds from: the metadata and the optional C extension.
 BUILD_INPUTS := pyproject.toml setup.py src/rlpulse/_counters.c $(CONSTRAINTS)
-# The Debian packages the tests drive for real: a terminal for `rlpulse top`.
-DEBIAN_TOOLS := tmux
+# The Debian packages the tests drive for real (command name = package name):
+# a terminal for `rlpulse top`, a Prometheus server scraping the exporter.
+# Without recommends, so no node exporter comes with it; on a machine run by
+# systemd, Debian starts the Prometheus service it installs (port 9090).
+DEBIAN_TOOLS := tmux prometheus
 
 .PHONY: test lint typecheck pytest demo bench diagram clean
 

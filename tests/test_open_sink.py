@@ -160,7 +160,7 @@ def test_a_prometheus_spec_serves_on_the_port_and_address(
         assert sink.url.startswith(url_start)
         sink.log_metrics({"collector/frames": 96.0})
         page = urllib.request.urlopen(sink.url, timeout=10).read().decode()
-    assert 'rlpulse_frames{watch="collector"} 96.0' in page
+    assert 'rlpulse_frames_total{watch="collector"} 96.0' in page
 
 
 def test_a_prometheus_spec_without_a_port_number_is_refused() -> None:

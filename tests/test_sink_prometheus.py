@@ -11,28 +11,40 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from rlpulse import LoggerMonitor
+from rlpulse import Event, LoggerMonitor, Tally
+from rlpulse.naming import Kind, Payload
 from rlpulse.sinks.prometheus import PrometheusExporter
 
 Samples = dict[tuple[str, str], float]
 
 
-def parse(page: str) -> tuple[Samples, dict[str, str]]:
-    """Return ``{(gauge, watch): value}`` and ``{gauge: help}`` of an exposition page."""
+def parse(page: str) -> tuple[Samples, dict[str, str], dict[str, str]]:
+    """Return ``{(sample, watch): value}``, ``{sample: help}`` and ``{sample: type}`` of an exposition page."""
     samples: Samples = {}
     helps: dict[str, str] = {}
+    types: dict[str, str] = {}
     for family in text_string_to_metric_families(page):
-        assert family.type == "gauge"
-        helps[family.name] = family.documentation
         for sample in family.samples:
             samples[(sample.name, sample.labels["watch"])] = sample.value
-    return samples, helps
+            helps[sample.name] = family.documentation
+            types[sample.name] = family.type
+    return samples, helps, types
+
+
+def page_of(exporter: PrometheusExporter) -> str:
+    assert exporter.url is not None
+    with urllib.request.urlopen(exporter.url, timeout=10) as response:
+        return str(response.read().decode())
 
 
 def scrape(exporter: PrometheusExporter) -> Samples:
-    assert exporter.url is not None
-    with urllib.request.urlopen(exporter.url, timeout=10) as response:
-        return parse(response.read().decode())[0]
+    return parse(page_of(exporter))[0]
+
+
+def served(registry: CollectorRegistry) -> tuple[Samples, dict[str, str]]:
+    """The samples of ``registry`` and the type of each sample's family."""
+    samples, _, types = parse(generate_latest(registry).decode())
+    return samples, types
 
 
 class Collector:
@@ -49,7 +61,9 @@ class Collector:
             return {"frames": self.frames}
 
 
-def test_a_scrape_serves_every_metric_as_a_gauge_labelled_with_its_watch() -> None:
+def test_a_scrape_serves_counters_as_counters_and_the_rest_as_gauges_labelled_with_their_watch() -> (
+    None
+):
     with PrometheusExporter() as exporter:
         exporter.log_metrics(
             {"collector/frames": 96.0, "collector/frames_per_second": 12.5},
@@ -59,16 +73,150 @@ def test_a_scrape_serves_every_metric_as_a_gauge_labelled_with_its_watch() -> No
         exporter.log_metrics(
             {"buffer/size": 10.0, "buffer/samples_count": 3.0}, timestamp=1001.0
         )
-        samples = scrape(exporter)
+        page = page_of(exporter)
+    samples, _, types = parse(page)
 
     assert samples == {
-        ("rlpulse_frames", "collector"): 96.0,
+        ("rlpulse_frames_total", "collector"): 96.0,
         ("rlpulse_frames_per_second", "collector"): 12.5,
         ("rlpulse_size", "buffer"): 10.0,
-        ("rlpulse_samples_count", "buffer"): 3.0,
+        ("rlpulse_samples_count_total", "buffer"): 3.0,
         ("rlpulse_last_poll_timestamp_seconds", "collector"): 1000.0,
         ("rlpulse_last_poll_timestamp_seconds", "buffer"): 1001.0,
     }
+    assert types == {
+        "rlpulse_frames_total": "counter",
+        "rlpulse_frames_per_second": "gauge",
+        "rlpulse_size": "gauge",
+        "rlpulse_samples_count_total": "counter",
+        "rlpulse_last_poll_timestamp_seconds": "gauge",
+    }
+    assert "# TYPE rlpulse_frames_total counter" in page.splitlines()
+
+
+def test_the_kinds_a_payload_carries_decide_the_types_not_the_names() -> None:
+    registry = CollectorRegistry()
+    kinds = {"loop/episodes": Kind.COUNTER, "loop/frames": Kind.GAUGE}
+    with PrometheusExporter(registry=registry) as exporter:
+        exporter.log_payloads(
+            [Payload({"loop/episodes": 4.0, "loop/frames": 9.0}, None, 1.0, kinds)]
+        )
+        samples, types = served(registry)
+
+    assert samples[("rlpulse_episodes_total", "loop")] == 4.0
+    assert samples[("rlpulse_frames", "loop")] == 9.0
+    assert types["rlpulse_episodes_total"] == "counter"
+    assert types["rlpulse_frames"] == "gauge"
+
+
+def test_a_metric_keeps_the_type_it_was_first_served_with() -> None:
+    registry = CollectorRegistry()
+    with PrometheusExporter(registry=registry) as exporter:
+        exporter.log_payloads(
+            [Payload({"a/episodes": 1.0}, None, 1.0, {"a/episodes": Kind.COUNTER})]
+        )
+        # The same metric, a gauge for another watch and later for the first.
+        exporter.log_payloads(
+            [
+                Payload({"b/episodes": 2.0}, None, 2.0, {}),
+                Payload({"a/episodes": 3.0}, None, 2.0, {}),
+            ]
+        )
+        samples, types = served(registry)
+
+    assert samples[("rlpulse_episodes_total", "a")] == 3.0
+    assert samples[("rlpulse_episodes_total", "b")] == 2.0
+    assert types["rlpulse_episodes_total"] == "counter"
+    assert ("rlpulse_episodes", "a") not in samples
+
+
+def test_a_metric_in_seconds_spells_its_unit_out_and_a_counter_ends_in_total_after_it() -> (
+    None
+):
+    registry = CollectorRegistry()
+    metrics = {
+        "learner/update_s_p99": 0.25,
+        "learner/update_s": 0.5,
+        "monitor/cpu_s": 3.0,
+        "learner/update_s_count": 8.0,
+        "system/rss_bytes": 4096.0,
+        "system/cpu_percent": 50.0,
+        "learner/wait_seconds": 1.0,
+        "learner/steps_per_second": 2.0,
+    }
+    kinds = {
+        "monitor/cpu_s": Kind.COUNTER,
+        "learner/update_s_count": Kind.COUNTER,
+        "learner/steps_per_second": Kind.RATE,
+    }
+    with PrometheusExporter(registry=registry) as exporter:
+        exporter.log_payloads([Payload(metrics, None, 1.0, kinds)])
+        samples, types = served(registry)
+
+    assert samples == {
+        ("rlpulse_update_seconds_p99", "learner"): 0.25,
+        ("rlpulse_update_seconds", "learner"): 0.5,
+        ("rlpulse_cpu_seconds_total", "monitor"): 3.0,
+        ("rlpulse_update_seconds_count_total", "learner"): 8.0,
+        ("rlpulse_rss_bytes", "system"): 4096.0,
+        ("rlpulse_cpu_percent", "system"): 50.0,
+        ("rlpulse_wait_seconds", "learner"): 1.0,
+        ("rlpulse_steps_per_second", "learner"): 2.0,
+        ("rlpulse_last_poll_timestamp_seconds", "learner"): 1.0,
+        ("rlpulse_last_poll_timestamp_seconds", "monitor"): 1.0,
+        ("rlpulse_last_poll_timestamp_seconds", "system"): 1.0,
+    }
+    assert types["rlpulse_cpu_seconds_total"] == "counter"
+    assert types["rlpulse_steps_per_second"] == "gauge"
+
+
+def test_a_counter_whose_name_ends_in_total_is_served_with_one_total() -> None:
+    registry = CollectorRegistry()
+    with PrometheusExporter(registry=registry) as exporter:
+        exporter.log_payloads(
+            [
+                Payload(
+                    {"env/steps_total": 7.0},
+                    None,
+                    1.0,
+                    {"env/steps_total": Kind.COUNTER},
+                )
+            ]
+        )
+        samples, types = served(registry)
+
+    assert samples[("rlpulse_steps_total", "env")] == 7.0
+    assert types["rlpulse_steps_total"] == "counter"
+
+
+FRAMES = "rlpulse_frames_total"
+
+
+@pytest.mark.timeout(60)
+def test_what_a_monitor_s_watch_counts_is_served_as_a_counter(
+    wait_until: Callable[..., bool],
+) -> None:
+    tally = Tally()
+    tally.inc("episodes", 3)
+    tally.set("epsilon", 0.1)
+    tally.observe("update_s", 0.5)
+    registry = CollectorRegistry()
+    with (
+        PrometheusExporter(registry=registry) as exporter,
+        LoggerMonitor(exporter, poll_interval=0.05) as monitor,
+    ):
+        monitor.watch(tally, name="learner")
+        assert wait_until(
+            lambda: ("rlpulse_episodes_total", "learner") in served(registry)[0]
+        )
+        samples, types = served(registry)
+
+    assert samples[("rlpulse_episodes_total", "learner")] == 3.0
+    assert types["rlpulse_episodes_total"] == "counter"
+    assert types["rlpulse_update_seconds_count_total"] == "counter"
+    assert types["rlpulse_update_seconds_sum_total"] == "counter"
+    assert types["rlpulse_update_seconds_mean"] == "gauge"
+    assert types["rlpulse_epsilon"] == "gauge"
 
 
 @pytest.mark.timeout(60)
@@ -81,21 +229,15 @@ def test_scraped_values_follow_a_background_monitor_as_it_polls(
         LoggerMonitor(exporter, poll_interval=0.05) as monitor,
     ):
         monitor.watch(collector, name="collector")
-        assert wait_until(lambda: ("rlpulse_frames", "collector") in scrape(exporter))
+        assert wait_until(lambda: (FRAMES, "collector") in scrape(exporter))
         first = scrape(exporter)
         collector.advance(500)
-        assert wait_until(
-            lambda: scrape(exporter)[("rlpulse_frames", "collector")] >= 500
-        )
+        assert wait_until(lambda: scrape(exporter)[(FRAMES, "collector")] >= 500)
         collector.advance(500)
-        assert wait_until(
-            lambda: scrape(exporter)[("rlpulse_frames", "collector")] >= 1000
-        )
+        assert wait_until(lambda: scrape(exporter)[(FRAMES, "collector")] >= 1000)
         later = scrape(exporter)
 
-    assert (
-        first[("rlpulse_frames", "collector")] < later[("rlpulse_frames", "collector")]
-    )
+    assert first[(FRAMES, "collector")] < later[(FRAMES, "collector")]
     assert later[("rlpulse_frames_per_second", "collector")] >= 0
     assert (
         later[("rlpulse_last_poll_timestamp_seconds", "collector")]
@@ -103,7 +245,7 @@ def test_scraped_values_follow_a_background_monitor_as_it_polls(
     )
 
 
-def test_names_are_made_valid_and_colliding_metrics_never_share_a_gauge() -> None:
+def test_names_are_made_valid_and_colliding_metrics_never_share_a_name() -> None:
     registry = CollectorRegistry()
     with PrometheusExporter(registry=registry) as exporter:
         exporter.log_metrics(
@@ -113,25 +255,36 @@ def test_names_are_made_valid_and_colliding_metrics_never_share_a_gauge() -> Non
                 "env/episode-return": 3.0,
                 "env/last_poll_timestamp_seconds": 4.0,
                 "worker_0/frames": 5.0,
+                "worker_0/frames_total": 6.0,
+                "env/events": 7.0,
             },
             timestamp=10.0,
         )
-        samples, helps = parse(generate_latest(registry).decode())
+        exporter.log_event(Event(10.0, "env", "stalled", "no progress", 30.0))
+        samples, helps, types = parse(generate_latest(registry).decode())
 
     assert samples == {
         ("rlpulse_episode_return", "env"): 1.0,
         ("rlpulse_episode_return_2", "env"): 2.0,
         ("rlpulse_episode_return_3", "env"): 3.0,
         ("rlpulse_last_poll_timestamp_seconds_2", "env"): 4.0,
-        ("rlpulse_frames", "worker_0"): 5.0,
+        ("rlpulse_frames_total", "worker_0"): 5.0,
+        ("rlpulse_frames_total_2", "worker_0"): 6.0,
+        ("rlpulse_events_2", "env"): 7.0,
+        ("rlpulse_events_total", "env"): 1.0,
         ("rlpulse_last_poll_timestamp_seconds", "env"): 10.0,
         ("rlpulse_last_poll_timestamp_seconds", "worker_0"): 10.0,
     }
     assert "'episode.return'" in helps["rlpulse_episode_return"]
     assert "'episode_return'" in helps["rlpulse_episode_return_2"]
+    assert "'frames_total'" in helps["rlpulse_frames_total_2"]
+    assert types["rlpulse_frames_total"] == "counter"
+    assert types["rlpulse_frames_total_2"] == "gauge"
 
 
-def test_one_metric_of_several_watches_is_one_gauge_with_one_series_per_watch() -> None:
+def test_one_metric_of_several_watches_is_one_family_with_one_series_per_watch() -> (
+    None
+):
     registry = CollectorRegistry()
     with PrometheusExporter(registry=registry) as exporter:
         exporter.log_metrics({"collector_0/frames": 1.0}, timestamp=1.0)
@@ -145,6 +298,7 @@ def test_one_metric_of_several_watches_is_one_gauge_with_one_series_per_watch() 
         ]
 
     assert len(families) == 1
+    assert families[0].type == "counter"
     assert sorted((s.labels["watch"], s.value) for s in families[0].samples) == [
         ("collector_0", 1.0),
         ("collector_1", 2.0),
@@ -198,7 +352,7 @@ def test_a_custom_or_empty_prefix_starts_every_gauge_name() -> None:
     registry = CollectorRegistry()
     with PrometheusExporter(prefix="rl:pipeline", registry=registry) as prefixed:
         prefixed.log_metrics({"collector/frames": 1.0}, timestamp=1.0)
-        assert ("rl:pipeline_frames", "collector") in parse(
+        assert ("rl:pipeline_frames_total", "collector") in parse(
             generate_latest(registry).decode()
         )[0]
     with PrometheusExporter(prefix="", registry=registry) as bare:

@@ -1,4 +1,4 @@
-"""Prometheus: the latest value of every metric, served as gauges for scraping.
+"""Prometheus: the latest value of every metric, served for scraping as a counter or a gauge, by its kind.
 
 Needs the ``prometheus`` extra (``pip install 'rlpulse[prometheus]'``);
 prometheus_client is imported when a :class:`PrometheusExporter` is created,
@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from rlpulse.naming import split
+from rlpulse.naming import Kind, Unit, split
 from rlpulse.runtime.events import Event
 from rlpulse.sinks.base import BaseSink, Payload
 
@@ -25,21 +25,47 @@ _VALID_PREFIX = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _INVALID_NAME_CHARACTERS = re.compile(r"[^a-zA-Z0-9_]")
 _POLL_TIME_FAMILY = "last_poll_timestamp_seconds"
 _EVENTS_FAMILY = "events"
+# The words of rlpulse's names that abbreviate a unit, as Prometheus spells them.
+_SPELLED_OUT_UNITS = {"s": str(Unit.SECONDS)}
+# What prometheus_client appends to a counter family's name in its sample.
+_COUNTER_SUFFIX = "_total"
+
+
+class _Family(NamedTuple):
+    """The Prometheus metric family serving one rlpulse metric: its name (a counter's without ``_total``), its type."""
+
+    name: str
+    counter: bool
+    metric: str
+
+    def exposed_names(self) -> tuple[str, ...]:
+        """The names this family takes in a scrape: no other family may use them."""
+        if self.counter:
+            return (self.name, self.name + _COUNTER_SUFFIX)
+        return (self.name,)
 
 
 class PrometheusExporter(BaseSink):
-    """A sink that serves the latest value of every metric as a Prometheus gauge.
+    """A sink that serves the latest value of every metric for Prometheus: a counter as a counter, the rest as gauges.
 
-    A payload key ``"<watch>/<metric>"`` becomes the gauge
+    A payload key ``"<watch>/<metric>"`` becomes the series
     ``<prefix>_<metric>`` with the label ``watch="<watch>"``, so one query
-    (``rlpulse_frames_per_second``) shows that metric for every watch. Names
-    are made valid for Prometheus by turning every character other than
-    letters, digits and ``_`` into ``_``; a metric whose name would then
-    collide with another metric's gauge gets the first free ``_2``, ``_3``,
-    ... suffix, so two metrics never share a gauge. The gauge
-    ``<prefix>_last_poll_timestamp_seconds`` gives, per watch, the wall-clock
-    time of the poll behind the latest values (Prometheus records its own
-    scrape time for every sample; this one says how fresh the data is).
+    (``rlpulse_frames_per_second``) shows that metric for every watch. What
+    the metric is decides the type: a counter (``frames``, a tally's
+    ``inc()`` keys and observation counts) is a Prometheus counter, its
+    series named with ``_total`` (``rlpulse_frames_total``), for PromQL's
+    ``rate()``; everything else, the rates the monitor computes
+    (``*_per_second``) included, is a gauge. A metric keeps the type it was
+    first served with. Names follow Prometheus' conventions: the seconds
+    rlpulse's names abbreviate to ``s`` are spelled out (``update_s_p99`` is
+    served as ``rlpulse_update_seconds_p99``, ``cpu_s`` as
+    ``rlpulse_cpu_seconds_total``), and every character other than letters,
+    digits and ``_`` becomes ``_``; a metric whose name would then collide
+    with another metric's gets the first free ``_2``, ``_3``, ... suffix, so
+    two metrics never share a series. The gauge ``<prefix>_last_poll_timestamp_seconds`` gives, per
+    watch, the wall-clock time of the poll behind the latest values
+    (Prometheus records its own scrape time for every sample; this one says
+    how fresh the data is).
 
     With ``registry=None`` the exporter has a registry of its own and serves
     it over HTTP on ``addr:port`` (``port=0`` picks a free port; ``url`` gives
@@ -51,10 +77,15 @@ class PrometheusExporter(BaseSink):
     >>> import urllib.request
     >>> from rlpulse.sinks.prometheus import PrometheusExporter
     >>> with PrometheusExporter(port=0) as exporter:
-    ...     exporter.log_metrics({"collector/frames": 96.0}, step=3)
+    ...     exporter.log_metrics({"collector/frames": 96.0, "buffer/size": 5.0}, step=3)
     ...     page = urllib.request.urlopen(exporter.url, timeout=10).read().decode()
-    >>> 'rlpulse_frames{watch="collector"} 96.0' in page
-    True
+    >>> print("\\n".join(line for line in page.splitlines() if "poll" not in line))
+    # HELP rlpulse_frames_total rlpulse counter 'frames' (cumulative): its latest value.
+    # TYPE rlpulse_frames_total counter
+    rlpulse_frames_total{watch="collector"} 96.0
+    # HELP rlpulse_size rlpulse gauge 'size': its latest value.
+    # TYPE rlpulse_size gauge
+    rlpulse_size{watch="buffer"} 5.0
     """
 
     def __init__(
@@ -81,19 +112,24 @@ class PrometheusExporter(BaseSink):
         prometheus_client = _import_backend()
         super().__init__()
         self.prefix = prefix
+        # The latest value by (family name, watch).
         self._latest: dict[tuple[str, str], float] = {}
         self._poll_times: dict[str, float] = {}
-        self._gauge_of_metric: dict[str, str] = {}
+        self._family_of_metric: dict[str, _Family] = {}
+        self._family_by_name: dict[str, _Family] = {}
         self._poll_time_gauge = self._full_name(_POLL_TIME_FAMILY)
-        self._metric_of_gauge: dict[str, str] = {self._poll_time_gauge: ""}
+        self._events_counter = self._full_name(_EVENTS_FAMILY)
+        # Every name a scrape shows, so that no metric's family takes one twice.
+        self._taken: set[str] = {
+            *_Family(self._poll_time_gauge, False, "").exposed_names(),
+            *_Family(self._events_counter, True, "").exposed_names(),
+        }
         self._server: Any = None
         self._server_thread: threading.Thread | None = None
         self.url: str | None = None
         """The HTTP address to scrape, or ``None`` when registered into a given registry."""
         self._gauge_family = prometheus_client.core.GaugeMetricFamily
         self._counter_family = prometheus_client.core.CounterMetricFamily
-        self._events_counter = self._full_name(_EVENTS_FAMILY)
-        self._metric_of_gauge[self._events_counter] = ""
         # Events so far by (kind, watch).
         self._events: dict[tuple[str, str], int] = {}
         if registry is None:
@@ -127,11 +163,12 @@ class PrometheusExporter(BaseSink):
         >>> 'rlpulse_size{watch="buffer"} 10.0' in page
         True
         """
-        for metrics, _, wall_time, _ in payloads:
-            for key, value in metrics.items():
+        for payload in payloads:
+            for key, value in payload.metrics.items():
                 watch, metric = split(key)
-                self._latest[(self._gauge_for(metric), watch)] = float(value)
-                self._poll_times[watch] = wall_time
+                family = self._family_for(metric, payload.kind(key))
+                self._latest[(family.name, watch)] = float(value)
+                self._poll_times[watch] = payload.wall_time
 
     def _closed_message(self) -> str:
         return (
@@ -139,18 +176,30 @@ class PrometheusExporter(BaseSink):
             "to keep serving metrics"
         )
 
-    def _gauge_for(self, metric: str) -> str:
-        gauge = self._gauge_of_metric.get(metric)
-        if gauge is None:
-            base = self._full_name(_INVALID_NAME_CHARACTERS.sub("_", metric))
-            gauge = base
+    def _family_for(self, metric: str, kind: Kind) -> _Family:
+        """The family serving ``metric``: made the first time, of ``kind``, and kept.
+
+        A registry cannot change a family's type, so the kind ``metric`` is
+        first served with is the kind it keeps.
+        """
+        family = self._family_of_metric.get(metric)
+        if family is None:
+            counter = kind is Kind.COUNTER
+            base = self._full_name(_prometheus_name(metric))
+            # prometheus_client takes a counter's name without ``_total``.
+            while (
+                counter and base.endswith(_COUNTER_SUFFIX) and base != _COUNTER_SUFFIX
+            ):
+                base = base[: -len(_COUNTER_SUFFIX)]
+            family = _Family(base, counter, metric)
             suffix = 2
-            while gauge in self._metric_of_gauge:
-                gauge = f"{base}_{suffix}"
+            while self._taken.intersection(family.exposed_names()):
+                family = _Family(f"{base}_{suffix}", counter, metric)
                 suffix += 1
-            self._gauge_of_metric[metric] = gauge
-            self._metric_of_gauge[gauge] = metric
-        return gauge
+            self._taken.update(family.exposed_names())
+            self._family_of_metric[metric] = family
+            self._family_by_name[family.name] = family
+        return family
 
     def _full_name(self, name: str) -> str:
         full_name = f"{self.prefix}_{name}" if self.prefix else name
@@ -176,7 +225,7 @@ class PrometheusExporter(BaseSink):
         self._events[key] = self._events.get(key, 0) + 1
 
     def collect(self) -> Iterator[Any]:
-        """Yield the gauges of the latest values: what a scrape of the registry returns.
+        """Yield the metric families of the latest values and the events: what a scrape of the registry returns.
 
         >>> from rlpulse.sinks.prometheus import PrometheusExporter
         >>> from prometheus_client import CollectorRegistry
@@ -186,7 +235,10 @@ class PrometheusExporter(BaseSink):
         [('rlpulse_last_poll_timestamp_seconds', 1.5), ('rlpulse_size', 10.0)]
         """
         with self._lock:
-            latest = sorted(self._latest.items())
+            latest = [
+                (self._family_by_name[name], watch, value)
+                for (name, watch), value in sorted(self._latest.items())
+            ]
             poll_times = sorted(self._poll_times.items())
             events = sorted(self._events.items())
         if events:
@@ -208,19 +260,29 @@ class PrometheusExporter(BaseSink):
             for watch, wall_time in poll_times:
                 family.add_metric([watch], wall_time)
             yield family
-        family = None
-        for (gauge, watch), value in latest:
-            if family is None or family.name != gauge:
-                if family is not None:
-                    yield family
-                family = self._gauge_family(
-                    gauge,
-                    f"Latest value of the rlpulse metric {self._metric_of_gauge[gauge]!r}.",
-                    labels=["watch"],
-                )
-            family.add_metric([watch], value)
-        if family is not None:
-            yield family
+        served: Any = None
+        for family, watch, value in latest:
+            if served is None or served.name != family.name:
+                if served is not None:
+                    yield served
+                served = self._served_family(family)
+            served.add_metric([watch], value)
+        if served is not None:
+            yield served
+
+    def _served_family(self, family: _Family) -> Any:
+        """An empty prometheus_client metric family for ``family``, labelled by watch."""
+        if family.counter:
+            return self._counter_family(
+                family.name,
+                f"rlpulse counter {family.metric!r} (cumulative): its latest value.",
+                labels=["watch"],
+            )
+        return self._gauge_family(
+            family.name,
+            f"rlpulse gauge {family.metric!r}: its latest value.",
+            labels=["watch"],
+        )
 
     def describe(self) -> list[Any]:
         """Return no descriptions: the gauges appear as metrics arrive.
@@ -276,3 +338,21 @@ def _import_backend() -> Any:
             "pip install 'rlpulse[prometheus]'"
         ) from error
     return prometheus_client
+
+
+def _prometheus_name(metric: str) -> str:
+    """The name Prometheus' conventions give rlpulse metric ``metric``, before its prefix.
+
+    The word ``s``, how rlpulse's names say seconds (:func:`rlpulse.naming.unit_of`),
+    is spelled out, as Prometheus' base units want: in a metric in seconds
+    and in those counting or summing its observations alike
+    (``update_s_count`` is ``update_seconds_count``). Every character other
+    than letters, digits and ``_`` becomes ``_``.
+
+    >>> _prometheus_name("update_s_p99"), _prometheus_name("update_s_count")
+    ('update_seconds_p99', 'update_seconds_count')
+    >>> _prometheus_name("episode.return"), _prometheus_name("episode's_return")
+    ('episode_return', 'episode_s_return')
+    """
+    words = [_SPELLED_OUT_UNITS.get(word, word) for word in metric.split("_")]
+    return _INVALID_NAME_CHARACTERS.sub("_", "_".join(words))
