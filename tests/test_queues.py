@@ -39,7 +39,7 @@ def test_delivered_payloads_are_freed_by_the_producer_at_its_next_wake() -> None
     queue.start()
     try:
         for step in range(3):
-            queue.put_all([({"w/x": float(step)}, step, 0.0, "w", {})])
+            queue.put_all([({"w/x": float(step)}, step, 0.0, "w", {}, {})])
         queue.wake()
         _wait_for(lambda: len(recorder.steps) == 3)
         # The sender keeps what it delivered for the producer, in order...
@@ -57,7 +57,7 @@ def test_a_full_queue_drops_the_oldest_and_counts_it() -> None:
     recorder = _Recorder()
     queue = SinkQueue(Sink(recorder), size=2)
     for step in range(5):
-        queue.put_all([({"w/x": 1.0}, step, 0.0, "w", {})])
+        queue.put_all([({"w/x": 1.0}, step, 0.0, "w", {}, {})])
     assert queue.dropped == 3
     queue.start()
     queue.wake()
@@ -105,7 +105,7 @@ def test_a_sink_with_log_batch_gets_everything_pending_in_one_call() -> None:
     recorder = _BatchRecorder()
     queue = SinkQueue(Sink(recorder), size=16)
     for step in range(4):
-        queue.put_all([({"w/x": float(step)}, step, 100.0 + step, "w", {})])
+        queue.put_all([({"w/x": float(step)}, step, 100.0 + step, "w", {}, {})])
     queue.start()
     queue.wake()
     assert queue.close(deadline=time.monotonic() + 5) is None
@@ -132,10 +132,10 @@ def test_a_failing_batch_is_one_failure_and_the_next_batch_is_sent() -> None:
     )
     queue.start()
     try:
-        queue.put_all([({"w/x": 1.0}, 1, 0.0, "w", {})])
+        queue.put_all([({"w/x": 1.0}, 1, 0.0, "w", {}, {})])
         queue.wake()
         _wait_for(lambda: len(recorder.batches) == 1)
-        queue.put_all([({"w/x": 2.0}, 2, 0.0, "w", {})])
+        queue.put_all([({"w/x": 2.0}, 2, 0.0, "w", {}, {})])
         queue.wake()
         _wait_for(lambda: len(recorder.batches) == 2)
     finally:
@@ -169,7 +169,7 @@ def test_one_drop_warning_per_streak_that_ends_once_the_sender_caught_up() -> No
 
     def round_of(payloads: int) -> None:
         for step in range(payloads):
-            queue.put_all([({"w/x": 1.0}, step, 0.0, "w", {})])
+            queue.put_all([({"w/x": 1.0}, step, 0.0, "w", {}, {})])
         queue.wake()
 
     queue.start()
@@ -204,7 +204,7 @@ def test_a_round_dropping_several_is_warned_once_with_how_many(
     with caplog.at_level("WARNING", logger="rlpulse"):
         queue.put_all([({"w/x": 1.0}, step, 0.0, "w", {}) for step in range(6)])
         assert reporter.counts()["dropped"] == 0  # a round keeps its own
-        queue.put_all([({"w/x": 1.0}, 6, 0.0, "w", {})])
+        queue.put_all([({"w/x": 1.0}, 6, 0.0, "w", {}, {})])
     assert reporter.counts()["dropped"] == 5
     warnings = [record.getMessage() for record in caplog.records]
     assert len(warnings) == 1
@@ -240,7 +240,7 @@ def test_payloads_delivered_while_the_queues_close_reach_the_sink_once_each() ->
     def produce() -> None:
         number = 0
         while not stop.is_set():
-            if delivery.deliver(({"w/x": float(number)}, number, 0.0, "w", {})):
+            if delivery.deliver(({"w/x": float(number)}, number, 0.0, "w", {}, {})):
                 taken.append(number)
             number += 1
             if number % 7 == 0:
@@ -291,12 +291,12 @@ def test_a_payload_handed_over_as_closing_begins_is_sent_before_the_flush() -> N
     pending = queue.pending = _EmptyThenSlow()
     queue.start()
     pending.armed.set()
-    queue.put_all([({"w/x": 1.0}, 1, 0.0, "w", {})])
+    queue.put_all([({"w/x": 1.0}, 1, 0.0, "w", {}, {})])
     queue.wake()
     assert pending.held.wait(5)  # the sender found the queue empty, and waits
 
     queue.put_all(
-        [({"w/x": 2.0}, 2, 0.0, "w", {})]
+        [({"w/x": 2.0}, 2, 0.0, "w", {}, {})]
     )  # the final round, then close(): as Delivery does
     queue.wake()
     assert queue.close(deadline=time.monotonic() + 5) is None
@@ -324,11 +324,11 @@ def _fall_behind_and_catch_up(queue: SinkQueue, sink: _Pausable, start: int) -> 
     # One drop streak: the sink stops, a round overfills the queue, the sink
     # goes on and the sender empties the queue.
     sink.gate.clear()
-    queue.put_all([({"w/x": 1.0}, start, 0.0, "w", {})])
+    queue.put_all([({"w/x": 1.0}, start, 0.0, "w", {}, {})])
     queue.wake()
     _wait_for(lambda: not queue.pending)  # the sender holds it, waiting
     queue.put_all([({"w/x": 1.0}, start + step, 0.0, "w", {}) for step in range(1, 4)])
-    queue.put_all([({"w/x": 1.0}, start + 4, 0.0, "w", {})])
+    queue.put_all([({"w/x": 1.0}, start + 4, 0.0, "w", {}, {})])
     sink.gate.set()
     queue.wake()
     _wait_for(lambda: queue.caught_up and not queue.pending)

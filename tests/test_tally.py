@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -367,3 +368,45 @@ def test_time_of_an_async_generator_covers_the_whole_iteration() -> None:
     stats = tally.stats()
     assert stats["stream_s_count"] == 1
     assert stats["stream_s_last"] >= 0.06
+
+
+@pytest.mark.parametrize("background", [False, True], ids=["manual", "background"])
+def test_a_watched_tallys_interval_histograms_reach_rlpulses_sinks(
+    background: bool,
+) -> None:
+    from rlpulse.naming import Payload
+    from rlpulse.sinks.base import BaseSink
+
+    class Payloads(BaseSink):
+        def __init__(self) -> None:
+            super().__init__()
+            self.payloads: list[Payload] = []
+
+        def _write_batch(self, payloads: Any) -> None:
+            self.payloads.extend(payloads)
+
+    tally, sink = Tally(), Payloads()
+    monitor = LoggerMonitor(sink, background=background, poll_interval=0.05)
+    monitor.watch(tally, name="learner", schedule=Every.counter("updates", 1))
+    tally.inc("updates")
+    with monitor:
+        for loss in (0.5, 0.25, 0.125):
+            tally.observe("loss", loss)
+        tally.inc("updates")
+        if background:
+            deadline = time.monotonic() + 10
+            while not any(p.distributions for p in sink.payloads) and (
+                time.monotonic() < deadline
+            ):
+                time.sleep(0.01)
+        else:
+            monitor.step()
+            monitor.step()
+    histograms = [
+        payload.distributions.get("learner/loss") for payload in sink.payloads
+    ]
+    counted = [histogram.count for histogram in histograms if histogram is not None]
+    # Each interval's observations once: all three in one interval here.
+    assert sum(counted) == 3
+    last = next(h for h in reversed(histograms) if h is not None)
+    assert (last.min, last.max) == (0.125, 0.5)

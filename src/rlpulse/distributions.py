@@ -56,6 +56,7 @@ __all__ = [
     "Buckets",
     "Histogram",
     "IntervalQuantiles",
+    "Intervals",
     "bucket_index",
     "check_quantiles",
     "quantile_name",
@@ -522,14 +523,13 @@ class IntervalQuantiles:
         >>> quantiles = IntervalQuantiles(lambda: {"latency": latency.copy()}, (0.5,))
         >>> latency.add(2.0)
         >>> payload = {}
-        >>> quantiles.add_to(payload, "w/")
-        >>> round(payload["w/latency_p50"], 1)
-        2.0
-        >>> quantiles.commit()  # logged: the next interval starts here
+        >>> interval = quantiles.add_to(payload, "w/")
+        >>> round(payload["w/latency_p50"], 1), interval.histograms["w/latency"].count
+        (2.0, 1)
+        >>> quantiles.commit(interval.marks)  # logged: the next interval starts here
         >>> payload = {}
-        >>> quantiles.add_to(payload, "w/")
-        >>> payload
-        {}
+        >>> quantiles.add_to(payload, "w/").histograms, payload
+        ({}, {})
     """
 
     def __init__(
@@ -540,24 +540,40 @@ class IntervalQuantiles:
         self._histograms = histograms
         self._names = [(q, quantile_name(q)) for q in quantiles]
         self._baseline: Mapping[str, Histogram] = {}
-        self._pending: Mapping[str, Histogram] = {}
 
-    def add_to(self, payload: dict[str, float], prefix: str) -> None:
-        """Add ``<prefix><key>_<quantile>`` entries of the observations since the last :meth:`commit`."""
+    def add_to(self, payload: dict[str, float], prefix: str) -> Intervals:
+        """Add ``<prefix><key>_<quantile>`` entries of the observations since the last :meth:`commit`; return those observations.
+
+        The :class:`Intervals` returned holds, by ``<prefix><key>``, the
+        histogram of each key's observations since (keys without any are
+        left out), and what :meth:`commit` takes once the payload is logged.
+        """
         current = self._histograms()
         if not isinstance(current, Mapping):
-            return
+            return Intervals({}, self._baseline)
+        intervals: dict[str, Histogram] = {}
         for key, histogram in current.items():
             if not isinstance(histogram, Histogram):
                 continue
             interval = histogram.since(self._baseline.get(key))
+            if not interval.count:
+                continue  # no observation since
+            intervals[f"{prefix}{key}"] = interval
             for q, name in self._names:
                 value = interval.quantile(q)
-                if value is None:
-                    break  # no observation since
-                payload[f"{prefix}{key}_{name}"] = value
-        self._pending = current
+                if value is not None:
+                    payload[f"{prefix}{key}_{name}"] = value
+        return Intervals(intervals, current)
 
-    def commit(self) -> None:
-        """The payload :meth:`add_to` filled was logged: the next interval starts there."""
-        self._baseline = self._pending
+    def commit(self, marks: Mapping[str, Histogram]) -> None:
+        """The payload :meth:`add_to` filled was logged: the next interval starts at ``marks``, the :attr:`Intervals.marks` it returned."""
+        self._baseline = marks
+
+
+class Intervals(NamedTuple):
+    """The observations of one logged interval, by payload key, and where the next interval starts."""
+
+    histograms: dict[str, Histogram]
+    """Each key's observations since the previous logged snapshot, keyed ``<watch>/<key>``."""
+    marks: Mapping[str, Histogram]
+    """The cumulative histograms read: the start of the next interval once this one is logged."""

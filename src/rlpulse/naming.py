@@ -15,7 +15,8 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Container, Mapping
-from typing import NamedTuple
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 __all__ = [
     "COUNT_SUFFIX",
@@ -209,7 +210,11 @@ class Payload(NamedTuple):
     """One logged snapshot as rlpulse's own sinks take it: its metrics, step, time, and each metric's kind.
 
     ``kinds`` maps a key of ``metrics`` to its :class:`Kind`; a key it
-    lacks is a gauge (:meth:`kind`).
+    lacks is a gauge (:meth:`kind`). ``distributions`` holds, keyed
+    ``<watch>/<key>``, the histogram (:class:`rlpulse.distributions.Histogram`)
+    of each distribution's observations over the interval this payload
+    closes (since the watch's previous logged snapshot): the metrics of
+    kind :attr:`Kind.DISTRIBUTION`, whose quantiles ``metrics`` holds.
 
     Examples:
         >>> payload = Payload({"c/frames": 10.0, "c/size": 2.0}, 10, 1.5, {"c/frames": Kind.COUNTER})
@@ -221,6 +226,7 @@ class Payload(NamedTuple):
     step: int | None
     wall_time: float
     kinds: Mapping[str, Kind]
+    distributions: Mapping[str, Any] = MappingProxyType({})
 
     def kind(self, name: str) -> Kind:
         """The kind of metric ``name`` of this payload."""

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple, Protocol
 from rlpulse.distributions import (
     DEFAULT_QUANTILES,
     IntervalQuantiles,
+    Intervals,
     check_quantiles,
 )
 from rlpulse.metrics import (
@@ -35,6 +36,9 @@ from rlpulse.schedules import AnyOf, Every, Schedule
 from rlpulse.targets import adapt
 
 __all__ = ["AGGREGATES", "Logged", "Watch", "WatchSpec", "Watches", "provider_of"]
+
+# A target without histograms() has no distributions.
+_NO_INTERVALS = Intervals({}, {})
 
 AGGREGATES = ("mean", "min", "max")
 """What ``watch(..., aggregate=...)`` can compute over the polls between logs."""
@@ -631,6 +635,8 @@ class Logged(NamedTuple):
     """The rated and step entries: what the next rates count from."""
     alive: float | None
     """The payload's ``workers_alive``, to notice a worker lost."""
+    intervals: Intervals
+    """The target's distributions over the interval this payload closes: each key's histogram, by payload key."""
 
 
 class Watch:
@@ -690,9 +696,11 @@ class Watch:
         self.next_due = -math.inf
         self.observations = _Observations(self) if self.every_poll else None
         histograms = getattr(spec.target, "histograms", None)
+        # The target's distributions, logged as quantiles and handed to the
+        # sinks as histograms of each interval.
         self.quantiles = (
             IntervalQuantiles(histograms, tuple(spec.quantiles))
-            if spec.quantiles and callable(histograms)
+            if callable(histograms)
             else None
         )
         self.baseline: dict[str, float] = {}
@@ -819,8 +827,11 @@ class Watch:
             if elapsed:
                 rates = self._naming.rates
                 add_rates(payload, observed, baseline, rates, elapsed)
-        if self.quantiles is not None:
-            self.quantiles.add_to(payload, self._prefix)
+        intervals = (
+            _NO_INTERVALS
+            if self.quantiles is None
+            else self.quantiles.add_to(payload, self._prefix)
+        )
         step_key = self._step_key
         step = None
         if step_key is not None and step_key in kept:
@@ -831,6 +842,7 @@ class Watch:
             self._kinds.note(payload),
             kept,
             payload.get(self._alive_key),
+            intervals,
         )
 
     def _rates_from(
@@ -919,7 +931,7 @@ class Watch:
         if self.observations is not None:
             self.observations.reset()
         if self.quantiles is not None:
-            self.quantiles.commit()
+            self.quantiles.commit(logged.intervals.marks)
         alive = logged.alive
         if alive is not None:
             before, self._alive = self._alive, alive

@@ -34,7 +34,7 @@ class Delivery:
         ...     def log_metrics(self, metrics, step=None):
         ...         print(step, metrics)
         >>> delivery = Delivery((Sink(Printer()),), Reporter("warn"))
-        >>> delivery.deliver(({"rb/size": 1.0}, 3, 0.0, "rb", {}))
+        >>> delivery.deliver(({"rb/size": 1.0}, 3, 0.0, "rb", {}, {}))
         3 {'rb/size': 1.0}
         True
     """
@@ -83,7 +83,7 @@ class Delivery:
             queue.start()
 
     def deliver(self, item: Item) -> bool:
-        """Hand ``(payload, step, wall_time, watch name, kinds)`` to every sink; whether any took it.
+        """Hand ``(payload, step, wall_time, watch name, kinds, distributions)`` to every sink; whether any took it.
 
         Queued: always taken, and queued for every sink when the round
         ends (:meth:`end_round`). Inline: under ``on_error="raise"`` the first
@@ -100,13 +100,15 @@ class Delivery:
                 self._polled.remove(item)
             except ValueError:
                 return True
-        payload, step, wall_time, watch_name, kinds = item
+        payload, step, wall_time, watch_name, kinds, distributions = item
         delivered = False
         first_error: Exception | None = None
         for sink in self.sinks:
             try:
                 if sink.log_payloads is not None:
-                    sink.log_payloads([Payload(payload, step, wall_time, kinds)])
+                    sink.log_payloads(
+                        [Payload(payload, step, wall_time, kinds, distributions)]
+                    )
                 elif sink.wants_timestamp:
                     sink.log_metrics(payload, step=step, timestamp=wall_time)
                 else:

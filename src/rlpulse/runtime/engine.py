@@ -125,8 +125,9 @@ class Engine:
         delivery = self.delivery
         wall_time = time.time() if delivery.wants_timestamp else 0.0
         payload = logged.payload
+        distributions = logged.intervals.histograms
         if not delivery.deliver(
-            (payload, logged.step, wall_time, watch.name, logged.kinds)
+            (payload, logged.step, wall_time, watch.name, logged.kinds, distributions)
         ):
             return None
         watch.commit(logged, now, scheduled, self.poll_interval)

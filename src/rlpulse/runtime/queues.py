@@ -23,8 +23,10 @@ from rlpulse.runtime.threads import MonitorThread
 
 __all__ = ["Item", "SinkQueue"]
 
-Item = tuple[dict[str, float], int | None, float, str, Mapping[str, Kind]]
-"""One queued payload: ``(payload, step, wall_time, watch name, its metrics' kinds)``."""
+Item = tuple[
+    dict[str, float], int | None, float, str, Mapping[str, Kind], Mapping[str, Any]
+]
+"""One queued payload: ``(payload, step, wall_time, watch name, its metrics' kinds, its distributions)``."""
 
 _payload_of = operator.itemgetter(0, 1, 2)
 """An item's ``(metrics, step, timestamp)``, as ``log_batch`` takes it."""
@@ -268,9 +270,7 @@ class SinkQueue:
             batch.append(popleft())
         self.delivered.extend(batch)
         try:
-            log_payloads(
-                [Payload(item[0], item[1], item[2], item[4]) for item in batch]
-            )
+            log_payloads([Payload(*item[:3], *item[4:]) for item in batch])
         except Exception as err:
             if not self._abandoned:
                 self._failed(batch[0][3], err)

@@ -256,7 +256,7 @@ class ConsoleLogger(BaseSink):
         text = "".join(
             [
                 format_payload(metrics, step, wall_time, width) + "\n"
-                for metrics, step, wall_time, _ in payloads
+                for metrics, step, wall_time, *_ in payloads
             ]
         )
         stream.write(text)

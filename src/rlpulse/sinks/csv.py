@@ -100,7 +100,7 @@ class CSVLogger(LineFileSink):
         2.0,,"odd,name",1.0
         """
         rows = []
-        for metrics, step, wall_time, _ in payloads:
+        for metrics, step, wall_time, *_ in payloads:
             prefix = f"{wall_time!r},{'' if step is None else int(step)},"
             rows += [
                 f"{prefix}{_csv_field(name)},{float(value)!r}\n"

@@ -115,6 +115,6 @@ class JSONLLogger(LineFileSink):
                     }
                 )
                 + "\n"
-                for metrics, step, wall_time, _ in payloads
+                for metrics, step, wall_time, *_ in payloads
             ]
         )

@@ -161,7 +161,7 @@ class MLflowLogger(BaseSink):
                 round(wall_time * 1000),
                 0 if step is None else int(step),
             )
-            for metrics, step, wall_time, _ in payloads
+            for metrics, step, wall_time, *_ in payloads
             for name, value in metrics.items()
         ]
         for start in range(0, len(entries), self._metrics_per_batch):

@@ -41,6 +41,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from rlpulse.distributions import Histogram
 from rlpulse.naming import Kind, Payload
 from rlpulse.runtime.deadline import check_timeout
 from rlpulse.runtime.events import Event
@@ -182,7 +183,9 @@ class SinkProcess:
         batch = list(payloads)
         if not batch:
             return
-        triples = [(metrics, step, wall_time) for metrics, step, wall_time, _ in batch]
+        triples = [
+            (payload.metrics, payload.step, payload.wall_time) for payload in batch
+        ]
         if not _marshals_as_is(triples):
             triples = [_plain(*triple) for triple in triples]
         new_kinds: list[tuple[int, dict[str, str]]] = []
@@ -197,7 +200,8 @@ class SinkProcess:
                 new_kinds.append((number, plain))
             numbers.append(sent[1])
         payloads_sent = [
-            (*triple, number) for triple, number in zip(triples, numbers, strict=True)
+            (*triple, number, _histograms_sent(payload.distributions))
+            for triple, number, payload in zip(triples, numbers, batch, strict=True)
         ]
         self._hand_over(("payloads", new_kinds, payloads_sent))
 
@@ -641,6 +645,44 @@ def _read_message(inbox: BinaryIO) -> Any:
     return marshal.loads(body)
 
 
+def _histograms_sent(histograms: Mapping[str, Histogram]) -> dict[str, tuple[Any, ...]]:
+    """A payload's distributions as ``marshal`` writes them: each histogram's buckets, zeros, sum and extremes."""
+    return {
+        str(name): (
+            histogram.positive,
+            histogram.negative,
+            histogram.zero_count,
+            histogram.sum,
+            histogram.min,
+            histogram.max,
+        )
+        for name, histogram in histograms.items()
+    }
+
+
+def _histograms_received(sent: Mapping[str, tuple[Any, ...]]) -> dict[str, Histogram]:
+    """The distributions :func:`_histograms_sent` wrote, as histograms again.
+
+    >>> histogram = Histogram()
+    >>> for value in (0.5, 2.0, 2.0):
+    ...     histogram.add(value)
+    >>> back = _histograms_received(marshal.loads(marshal.dumps(_histograms_sent({"w/x": histogram}))))["w/x"]
+    >>> back.count, back.sum, back.min, back.max, back.buckets() == histogram.buckets()
+    (3, 4.5, 0.5, 2.0, True)
+    """
+    return {
+        name: Histogram(
+            positive=positive,
+            negative=negative,
+            zero_count=zero_count,
+            sum=total,
+            min=low,
+            max=high,
+        )
+        for name, (positive, negative, zero_count, total, low, high) in sent.items()
+    }
+
+
 def _serve(inbox: BinaryIO, outbox: BinaryIO) -> int:
     """The child's side: open the sinks, feed them every batch until end of file, close them."""
 
@@ -701,8 +743,14 @@ def _serve(inbox: BinaryIO, outbox: BinaryIO) -> int:
                 each_sink(
                     "log_payloads",
                     [
-                        Payload(metrics, step, wall_time, kinds_sent[number])
-                        for metrics, step, wall_time, number in message[2]
+                        Payload(
+                            metrics,
+                            step,
+                            wall_time,
+                            kinds_sent[number],
+                            _histograms_received(histograms),
+                        )
+                        for metrics, step, wall_time, number, histograms in message[2]
                     ],
                 )
             elif message[0] == "event":

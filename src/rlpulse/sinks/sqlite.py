@@ -249,7 +249,7 @@ class SQLiteLogger(BaseSink):
         """
         rows = [
             (wall_time, None if step is None else int(step), name, float(value))
-            for metrics, step, wall_time, _ in payloads
+            for metrics, step, wall_time, *_ in payloads
             for name, value in metrics.items()
         ]
         # Few statements per batch, not one per payload: each statement

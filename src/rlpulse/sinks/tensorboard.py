@@ -95,7 +95,7 @@ class TensorBoardLogger(BaseSink):
         ...         sink.log_metrics({"buffer/size": 10.0, "buffer/writes": 4.0})
         """
         summary_value = self._summary_pb2.Summary.Value
-        for metrics, step, wall_time, _ in payloads:
+        for metrics, step, wall_time, *_ in payloads:
             if step is not None:
                 events = [
                     (

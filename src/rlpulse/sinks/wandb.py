@@ -92,7 +92,7 @@ class WandbLogger(BaseSink):
         ...         sink.run.summary["buffer/size"]
         10
         """
-        for metrics, step, wall_time, _ in payloads:
+        for metrics, step, wall_time, *_ in payloads:
             row = {name: float(value) for name, value in metrics.items()}
             if step is not None:
                 for watch in {
