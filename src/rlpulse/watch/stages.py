@@ -1,0 +1,261 @@
+"""The stages of a watch's poll that keep state of their own: aggregates and stalls, named entries, payload names, kinds."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from rlpulse.metrics import RATE_NAMES, rate_name, snapshot_of
+from rlpulse.naming import Kind
+from rlpulse.watch.spec import WatchSpec
+
+if TYPE_CHECKING:
+    from rlpulse.watch.core import Watch
+
+__all__ = ["Kinds", "NamedEntries", "Naming", "Observations", "WatchEvents"]
+
+
+class Observations:
+    """What a watch that needs every poll sees between two logs: its gauges' aggregates, and its progress."""
+
+    def __init__(self, watch: Watch) -> None:
+        self.watch = watch
+        spec = watch.spec
+        self.aggregate = spec.aggregate
+        self.counters = RATE_NAMES if spec.rate_keys is None else spec.rate_keys
+        self.stall_after = spec.stall_after
+        keys = spec.progress_key or ""
+        self.progress_keys = (keys,) if isinstance(keys, str) else keys
+        self.accumulated: dict[str, list[float]] = {}
+        self.stalled = False
+        self._progress: float | None = None
+        self._progress_time: float | None = None
+        # The last value of each of several progress entries.
+        self._known: dict[str, float] = {}
+
+    def observe(self, snapshot: dict[str, float], now: float) -> None:
+        """Take one poll's ``snapshot`` at ``now`` into the aggregates and the stall clock."""
+        if self.aggregate:
+            accumulated = self.accumulated
+            for key, value in snapshot.items():
+                if key in self.counters:
+                    continue
+                seen = accumulated.get(key)
+                if seen is None:
+                    accumulated[key] = [1.0, value, value, value]
+                else:
+                    seen[0] += 1.0
+                    seen[1] += value
+                    seen[2] = min(seen[2], value)
+                    seen[3] = max(seen[3], value)
+        if self.stall_after is not None:
+            keys = self.progress_keys
+            if len(keys) == 1:
+                progress: Any = snapshot.get(keys[0])
+            else:
+                # An entry missing from this snapshot keeps its last value:
+                # one that comes and goes is no progress.
+                known = self._known
+                for key in keys:
+                    latest = snapshot.get(key)
+                    if latest is not None:
+                        known[key] = latest
+                progress = tuple(map(known.get, keys)) if known else None
+            self._observe_progress(progress, now)
+
+    def _observe_progress(self, progress: Any, now: float) -> None:
+        previous = self._progress
+        if progress is not None:
+            self._progress = progress
+        if self._progress_time is None or (
+            progress is not None and (previous is None or progress != previous)
+        ):
+            # The first poll, progress, or a reset (a decrease): the clock
+            # restarts.
+            if self.stalled:
+                self._tell(False, now - (self._progress_time or now))
+            self._progress_time = now
+            self.stalled = False
+            return
+        stuck_for = now - self._progress_time
+        if not self.stalled and stuck_for >= (self.stall_after or math.inf):
+            self.stalled = True
+            self._tell(True, stuck_for)
+
+    def _tell(self, stalled: bool, seconds: float) -> None:
+        events = self.watch.events
+        if events is not None:
+            events.stalled(self.watch, stalled, seconds)
+
+    def add_to(self, payload: dict[str, float], prefix: str) -> None:
+        """Add ``<key>_<aggregate>`` of every gauge, and ``stalled``, to ``payload``."""
+        for key, (count, total, low, high) in self.accumulated.items():
+            for aggregate in self.aggregate:
+                if aggregate == "mean":
+                    value = total / count
+                elif aggregate == "min":
+                    value = low
+                else:
+                    value = high
+                payload[f"{prefix}{key}_{aggregate}"] = value
+        if self.stall_after is not None:
+            payload[f"{prefix}stalled"] = 1.0 if self.stalled else 0.0
+
+    def reset(self) -> None:
+        """Start the aggregates afresh: a payload was delivered."""
+        if self.accumulated:
+            self.accumulated = {}
+
+
+class WatchEvents(Protocol):
+    """What a watch tells of its own health as it notices it (the monitor's reporter)."""
+
+    def stalled(self, watch: Watch, stalled: bool, seconds: float) -> None:
+        """No progress for ``seconds`` (``stalled``), or progress again after ``seconds`` without."""
+
+    def workers_lost(self, watch: Watch, alive: float, before: float) -> None:
+        """The snapshot's ``workers_alive`` fell from ``before`` to ``alive``."""
+
+    def entry_missing(
+        self, watch: Watch, option: str, key: str, entries: Sequence[str]
+    ) -> None:
+        """The first snapshot with entries has none named ``key``, though ``option`` names it."""
+
+
+class NamedEntries:
+    """The entries a watch's options name, until each is seen in a snapshot or told missing.
+
+    A typo (``Every.counter("frame", 10)`` for ``frames``) would otherwise
+    never log, rate or step, silently: the first snapshot with entries that
+    lacks a named one is told to the watch's events, once per entry. An
+    empty snapshot (a tally nothing was written to yet) tells nothing.
+    """
+
+    def __init__(self, spec: WatchSpec) -> None:
+        progress = spec.progress_key
+        named = [
+            *(("Every.counter", key) for key in spec.counter_keys),
+            ("step", spec.step_key),
+            *(("rate_keys", key) for key in spec.rate_keys or ()),
+            *(
+                ("progress_key", key)
+                for key in (
+                    (progress,) if isinstance(progress, str) else progress or ()
+                )
+            ),
+        ]
+        # Each entry once, under the first option that names it.
+        self.unseen: dict[str, str] = {}
+        for option, key in named:
+            if key is not None:
+                self.unseen.setdefault(key, option)
+
+    def check(self, raw: Any, watch: Watch) -> bool:
+        """Tell the entries ``raw`` lacks (when it has any); whether some are still to be checked."""
+        snapshot = snapshot_of(raw)
+        if not snapshot:
+            return True
+        for key, option in self.unseen.items():
+            if key not in snapshot and watch.events is not None:
+                watch.events.entry_missing(watch, option, key, sorted(snapshot))
+        self.unseen = {}
+        return False
+
+
+class Naming:
+    """A watch's payload keys, named once per snapshot key, and which entries it rates and keeps."""
+
+    __slots__ = (
+        "kept",
+        "name_new",
+        "names",
+        "prefix",
+        "rate_keys",
+        "rates",
+        "step_key",
+    )
+
+    def __init__(self, spec: WatchSpec, prefix: str) -> None:
+        self.prefix = prefix
+        self.rate_keys = spec.rate_keys
+        self.step_key = spec.step_key
+        # Per raw snapshot key seen, its payload key; a new one is named once.
+        self.names: dict[Any, str] = {}
+        self.name_new = self.name_key
+        # (snapshot key, payload key of its rate) of the rated counters:
+        # those given, else the known counters as they are seen.
+        self.rates: tuple[tuple[str, str], ...] = ()
+        # (snapshot key, payload key) of the entries the next poll needs:
+        # the rated ones and the step.
+        self.kept: tuple[tuple[str, str], ...] = ()
+        if spec.rate_keys is not None:
+            # The rated and kept entries of given rate_keys are known up front.
+            self.rates = tuple((key, prefix + rate_name(key)) for key in spec.rate_keys)
+            self.kept = tuple(
+                (key, prefix + key)
+                for key in dict.fromkeys((*spec.rate_keys, spec.step_key))
+                if key is not None
+            )
+        elif spec.step_key is not None:
+            # Kept up front: a nested step key is never named on its own.
+            self.kept = ((spec.step_key, prefix + spec.step_key),)
+
+    def name_key(self, key: Any) -> str:
+        """Name a new snapshot key: its payload key; the next poll needs its rate?"""
+        name = key if type(key) is str else str(key)
+        payload_key = self.prefix + name
+        self.names[key] = payload_key
+        if self.rate_keys is None:
+            known = RATE_NAMES.get(name)
+            if known is not None:
+                self.rates += ((name, self.prefix + known),)
+                if name != self.step_key:
+                    self.kept += ((name, payload_key),)
+        return payload_key
+
+
+class Kinds:
+    """The kind of each payload key of one watch, decided once, where the watch names it.
+
+    A rate the watch derives is a rate; an entry it rates (``rate_keys``,
+    else the known counters) or schedules on (a counter schedule) is a
+    counter, and so is one the target declares a counter through its
+    optional ``metric_kinds()`` (``{entry: "counter" | "gauge"}``: a
+    :class:`~rlpulse.Tally`'s ``inc()`` keys and observation counts);
+    everything else (gauges, aggregates, quantiles, ``stalled``) is a gauge.
+    """
+
+    __slots__ = ("_counters", "_declared", "_naming", "_prefix", "by_key")
+
+    def __init__(self, spec: WatchSpec, naming: Naming, prefix: str) -> None:
+        self.by_key: dict[str, Kind] = {}
+        self._naming = naming
+        self._prefix = prefix
+        rated = RATE_NAMES if spec.rate_keys is None else spec.rate_keys
+        self._counters = {*rated, *spec.counter_keys}
+        declared = getattr(spec.target, "metric_kinds", None)
+        self._declared: Callable[[], Mapping[str, Any]] | None = (
+            declared if callable(declared) else None
+        )
+
+    def note(self, payload: Mapping[str, float]) -> Mapping[str, Kind]:
+        """Decide the kind of each key of ``payload`` not seen before; return the kinds of every key seen."""
+        new = [key for key in payload if key not in self.by_key]
+        if not new:
+            return self.by_key
+        # A new mapping, never a changed one: payloads queued for the sinks
+        # keep the one they were logged with, which no thread changes.
+        by_key = self.by_key = dict(self.by_key)
+        rates = {payload_key for _, payload_key in self._naming.rates}
+        declared = self._declared() if self._declared is not None else {}
+        start = len(self._prefix)
+        for key in new:
+            metric = key[start:]
+            if key in rates:
+                by_key[key] = Kind.RATE
+            elif metric in self._counters or declared.get(metric) == Kind.COUNTER:
+                by_key[key] = Kind.COUNTER
+            else:
+                by_key[key] = Kind.GAUGE
+        return by_key
