@@ -14,12 +14,21 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from rlpulse.distributions import IntervalQuantiles, Intervals
-from rlpulse.metrics import add_rates, collect, finite_counter, snapshot_of
+from rlpulse.metrics import RATE_NAMES, add_rates, collect, finite_counter, snapshot_of
 from rlpulse.naming import Kind
 from rlpulse.schedules import Every  # noqa: F401  (the doctests)
 from rlpulse.watch.schedule import ScheduleState
 from rlpulse.watch.spec import WatchSpec
-from rlpulse.watch.stages import Kinds, NamedEntries, Naming, Observations, WatchEvents
+from rlpulse.watch.stages import (
+    Aggregates,
+    Baseline,
+    Kinds,
+    NamedEntries,
+    Naming,
+    Stall,
+    WatchEvents,
+    WorkerLoss,
+)
 
 __all__ = ["Logged", "Watch"]
 
@@ -76,9 +85,8 @@ class Watch:
         self.spec = spec
         self.name = name = spec.name
         self.events = events
-        # The workers_alive of the last logged snapshot, to notice a worker lost.
-        self._alive: float | None = None
         self._alive_key = f"{name}/workers_alive"
+        self._worker_loss = WorkerLoss(self._workers_lost)
         # Registered: unwatch() clears it; a poll in flight delivers nothing.
         self.active = True
         # What a poll calls: the provider, with its keyword arguments bound.
@@ -106,7 +114,20 @@ class Watch:
             bool(state.seconds) and not state.counters and not self.every_poll
         )
         self.next_due = -math.inf
-        self.observations = Observations(self) if self.every_poll else None
+        counters = RATE_NAMES if spec.rate_keys is None else spec.rate_keys
+        self._aggregates = (
+            Aggregates(spec.aggregate, counters) if spec.aggregate else None
+        )
+        progress = spec.progress_key or ()
+        self._stall = (
+            None
+            if spec.stall_after is None
+            else Stall(
+                (progress,) if isinstance(progress, str) else progress,
+                spec.stall_after,
+                self._stalled,
+            )
+        )
         histograms = getattr(spec.target, "histograms", None)
         # The target's distributions, logged as quantiles and handed to the
         # sinks as histograms of each interval.
@@ -115,10 +136,7 @@ class Watch:
             if callable(histograms)
             else None
         )
-        self.baseline: dict[str, float] = {}
-        self.baseline_time: float | None = None
-        # The baseline before this one, and its time (see _rates_from).
-        self._earlier: tuple[dict[str, float], float] | None = None
+        self._baseline = Baseline()
         self.has_logged = False
         self._prefix = f"{name}/"
         self._naming = Naming(spec, self._prefix)
@@ -129,7 +147,20 @@ class Watch:
     @property
     def stalled(self) -> bool:
         """Whether stall detection finds this watch without progress for ``stall_after`` seconds."""
-        return self.observations is not None and self.observations.stalled
+        return self._stall is not None and self._stall.stalled
+
+    @property
+    def baseline_time(self) -> float | None:
+        """When the snapshot the next rates count from was taken (``None``: never polled)."""
+        return self._baseline.time
+
+    def _stalled(self, stalled: bool, seconds: float) -> None:
+        if self.events is not None:
+            self.events.stalled(self, stalled, seconds)
+
+    def _workers_lost(self, alive: float, before: float) -> None:
+        if self.events is not None:
+            self.events.workers_lost(self, alive, before)
 
     @property
     def kinds(self) -> Mapping[str, Kind]:
@@ -210,22 +241,23 @@ class Watch:
         """
         if self._unchecked is not None and not self._unchecked.check(raw, self):
             self._unchecked = None
-        observations = self.observations
         observed = None
-        if observations is not None:
+        if self.every_poll:
             observed = snapshot_of(raw)
-            observations.observe(observed, now)
-        first_poll = self.baseline_time is None
+            if self._aggregates is not None:
+                self._aggregates.observe(observed)
+            if self._stall is not None:
+                self._stall.observe(observed, now)
+        first_poll = self._baseline.time is None
         if (
             not force
             and (first_poll or self._scheduled)
             and not self._is_due(raw, now, first_poll)
         ):
             if first_poll:
-                self.baseline = snapshot_of(raw) if observed is None else observed
-                self._set_baseline_time(now)
+                self._start(snapshot_of(raw) if observed is None else observed, now)
             return None
-        baseline, baseline_time = self._rates_from(now, force)
+        baseline, baseline_time = self._baseline.rates_from(now, force)
         if baseline_time is None or now <= baseline_time:
             elapsed = 0.0  # no rates yet
         else:
@@ -234,8 +266,10 @@ class Watch:
             payload, kept = self._payload_of(raw, baseline, elapsed)
         else:
             payload, kept = self._payload_of_snapshot(observed), observed
-            if observations is not None:
-                observations.add_to(payload, self._prefix)
+            if self._aggregates is not None:
+                self._aggregates.add_to(payload, self._prefix)
+            if self._stall is not None:
+                self._stall.add_to(payload, self._prefix)
             if elapsed:
                 rates = self._naming.rates
                 add_rates(payload, observed, baseline, rates, elapsed)
@@ -256,26 +290,6 @@ class Watch:
             payload.get(self._alive_key),
             intervals,
         )
-
-    def _rates_from(
-        self, now: float, force: bool
-    ) -> tuple[dict[str, float], float | None]:
-        """The snapshot rates count from, and its time: the baseline, unless ``force`` comes too soon after it.
-
-        A final snapshot taken less than half a logged interval after the
-        last log would rate a few milliseconds (0 for a counter that moves
-        in batches): its rates span the interval before too.
-        """
-        since = self.baseline_time
-        earlier = self._earlier
-        if (
-            force
-            and earlier is not None
-            and since is not None
-            and now - since < (since - earlier[1]) / 2
-        ):
-            return earlier
-        return self.baseline, since
 
     def _payload_of(
         self, raw: Any, baseline: dict[str, float], elapsed: float
@@ -340,19 +354,12 @@ class Watch:
         for a ``step()`` or a final snapshot (see
         :meth:`ScheduleState.logged`).
         """
-        if self.observations is not None:
-            self.observations.reset()
+        if self._aggregates is not None:
+            self._aggregates.reset()
         if self.quantiles is not None:
             self.quantiles.commit(logged.intervals.marks)
-        alive = logged.alive
-        if alive is not None:
-            before, self._alive = self._alive, alive
-            if before is not None and alive < before and self.events is not None:
-                self.events.workers_lost(self, alive, before)
-        if self.baseline_time is not None:
-            self._earlier = (self.baseline, self.baseline_time)
-        self.baseline = logged.snapshot
-        self.baseline_time = now
+        self._worker_loss.logged(logged.alive)
+        self._baseline.logged(logged.snapshot, now)
         self.has_logged = True
         self.schedule_state.logged(now, scheduled, poll_interval)
         self.schedule_next()
@@ -365,24 +372,22 @@ class Watch:
         seconds count from it. ``log_on_start`` does not log it again, as in
         TorchRL.
         """
-        self.baseline = {}
-        self.baseline_time = None
-        self._earlier = None
+        self._baseline.forget()
         self.schedule_state.seconds_due_at = math.inf
-        if self.observations is not None:
-            self.observations = Observations(self)
+        if self._stall is not None:
+            self._stall.restart()
         self.schedule_next()
 
     def schedule_next(self) -> None:
         """Set :attr:`next_due`: for a time-only schedule, when its seconds are next due (``-inf``: call it)."""
-        if self.clock_gated and self.baseline_time is not None:
+        if self.clock_gated and self._baseline.time is not None:
             self.next_due = self.schedule_state.seconds_due_at
         else:
             self.next_due = -math.inf
 
-    def _set_baseline_time(self, now: float) -> None:
-        self.baseline_time = now
-        self._earlier = None
+    def _start(self, snapshot: dict[str, float], now: float) -> None:
+        # Rates and the seconds count from snapshot, afresh.
+        self._baseline.start(snapshot, now)
         self.schedule_state.count_from(now)
         self.schedule_next()
 
@@ -400,7 +405,6 @@ class Watch:
         due = self.schedule_state.seconds_due(now)
         counted_due, reset = self.schedule_state.counters_due(raw)
         if reset:
-            self.baseline = snapshot_of(raw)
-            self._set_baseline_time(now)
+            self._start(snapshot_of(raw), now)
             return False
         return due or counted_due

@@ -1,9 +1,8 @@
-"""The stages of a watch's poll that keep state of their own: aggregates and stalls, named entries, payload names, kinds."""
+"""The stages of a watch's poll, each owning its state: aggregates, stalls, the rates' baseline, worker loss, named entries, payload names, kinds."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rlpulse.metrics import RATE_NAMES, rate_name, snapshot_of
@@ -13,83 +12,55 @@ from rlpulse.watch.spec import WatchSpec
 if TYPE_CHECKING:
     from rlpulse.watch.core import Watch
 
-__all__ = ["Kinds", "NamedEntries", "Naming", "Observations", "WatchEvents"]
+__all__ = [
+    "Aggregates",
+    "Baseline",
+    "Kinds",
+    "NamedEntries",
+    "Naming",
+    "Stall",
+    "WatchEvents",
+    "WorkerLoss",
+]
 
 
-class Observations:
-    """What a watch that needs every poll sees between two logs: its gauges' aggregates, and its progress."""
+class Aggregates:
+    """The ``aggregate=`` stage: each gauge's mean, minimum and maximum over the polls since the last log.
 
-    def __init__(self, watch: Watch) -> None:
-        self.watch = watch
-        spec = watch.spec
-        self.aggregate = spec.aggregate
-        self.counters = RATE_NAMES if spec.rate_keys is None else spec.rate_keys
-        self.stall_after = spec.stall_after
-        keys = spec.progress_key or ""
-        self.progress_keys = (keys,) if isinstance(keys, str) else keys
+    Examples:
+        >>> aggregates = Aggregates(("mean", "max"), counters=("frames",))
+        >>> aggregates.observe({"frames": 10.0, "size": 2.0})
+        >>> aggregates.observe({"frames": 20.0, "size": 4.0})
+        >>> payload = {}
+        >>> aggregates.add_to(payload, "b/")
+        >>> payload
+        {'b/size_mean': 3.0, 'b/size_max': 4.0}
+    """
+
+    def __init__(self, aggregate: Sequence[str], counters: Container[str]) -> None:
+        self.aggregate = tuple(aggregate)
+        # Counters are not aggregated: their rates say how they move.
+        self.counters = counters
+        # Per gauge: [polls, sum, minimum, maximum].
         self.accumulated: dict[str, list[float]] = {}
-        self.stalled = False
-        self._progress: float | None = None
-        self._progress_time: float | None = None
-        # The last value of each of several progress entries.
-        self._known: dict[str, float] = {}
 
-    def observe(self, snapshot: dict[str, float], now: float) -> None:
-        """Take one poll's ``snapshot`` at ``now`` into the aggregates and the stall clock."""
-        if self.aggregate:
-            accumulated = self.accumulated
-            for key, value in snapshot.items():
-                if key in self.counters:
-                    continue
-                seen = accumulated.get(key)
-                if seen is None:
-                    accumulated[key] = [1.0, value, value, value]
-                else:
-                    seen[0] += 1.0
-                    seen[1] += value
-                    seen[2] = min(seen[2], value)
-                    seen[3] = max(seen[3], value)
-        if self.stall_after is not None:
-            keys = self.progress_keys
-            if len(keys) == 1:
-                progress: Any = snapshot.get(keys[0])
+    def observe(self, snapshot: Mapping[str, float]) -> None:
+        """Take one poll's ``snapshot`` in."""
+        accumulated = self.accumulated
+        for key, value in snapshot.items():
+            if key in self.counters:
+                continue
+            seen = accumulated.get(key)
+            if seen is None:
+                accumulated[key] = [1.0, value, value, value]
             else:
-                # An entry missing from this snapshot keeps its last value:
-                # one that comes and goes is no progress.
-                known = self._known
-                for key in keys:
-                    latest = snapshot.get(key)
-                    if latest is not None:
-                        known[key] = latest
-                progress = tuple(map(known.get, keys)) if known else None
-            self._observe_progress(progress, now)
-
-    def _observe_progress(self, progress: Any, now: float) -> None:
-        previous = self._progress
-        if progress is not None:
-            self._progress = progress
-        if self._progress_time is None or (
-            progress is not None and (previous is None or progress != previous)
-        ):
-            # The first poll, progress, or a reset (a decrease): the clock
-            # restarts.
-            if self.stalled:
-                self._tell(False, now - (self._progress_time or now))
-            self._progress_time = now
-            self.stalled = False
-            return
-        stuck_for = now - self._progress_time
-        if not self.stalled and stuck_for >= (self.stall_after or math.inf):
-            self.stalled = True
-            self._tell(True, stuck_for)
-
-    def _tell(self, stalled: bool, seconds: float) -> None:
-        events = self.watch.events
-        if events is not None:
-            events.stalled(self.watch, stalled, seconds)
+                seen[0] += 1.0
+                seen[1] += value
+                seen[2] = min(seen[2], value)
+                seen[3] = max(seen[3], value)
 
     def add_to(self, payload: dict[str, float], prefix: str) -> None:
-        """Add ``<key>_<aggregate>`` of every gauge, and ``stalled``, to ``payload``."""
+        """Add ``<prefix><key>_<aggregate>`` of every gauge observed since the last :meth:`reset`."""
         for key, (count, total, low, high) in self.accumulated.items():
             for aggregate in self.aggregate:
                 if aggregate == "mean":
@@ -99,13 +70,159 @@ class Observations:
                 else:
                     value = high
                 payload[f"{prefix}{key}_{aggregate}"] = value
-        if self.stall_after is not None:
-            payload[f"{prefix}stalled"] = 1.0 if self.stalled else 0.0
 
     def reset(self) -> None:
-        """Start the aggregates afresh: a payload was delivered."""
+        """Start afresh: a payload was delivered."""
         if self.accumulated:
             self.accumulated = {}
+
+
+class Stall:
+    """The ``stall_after=`` stage: how long ``progress_key`` has not moved, and whether that is a stall.
+
+    ``tell(stalled, seconds)`` hears each stall's start and end.
+
+    Examples:
+        >>> told = []
+        >>> stall = Stall(("frames",), 5.0, lambda stalled, seconds: told.append((stalled, seconds)))
+        >>> for now, frames in ((0.0, 1.0), (3.0, 1.0), (6.0, 1.0), (7.0, 2.0)):
+        ...     stall.observe({"frames": frames}, now)
+        >>> told
+        [(True, 6.0), (False, 7.0)]
+    """
+
+    def __init__(
+        self,
+        progress_keys: Sequence[str],
+        stall_after: float,
+        tell: Callable[[bool, float], None],
+    ) -> None:
+        self.progress_keys = tuple(progress_keys)
+        self.stall_after = stall_after
+        self._tell = tell
+        self.stalled = False
+        self._progress: Any = None
+        self._progress_time: float | None = None
+        # The last value of each of several progress entries.
+        self._known: dict[str, float] = {}
+
+    def observe(self, snapshot: Mapping[str, float], now: float) -> None:
+        """Take one poll's ``snapshot`` at ``now`` into the stall clock."""
+        keys = self.progress_keys
+        if len(keys) == 1:
+            progress: Any = snapshot.get(keys[0])
+        else:
+            # An entry missing from this snapshot keeps its last value:
+            # one that comes and goes is no progress.
+            known = self._known
+            for key in keys:
+                latest = snapshot.get(key)
+                if latest is not None:
+                    known[key] = latest
+            progress = tuple(map(known.get, keys)) if known else None
+        previous = self._progress
+        if progress is not None:
+            self._progress = progress
+        if self._progress_time is None or (
+            progress is not None and (previous is None or progress != previous)
+        ):
+            # The first poll, progress, or a reset (a decrease): the clock
+            # restarts.
+            since = self._progress_time
+            if self.stalled and since is not None:
+                self._tell(False, now - since)
+            self._progress_time = now
+            self.stalled = False
+            return
+        stuck_for = now - self._progress_time
+        if not self.stalled and stuck_for >= self.stall_after:
+            self.stalled = True
+            self._tell(True, stuck_for)
+
+    def add_to(self, payload: dict[str, float], prefix: str) -> None:
+        """Add ``<prefix>stalled``: 1.0 while stalled, else 0.0."""
+        payload[f"{prefix}stalled"] = 1.0 if self.stalled else 0.0
+
+    def restart(self) -> None:
+        """Forget the clock: the monitor was stopped; the next poll starts it again."""
+        self._progress_time = None
+
+
+class Baseline:
+    """The rates stage's state: the logged snapshot rates count from, its time, and the one before.
+
+    Examples:
+        >>> baseline = Baseline()
+        >>> baseline.logged({"frames": 0.0}, 0.0)
+        >>> baseline.logged({"frames": 100.0}, 1.0)
+        >>> baseline.rates_from(now=1.003, force=True)  # a final snapshot soon after
+        ({'frames': 0.0}, 0.0)
+        >>> baseline.rates_from(now=1.003, force=False)
+        ({'frames': 100.0}, 1.0)
+    """
+
+    def __init__(self) -> None:
+        self.snapshot: dict[str, float] = {}
+        self.time: float | None = None
+        self._earlier: tuple[dict[str, float], float] | None = None
+
+    def rates_from(
+        self, now: float, force: bool
+    ) -> tuple[dict[str, float], float | None]:
+        """The snapshot rates count from, and its time: the baseline, unless ``force`` comes too soon after it.
+
+        A final snapshot taken less than half a logged interval after the
+        last log would rate a few milliseconds (0 for a counter that moves
+        in batches): its rates span the interval before too.
+        """
+        since, earlier = self.time, self._earlier
+        if (
+            force
+            and earlier is not None
+            and since is not None
+            and now - since < (since - earlier[1]) / 2
+        ):
+            return earlier
+        return self.snapshot, since
+
+    def logged(self, snapshot: dict[str, float], now: float) -> None:
+        """``snapshot`` was logged at ``now``: the next rates count from it."""
+        if self.time is not None:
+            self._earlier = (self.snapshot, self.time)
+        self.snapshot, self.time = snapshot, now
+
+    def start(self, snapshot: dict[str, float], now: float) -> None:
+        """Count rates from ``snapshot`` at ``now``, afresh: a first poll, or a counter reset."""
+        self.snapshot, self.time, self._earlier = snapshot, now, None
+
+    def forget(self) -> None:
+        """No baseline: the next poll is a first poll again."""
+        self.snapshot, self.time, self._earlier = {}, None, None
+
+
+class WorkerLoss:
+    """The worker-loss stage: a logged ``workers_alive`` lower than the one before is told.
+
+    Examples:
+        >>> told = []
+        >>> loss = WorkerLoss(lambda alive, before: told.append((alive, before)))
+        >>> for alive in (4.0, 4.0, 3.0, None, 3.0):
+        ...     loss.logged(alive)
+        >>> told
+        [(3.0, 4.0)]
+    """
+
+    def __init__(self, tell: Callable[[float, float], None]) -> None:
+        self._tell = tell
+        self._alive: float | None = None
+
+    def logged(self, alive: float | None) -> None:
+        """A payload with ``workers_alive`` = ``alive`` (``None``: none) was logged."""
+        if alive is None:
+            return
+        before, self._alive = self._alive, alive
+        if before is not None and alive < before:
+            self._tell(alive, before)
 
 
 class WatchEvents(Protocol):
