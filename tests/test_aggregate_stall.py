@@ -4,27 +4,18 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
 from rlpulse import Every, LoggerMonitor
+from rlpulse.testing import InMemorySink
 from rlpulse.watch import Watch, WatchSpec
 
 
 def poll(watch: Watch, raw: dict[str, Any], now: float) -> dict[str, float] | None:
     return watch.poll(raw, now)
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.calls: list[dict[str, float]] = []
-
-    def log_metrics(
-        self, metrics: Mapping[str, float], step: int | None = None
-    ) -> None:
-        self.calls.append(dict(metrics))
 
 
 def test_gauges_are_aggregated_over_the_polls_between_logs() -> None:
@@ -77,7 +68,7 @@ def test_an_aggregating_seconds_watch_is_polled_every_time() -> None:
         calls.append(1)
         return {"size": float(len(calls))}
 
-    monitor = LoggerMonitor(Recorder(), background=False)
+    monitor = LoggerMonitor(InMemorySink(), background=False)
     monitor.watch(
         object(),
         name="rb",
@@ -165,7 +156,7 @@ def test_the_monitor_warns_once_per_stall_episode(
         def stats(self) -> dict[str, float]:
             return {"frames": 7}
 
-    sink = Recorder()
+    sink = InMemorySink()
     monitor = LoggerMonitor(sink, background=False)
     monitor.watch(Frozen(), name="collector", step="frames", stall_after=0.01)
     with caplog.at_level(logging.WARNING):
@@ -178,4 +169,4 @@ def test_the_monitor_warns_once_per_stall_episode(
     ]
     assert len(warnings) == 1
     assert "'collector'" in warnings[0]
-    assert sink.calls[-1]["collector/stalled"] == 1.0
+    assert sink.payloads[-1].metrics["collector/stalled"] == 1.0

@@ -11,7 +11,6 @@ import math
 import random
 import threading
 import time
-from collections.abc import Mapping
 from fractions import Fraction
 from pathlib import Path
 
@@ -28,6 +27,7 @@ from rlpulse.distributions import (
     Histogram,
     bucket_index,
 )
+from rlpulse.testing import InMemorySink
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -56,16 +56,6 @@ def assert_within_one_percent(histogram: Histogram, values: list[float]) -> None
             estimate,
             truth,
         )
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.payloads: list[dict[str, float]] = []
-
-    def log_metrics(
-        self, metrics: Mapping[str, float], step: int | None = None
-    ) -> None:
-        self.payloads.append(dict(metrics))
 
 
 def test_quantiles_are_within_one_percent_from_a_nanosecond_to_a_gigabyte() -> None:
@@ -114,7 +104,7 @@ def test_a_watched_tally_logs_quantiles_of_the_observations_since_its_previous_l
     None
 ):
     tally = Tally()
-    sink = Recorder()
+    sink = InMemorySink()
     monitor = LoggerMonitor(sink, background=False)
     monitor.watch(tally, name="train")
     first = [float(v) for v in range(1, 101)]
@@ -141,7 +131,7 @@ def test_a_watched_tally_logs_quantiles_of_the_observations_since_its_previous_l
 
 def test_each_watch_of_one_tally_has_intervals_of_its_own() -> None:
     tally = Tally()
-    often, seldom = Recorder(), Recorder()
+    often, seldom = InMemorySink(), InMemorySink()
     every_step = LoggerMonitor(often, background=False)
     every_step.watch(tally, name="t")
     once = LoggerMonitor(seldom, background=False)
@@ -164,7 +154,7 @@ def test_each_watch_of_one_tally_has_intervals_of_its_own() -> None:
 def test_quantiles_are_chosen_per_watch_and_checked_when_watched() -> None:
     tally = Tally()
     tally.observe("loss", 1.0)
-    monitor = LoggerMonitor(Recorder(), background=False)
+    monitor = LoggerMonitor(InMemorySink(), background=False)
     monitor.watch(tally, name="fine", quantiles=(0.999,))
     monitor.watch(tally, name="none", quantiles=())
     logged = monitor.step()
@@ -186,7 +176,7 @@ def test_a_histograms_method_that_is_not_rlpulses_is_left_alone() -> None:
         def histograms(self) -> dict[str, object]:
             return {"weights": [1, 2, 3]}
 
-    monitor = LoggerMonitor(Recorder(), background=False)
+    monitor = LoggerMonitor(InMemorySink(), background=False)
     monitor.watch(Plotter(), name="p")
     assert monitor.step() == {"p": {"p/figures": 2.0}}
 
@@ -378,7 +368,7 @@ def test_quantiles_are_within_half_a_percent_of_numpys(shape: str) -> None:
 
 def test_one_observations_quantiles_are_the_observation() -> None:
     tally = Tally()
-    sink = Recorder()
+    sink = InMemorySink()
     monitor = LoggerMonitor(sink, background=False)
     monitor.watch(tally, name="t", quantiles=(0.0, 0.5, 1.0))
     tally.observe("episode_length", 59.0)
@@ -392,7 +382,7 @@ def test_one_observations_quantiles_are_the_observation() -> None:
 
 def test_each_readers_interval_is_clamped_to_its_own_extremes() -> None:
     tally = Tally()
-    often, seldom = Recorder(), Recorder()
+    often, seldom = InMemorySink(), InMemorySink()
     every_step = LoggerMonitor(often, background=False)
     every_step.watch(tally, name="t", quantiles=(0.0, 1.0))
     twice = LoggerMonitor(seldom, background=False)

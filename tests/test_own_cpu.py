@@ -12,7 +12,6 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ import pytest
 from rlpulse import LoggerMonitor
 from rlpulse.runtime import threads
 from rlpulse.runtime.threads import MonitorThread, cpu_seconds
+from rlpulse.testing import InMemorySink
 from test_reliability import wait_until
 
 pytestmark = [
@@ -53,21 +53,11 @@ class Spinning:
         return {"calls": float(self.calls)}
 
 
-class Recorder:
-    def __init__(self) -> None:
-        self.payloads: list[Mapping[str, float]] = []
-
-    def log_metrics(
-        self, metrics: Mapping[str, float], step: int | None = None
-    ) -> None:
-        self.payloads.append(dict(metrics))
-
-
 def test_cpu_s_counts_the_work_done_on_the_polling_thread_and_its_rate_is_a_share_of_a_core() -> (
     None
 ):
     source = Spinning()
-    sink = Recorder()
+    sink = InMemorySink()
     monitor = LoggerMonitor(sink, poll_interval=0.05)
     monitor.watch(source, name="spinning")
     monitor.watch(monitor, name="monitor", rate_keys=("cpu_s",))
@@ -77,9 +67,9 @@ def test_cpu_s_counts_the_work_done_on_the_polling_thread_and_its_rate_is_a_shar
     after = monitor.stats()["cpu_s"]
     assert after - before >= source.used_s
     rates = [
-        p["monitor/cpu_s_per_second"]
+        p.metrics["monitor/cpu_s_per_second"]
         for p in sink.payloads
-        if "monitor/cpu_s_per_second" in p
+        if "monitor/cpu_s_per_second" in p.metrics
     ]
     assert rates, "no rate of cpu_s was logged"
     # 20 ms of CPU a round of about 70 ms: a good part of one core, at most two.
@@ -87,7 +77,7 @@ def test_cpu_s_counts_the_work_done_on_the_polling_thread_and_its_rate_is_a_shar
 
 
 def test_cpu_s_leaves_out_the_threads_rlpulse_did_not_start() -> None:
-    monitor = LoggerMonitor(Recorder(), poll_interval=0.05)
+    monitor = LoggerMonitor(InMemorySink(), poll_interval=0.05)
     before = monitor.stats()["cpu_s"]
     used_here = spin(0.3)
     other = threading.Thread(target=spin, args=(0.3,))
@@ -150,7 +140,7 @@ def test_rlpulse_thread_names_start_with_its_prefix() -> None:
 
 def test_the_background_threads_of_a_monitor_are_all_rlpulse_threads() -> None:
     before = set(threading.enumerate())
-    monitor = LoggerMonitor([Recorder(), Recorder()], poll_interval=0.01)
+    monitor = LoggerMonitor([InMemorySink(), InMemorySink()], poll_interval=0.01)
     monitor.watch(Spinning(), name="spinning")
     with monitor:
         time.sleep(0.2)

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rlpulse import Every, LoggerMonitor
+from rlpulse.testing import InMemorySink
 
 PROPERTIES = settings(max_examples=100, deadline=None)
 
@@ -29,16 +30,6 @@ class Counters:
 
     def stats(self) -> dict[str, int]:
         return dict(self.values)
-
-
-class MemorySink:
-    """A sink keeping every payload with its step."""
-
-    def __init__(self) -> None:
-        self.payloads: list[tuple[dict[str, float], int | None]] = []
-
-    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
-        self.payloads.append((dict(metrics), step))
 
 
 def expected_decisions(
@@ -105,8 +96,8 @@ def rising_paths(draw: st.DrawFn) -> tuple[int, list[int]]:
 
 def counter_watch(
     interval: int, log_on_start: bool
-) -> tuple[Any, Counters, MemorySink]:
-    sink = MemorySink()
+) -> tuple[Any, Counters, InMemorySink]:
+    sink = InMemorySink()
     source = Counters()
     monitor = LoggerMonitor(sink, background=False)
     monitor.watch(
@@ -136,10 +127,8 @@ def test_counter_schedule_logs_exactly_the_polls_that_are_due(
     decisions = run_path(monitor, source, values)
     assert decisions == expected_decisions(interval, values, log_on_start)
     logged_values = [value for value, due in zip(values, decisions, strict=True) if due]
-    assert [step for _, step in sink.payloads] == logged_values
-    assert [
-        payload["collector/frames"] for payload, _ in sink.payloads
-    ] == logged_values
+    assert [step for _, step in sink.calls] == logged_values
+    assert [payload["collector/frames"] for payload, _ in sink.calls] == logged_values
 
 
 @PROPERTIES
@@ -179,7 +168,7 @@ def test_a_jump_across_several_thresholds_logs_once(
     following_threshold = (landing // interval + 1) * interval
     values = [start, landing, following_threshold - 1, following_threshold]
     assert run_path(monitor, source, values) == [False, True, False, True]
-    assert [step for _, step in sink.payloads] == [landing, following_threshold]
+    assert [step for _, step in sink.calls] == [landing, following_threshold]
 
 
 @PROPERTIES
@@ -195,7 +184,7 @@ def test_a_reset_logs_nothing_and_re_baselines(
     monitor.step()
     reset_to = data.draw(st.integers(0, peak - 1))
     next_threshold = (reset_to // interval + 1) * interval
-    logged_before_reset = len(sink.payloads)
+    logged_before_reset = len(sink.calls)
 
     source.values["frames"] = reset_to
     time.sleep(0.001)
@@ -210,7 +199,7 @@ def test_a_reset_logs_nothing_and_re_baselines(
     payload = monitor.step()["collector"]
     logged_ended = time.monotonic()
 
-    assert len(sink.payloads) == logged_before_reset + 1
+    assert len(sink.calls) == logged_before_reset + 1
     delta = next_threshold - reset_to
     rate = payload["collector/frames_per_second"]
     assert delta / (logged_ended - reset_began) <= rate * (1 + 1e-9)
@@ -240,7 +229,7 @@ def test_no_rate_is_ever_negative(
     scheduled: bool,
     log_on_start: bool,
 ) -> None:
-    sink = MemorySink()
+    sink = InMemorySink()
     source = Counters()
     monitor = LoggerMonitor(sink, background=False)
     monitor.watch(
@@ -256,7 +245,7 @@ def test_no_rate_is_ever_negative(
     monitor.stop()
     rates = [
         value
-        for payload, _ in sink.payloads
+        for payload, _ in sink.calls
         for key, value in payload.items()
         if key.endswith("_per_second")
     ]
