@@ -338,3 +338,15 @@ def test_an_entry_of_a_progress_tuple_that_comes_and_goes_is_no_progress() -> No
         monitor.step()
         time.sleep(0.03)
     assert [e.kind for e in sink.events()] == ["stalled"]
+
+
+def test_the_docs_list_every_event_kind_with_when_it_comes() -> None:
+    # Adding an event kind is one EventKind entry, and its row in the docs.
+    from pathlib import Path
+
+    from rlpulse.runtime.events import EventKind
+
+    docs = Path(__file__).resolve().parent.parent / "docs" / "failure-behaviour.md"
+    rows = [line for line in docs.read_text().splitlines() if line.startswith("| `")]
+    for kind in EventKind:
+        assert any(f"`{kind.value}`" in row.split("|")[1] for row in rows), kind

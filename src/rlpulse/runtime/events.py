@@ -12,6 +12,7 @@ poll; and hands each event to the sinks (``log_event``) the way payloads go
 
 from __future__ import annotations
 
+import enum
 import logging
 import threading
 import time
@@ -21,21 +22,83 @@ from typing import Any, NamedTuple
 
 from rlpulse.runtime.threads import MonitorThread
 
-__all__ = ["EVENT_KINDS", "Event", "EventBus", "as_callbacks"]
+__all__ = ["EVENT_KINDS", "Event", "EventBus", "EventKind", "as_callbacks"]
 
 _log = logging.getLogger("rlpulse")
 
-EVENT_KINDS = (
-    "stalled",
-    "recovered",
-    "hung",
-    "resumed",
-    "sink_failing",
-    "sink_recovered",
-    "dropping",
-    "worker_lost",
-    "bottleneck",
-)
+
+class EventKind(str, enum.Enum):
+    """What an :class:`Event` says: each kind, when it comes, what its value is, and whether it is good news.
+
+    The one place an event kind is declared: the monitor emits these, the
+    console colours a streak's start red and its end green
+    (:attr:`good_news`), and docs/failure-behaviour.md's table lists every
+    kind with its :attr:`when` and :attr:`about` (a test checks it does).
+
+    Examples:
+        >>> EventKind.STALLED == "stalled", EventKind("recovered").good_news
+        (True, True)
+        >>> EventKind.HUNG.about
+        'the poll_timeout overrun'
+    """
+
+    when: str
+    about: str
+    good_news: bool
+
+    def __new__(cls, value: str, when: str, about: str, good_news: bool) -> EventKind:
+        kind = str.__new__(cls, value)
+        kind._value_ = value
+        kind.when = when
+        kind.about = about
+        kind.good_news = good_news
+        return kind
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    STALLED = (
+        "stalled",
+        "a watch with stall_after stops making progress",
+        "the seconds without progress",
+        False,
+    )
+    RECOVERED = (
+        "recovered",
+        "a stalled watch moves again",
+        "the seconds it was stalled",
+        True,
+    )
+    HUNG = (
+        "hung",
+        "a stats() call overruns poll_timeout",
+        "the poll_timeout overrun",
+        False,
+    )
+    RESUMED = ("resumed", "a hung stats() call returns", "0", True)
+    SINK_FAILING = ("sink_failing", "a sink raises (the message names it)", "0", False)
+    SINK_RECOVERED = ("sink_recovered", "a failing sink takes a call again", "0", True)
+    DROPPING = (
+        "dropping",
+        "a sink's queue starts dropping payloads",
+        "the payloads dropped",
+        False,
+    )
+    WORKER_LOST = (
+        "worker_lost",
+        "a logged snapshot's workers_alive is lower than the last one's",
+        "the workers still alive",
+        False,
+    )
+    BOTTLENECK = (
+        "bottleneck",
+        "a pipeline's bottleneck verdict changes",
+        "the new verdict",
+        False,
+    )
+
+
+EVENT_KINDS = tuple(kind.value for kind in EventKind)
 """Every kind of event, each streak's start followed by its end where it has one."""
 
 PENDING_EVENTS = 10_000
@@ -106,7 +169,7 @@ class EventBus:
     Examples:
         >>> seen = []
         >>> bus = EventBus((seen.append,), to_sinks=lambda event: None)
-        >>> bus.emit("collector", "stalled", "no progress", 30.0)
+        >>> bus.emit("collector", EventKind.STALLED, "no progress", 30.0)
         >>> bus.close(time.monotonic() + 5)
         >>> [event.kind for event in seen]
         ['stalled']
@@ -136,11 +199,13 @@ class EventBus:
         self._pending.clear()
         self._closed = False
 
-    def emit(self, watch: str, kind: str, message: str, value: float = 0.0) -> None:
+    def emit(
+        self, watch: str, kind: EventKind, message: str, value: float = 0.0
+    ) -> None:
         """Say that ``kind`` happened to ``watch``: to the sinks now, to the callbacks soon."""
         if self._closed:
             return  # after stop(): neither the sinks nor the callbacks
-        event = Event(time.time(), watch, kind, message, float(value))
+        event = Event(time.time(), watch, kind.value, message, float(value))
         self.to_sinks(event)
         if not self._callbacks:
             return

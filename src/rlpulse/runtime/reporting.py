@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Literal
 
-from rlpulse.runtime.events import Event, EventBus
+from rlpulse.runtime.events import Event, EventBus, EventKind
 
 if TYPE_CHECKING:
     from rlpulse.runtime.queues import SinkQueue
@@ -166,7 +166,9 @@ class Reporter:
             return
         # Failing before it is said: the event reaches this sink too.
         sink.failing = True
-        self.events.emit("", "sink_failing", f"sink {sink.name} failed: {error!r}")
+        self.events.emit(
+            "", EventKind.SINK_FAILING, f"sink {sink.name} failed: {error!r}"
+        )
         if self.on_error == "warn":
             if watch_name:
                 _log.warning(
@@ -185,7 +187,9 @@ class Reporter:
         """A failing sink took a call again: its failure streak ends."""
         if sink.failing:
             sink.failing = False
-            self.events.emit("", "sink_recovered", f"sink {sink.name} writes again")
+            self.events.emit(
+                "", EventKind.SINK_RECOVERED, f"sink {sink.name} writes again"
+            )
 
     def take_sink_error(self) -> BaseException | None:
         """The error a sender thread kept under ``on_error="raise"``, once."""
@@ -205,7 +209,7 @@ class Reporter:
             return
         self.events.emit(
             "",
-            "dropping",
+            EventKind.DROPPING,
             f"sink {queue.sink.name} dropped {count} payloads: its queue of "
             f"{queue.size} is full",
             count,
@@ -240,7 +244,7 @@ class Reporter:
         timeout = watch.spec.poll_timeout or 0.0
         self.events.emit(
             watch.name,
-            "hung",
+            EventKind.HUNG,
             f"stats() has not returned within poll_timeout={timeout}s",
             timeout,
         )
@@ -265,7 +269,7 @@ class Reporter:
         )
         self.events.emit(
             watch.name,
-            "hung",
+            EventKind.HUNG,
             f"no final snapshot: stats() did not return within {within}",
             limit or stop_timeout,
         )
@@ -278,14 +282,16 @@ class Reporter:
 
     def resumed(self, watch: Watch) -> None:
         """A hung call of ``watch`` returned: it is polled again."""
-        self.events.emit(watch.name, "resumed", "stats() returned; polled again")
+        self.events.emit(
+            watch.name, EventKind.RESUMED, "stats() returned; polled again"
+        )
 
     def workers_lost(self, watch: Watch, alive: float, before: float) -> None:
         """``watch``'s ``workers_alive`` fell from ``before`` to ``alive``."""
         lost = before - alive
         self.events.emit(
             watch.name,
-            "worker_lost",
+            EventKind.WORKER_LOST,
             f"{lost:g} worker{'s' if lost != 1 else ''} lost: {alive:g} of {before:g} alive",
             alive,
         )
@@ -296,9 +302,12 @@ class Reporter:
         keys = spec.progress_key
         progress = keys if isinstance(keys, str) else ", ".join(keys or ())
         kind, message = (
-            ("stalled", f"no progress ({progress}) for {seconds:.1f}s")
+            (EventKind.STALLED, f"no progress ({progress}) for {seconds:.1f}s")
             if stalled
-            else ("recovered", f"progress ({progress}) again after {seconds:.1f}s")
+            else (
+                EventKind.RECOVERED,
+                f"progress ({progress}) again after {seconds:.1f}s",
+            )
         )
         self.events.emit(watch.name, kind, message, seconds)
         if not stalled:

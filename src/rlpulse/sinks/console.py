@@ -11,14 +11,14 @@ from collections.abc import Mapping, Sequence
 from typing import NamedTuple, TextIO
 
 from rlpulse.read.summary import format_event, format_number, is_counter
-from rlpulse.runtime.events import Event
+from rlpulse.runtime.events import Event, EventKind
 from rlpulse.sinks.base import BaseSink, Payload
 
 __all__ = ["ConsoleLogger", "format_payload", "line_width"]
 
 # The kinds that end a streak; the others start one (or, a bottleneck, say
 # where it moved).
-_GOOD_NEWS = frozenset({"recovered", "resumed", "sink_recovered"})
+_GOOD_NEWS = frozenset(kind.value for kind in EventKind if kind.good_news)
 _RED, _GREEN, _RESET = "\x1b[1;31m", "\x1b[1;32m", "\x1b[0m"
 
 DEFAULT_WIDTH = 100
