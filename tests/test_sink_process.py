@@ -298,7 +298,7 @@ class Flaky:
     def close(self):
         pass
 
-registry.SCHEMES["flaky"] = lambda target: Flaky()
+registry.register_scheme("flaky", lambda target: Flaky())
 """
 
 

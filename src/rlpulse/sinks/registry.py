@@ -1,7 +1,8 @@
 """Sinks from a string: ``open_sink("sqlite:runs/a.sqlite")`` for scripts and the command line.
 
-A spec is ``SCHEME:TARGET``. Each scheme is one opener in :data:`SCHEMES`,
-which imports its sink's module only when used, so opening a file sink never
+A spec is ``SCHEME:TARGET``. Each scheme is one :class:`Scheme` entry in
+:data:`SCHEMES` (its opener and its set-up hint); the opener imports its
+sink's module only when used, so opening a file sink never
 imports an optional backend:
 
 - ``sqlite:PATH``: ``SQLiteLogger(PATH)``, a new run in that file, named
@@ -49,7 +50,14 @@ from typing import NamedTuple, Protocol, TypeVar
 
 from rlpulse.sinks.base import RunExistsError
 
-__all__ = ["SCHEMES", "MetricSink", "SinkSpecError", "open_sink"]
+__all__ = [
+    "SCHEMES",
+    "MetricSink",
+    "Scheme",
+    "SinkSpecError",
+    "open_sink",
+    "register_scheme",
+]
 
 _SinkT = TypeVar("_SinkT", bound="MetricSink")
 
@@ -291,18 +299,61 @@ def _open_otlp(target: str) -> MetricSink:
     return OTLPExporter(_needs_target("otlp", target, "otlp:http://127.0.0.1:4318"))
 
 
-SCHEMES: dict[str, Callable[[str], MetricSink]] = {
-    "sqlite": _open_sqlite,
-    "csv": _open_csv,
-    "jsonl": _open_jsonl,
-    "console": _open_console,
-    "tensorboard": _open_tensorboard,
-    "mlflow": _open_mlflow,
-    "wandb": _open_wandb,
-    "prometheus": _open_prometheus,
-    "otlp": _open_otlp,
+class Scheme(NamedTuple):
+    """One sink scheme: how to open a sink from a spec's target, and what to do when its backend refuses."""
+
+    open: Callable[[str], MetricSink]
+    """Builds the sink from the target (what follows ``SCHEME:``)."""
+    hint: str
+    """What to do when the backend refuses to set the sink up."""
+
+
+_WRITABLE_FILE = "give the path of a file in a directory you can write to"
+
+SCHEMES: dict[str, Scheme] = {
+    "sqlite": Scheme(_open_sqlite, _WRITABLE_FILE),
+    "csv": Scheme(_open_csv, _WRITABLE_FILE),
+    "jsonl": Scheme(_open_jsonl, _WRITABLE_FILE),
+    "console": Scheme(_open_console, "use 'console:stderr' or 'console:stdout'"),
+    "tensorboard": Scheme(_open_tensorboard, "give a directory you can write to"),
+    "mlflow": Scheme(
+        _open_mlflow,
+        "give a tracking URI MLflow can store runs in, as in "
+        "'mlflow:sqlite:///runs/mlflow.db' or 'mlflow:http://HOST:5000'",
+    ),
+    "wandb": Scheme(
+        _open_wandb,
+        "log in with 'wandb login' (or set WANDB_API_KEY), or log without an "
+        "account with WANDB_MODE=offline",
+    ),
+    "prometheus": Scheme(
+        _open_prometheus,
+        "choose a port that is free ('prometheus:0' picks one) on an address "
+        "of this machine",
+    ),
+    "otlp": Scheme(
+        _open_otlp, "install the otlp extra, and give the receiver's base URL"
+    ),
 }
-"""Scheme → opener: the function that builds a sink from the spec's target."""
+"""Scheme name → :class:`Scheme`: the one entry a sink backend adds (see :func:`register_scheme`)."""
+
+
+def register_scheme(
+    name: str, opener: Callable[[str], MetricSink], hint: str = "check the sink spec"
+) -> None:
+    """Make ``open_sink("NAME:TARGET")`` return ``opener(TARGET)``; ``hint`` says what to do when it fails.
+
+    For a sink of your own, in specs (``SinkProcess``, ``rlpulse demo --sink``).
+
+    >>> class Null:
+    ...     def log_metrics(self, metrics, step=None):
+    ...         pass
+    >>> register_scheme("null", lambda target: Null())
+    >>> type(open_sink("null:")).__name__
+    'Null'
+    >>> del SCHEMES["null"]
+    """
+    SCHEMES[name.strip().lower()] = Scheme(opener, hint)
 
 
 def open_sink(spec: str) -> MetricSink:
@@ -333,42 +384,18 @@ def open_sink(spec: str) -> MetricSink:
             f"sink spec {spec!r} has no scheme; write SCHEME:TARGET "
             f"(as in 'sqlite:runs/metrics.sqlite') with one of: {known}"
         )
-    name = scheme.strip().lower()
-    opener = SCHEMES.get(name)
-    if opener is None:
+    entry = SCHEMES.get(scheme.strip().lower())
+    if entry is None:
         raise SinkSpecError(
             f"unknown sink scheme {scheme!r} in {spec!r}; known schemes: {known}"
         )
     try:
-        return opener(target)
+        return entry.open(target)
     except Exception as error:
-        raise SinkSpecError(_setup_failure(spec, name, error)) from error
+        raise SinkSpecError(_setup_failure(spec, entry.hint, error)) from error
 
 
-_SETUP_HINTS = {
-    "sqlite": "give the path of a file in a directory you can write to",
-    "csv": "give the path of a file in a directory you can write to",
-    "jsonl": "give the path of a file in a directory you can write to",
-    "console": "use 'console:stderr' or 'console:stdout'",
-    "tensorboard": "give a directory you can write to",
-    "mlflow": (
-        "give a tracking URI MLflow can store runs in, as in "
-        "'mlflow:sqlite:///runs/mlflow.db' or 'mlflow:http://HOST:5000'"
-    ),
-    "wandb": (
-        "log in with 'wandb login' (or set WANDB_API_KEY), or log without an "
-        "account with WANDB_MODE=offline"
-    ),
-    "prometheus": (
-        "choose a port that is free ('prometheus:0' picks one) on an address "
-        "of this machine"
-    ),
-    "otlp": "install the otlp extra, and give the receiver's base URL",
-}
-"""What to do when a scheme's backend refuses to set its sink up."""
-
-
-def _setup_failure(spec: str, scheme: str, error: Exception) -> str:
+def _setup_failure(spec: str, hint: str, error: Exception) -> str:
     """The one line saying why ``spec``'s sink could not be set up, and what to do.
 
     An error raised by rlpulse's own code already says what to do, after
@@ -385,7 +412,7 @@ def _setup_failure(spec: str, scheme: str, error: Exception) -> str:
         return f"cannot open sink {spec!r}: {reason}"
     return (
         f"cannot open sink {spec!r}: {type(error).__name__}: {reason.rstrip('.')}; "
-        f"{_SETUP_HINTS.get(scheme, 'check the sink spec')}"
+        f"{hint}"
     )
 
 
