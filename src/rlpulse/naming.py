@@ -37,7 +37,14 @@ __all__ = [
 ]
 
 
-class Kind(str, enum.Enum):
+class _Named(str, enum.Enum):
+    """An enumeration whose members read as their names: ``str(Kind.COUNTER)`` is ``'counter'``."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+class Kind(_Named):
     """What a metric is: how a reader may add, rate or chart it.
 
     Examples:
@@ -54,20 +61,14 @@ class Kind(str, enum.Enum):
     DISTRIBUTION = "distribution"
     """A histogram of observations; its quantiles are gauges."""
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class Unit(str, enum.Enum):
+class Unit(_Named):
     """The unit a metric's name says it is in."""
 
     SECONDS = "seconds"
     BYTES = "bytes"
     PERCENT = "percent"
     PER_SECOND = "per_second"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 RATE_NAMES: Mapping[str, str] = {

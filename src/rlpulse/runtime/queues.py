@@ -32,6 +32,16 @@ _payload_of = operator.itemgetter(0, 1, 2)
 """An item's ``(metrics, step, timestamp)``, as ``log_batch`` takes it."""
 
 
+def _untimed(item: Item) -> tuple[dict[str, float], int | None, None]:
+    # An item as log_batch takes it, for a sink that wants no timestamps.
+    return item[0], item[1], None
+
+
+def _typed(item: Item) -> Payload:
+    # An item as log_payloads takes it.
+    return Payload(*item[:3], *item[4:])
+
+
 class SinkQueue:
     """One sink's bounded queue and the thread that drains it.
 
@@ -240,6 +250,19 @@ class SinkQueue:
                 return
 
     def _send_batch(self, log_batch: Callable[..., Any]) -> None:
+        # (metrics, step, timestamp) triples, to a sink with log_batch.
+        if self.sink.wants_timestamp:
+            self._send_all(log_batch, _payload_of)
+        else:
+            self._send_all(log_batch, _untimed)
+
+    def _send_payloads(self, log_payloads: Callable[..., Any]) -> None:
+        # Payloads with their kinds and distributions, to rlpulse's sinks.
+        self._send_all(log_payloads, _typed)
+
+    def _send_all(
+        self, send: Callable[[list[Any]], Any], convert: Callable[[Item], Any]
+    ) -> None:
         # Everything pending in one call: under light load one payload (no
         # added latency), under heavy load as many as have queued up.
         pending = self.pending
@@ -248,29 +271,8 @@ class SinkQueue:
         while pending:
             batch.append(popleft())
         self.delivered.extend(batch)
-        if self.sink.wants_timestamp:
-            payloads = list(map(_payload_of, batch))
-        else:
-            payloads = [(item[0], item[1], None) for item in batch]
         try:
-            log_batch(payloads)
-        except Exception as err:
-            if not self._abandoned:
-                self._failed(batch[0][3], err)
-            return
-        self._succeeded()
-
-    def _send_payloads(self, log_payloads: Callable[..., Any]) -> None:
-        # Everything pending, with its metrics' kinds, to one of rlpulse's
-        # own sinks.
-        pending = self.pending
-        popleft = pending.popleft
-        batch: list[Item] = []
-        while pending:
-            batch.append(popleft())
-        self.delivered.extend(batch)
-        try:
-            log_payloads([Payload(*item[:3], *item[4:]) for item in batch])
+            send(list(map(convert, batch)))
         except Exception as err:
             if not self._abandoned:
                 self._failed(batch[0][3], err)

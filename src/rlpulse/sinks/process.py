@@ -645,17 +645,14 @@ def _read_message(inbox: BinaryIO) -> Any:
     return marshal.loads(body)
 
 
+# What crosses the pipe of each histogram: its buckets, zeros, sum and extremes.
+_HISTOGRAM_FIELDS = ("positive", "negative", "zero_count", "sum", "min", "max")
+
+
 def _histograms_sent(histograms: Mapping[str, Histogram]) -> dict[str, tuple[Any, ...]]:
-    """A payload's distributions as ``marshal`` writes them: each histogram's buckets, zeros, sum and extremes."""
+    """A payload's distributions as ``marshal`` writes them: each histogram's :data:`_HISTOGRAM_FIELDS`."""
     return {
-        str(name): (
-            histogram.positive,
-            histogram.negative,
-            histogram.zero_count,
-            histogram.sum,
-            histogram.min,
-            histogram.max,
-        )
+        str(name): tuple(getattr(histogram, field) for field in _HISTOGRAM_FIELDS)
         for name, histogram in histograms.items()
     }
 
@@ -671,15 +668,8 @@ def _histograms_received(sent: Mapping[str, tuple[Any, ...]]) -> dict[str, Histo
     (3, 4.5, 0.5, 2.0, True)
     """
     return {
-        name: Histogram(
-            positive=positive,
-            negative=negative,
-            zero_count=zero_count,
-            sum=total,
-            min=low,
-            max=high,
-        )
-        for name, (positive, negative, zero_count, total, low, high) in sent.items()
+        name: Histogram(**dict(zip(_HISTOGRAM_FIELDS, fields, strict=True)))
+        for name, fields in sent.items()
     }
 
 
