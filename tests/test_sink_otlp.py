@@ -666,3 +666,28 @@ def test_leaving_the_documented_with_block_takes_no_longer_than_its_timeouts(
         assert wait_until(lambda: len(receiver.arrivals) >= 1)
         leaving = time.monotonic()
     assert time.monotonic() - leaving < 1.0 + 0.5 + 1.0
+
+
+def test_closing_retries_nothing(receiver: Receiver) -> None:
+    receiver.status = 503
+    exporter = OTLPExporter(receiver.endpoint, timeout=30)
+    failures: list[BaseException] = []
+
+    def log() -> None:
+        try:
+            exporter.log_metrics({"c/frames": 1.0})
+        except OSError as error:
+            failures.append(error)
+
+    logging_thread = threading.Thread(target=log, daemon=True)
+    logging_thread.start()
+    assert wait_until(lambda: len(receiver.arrivals) == 1)
+    time.sleep(0.1)  # the answer came: the batch waits for its next try
+    started = time.monotonic()
+    exporter.close()
+    assert time.monotonic() - started < 0.5
+    logging_thread.join(5)
+    [failure] = failures
+    assert "HTTP 503" in str(failure)
+    assert "not retried: the exporter is closing" in str(failure)
+    assert len(receiver.arrivals) == 1
