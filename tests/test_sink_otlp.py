@@ -2,20 +2,29 @@
 
 The receiver is an HTTP server in this process that parses each request
 body with opentelemetry-proto's ``ExportMetricsServiceRequest``, as a
-collector does, and answers with an ``ExportMetricsServiceResponse``.
+collector does, and answers with an ``ExportMetricsServiceResponse`` — or
+with the answers a test scripts (a 503 with ``Retry-After``), or not at all
+(a receiver that hangs).
 """
 
 from __future__ import annotations
 
+import gzip
 import http.server
 import logging
+import math
+import re
+import socket
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from rlpulse import LoggerMonitor, open_sink
+from rlpulse.distributions import Histogram
+from rlpulse.naming import Kind, Payload
 
 metrics_service_pb2 = pytest.importorskip(
     "opentelemetry.proto.collector.metrics.v1.metrics_service_pb2"
@@ -29,27 +38,52 @@ pytestmark = pytest.mark.timeout(60)
 
 
 class Receiver:
-    """An OTLP/HTTP metrics receiver on 127.0.0.1: the requests it decoded, and the status it answers with."""
+    """An OTLP/HTTP metrics receiver on 127.0.0.1: the requests it decoded, and how it answers.
 
-    def __init__(self) -> None:
+    ``answers`` are ``(status, headers)`` to give, one per request, before
+    answering ``status``; ``hang`` makes it keep each request unanswered
+    until the receiver closes.
+    """
+
+    def __init__(self, port: int = 0) -> None:
         self.requests: list[Any] = []
         self.paths: list[str] = []
         self.content_types: list[str] = []
+        # Each request's headers (their names are case-insensitive).
+        self.headers: list[Any] = []
+        self.arrivals: list[float] = []
         self.status = 200
+        self.answers: list[tuple[int, dict[str, str]]] = []
+        self.hang = False
+        self.released = threading.Event()
         receiver = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
+                receiver.arrivals.append(time.monotonic())
                 receiver.paths.append(self.path)
                 receiver.content_types.append(self.headers["Content-Type"])
-                if receiver.status != 200:
-                    self.send_response(receiver.status)
-                    if 300 <= receiver.status < 400:
+                receiver.headers.append(self.headers)
+                if receiver.hang:
+                    receiver.released.wait(60)
+                    return
+                status, headers = (
+                    receiver.answers.pop(0)
+                    if receiver.answers
+                    else (receiver.status, {})
+                )
+                if status != 200:
+                    self.send_response(status)
+                    if 300 <= status < 400:
                         self.send_header("Location", "/elsewhere")
+                    for name, value in headers.items():
+                        self.send_header(name, value)
                     self.end_headers()
                     self.wfile.write(b"collector overloaded")
                     return
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
                 receiver.requests.append(
                     metrics_service_pb2.ExportMetricsServiceRequest.FromString(body)
                 )
@@ -67,38 +101,66 @@ class Receiver:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.server.daemon_threads = True
         self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
+    def metrics(self) -> list[Any]:
+        """Every Metric received, in order."""
+        return [
+            metric
+            for request in self.requests
+            for resource in request.resource_metrics
+            for scope in resource.scope_metrics
+            for metric in scope.metrics
+        ]
+
     def points(self) -> list[tuple[str, str, str, float, int, int]]:
-        """Every data point received: (metric, kind, watch, value, time ns, start ns)."""
+        """Every number received: (metric, kind, watch, value, time ns, start ns)."""
         found = []
-        for request in self.requests:
-            for resource in request.resource_metrics:
-                for scope in resource.scope_metrics:
-                    for metric in scope.metrics:
-                        kind = metric.WhichOneof("data")
-                        for point in getattr(metric, kind).data_points:
-                            watch = {
-                                a.key: a.value.string_value for a in point.attributes
-                            }
-                            found.append(
-                                (
-                                    metric.name,
-                                    kind,
-                                    watch["watch"],
-                                    point.as_double,
-                                    point.time_unix_nano,
-                                    point.start_time_unix_nano,
-                                )
-                            )
+        for metric in self.metrics():
+            kind = metric.WhichOneof("data")
+            if kind not in ("sum", "gauge"):
+                continue
+            for point in getattr(metric, kind).data_points:
+                watch = {a.key: a.value.string_value for a in point.attributes}
+                found.append(
+                    (
+                        metric.name,
+                        kind,
+                        watch["watch"],
+                        point.as_double,
+                        point.time_unix_nano,
+                        point.start_time_unix_nano,
+                    )
+                )
         return found
 
+    def histogram_points(self, name: str) -> list[Any]:
+        """Every exponential histogram point received of metric ``name``."""
+        return [
+            point
+            for metric in self.metrics()
+            if metric.name == name and metric.HasField("exponential_histogram")
+            for point in metric.exponential_histogram.data_points
+        ]
+
     def close(self) -> None:
+        self.released.set()
         self.server.shutdown()
         self.server.server_close()
+
+
+@pytest.fixture(autouse=True)
+def no_otel_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """OpenTelemetry's variables of the machine running the tests are not the tests'."""
+    import os
+
+    for name in list(os.environ):
+        if name.startswith("OTEL_EXPORTER_OTLP_"):
+            monkeypatch.delenv(name)
 
 
 @pytest.fixture
@@ -209,7 +271,8 @@ def test_a_monitor_pushes_its_watches_and_warns_once_while_the_receiver_refuses(
             self.frames += 10
             return {"frames": self.frames}
 
-    sink = open_sink(f"otlp:{receiver.endpoint}")
+    # A 503 is retried for as long as timeout allows: here, not once.
+    sink = OTLPExporter(receiver.endpoint, timeout=0.3)
     monitor = LoggerMonitor(sink, poll_interval=0.02)
     monitor.watch(Collector(), name="collector")
     with caplog.at_level(logging.WARNING, logger="rlpulse"), monitor:
@@ -243,7 +306,7 @@ def test_an_endpoint_that_is_no_url_or_no_receiver_says_so() -> None:
     )
     port = closed.server_address[1]
     closed.server_close()
-    exporter = OTLPExporter(f"http://127.0.0.1:{port}", timeout=5)
+    exporter = OTLPExporter(f"http://127.0.0.1:{port}", timeout=1.5)
     with exporter, pytest.raises(OSError, match="cannot reach the OTLP receiver"):
         exporter.log_metrics({"c/frames": 1.0})
 
@@ -276,3 +339,355 @@ def test_a_monitor_exports_each_metric_as_the_kind_its_watch_gave_it(
     assert kinds["rlpulse.loss_count"] == "sum"
     assert kinds["rlpulse.loss_mean"] == "gauge"
     assert kinds["rlpulse.episodes_per_second"] == "gauge"
+    # The observations of loss are a distribution: a histogram of its own.
+    [loss] = receiver.histogram_points("rlpulse.loss")
+    assert (loss.count, loss.sum, loss.min, loss.max) == (1, 0.5, 0.5, 0.5)
+
+
+def test_distributions_are_delta_exponential_histograms_whose_quantiles_match_numpy(
+    receiver: Receiver,
+) -> None:
+    numpy = pytest.importorskip("numpy")
+    rng = numpy.random.default_rng(7)
+    intervals = [
+        numpy.concatenate(
+            [
+                rng.lognormal(-3.0, 1.5, 5000),
+                -rng.lognormal(0.0, 1.0, 300),
+                numpy.zeros(50),
+            ]
+        ),
+        rng.lognormal(2.0, 0.5, 2000),
+    ]
+    before = time.time_ns()
+    with OTLPExporter(receiver.endpoint) as exporter:
+        after = time.time_ns()
+        for step, values in enumerate(intervals):
+            histogram = Histogram()
+            for value in values:
+                histogram.add(float(value))
+            exporter.log_payloads(
+                [
+                    Payload(
+                        {"learner/loss_count": float(len(values))},
+                        step,
+                        time.time(),
+                        {"learner/loss_count": Kind.COUNTER},
+                        {"learner/loss": histogram},
+                    )
+                ]
+            )
+    [loss, _] = [m for m in receiver.metrics() if m.name == "rlpulse.loss"]
+    assert (
+        loss.exponential_histogram.aggregation_temporality
+        == metrics_pb2.AGGREGATION_TEMPORALITY_DELTA
+    )
+    first, second = receiver.histogram_points("rlpulse.loss")
+    # Each point is one interval: the first from the exporter's start,
+    # the next from where the first ended.
+    assert before <= first.start_time_unix_nano <= after <= first.time_unix_nano
+    assert second.start_time_unix_nano == first.time_unix_nano
+    for point, values in zip((first, second), intervals, strict=True):
+        assert [(a.key, a.value.string_value) for a in point.attributes] == [
+            ("watch", "learner")
+        ]
+        assert point.scale == 6
+        assert point.count == len(values)
+        assert point.zero_count == numpy.count_nonzero(values == 0)
+        assert point.sum == pytest.approx(values.sum())
+        assert (point.min, point.max) == (values.min(), values.max())
+        for q in (0.01, 0.06, 0.1, 0.5, 0.9, 0.99, 0.999):
+            expected = numpy.quantile(values, q, method="inverted_cdf")
+            assert abs(quantile_of(point, q) - expected) <= 0.0055 * abs(expected)
+
+
+def quantile_of(point: Any, q: float) -> float:
+    """Quantile ``q`` of an ExponentialHistogramDataPoint, read from its buckets alone (nearest rank)."""
+    base = 2.0**2.0**-point.scale
+
+    def middle(index: int) -> float:  # within the relative error of the bucket
+        lower, upper = base**index, base ** (index + 1)
+        return 2 * lower * upper / (lower + upper)
+
+    negative, positive = point.negative, point.positive
+    ascending = [
+        (-middle(negative.offset + k), count)
+        for k, count in reversed(list(enumerate(negative.bucket_counts)))
+    ]
+    ascending.append((0.0, point.zero_count))
+    ascending += [
+        (middle(positive.offset + k), count)
+        for k, count in enumerate(positive.bucket_counts)
+    ]
+    rank = max(math.ceil(round(q * point.count, 9)) - 1, 0)
+    seen = 0
+    for value, count in ascending:
+        seen += count
+        if seen > rank:
+            return value
+    raise AssertionError("fewer observations in the buckets than counted")
+
+
+def test_names_are_made_valid_instrument_names_each_metric_its_own(
+    receiver: Receiver,
+) -> None:
+    long_name = "x" * 300
+    with OTLPExporter(receiver.endpoint) as exporter:
+        exporter.log_metrics(
+            {
+                "c/episode return": 1.0,
+                "c/episode_return": 2.0,
+                "c/überlauf": 3.0,
+                f"c/{long_name}": 4.0,
+            },
+            timestamp=1.0,
+        )
+        exporter.log_metrics({"c/episode return": 5.0}, timestamp=2.0)
+    values: dict[str, list[float]] = {}
+    for name, _, _, value, _, _ in receiver.points():
+        values.setdefault(name, []).append(value)
+    assert values == {
+        "rlpulse.episode_return": [1.0, 5.0],
+        "rlpulse.episode_return_2": [2.0],
+        "rlpulse.uberlauf": [3.0],
+        ("rlpulse." + long_name)[:255]: [4.0],
+    }
+    valid = re.compile(r"[A-Za-z][A-Za-z0-9_./-]{0,254}")
+    assert all(valid.fullmatch(name) for name in values)
+
+
+def test_an_invalid_prefix_is_refused() -> None:
+    with pytest.raises(ValueError, match="instrument name"):
+        OTLPExporter("http://127.0.0.1:4318", prefix="2nd run")
+
+
+def test_an_endpoint_ending_in_v1_metrics_is_posted_to_as_given(
+    receiver: Receiver,
+) -> None:
+    with OTLPExporter(f"{receiver.endpoint}/v1/metrics") as exporter:
+        exporter.log_metrics({"c/frames": 1.0})
+    assert receiver.paths == ["/v1/metrics"]
+
+
+def test_opentelemetrys_variables_say_where_and_how_batches_are_posted(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"{receiver.endpoint}/otlp/")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "api-key=abc%3D%3D, team = rl")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "2500")
+    with OTLPExporter() as exporter:
+        exporter.log_metrics({"c/frames": 1.0})
+    assert exporter.timeout == 2.5  # milliseconds, as OpenTelemetry's spec says
+    assert receiver.paths == ["/otlp/v1/metrics"]
+    [headers] = receiver.headers
+    assert (headers["api-key"], headers["team"]) == ("abc==", "rl")
+    assert headers["Content-Encoding"] == "gzip"
+    assert [point[:4] for point in receiver.points()] == [
+        ("rlpulse.frames", "sum", "c", 1.0)
+    ]
+
+
+def test_metrics_variables_come_before_general_ones_and_arguments_before_both(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setenv(
+        "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", f"{receiver.endpoint}/ingest/metrics"
+    )
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "general=1")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_METRICS_HEADERS", "metrics=1")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1000")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_METRICS_TIMEOUT", "4000")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")
+    with OTLPExporter() as exporter:  # the metrics endpoint is used as given
+        exporter.log_metrics({"c/frames": 1.0})
+    assert exporter.timeout == 4.0
+    with OTLPExporter(
+        receiver.endpoint, headers={"given": "1"}, timeout=7, compression="none"
+    ) as given:
+        given.log_metrics({"c/frames": 2.0})
+    assert given.timeout == 7.0
+    assert receiver.paths == ["/ingest/metrics", "/v1/metrics"]
+    from_variables, from_arguments = receiver.headers
+    assert "metrics" in from_variables
+    assert "general" not in from_variables
+    assert from_variables["Content-Encoding"] == "gzip"
+    assert "given" in from_arguments
+    assert "metrics" not in from_arguments
+    assert "Content-Encoding" not in from_arguments
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "says"),
+    [
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", "ten", "milliseconds"),
+        ("OTEL_EXPORTER_OTLP_METRICS_HEADERS", "token", "key1=value1"),
+        ("OTEL_EXPORTER_OTLP_COMPRESSION", "zstd", "'gzip' or 'none'"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318", "http or https"),
+    ],
+)
+def test_a_variable_that_makes_no_sense_is_refused_by_name(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, says: str
+) -> None:
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ValueError, match=re.escape(says)) as refused:
+        OTLPExporter()
+    assert variable in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("status", "headers", "earliest", "latest"),
+    [
+        (503, {"Retry-After": "1"}, 0.95, 1.6),  # as the receiver asks
+        (429, {}, 0.75, 1.6),  # the first back-off: 1 s, give or take 20 %
+        (502, {}, 0.75, 1.6),
+        (504, {}, 0.75, 1.6),
+    ],
+)
+def test_a_retryable_answer_is_tried_again_after_a_wait(
+    receiver: Receiver,
+    status: int,
+    headers: dict[str, str],
+    earliest: float,
+    latest: float,
+) -> None:
+    receiver.answers = [(status, headers)]
+    with OTLPExporter(receiver.endpoint) as exporter:
+        exporter.log_metrics({"c/frames": 1.0})
+    assert len(receiver.arrivals) == 2
+    assert earliest <= receiver.arrivals[1] - receiver.arrivals[0] <= latest
+    assert [point[:4] for point in receiver.points()] == [
+        ("rlpulse.frames", "sum", "c", 1.0)
+    ]
+
+
+def test_a_400_is_final_and_not_retried(receiver: Receiver) -> None:
+    receiver.answers = [(400, {"Retry-After": "1"})]
+    started = time.monotonic()
+    refused = r"HTTP 400 .*\(1 try in .*; not retried\)"
+    with (
+        OTLPExporter(receiver.endpoint) as exporter,
+        pytest.raises(OSError, match=refused),
+    ):
+        exporter.log_metrics({"c/frames": 1.0})
+    assert len(receiver.arrivals) == 1
+    assert time.monotonic() - started < 0.9
+
+
+def test_a_receiver_that_keeps_failing_is_given_up_within_timeout(
+    receiver: Receiver,
+) -> None:
+    receiver.status = 503
+    started = time.monotonic()
+    with (
+        OTLPExporter(receiver.endpoint, timeout=2.5) as exporter,
+        pytest.raises(OSError, match=r"HTTP 503 .*gave up after [23] tries"),
+    ):
+        exporter.log_metrics({"c/frames": 1.0})
+    assert time.monotonic() - started < 2.6
+    assert len(receiver.arrivals) in (2, 3)
+
+
+def test_a_retry_after_beyond_the_timeout_gives_the_batch_up_at_once(
+    receiver: Receiver,
+) -> None:
+    receiver.answers = [(429, {"Retry-After": "30"})]
+    started = time.monotonic()
+    with (
+        OTLPExporter(receiver.endpoint, timeout=5) as exporter,
+        pytest.raises(OSError, match=r"30\.0 s later, as the receiver asked"),
+    ):
+        exporter.log_metrics({"c/frames": 1.0})
+    assert time.monotonic() - started < 1.0
+
+
+def test_a_receiver_that_refuses_connections_gets_the_batch_once_it_is_up() -> None:
+    with socket.socket() as reserved:
+        reserved.bind(("127.0.0.1", 0))
+        port = reserved.getsockname()[1]
+    late: list[Receiver] = []
+    starting = threading.Timer(0.5, lambda: late.append(Receiver(port)))
+    starting.start()
+    try:
+        with OTLPExporter(f"http://127.0.0.1:{port}") as exporter:
+            exporter.log_metrics({"c/frames": 1.0})
+        starting.join()
+        assert [point[:4] for point in late[0].points()] == [
+            ("rlpulse.frames", "sum", "c", 1.0)
+        ]
+    finally:
+        starting.join()
+        for receiver in late:
+            receiver.close()
+
+
+def test_closing_abandons_a_request_in_flight_after_close_timeout(
+    receiver: Receiver,
+) -> None:
+    receiver.hang = True
+    exporter = OTLPExporter(receiver.endpoint, timeout=60, close_timeout=0.5)
+    failures: list[BaseException] = []
+
+    def log() -> None:
+        try:
+            exporter.log_metrics({"c/frames": 1.0})
+        except OSError as error:
+            failures.append(error)
+
+    logging_thread = threading.Thread(target=log, daemon=True)
+    logging_thread.start()
+    assert wait_until(lambda: len(receiver.arrivals) == 1)
+    started = time.monotonic()
+    exporter.close()
+    assert 0.4 <= time.monotonic() - started < 2.0
+    logging_thread.join(5)
+    [failure] = failures
+    assert "abandoned the request in flight" in str(failure)
+    assert "1 point not delivered" in str(failure)
+
+
+def test_leaving_the_documented_with_block_takes_no_longer_than_its_timeouts(
+    receiver: Receiver,
+) -> None:
+    class Collector:
+        frames = 0
+
+        def stats(self) -> dict[str, float]:
+            self.frames += 10
+            return {"frames": self.frames}
+
+    receiver.hang = True
+    with (
+        OTLPExporter(receiver.endpoint, timeout=60, close_timeout=0.5) as exporter,
+        LoggerMonitor(exporter, poll_interval=0.05, stop_timeout=1.0) as monitor,
+    ):
+        monitor.watch(Collector(), name="collector")
+        assert wait_until(lambda: len(receiver.arrivals) >= 1)
+        leaving = time.monotonic()
+    assert time.monotonic() - leaving < 1.0 + 0.5 + 1.0
+
+
+def test_closing_retries_nothing(receiver: Receiver) -> None:
+    receiver.status = 503
+    exporter = OTLPExporter(receiver.endpoint, timeout=30)
+    failures: list[BaseException] = []
+
+    def log() -> None:
+        try:
+            exporter.log_metrics({"c/frames": 1.0})
+        except OSError as error:
+            failures.append(error)
+
+    logging_thread = threading.Thread(target=log, daemon=True)
+    logging_thread.start()
+    assert wait_until(lambda: len(receiver.arrivals) == 1)
+    time.sleep(0.1)  # the answer came: the batch waits for its next try
+    started = time.monotonic()
+    exporter.close()
+    assert time.monotonic() - started < 0.5
+    logging_thread.join(5)
+    [failure] = failures
+    assert "HTTP 503" in str(failure)
+    assert "not retried: the exporter is closing" in str(failure)
+    assert len(receiver.arrivals) == 1

@@ -3,137 +3,224 @@
 Needs the ``otlp`` extra (``pip install 'rlpulse[otlp]'``): the requests are
 built with opentelemetry-proto's own message classes, imported when an
 :class:`OTLPExporter` is created, never by ``import rlpulse``. The HTTP
-request itself is one ``urllib`` POST per batch.
+request itself is a ``urllib`` POST per batch, made as OpenTelemetry's own
+OTLP/HTTP exporters make theirs: configured by the same ``OTEL_EXPORTER_OTLP_*``
+variables, retried on the same answers, abandoned when closing takes too
+long.
 """
 
 from __future__ import annotations
 
+import email.utils
+import gzip
 import http.client
 import math
+import os
+import random
+import re
+import ssl
+import threading
 import time
+import unicodedata
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
 
+from rlpulse.distributions import SCALE, Histogram
 from rlpulse.naming import Kind, split
+from rlpulse.runtime.deadline import check_timeout
+from rlpulse.runtime.threads import MonitorThread
 from rlpulse.sinks.base import BaseSink, Payload
 
 __all__ = ["OTLPExporter"]
 
 _CONTENT_TYPE = "application/x-protobuf"
+_SIGNAL_PATH = "/v1/metrics"
+_DEFAULT_ENDPOINT = "http://localhost:4318"
+_DEFAULT_TIMEOUT_S = 10.0
+_DEFAULT_CLOSE_TIMEOUT_S = 3.0
+_ENVIRONMENT_PREFIX = "OTEL_EXPORTER_OTLP_"
+# The answers OTLP/HTTP's specification says to retry; every other error
+# answer (a 400 above all) is final.
+_RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
+# Back-off between tries, as opentelemetry-python's exporter waits: 1 s,
+# doubling, each within 20 % either way; capped.
+_FIRST_BACKOFF_S = 1.0
+_MAX_BACKOFF_S = 32.0
+_JITTER = 0.2
+# OpenTelemetry's instrument name syntax.
+_INSTRUMENT_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_./-]{0,254}")
+_NOT_IN_A_NAME = re.compile(r"[^A-Za-z0-9_./-]")
+_MAX_NAME_LENGTH = 255
+# What a name that would not start with a letter starts with instead.
+_LETTER_FIRST = "metric_"
 
 
 class OTLPExporter(BaseSink):
     """A sink that pushes every payload to an OpenTelemetry receiver (a collector, a backend) over OTLP/HTTP.
 
-    Each batch is one ``POST`` of an ``ExportMetricsServiceRequest`` to
-    ``<endpoint>/v1/metrics``, done before the call returns. Naming mirrors
+    Each batch is one ``POST`` of an ``ExportMetricsServiceRequest``, done
+    before the call returns. Naming mirrors
     :class:`~rlpulse.sinks.prometheus.PrometheusExporter`: the payload key
     ``"<watch>/<metric>"`` is the metric ``<prefix>.<metric>`` (the metric's
-    own ``/`` kept) with the attribute ``watch="<watch>"``. The known
-    cumulative counters (``frames``, ``write_count``, … and every
-    ``*_count``) are monotonic cumulative sums, counted from when the
-    exporter was created (or its first point, if earlier) or from a reset,
-    where the counter went down; everything else is a gauge, so a metric's
-    kind never changes. Each point carries its poll's timestamp. The
-    resource has ``service.name``; the scope is ``rlpulse``.
+    own ``/`` kept) with the attribute ``watch="<watch>"``; a character an
+    OpenTelemetry instrument name cannot hold is spelled in ASCII
+    (``überlauf`` as ``uberlauf``) or becomes ``_`` (``episode return`` is
+    ``episode_return``), and a metric whose name would then be another's
+    gets the first free ``_2``, ``_3``, ... suffix. Counters (``frames``, a
+    watch's rated keys, a tally's counts) are monotonic cumulative sums,
+    counted from when the exporter was created (or its first point, if
+    earlier) or from a reset, where the counter went down; each distribution
+    a watch observed (``payload.distributions``) is an exponential histogram
+    of the observations of each logged interval (delta temporality);
+    everything else is a gauge. A metric keeps the kind it was first
+    exported with. Each point carries its poll's timestamp. The resource has
+    ``service.name``; the scope is ``rlpulse``.
 
-    A receiver that refuses a batch (any answer but 2xx: a redirect too,
-    which would turn the POST into a GET), or cannot be reached within
-    ``timeout`` seconds, makes the call raise ``OSError`` naming it: a
-    monitor counts and warns, and the next batch is tried as usual.
+    Configured as OpenTelemetry's OTLP exporters are: what is not given here
+    comes from ``OTEL_EXPORTER_OTLP_METRICS_*`` or ``OTEL_EXPORTER_OTLP_*``
+    (``_ENDPOINT``, ``_HEADERS``, ``_TIMEOUT`` in milliseconds,
+    ``_COMPRESSION``); see docs/sinks/otlp.md.
+
+    A retryable answer (429, 502, 503, 504) or a receiver that cannot be
+    reached is tried again after an exponential back-off with jitter, or
+    after the receiver's ``Retry-After``, for as long as ``timeout`` allows
+    from the batch's first try; any other error answer is final. A batch
+    not delivered makes the call raise ``OSError`` naming the receiver and
+    its answer: a monitor counts and warns, and the next batch is tried as
+    usual. :meth:`close` waits for a request in flight at most
+    ``close_timeout`` seconds, then abandons it (that call raises
+    ``OSError``), and retries nothing once closing.
 
     Args:
         endpoint: the receiver's base URL, ``http://HOST:PORT`` (4318 is
-            OTLP/HTTP's usual port) or ``https://...``.
+            OTLP/HTTP's usual port) or ``https://...``, to which
+            ``/v1/metrics`` is appended unless it ends with it already.
+            ``None``: ``OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`` (used as
+            given), else ``OTEL_EXPORTER_OTLP_ENDPOINT`` (a base URL), else
+            ``http://localhost:4318``.
         service_name: the resource's ``service.name`` (default ``"rlpulse"``).
         prefix: the metric names' first part (default ``"rlpulse"``; ``""``
             for none).
-        headers: extra HTTP headers (an API key, say).
-        timeout: seconds one request may take (default ``10``).
+        headers: HTTP headers to send (an API key, say); ``None``: those of
+            ``OTEL_EXPORTER_OTLP_METRICS_HEADERS`` or
+            ``OTEL_EXPORTER_OTLP_HEADERS``.
+        timeout: seconds one batch may take, its retries included;
+            ``None``: ``OTEL_EXPORTER_OTLP_METRICS_TIMEOUT`` or
+            ``OTEL_EXPORTER_OTLP_TIMEOUT`` (milliseconds), else 10 s.
+        compression: ``"gzip"`` or ``"none"``; ``None``:
+            ``OTEL_EXPORTER_OTLP_METRICS_COMPRESSION`` or
+            ``OTEL_EXPORTER_OTLP_COMPRESSION``, else none.
+        close_timeout: seconds :meth:`close` waits for a request in flight
+            (default 3).
 
     >>> from rlpulse.sinks.otlp import OTLPExporter
     >>> exporter = OTLPExporter("http://127.0.0.1:4318")
-    >>> exporter.url
-    'http://127.0.0.1:4318/v1/metrics'
+    >>> exporter.url, exporter.timeout
+    ('http://127.0.0.1:4318/v1/metrics', 10.0)
     >>> exporter.close()
     """
 
     def __init__(
         self,
-        endpoint: str,
+        endpoint: str | None = None,
         *,
         service_name: str = "rlpulse",
         prefix: str = "rlpulse",
         headers: Mapping[str, str] | None = None,
-        timeout: float = 10.0,
+        timeout: float | None = None,
+        compression: str | None = None,
+        close_timeout: float = _DEFAULT_CLOSE_TIMEOUT_S,
     ) -> None:
-        parts = urllib.parse.urlsplit(endpoint) if isinstance(endpoint, str) else None
-        if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        settings = _settings(endpoint, headers, timeout, compression, os.environ)
+        check_timeout("close_timeout", close_timeout, optional=False)
+        if prefix and not _INSTRUMENT_NAME.fullmatch(prefix):
             raise ValueError(
-                f"OTLPExporter(endpoint={endpoint!r}) needs the receiver's base URL, "
-                "as in 'http://127.0.0.1:4318'"
-            )
-        if (
-            isinstance(timeout, bool)
-            or not isinstance(timeout, (int, float))
-            or not timeout > 0
-        ):
-            raise ValueError(
-                f"OTLPExporter(timeout={timeout!r}) must be a positive number of seconds"
+                f"OTLPExporter(prefix={prefix!r}) is no valid start of an "
+                "OpenTelemetry instrument name: use an ASCII letter, then letters, "
+                "digits, '_', '.', '-' or '/'"
             )
         super().__init__()
         self._proto = _import_backend()
-        self.url = endpoint.rstrip("/") + "/v1/metrics"
+        self.url = settings.url
+        """Where each batch is posted."""
+        self.timeout = settings.timeout
+        """Seconds one batch may take, its retries included."""
+        self.close_timeout = float(close_timeout)
+        """Seconds :meth:`close` waits for a request in flight."""
         self._destination = self.url
         self._service_name = service_name
-        self._prefix = f"{prefix}." if prefix else ""
-        self._headers = {**(headers or {}), "Content-Type": _CONTENT_TYPE}
-        self._timeout = float(timeout)
+        self._headers = {**settings.headers, "Content-Type": _CONTENT_TYPE}
+        self._gzip = settings.compression == "gzip"
+        if self._gzip:
+            self._headers["Content-Encoding"] = "gzip"
         self._created_ns = time.time_ns()
-        # Whether each metric name is exported as a counter (a sum).
-        self._counters: dict[str, bool] = {}
+        self._instruments = _Instruments(f"{prefix}." if prefix else "")
         # Each counter series' start and last value, for resets.
-        self._series: dict[str, tuple[int, float]] = {}
+        self._series: dict[tuple[str, str], tuple[int, float]] = {}
+        # Each histogram series' latest point: where its next interval starts.
+        self._interval_ends: dict[tuple[str, str], int] = {}
         self._opener = urllib.request.build_opener(_RefuseRedirects)
+        # Wakes a batch waiting for its request or its next try when
+        # closing begins; _close_by is the monotonic time closing stops
+        # waiting for a request in flight (inf until close()).
+        self._wakeup = threading.Condition()
+        self._close_by = math.inf
 
     def _write_batch(self, payloads: Sequence[Payload]) -> None:
-        request = self._request(payloads)
-        self._post(
-            request.SerializeToString(),
-            sum(len(payload.metrics) for payload in payloads),
-        )
+        request, points = self._request(payloads)
+        if points:
+            self._post(request.SerializeToString(), points)
 
-    def _request(self, payloads: Sequence[Payload]) -> Any:
+    def _request(self, payloads: Sequence[Payload]) -> tuple[Any, int]:
+        # The request of ``payloads``, and how many points it holds.
         proto = self._proto
         metrics: dict[str, Any] = {}
+        points = 0
+
+        def data_of(instrument: _Instrument) -> Any:
+            entry = metrics.get(instrument.name)
+            if entry is None:
+                entry = metrics[instrument.name] = proto.Metric(name=instrument.name)
+                data = getattr(entry, instrument.data)
+                if instrument.data == "sum":
+                    data.aggregation_temporality = proto.CUMULATIVE
+                    data.is_monotonic = True
+                elif instrument.data == "exponential_histogram":
+                    data.aggregation_temporality = proto.DELTA
+            return getattr(entry, instrument.data)
+
         for payload in payloads:
             at = _nanoseconds(payload.wall_time)
             for key, value in payload.metrics.items():
                 watch, metric = split(key)
-                name = self._prefix + metric
-                # A name keeps the kind it was first exported with: a
-                # receiver refuses a metric whose type changes.
-                counter = self._counters.setdefault(
-                    name, payload.kind(key) is Kind.COUNTER
+                instrument = self._instruments.scalar(
+                    metric, payload.kind(key) is Kind.COUNTER
                 )
-                entry = metrics.get(name)
-                if entry is None:
-                    entry = metrics[name] = proto.Metric(name=name)
-                    if counter:
-                        entry.sum.aggregation_temporality = proto.CUMULATIVE
-                        entry.sum.is_monotonic = True
-                is_sum = entry.HasField("sum")
-                point = (entry.sum if is_sum else entry.gauge).data_points.add()
+                point = data_of(instrument).data_points.add()
                 point.time_unix_nano = at
                 point.as_double = float(value)
-                if is_sum:
-                    point.start_time_unix_nano = self._start_of(key, float(value), at)
-                attribute = point.attributes.add()
-                attribute.key = "watch"
-                attribute.value.string_value = watch
+                if instrument.data == "sum":
+                    point.start_time_unix_nano = self._start_of(
+                        (instrument.name, watch), float(value), at
+                    )
+                _set_watch(point, watch)
+                points += 1
+            for key, histogram in payload.distributions.items():
+                watch, metric = split(key)
+                instrument = self._instruments.histogram(metric)
+                point = data_of(instrument).data_points.add()
+                _fill_histogram_point(point, histogram)
+                series = (instrument.name, watch)
+                point.start_time_unix_nano = min(
+                    self._interval_ends.get(series, self._created_ns), at
+                )
+                point.time_unix_nano = at
+                self._interval_ends[series] = at
+                _set_watch(point, watch)
+                points += 1
         request = proto.ExportMetricsServiceRequest()
         resource_metrics = request.resource_metrics.add()
         service = resource_metrics.resource.attributes.add()
@@ -142,45 +229,186 @@ class OTLPExporter(BaseSink):
         scope_metrics = resource_metrics.scope_metrics.add()
         scope_metrics.scope.name = "rlpulse"
         scope_metrics.metrics.extend(metrics.values())
-        return request
+        return request, points
 
-    def _start_of(self, key: str, value: float, at: int) -> int:
+    def _start_of(self, series: tuple[str, str], value: float, at: int) -> int:
         # A counter's series counts from the exporter's creation, or from
         # where it went down (a reset).
-        start, last = self._series.get(key, (min(self._created_ns, at), value))
+        start, last = self._series.get(series, (min(self._created_ns, at), value))
         if value < last:
             start = at
-        self._series[key] = (start, value)
+        self._series[series] = (start, value)
         return start
 
     def _post(self, body: bytes, points: int) -> None:
+        # Tries until delivered, refused for good, out of time or closing.
+        if self._gzip:
+            body = gzip.compress(body)
+        started = time.monotonic()
+        deadline = started + self.timeout
+        counted = f"{points} point{'' if points == 1 else 's'}"
+        tries = 0
+        while True:
+            tries += 1
+            answer = self._try(body, deadline, counted)
+            if answer.delivered:
+                return
+            seconds = time.monotonic() - started
+            spent = f"{tries} tr{'y' if tries == 1 else 'ies'} in {seconds:.1f} s"
+            if not answer.retryable:
+                raise OSError(
+                    f"{answer.failure(self.url, counted)} ({spent}; not retried)"
+                )
+            wait = answer.retry_after
+            if wait is None:
+                wait = _backoff(tries)
+            if time.monotonic() + wait > deadline:
+                asked = "" if answer.retry_after is None else ", as the receiver asked"
+                raise OSError(
+                    f"{answer.failure(self.url, counted)}; gave up after {spent}: "
+                    f"the next try, {wait:.1f} s later{asked}, would pass the "
+                    f"exporter's timeout ({self.timeout:g} s)"
+                )
+            if self._wait(time.monotonic() + wait, self._closing):
+                raise OSError(
+                    f"{answer.failure(self.url, counted)}; not retried: the "
+                    "exporter is closing"
+                )
+
+    def _try(self, body: bytes, deadline: float, counted: str) -> _Answer:
+        # One POST, on a thread of its own: waited for until the deadline,
+        # or until closing has waited close_timeout for it.
         request = urllib.request.Request(
             self.url, data=body, headers=self._headers, method="POST"
         )
-        try:
-            with self._opener.open(request, timeout=self._timeout) as response:
-                response.read()
-        except urllib.error.HTTPError as error:
-            detail = error.read(300).decode("utf-8", "replace").strip()
+        attempt = _Attempt(self._opener, request, deadline - time.monotonic())
+        attempt.start(self._wakeup)
+        if self._wait(deadline, attempt.finished):
+            assert attempt.answer is not None
+            return attempt.answer
+        if self._closing():
             raise OSError(
-                f"the OTLP receiver at {self.url} refused {points} "
-                f"point{'' if points == 1 else 's'}: HTTP "
-                f"{error.code} {error.reason}{': ' + detail if detail else ''}"
-            ) from error
-        except (
-            urllib.error.URLError,
-            http.client.HTTPException,
-            TimeoutError,
-            ConnectionError,
-        ) as error:
-            reason = " ".join(str(getattr(error, "reason", error)).split())
-            raise OSError(
-                f"cannot reach the OTLP receiver at {self.url}: {reason}; is it "
-                "running, and is the endpoint right?"
-            ) from error
+                f"abandoned the request in flight to the OTLP receiver at {self.url} "
+                f"({counted} not delivered): no answer within close_timeout "
+                f"({self.close_timeout:g} s) of closing"
+            )
+        return _Answer.unreachable(
+            f"no answer within the exporter's timeout ({self.timeout:g} s)"
+        )
+
+    def _closing(self) -> bool:
+        return self._close_by < math.inf
+
+    def _wait(self, until: float, done: Callable[[], bool]) -> bool:
+        # Wait until done() (returned) or the monotonic time ``until``, or,
+        # once closing, its close_by, whichever comes first.
+        with self._wakeup:
+            while not done():
+                left = min(until, self._close_by) - time.monotonic()
+                if left <= 0:
+                    return False
+                self._wakeup.wait(left)
+            return True
+
+    def close(self) -> None:
+        """Close the exporter: a request in flight is waited for at most ``close_timeout`` seconds, then abandoned.
+
+        The call that made an abandoned request raises ``OSError`` saying
+        so; a batch waiting to be retried is not retried. Closing again
+        does nothing; logging afterwards raises ``RuntimeError``.
+
+        >>> from rlpulse.sinks.otlp import OTLPExporter
+        >>> exporter = OTLPExporter("http://127.0.0.1:4318", close_timeout=0.5)
+        >>> exporter.close()
+        >>> exporter.close()
+        """
+        with self._wakeup:
+            if not self._closing():
+                self._close_by = time.monotonic() + self.close_timeout
+            self._wakeup.notify_all()
+        super().close()
 
     def __repr__(self) -> str:
-        return f"OTLPExporter({self.url.removesuffix('/v1/metrics')!r})"
+        return f"OTLPExporter({self.url.removesuffix(_SIGNAL_PATH)!r})"
+
+
+class _Answer(NamedTuple):
+    """What one try got: delivered, or why not, and whether trying again may help."""
+
+    delivered: bool
+    retryable: bool
+    problem: str = ""
+    """The receiver's error answer, or why none came."""
+    refused: bool = False
+    """Whether the receiver answered (with an error)."""
+    retry_after: float | None = None
+    """The seconds the receiver asked to wait before trying again."""
+
+    @classmethod
+    def unreachable(cls, problem: str, *, retryable: bool = True) -> _Answer:
+        return cls(False, retryable, problem)
+
+    def failure(self, url: str, counted: str) -> str:
+        """What went wrong, for the error message."""
+        if self.refused:
+            return f"the OTLP receiver at {url} refused {counted}: {self.problem}"
+        return (
+            f"cannot reach the OTLP receiver at {url} ({counted} not delivered): "
+            f"{self.problem}; is it running, and is the endpoint right?"
+        )
+
+
+class _Attempt:
+    """One POST on a :class:`~rlpulse.runtime.threads.MonitorThread`, so that its caller can stop waiting for it."""
+
+    def __init__(
+        self,
+        opener: urllib.request.OpenerDirector,
+        request: urllib.request.Request,
+        timeout: float,
+    ) -> None:
+        self._opener = opener
+        self._request = request
+        self._timeout = max(timeout, 0.001)
+        self.answer: _Answer | None = None
+
+    def finished(self) -> bool:
+        return self.answer is not None
+
+    def start(self, wakeup: threading.Condition) -> None:
+        def post() -> None:
+            answer = self._post()
+            with wakeup:
+                self.answer = answer
+                wakeup.notify_all()
+
+        MonitorThread("rlpulse-otlp-post", post).start()
+
+    def _post(self) -> _Answer:
+        try:
+            with self._opener.open(self._request, timeout=self._timeout) as response:
+                response.read()
+            return _Answer(delivered=True, retryable=False)
+        except urllib.error.HTTPError as error:
+            detail = error.read(300).decode("utf-8", "replace").strip()
+            return _Answer(
+                delivered=False,
+                retryable=error.code in _RETRYABLE_STATUSES,
+                problem=f"HTTP {error.code} {error.reason}"
+                + (f": {detail}" if detail else ""),
+                refused=True,
+                retry_after=_retry_after(error.headers.get("Retry-After")),
+            )
+        except (urllib.error.URLError, http.client.HTTPException, OSError) as error:
+            reason = getattr(error, "reason", error)
+            # A certificate refused stays refused; the network comes back.
+            retryable = not isinstance(reason, ssl.SSLError)
+        except Exception as error:  # a header urllib refuses, say: no retry mends it
+            reason, retryable = error, False
+        return _Answer.unreachable(
+            " ".join(str(reason).split()) or type(reason).__name__,
+            retryable=retryable,
+        )
 
 
 class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
@@ -188,6 +416,140 @@ class _RefuseRedirects(urllib.request.HTTPRedirectHandler):
 
     def redirect_request(self, *args: Any) -> None:
         return None
+
+
+def _retry_after(value: str | None) -> float | None:
+    """The seconds a ``Retry-After`` header asks to wait: a number of seconds or an HTTP date; ``None`` for none.
+
+    >>> _retry_after("2"), _retry_after(None), _retry_after("soon")
+    (2.0, None, None)
+    >>> _retry_after("Thu, 01 Jan 1970 00:00:00 GMT")  # passed already
+    0.0
+    """
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _backoff(tries: int) -> float:
+    """The seconds to wait after try number ``tries`` failed: 1, 2, 4, ... up to 32, each within 20 % either way.
+
+    >>> all(0.8 <= _backoff(1) <= 1.2 and 3.2 <= _backoff(3) <= 4.8 for _ in range(100))
+    True
+    """
+    base = min(_FIRST_BACKOFF_S * 2.0 ** (tries - 1), _MAX_BACKOFF_S)
+    return base * random.uniform(1 - _JITTER, 1 + _JITTER)
+
+
+class _Instrument(NamedTuple):
+    """How one rlpulse metric is exported: its instrument's name, and which of a Metric's data fields holds its points."""
+
+    name: str
+    data: str  # "sum", "gauge" or "exponential_histogram"
+
+
+class _Instruments:
+    """Each metric's instrument: a valid OpenTelemetry name of its own and a type, both kept for good.
+
+    A receiver refuses a metric whose type changes, and two metrics must not
+    share a name: the first to take a name keeps it, a later one gets the
+    first free ``_2``, ``_3``, ... suffix. A distribution is an instrument
+    apart from a number of the same name.
+
+    >>> instruments = _Instruments("rlpulse.")
+    >>> instruments.scalar("episode return", counter=False)
+    _Instrument(name='rlpulse.episode_return', data='gauge')
+    >>> instruments.scalar("episode_return", counter=True).name
+    'rlpulse.episode_return_2'
+    >>> instruments.scalar("episode return", counter=True).data  # as first exported
+    'gauge'
+    >>> instruments.histogram("episode return")
+    _Instrument(name='rlpulse.episode_return_3', data='exponential_histogram')
+    """
+
+    def __init__(self, prefix: str) -> None:
+        self._prefix = prefix
+        self._of: dict[tuple[str, bool], _Instrument] = {}
+        self._taken: set[str] = set()
+
+    def scalar(self, metric: str, counter: bool) -> _Instrument:
+        """The instrument of number ``metric``: a sum when first seen as a ``counter``, else a gauge."""
+        known = self._of.get((metric, False))
+        if known is not None:
+            return known
+        return self._new(metric, False, "sum" if counter else "gauge")
+
+    def histogram(self, metric: str) -> _Instrument:
+        """The instrument of distribution ``metric``: an exponential histogram."""
+        known = self._of.get((metric, True))
+        if known is not None:
+            return known
+        return self._new(metric, True, "exponential_histogram")
+
+    def _new(self, metric: str, distribution: bool, data: str) -> _Instrument:
+        base = _instrument_name(self._prefix + metric)
+        name, suffix = base, 2
+        while name in self._taken:
+            tail = f"_{suffix}"
+            name = base[: _MAX_NAME_LENGTH - len(tail)] + tail
+            suffix += 1
+        self._taken.add(name)
+        instrument = self._of[metric, distribution] = _Instrument(name, data)
+        return instrument
+
+
+def _instrument_name(name: str) -> str:
+    """``name`` made a valid OpenTelemetry instrument name: ASCII, a letter first, at most 255 characters.
+
+    A character with an ASCII spelling keeps it (``ü`` is ``u``); any other
+    character outside letters, digits and ``_ . - /`` becomes ``_``.
+
+    >>> _instrument_name("rlpulse.episode return"), _instrument_name("überlauf")
+    ('rlpulse.episode_return', 'uberlauf')
+    >>> _instrument_name("损失/p99"), _instrument_name("0_loss")
+    ('metric___/p99', 'metric_0_loss')
+    """
+    spelled = "".join(
+        character
+        if character.isascii()
+        else unicodedata.normalize("NFKD", character).encode("ascii", "ignore").decode()
+        or "_"
+        for character in name
+    )
+    valid = _NOT_IN_A_NAME.sub("_", spelled)
+    if not valid[:1].isascii() or not valid[:1].isalpha():
+        valid = _LETTER_FIRST + valid
+    return valid[:_MAX_NAME_LENGTH]
+
+
+def _set_watch(point: Any, watch: str) -> None:
+    attribute = point.attributes.add()
+    attribute.key = "watch"
+    attribute.value.string_value = watch
+
+
+def _fill_histogram_point(point: Any, histogram: Histogram) -> None:
+    """Set an ``ExponentialHistogramDataPoint``'s counts from ``histogram``: its buckets are OpenTelemetry's at scale 6 already."""
+    point.scale = SCALE
+    point.count = histogram.count
+    point.sum = histogram.sum
+    point.zero_count = histogram.zero_count
+    for side, negative in ((point.positive, False), (point.negative, True)):
+        buckets = histogram.buckets(negative=negative)
+        if buckets.counts:
+            side.offset = buckets.offset
+            side.bucket_counts.extend(buckets.counts)
+    if histogram.min is not None:
+        point.min = histogram.min
+    if histogram.max is not None:
+        point.max = histogram.max
 
 
 def _nanoseconds(wall_time: float) -> int:
@@ -198,6 +560,147 @@ def _nanoseconds(wall_time: float) -> int:
     """
     seconds = math.floor(wall_time)
     return seconds * 1_000_000_000 + round((wall_time - seconds) * 1e9)
+
+
+class _Settings(NamedTuple):
+    """Where and how batches are posted: the constructor's arguments, else OpenTelemetry's variables, else defaults."""
+
+    url: str
+    headers: dict[str, str]
+    timeout: float
+    compression: str
+
+
+def _settings(
+    endpoint: str | None,
+    headers: Mapping[str, str] | None,
+    timeout: float | None,
+    compression: str | None,
+    environ: Mapping[str, str],
+) -> _Settings:
+    """The exporter's settings: each argument given wins; what is ``None`` comes from ``environ`` as OpenTelemetry reads it.
+
+    ``OTEL_EXPORTER_OTLP_METRICS_<X>`` comes before ``OTEL_EXPORTER_OTLP_<X>``;
+    an empty variable is unset. The metrics endpoint is a full URL, used as
+    given; the other is a base URL.
+
+    >>> environ = {
+    ...     "OTEL_EXPORTER_OTLP_ENDPOINT": "https://otlp.example.com/otlp",
+    ...     "OTEL_EXPORTER_OTLP_HEADERS": "api-key=abc%3D%3D, team=rl",
+    ...     "OTEL_EXPORTER_OTLP_METRICS_TIMEOUT": "2500",
+    ...     "OTEL_EXPORTER_OTLP_COMPRESSION": "gzip",
+    ... }
+    >>> _settings(None, None, None, None, environ)
+    _Settings(url='https://otlp.example.com/otlp/v1/metrics', headers={'api-key': 'abc==', 'team': 'rl'}, timeout=2.5, compression='gzip')
+    >>> _settings("http://127.0.0.1:4318/v1/metrics", {}, 1, "none", environ)
+    _Settings(url='http://127.0.0.1:4318/v1/metrics', headers={}, timeout=1.0, compression='none')
+    """
+
+    def variable(setting: str) -> tuple[str, str] | None:
+        for name in (
+            f"{_ENVIRONMENT_PREFIX}METRICS_{setting}",
+            f"{_ENVIRONMENT_PREFIX}{setting}",
+        ):
+            value = environ.get(name, "").strip()
+            if value:
+                return name, value
+        return None
+
+    if endpoint is not None:
+        url = _signal_url(
+            _checked_url(endpoint, f"OTLPExporter(endpoint={endpoint!r})")
+        )
+    elif (found := variable("ENDPOINT")) is None:
+        url = _signal_url(_DEFAULT_ENDPOINT)
+    else:
+        name, value = found
+        url = _checked_url(value, f"{name}={value!r}")
+        if not name.endswith("_METRICS_ENDPOINT"):
+            url = _signal_url(url)
+
+    if headers is None:
+        found = variable("HEADERS")
+        headers = {} if found is None else _parsed_headers(*found)
+
+    if timeout is None:
+        found = variable("TIMEOUT")
+        if found is None:
+            timeout = _DEFAULT_TIMEOUT_S
+        else:
+            name, value = found
+            try:
+                timeout = float(value) / 1000
+            except ValueError:
+                timeout = math.nan
+            if not (timeout > 0 and math.isfinite(timeout)):
+                raise ValueError(
+                    f"{name}={value!r} must be a positive number of milliseconds "
+                    "(OpenTelemetry's unit for it: 10000 is 10 s)"
+                )
+    else:
+        check_timeout("OTLPExporter(timeout=...)", timeout, optional=False)
+
+    if compression is None:
+        found = variable("COMPRESSION")
+        name, compression = found or ("", "none")
+        where = f"{name}={compression!r}"
+    else:
+        where = f"OTLPExporter(compression={compression!r})"
+    if compression.strip().lower() not in ("gzip", "none"):
+        raise ValueError(
+            f"{where} is no compression the exporter knows: use 'gzip' or 'none'"
+        )
+    return _Settings(url, dict(headers), float(timeout), compression.strip().lower())
+
+
+def _checked_url(url: str, given: str) -> str:
+    parts = urllib.parse.urlsplit(url) if isinstance(url, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(
+            f"{given} needs the receiver's base URL, as in 'http://127.0.0.1:4318' "
+            "(http or https, and a host)"
+        )
+    return url
+
+
+def _signal_url(base: str) -> str:
+    """The metrics URL of receiver URL ``base``: ``/v1/metrics`` appended to its path, unless it ends with it already.
+
+    >>> _signal_url("http://collector:4318"), _signal_url("https://example.com/otlp/")
+    ('http://collector:4318/v1/metrics', 'https://example.com/otlp/v1/metrics')
+    >>> _signal_url("http://collector:4318/v1/metrics")
+    'http://collector:4318/v1/metrics'
+    """
+    parts = urllib.parse.urlsplit(base)
+    path = parts.path.rstrip("/")
+    if not path.endswith(_SIGNAL_PATH):
+        path += _SIGNAL_PATH
+    return urllib.parse.urlunsplit(parts._replace(path=path))
+
+
+def _parsed_headers(name: str, value: str) -> dict[str, str]:
+    """The headers of variable ``name``'s ``value``: ``key=value`` pairs, comma-separated, each part URL-decoded.
+
+    >>> _parsed_headers("OTEL_EXPORTER_OTLP_HEADERS", "Authorization=Basic%20YWJj, x-team = rl")
+    {'Authorization': 'Basic YWJj', 'x-team': 'rl'}
+    >>> _parsed_headers("OTEL_EXPORTER_OTLP_HEADERS", "token")
+    Traceback (most recent call last):
+    ...
+    ValueError: OTEL_EXPORTER_OTLP_HEADERS='token' holds 'token', no key=value pair: write it as key1=value1,key2=value2 (values URL-encoded)
+    """
+    headers: dict[str, str] = {}
+    for pair in value.split(","):
+        if not pair.strip():
+            continue
+        key, equals, header_value = pair.partition("=")
+        key = urllib.parse.unquote(key.strip())
+        if not equals or not key:
+            raise ValueError(
+                f"{name}={value!r} holds {pair.strip()!r}, no key=value pair: write it "
+                "as key1=value1,key2=value2 (values URL-encoded)"
+            )
+        headers[key] = urllib.parse.unquote(header_value.strip())
+    return headers
 
 
 class _Proto:
@@ -212,6 +715,7 @@ class _Proto:
         )
         self.Metric = metrics_pb2.Metric
         self.CUMULATIVE = metrics_pb2.AGGREGATION_TEMPORALITY_CUMULATIVE
+        self.DELTA = metrics_pb2.AGGREGATION_TEMPORALITY_DELTA
 
 
 def _import_backend() -> _Proto:
