@@ -2,29 +2,39 @@
 
 from __future__ import annotations
 
+import itertools
+import random
 import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 
+import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from rlpulse import Event, LoggerMonitor, Tally
+from rlpulse.distributions import Histogram
 from rlpulse.naming import Kind, Payload
-from rlpulse.sinks.prometheus import PrometheusExporter
+from rlpulse.sinks.prometheus import (
+    BOUNDS_PER_OCTAVE,
+    PrometheusExporter,
+    classic_buckets,
+)
 
 Samples = dict[tuple[str, str], float]
 
 
 def parse(page: str) -> tuple[Samples, dict[str, str], dict[str, str]]:
-    """Return ``{(sample, watch): value}``, ``{sample: help}`` and ``{sample: type}`` of an exposition page."""
+    """Return ``{(sample, watch): value}``, ``{sample: help}`` and ``{sample: type}`` of an exposition page, histogram buckets aside."""
     samples: Samples = {}
     helps: dict[str, str] = {}
     types: dict[str, str] = {}
     for family in text_string_to_metric_families(page):
         for sample in family.samples:
+            if "le" in sample.labels:
+                continue
             samples[(sample.name, sample.labels["watch"])] = sample.value
             helps[sample.name] = family.documentation
             types[sample.name] = family.type
@@ -45,6 +55,36 @@ def served(registry: CollectorRegistry) -> tuple[Samples, dict[str, str]]:
     """The samples of ``registry`` and the type of each sample's family."""
     samples, _, types = parse(generate_latest(registry).decode())
     return samples, types
+
+
+def buckets_served(
+    registry: CollectorRegistry, name: str, watch: str
+) -> list[tuple[float, float]]:
+    """The ``(le, count)`` buckets of histogram ``name``'s series for ``watch``, in order."""
+    return [
+        (float(sample.labels["le"]), sample.value)
+        for family in text_string_to_metric_families(generate_latest(registry).decode())
+        for sample in family.samples
+        if sample.name == f"{name}_bucket" and sample.labels["watch"] == watch
+    ]
+
+
+def observed(values: list[float]) -> Histogram:
+    histogram = Histogram()
+    for value in values:
+        histogram.add(value)
+    return histogram
+
+
+def histogram_quantile(q: float, buckets: list[tuple[float, float]]) -> float:
+    """PromQL's ``histogram_quantile`` of cumulative positive buckets: linear within the bucket of rank ``q * count``."""
+    rank = q * buckets[-1][1]
+    lower, below = 0.0, 0.0
+    for bound, count in buckets:
+        if count >= rank:
+            return lower + (bound - lower) * (rank - below) / (count - below)
+        lower, below = bound, count
+    raise AssertionError("no bucket holds the rank")
 
 
 class Collector:
@@ -213,10 +253,128 @@ def test_what_a_monitor_s_watch_counts_is_served_as_a_counter(
 
     assert samples[("rlpulse_episodes_total", "learner")] == 3.0
     assert types["rlpulse_episodes_total"] == "counter"
-    assert types["rlpulse_update_seconds_count_total"] == "counter"
-    assert types["rlpulse_update_seconds_sum_total"] == "counter"
     assert types["rlpulse_update_seconds_mean"] == "gauge"
     assert types["rlpulse_epsilon"] == "gauge"
+
+
+@pytest.mark.timeout(60)
+def test_a_watched_key_s_observations_are_one_histogram_holding_their_count_and_sum(
+    wait_until: Callable[..., bool],
+) -> None:
+    tally = Tally()
+    durations = [random.Random(7).lognormvariate(-3.0, 0.8) for _ in range(2000)]
+    registry = CollectorRegistry()
+    with (
+        PrometheusExporter(registry=registry) as exporter,
+        LoggerMonitor(exporter, poll_interval=0.05) as monitor,
+    ):
+        monitor.watch(tally, name="learner")
+        for duration in durations:
+            tally.observe("update_s", duration)
+        assert wait_until(
+            lambda: (
+                served(registry)[0].get(("rlpulse_update_seconds_count", "learner"))
+                == len(durations)
+            )
+        )
+        samples, types = served(registry)
+        buckets = buckets_served(registry, "rlpulse_update_seconds", "learner")
+
+    assert types["rlpulse_update_seconds_count"] == "histogram"
+    assert samples[("rlpulse_update_seconds_sum", "learner")] == pytest.approx(
+        sum(durations)
+    )
+    # The histogram's count and sum are the key's: no counters repeat them.
+    assert ("rlpulse_update_seconds_count_total", "learner") not in samples
+    assert ("rlpulse_update_seconds_sum_total", "learner") not in samples
+    assert types["rlpulse_update_seconds_p99"] == "gauge"
+    for q in (0.5, 0.9, 0.99):
+        exact = float(np.quantile(durations, q, method="inverted_cdf"))
+        assert histogram_quantile(q, buckets) == pytest.approx(
+            exact, rel=2 ** (1 / BOUNDS_PER_OCTAVE) - 1
+        )
+
+
+def test_a_histogram_accumulates_the_intervals_of_its_payloads() -> None:
+    registry = CollectorRegistry()
+    with PrometheusExporter(registry=registry) as exporter:
+        for interval in ([0.1, 0.2], [0.3], [4.0]):
+            exporter.log_payloads(
+                [
+                    Payload(
+                        {"learner/update_s_count": 0.0},
+                        None,
+                        1.0,
+                        {"learner/update_s_count": Kind.COUNTER},
+                        {"learner/update_s": observed(interval)},
+                    )
+                ]
+            )
+        samples, _ = served(registry)
+        buckets = buckets_served(registry, "rlpulse_update_seconds", "learner")
+
+    assert samples[("rlpulse_update_seconds_count", "learner")] == 4.0
+    assert samples[("rlpulse_update_seconds_sum", "learner")] == pytest.approx(4.6)
+    counts = dict(buckets)
+    assert counts[0.125] == 1.0  # 0.1
+    assert counts[0.25] == 2.0  # and 0.2
+    assert counts[0.5] == 3.0  # and 0.3
+    assert counts[4.0] == counts[float("inf")] == 4.0
+    assert [count for _, count in buckets] == sorted(count for _, count in buckets)
+
+
+def test_classic_buckets_count_exactly_the_observations_at_or_below_each_bound() -> (
+    None
+):
+    generator = random.Random(3)
+    values = [generator.uniform(-50.0, 50.0) for _ in range(500)]
+    values += [0.0] * 5 + [generator.lognormvariate(0, 3) for _ in range(500)]
+
+    buckets = classic_buckets(observed(values))
+
+    for le, count in buckets:
+        assert count == sum(value <= float(le) for value in values), le
+    bounds = [float(le) for le, _ in buckets]
+    assert bounds == sorted(bounds)
+    assert bounds[-1] == float("inf")
+    # Neighbouring positive bounds are 2**(1/8) apart.
+    ratios = {round(b / a, 9) for a, b in itertools.pairwise(bounds[:-1]) if a > 0}
+    assert ratios == {round(2 ** (1 / BOUNDS_PER_OCTAVE), 9)}
+
+
+def test_a_histogram_s_bounds_only_grow_and_only_past_a_power_of_two() -> None:
+    first = [le for le, _ in classic_buckets(observed([0.3, 0.4]))]
+    within_octaves = [le for le, _ in classic_buckets(observed([0.26, 0.3, 0.4, 0.49]))]
+    wider = [le for le, _ in classic_buckets(observed([0.3, 0.4, 0.6]))]
+
+    assert (first[0], first[-2]) == ("0.25", "0.5")
+    assert within_octaves == first
+    assert set(first) < set(wider)
+    assert wider[-2] == "1.0"
+
+
+def test_a_key_with_negative_observations_serves_its_buckets_without_a_sum() -> None:
+    registry = CollectorRegistry()
+    with PrometheusExporter(registry=registry) as exporter:
+        exporter.log_payloads(
+            [
+                Payload(
+                    {"learner/return_sum": -2.0},
+                    None,
+                    1.0,
+                    {},
+                    {"learner/return": observed([-3.0, 1.0])},
+                )
+            ]
+        )
+        samples, _ = served(registry)
+        buckets = buckets_served(registry, "rlpulse_return", "learner")
+
+    # OpenMetrics: a histogram with negative bounds has no sum (nor count).
+    assert ("rlpulse_return_sum", "learner") not in samples
+    assert ("rlpulse_return_sum_total", "learner") not in samples
+    assert dict(buckets)[0.0] == 1.0
+    assert buckets[-1] == (float("inf"), 2.0)
 
 
 @pytest.mark.timeout(60)

@@ -10,9 +10,11 @@ skipped.
 from __future__ import annotations
 
 import json
+import random
 import shutil
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -21,10 +23,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
-from rlpulse import Event, LoggerMonitor
-from rlpulse.sinks.prometheus import PrometheusExporter
+from rlpulse import Event, LoggerMonitor, Tally
+from rlpulse.sinks.prometheus import BOUNDS_PER_OCTAVE, PrometheusExporter
 
 pytestmark = [
     pytest.mark.timeout(60),
@@ -51,6 +54,29 @@ class SteadyCollector:
 
     def stats(self) -> dict[str, float]:
         return {"frames": int((time.monotonic() - self._start) * FRAMES_PER_SECOND)}
+
+
+class SteadyLearner:
+    """A thread observing ``update_s`` over and over: the same ``durations`` in every cycle, until stopped."""
+
+    def __init__(self, tally: Tally, durations: list[float]) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, args=(tally, durations), daemon=True
+        )
+
+    def _run(self, tally: Tally, durations: list[float]) -> None:
+        while not self._stop.wait(0.01):
+            for duration in durations:
+                tally.observe("update_s", duration)
+
+    def __enter__(self) -> SteadyLearner:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
 
 
 class Prometheus:
@@ -180,3 +206,39 @@ def test_promql_rates_rlpulse_counters_as_rlpulse_does_and_knows_them_as_counter
     assert "counter" in {types.get("rlpulse_frames"), types.get("rlpulse_frames_total")}
     assert "counter" in {types.get("rlpulse_events"), types.get("rlpulse_events_total")}
     assert types["rlpulse_frames_per_second"] == "gauge"
+
+
+def test_promql_quantiles_of_an_observed_key_s_histogram_match_its_observations(
+    exporter: PrometheusExporter, prometheus: Prometheus
+) -> None:
+    generator = random.Random(11)
+    durations = [generator.lognormvariate(-4.0, 0.7) for _ in range(1000)]
+    bucket = 'rlpulse_update_seconds_bucket{watch="learner"}'
+    tally = Tally()
+    with (
+        LoggerMonitor(exporter, poll_interval=0.1) as monitor,
+        SteadyLearner(tally, durations),
+    ):
+        monitor.watch(tally, name="learner")
+        # rate() needs samples over its whole window, every bucket in them.
+        prometheus.wait_for(
+            f'count_over_time(rlpulse_update_seconds_count{{watch="learner"}}[{WINDOW_S + 2}s]) '
+            f">= {WINDOW_S + 2}"
+        )
+        promql = {
+            q: (
+                prometheus.value(f"histogram_quantile({q}, {bucket})"),
+                prometheus.value(f"histogram_quantile({q}, rate({bucket}[{WINDOW}]))"),
+            )
+            for q in (0.5, 0.9, 0.99)
+        }
+        metadata = prometheus.get("/api/v1/metadata")
+
+    # A bucket spans a factor 2**(1/8); the share of a cycle under way at a
+    # scrape moves a quantile a little more.
+    within = 2 ** (1 / BOUNDS_PER_OCTAVE) - 1 + 0.01
+    for q, (over_all, over_window) in promql.items():
+        exact = float(np.quantile(durations, q, method="inverted_cdf"))
+        assert over_all == pytest.approx(exact, rel=within), q
+        assert over_window == pytest.approx(exact, rel=within), q
+    assert metadata["rlpulse_update_seconds"][0]["type"] == "histogram"

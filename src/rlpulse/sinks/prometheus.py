@@ -1,4 +1,4 @@
-"""Prometheus: the latest value of every metric, served for scraping as a counter or a gauge, by its kind.
+"""Prometheus: the latest value of every metric, served for scraping as a counter, a gauge or a histogram, by its kind.
 
 Needs the ``prometheus`` extra (``pip install 'rlpulse[prometheus]'``);
 prometheus_client is imported when a :class:`PrometheusExporter` is created,
@@ -7,19 +7,30 @@ never by ``import rlpulse``.
 
 from __future__ import annotations
 
+import math
 import re
 import threading
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
-from rlpulse.naming import Kind, Unit, split
+from rlpulse.distributions import SCALE, Histogram
+from rlpulse.naming import COUNT_SUFFIX, SUM_SUFFIX, Kind, Unit, split
 from rlpulse.runtime.events import Event
 from rlpulse.sinks.base import BaseSink, Payload
 
 if TYPE_CHECKING:
     from prometheus_client.registry import CollectorRegistry
 
-__all__ = ["PrometheusExporter"]
+__all__ = ["BOUNDS_PER_OCTAVE", "PrometheusExporter", "classic_buckets"]
+
+BOUNDS_PER_OCTAVE = 8
+"""How many ``le`` bounds a served histogram has per power of two: ``2**(1/8)`` (about 1.09) apart.
+
+Every 8th bucket boundary of rlpulse's histograms (64 per power of two), so
+each classic bucket counts whole buckets of those, exactly; PromQL's
+``histogram_quantile`` then answers within a factor ``2**(1/8)`` (9.05 %)
+of the quantile, the width of one bucket.
+"""
 
 _VALID_PREFIX = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _INVALID_NAME_CHARACTERS = re.compile(r"[^a-zA-Z0-9_]")
@@ -29,24 +40,38 @@ _EVENTS_FAMILY = "events"
 _SPELLED_OUT_UNITS = {"s": str(Unit.SECONDS)}
 # What prometheus_client appends to a counter family's name in its sample.
 _COUNTER_SUFFIX = "_total"
+# What it appends to a histogram family's name in its samples.
+_HISTOGRAM_SUFFIXES = ("_bucket", "_count", "_sum")
+# Bucket boundaries of rlpulse's histograms per bound of a served one.
+_STRIDE = 2**SCALE // BOUNDS_PER_OCTAVE
+_COUNTER, _GAUGE, _HISTOGRAM = "counter", "gauge", "histogram"
 
 
 class _Family(NamedTuple):
     """The Prometheus metric family serving one rlpulse metric: its name (a counter's without ``_total``), its type."""
 
     name: str
-    counter: bool
+    type: str
     metric: str
 
     def exposed_names(self) -> tuple[str, ...]:
         """The names this family takes in a scrape: no other family may use them."""
-        if self.counter:
+        if self.type == _COUNTER:
             return (self.name, self.name + _COUNTER_SUFFIX)
+        if self.type == _HISTOGRAM:
+            return (self.name, *(self.name + suffix for suffix in _HISTOGRAM_SUFFIXES))
         return (self.name,)
 
 
+class _Observed(NamedTuple):
+    """A histogram as a scrape serves it: cumulative ``(le, count)`` buckets, the sum."""
+
+    buckets: list[tuple[str, float]]
+    sum: float
+
+
 class PrometheusExporter(BaseSink):
-    """A sink that serves the latest value of every metric for Prometheus: a counter as a counter, the rest as gauges.
+    """A sink that serves the latest value of every metric for Prometheus: a counter as a counter, a distribution as a histogram, the rest as gauges.
 
     A payload key ``"<watch>/<metric>"`` becomes the series
     ``<prefix>_<metric>`` with the label ``watch="<watch>"``, so one query
@@ -56,7 +81,14 @@ class PrometheusExporter(BaseSink):
     series named with ``_total`` (``rlpulse_frames_total``), for PromQL's
     ``rate()``; everything else, the rates the monitor computes
     (``*_per_second``) included, is a gauge. A metric keeps the type it was
-    first served with. Names follow Prometheus' conventions: the seconds
+    first served with. The observations of a key (a tally's ``update_s``)
+    are served as a cumulative Prometheus histogram
+    (``rlpulse_update_seconds_bucket``, ``_count``, ``_sum``) for
+    ``histogram_quantile``: its ``le`` bounds are :data:`BOUNDS_PER_OCTAVE`
+    per power of two over the range observed (:func:`classic_buckets`); its
+    ``_count`` and ``_sum`` take the place of the key's ``_count`` and
+    ``_sum`` counters, and its quantiles (``_p99``) stay gauges. Names
+    follow Prometheus' conventions: the seconds
     rlpulse's names abbreviate to ``s`` are spelled out (``update_s_p99`` is
     served as ``rlpulse_update_seconds_p99``, ``cpu_s`` as
     ``rlpulse_cpu_seconds_total``), and every character other than letters,
@@ -115,21 +147,27 @@ class PrometheusExporter(BaseSink):
         # The latest value by (family name, watch).
         self._latest: dict[tuple[str, str], float] = {}
         self._poll_times: dict[str, float] = {}
-        self._family_of_metric: dict[str, _Family] = {}
+        # By metric and whether it is a distribution.
+        self._family_of_metric: dict[tuple[str, bool], _Family] = {}
         self._family_by_name: dict[str, _Family] = {}
         self._poll_time_gauge = self._full_name(_POLL_TIME_FAMILY)
         self._events_counter = self._full_name(_EVENTS_FAMILY)
         # Every name a scrape shows, so that no metric's family takes one twice.
         self._taken: set[str] = {
-            *_Family(self._poll_time_gauge, False, "").exposed_names(),
-            *_Family(self._events_counter, True, "").exposed_names(),
+            *_Family(self._poll_time_gauge, _GAUGE, "").exposed_names(),
+            *_Family(self._events_counter, _COUNTER, "").exposed_names(),
         }
+        # The observations so far by (family name, watch), and the payload
+        # keys the histograms serve (a distribution's count and sum).
+        self._histograms: dict[tuple[str, str], Histogram] = {}
+        self._served_by_histograms: set[str] = set()
         self._server: Any = None
         self._server_thread: threading.Thread | None = None
         self.url: str | None = None
         """The HTTP address to scrape, or ``None`` when registered into a given registry."""
         self._gauge_family = prometheus_client.core.GaugeMetricFamily
         self._counter_family = prometheus_client.core.CounterMetricFamily
+        self._histogram_family = prometheus_client.core.HistogramMetricFamily
         # Events so far by (kind, watch).
         self._events: dict[tuple[str, str], int] = {}
         if registry is None:
@@ -164,7 +202,18 @@ class PrometheusExporter(BaseSink):
         True
         """
         for payload in payloads:
+            for key, interval in payload.distributions.items():
+                watch, metric = split(key)
+                family = self._family_for(metric, Kind.DISTRIBUTION)
+                served = self._histograms.setdefault((family.name, watch), Histogram())
+                served.merge(interval)
+                self._served_by_histograms.update(
+                    (key + COUNT_SUFFIX, key + SUM_SUFFIX)
+                )
+                self._poll_times[watch] = payload.wall_time
             for key, value in payload.metrics.items():
+                if key in self._served_by_histograms:
+                    continue
                 watch, metric = split(key)
                 family = self._family_for(metric, payload.kind(key))
                 self._latest[(family.name, watch)] = float(value)
@@ -180,24 +229,34 @@ class PrometheusExporter(BaseSink):
         """The family serving ``metric``: made the first time, of ``kind``, and kept.
 
         A registry cannot change a family's type, so the kind ``metric`` is
-        first served with is the kind it keeps.
+        first served with is the kind it keeps; the histogram of its
+        observations, if it has any, is a family of its own.
         """
-        family = self._family_of_metric.get(metric)
+        distribution = kind is Kind.DISTRIBUTION
+        family = self._family_of_metric.get((metric, distribution))
         if family is None:
-            counter = kind is Kind.COUNTER
+            type_ = (
+                _HISTOGRAM
+                if distribution
+                else _COUNTER
+                if kind is Kind.COUNTER
+                else _GAUGE
+            )
             base = self._full_name(_prometheus_name(metric))
             # prometheus_client takes a counter's name without ``_total``.
             while (
-                counter and base.endswith(_COUNTER_SUFFIX) and base != _COUNTER_SUFFIX
+                type_ == _COUNTER
+                and base.endswith(_COUNTER_SUFFIX)
+                and base != _COUNTER_SUFFIX
             ):
                 base = base[: -len(_COUNTER_SUFFIX)]
-            family = _Family(base, counter, metric)
+            family = _Family(base, type_, metric)
             suffix = 2
             while self._taken.intersection(family.exposed_names()):
-                family = _Family(f"{base}_{suffix}", counter, metric)
+                family = _Family(f"{base}_{suffix}", type_, metric)
                 suffix += 1
             self._taken.update(family.exposed_names())
-            self._family_of_metric[metric] = family
+            self._family_of_metric[(metric, distribution)] = family
             self._family_by_name[family.name] = family
         return family
 
@@ -225,7 +284,7 @@ class PrometheusExporter(BaseSink):
         self._events[key] = self._events.get(key, 0) + 1
 
     def collect(self) -> Iterator[Any]:
-        """Yield the metric families of the latest values and the events: what a scrape of the registry returns.
+        """Yield the metric families of the latest values, the histograms and the events: what a scrape of the registry returns.
 
         >>> from rlpulse.sinks.prometheus import PrometheusExporter
         >>> from prometheus_client import CollectorRegistry
@@ -235,12 +294,21 @@ class PrometheusExporter(BaseSink):
         [('rlpulse_last_poll_timestamp_seconds', 1.5), ('rlpulse_size', 10.0)]
         """
         with self._lock:
-            latest = [
+            latest: list[tuple[_Family, str, Any]] = [
                 (self._family_by_name[name], watch, value)
-                for (name, watch), value in sorted(self._latest.items())
+                for (name, watch), value in self._latest.items()
             ]
+            latest.extend(
+                (
+                    self._family_by_name[name],
+                    watch,
+                    _Observed(classic_buckets(histogram), histogram.sum),
+                )
+                for (name, watch), histogram in self._histograms.items()
+            )
             poll_times = sorted(self._poll_times.items())
             events = sorted(self._events.items())
+        latest.sort(key=lambda entry: (entry[0].name, entry[1]))
         if events:
             counter = self._counter_family(
                 self._events_counter,
@@ -266,13 +334,22 @@ class PrometheusExporter(BaseSink):
                 if served is not None:
                     yield served
                 served = self._served_family(family)
-            served.add_metric([watch], value)
+            if isinstance(value, _Observed):
+                served.add_metric([watch], value.buckets, value.sum)
+            else:
+                served.add_metric([watch], value)
         if served is not None:
             yield served
 
     def _served_family(self, family: _Family) -> Any:
         """An empty prometheus_client metric family for ``family``, labelled by watch."""
-        if family.counter:
+        if family.type == _HISTOGRAM:
+            return self._histogram_family(
+                family.name,
+                f"rlpulse distribution {family.metric!r}: its observations so far.",
+                labels=["watch"],
+            )
+        if family.type == _COUNTER:
             return self._counter_family(
                 family.name,
                 f"rlpulse counter {family.metric!r} (cumulative): its latest value.",
@@ -356,3 +433,68 @@ def _prometheus_name(metric: str) -> str:
     """
     words = [_SPELLED_OUT_UNITS.get(word, word) for word in metric.split("_")]
     return _INVALID_NAME_CHARACTERS.sub("_", "_".join(words))
+
+
+def classic_buckets(histogram: Histogram) -> list[tuple[str, float]]:
+    """The cumulative ``(le, count)`` buckets of a Prometheus histogram counting ``histogram``'s observations.
+
+    The bounds are powers of ``2**(1/BOUNDS_PER_OCTAVE)`` from the power
+    of two at or below the smallest observation to the one at or above the
+    largest (mirrored below zero for negative observations, with a bound
+    at 0 for them and zeros), then ``+Inf``: each bucket gathers whole
+    buckets of ``histogram``, so the counts are exact, and new bounds
+    appear only when observations cross a power of two beyond those seen
+    before. A bucket therefore spans a factor ``2**(1/8)``:
+    ``histogram_quantile``, interpolating within it, is within 9.05 % of
+    the quantile. (A negative value on a bound exactly counts in the
+    bucket above it.)
+
+    >>> observed = Histogram()
+    >>> for value in (0.3, 0.4, 0.5, 0.7):
+    ...     observed.add(value)
+    >>> buckets = classic_buckets(observed)
+    >>> len(buckets), buckets[:4], buckets[-2:]
+    (18, [('0.25', 0.0), ('0.2726269331663144', 0.0), ('0.29730177875068026', 0.0), ('0.3242098886627524', 1.0)], [('1.0', 4.0), ('+Inf', 4.0)])
+    """
+    from prometheus_client import utils
+
+    # How prometheus_client writes its own histograms' bounds.
+    bound_label = cast(Callable[[float], str], utils.floatToGoString)
+    bounds: list[tuple[float, int]] = []
+    below = 0
+    negative = _counts_by_bound(histogram.negative)
+    if negative:
+        # Bound -B counts the values of the buckets from B's up.
+        for bound in range(max(negative) + 1, min(negative) - 1, -1):
+            below += negative.get(bound, 0)
+            bounds.append((-_bound_value(bound), below))
+    if negative or histogram.zero_count:
+        below += histogram.zero_count
+        bounds.append((0.0, below))
+    positive = _counts_by_bound(histogram.positive)
+    if positive:
+        # Bound B counts the values of the buckets below it.
+        for bound in range(min(positive), max(positive) + 2):
+            bounds.append((_bound_value(bound), below))
+            below += positive.get(bound, 0)
+    buckets = [(bound_label(bound), float(count)) for bound, count in bounds]
+    buckets.append(("+Inf", float(below)))
+    return buckets
+
+
+def _counts_by_bound(counts: dict[int, int]) -> dict[int, int]:
+    """The counts of ``counts``' buckets, by the index of the served bound at or below each, from whole octaves."""
+    octave = BOUNDS_PER_OCTAVE
+    by_bound: dict[int, int] = {}
+    for index, count in counts.items():
+        bound = index // _STRIDE
+        by_bound[bound] = by_bound.get(bound, 0) + count
+    if by_bound:
+        # The range rounded out to whole octaves: zero counts at both ends.
+        by_bound.setdefault(min(by_bound) // octave * octave, 0)
+        by_bound.setdefault(-(-(max(by_bound) + 1) // octave) * octave - 1, 0)
+    return by_bound
+
+
+def _bound_value(bound: int) -> float:
+    return math.pow(2.0, bound / BOUNDS_PER_OCTAVE)

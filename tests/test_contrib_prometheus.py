@@ -1,0 +1,179 @@
+"""contrib/prometheus, the operations kit: alert rules checked and unit-tested by promtool, a dashboard that queries only what rlpulse serves.
+
+promtool comes with Debian's ``prometheus`` package (``make test`` installs
+it); without it the promtool tests are skipped. The names the dashboard and
+the rules query are checked against a real scrape of an exporter fed by a
+monitor watching a real TorchRL collector and replay buffer, a learner's
+tally, ``SystemStats`` and the monitor itself.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from rlpulse import Event, LoggerMonitor, Tally
+from rlpulse.sinks.prometheus import PrometheusExporter
+from rlpulse.sources import SystemStats
+
+CONTRIB = Path(__file__).resolve().parent.parent / "contrib" / "prometheus"
+RULES = CONTRIB / "rlpulse-alerts.yml"
+RULES_TESTS = CONTRIB / "rlpulse-alerts.test.yml"
+DASHBOARD = CONTRIB / "rlpulse-dashboard.json"
+WATCH_KINDS = ["Collectors", "Buffers", "Learners", "System", "Monitor"]
+# A metric name in PromQL: every metric rlpulse serves starts with its prefix.
+METRIC = re.compile(r"\brlpulse_\w+")
+
+needs_promtool = pytest.mark.skipif(
+    shutil.which("promtool") is None,
+    reason="needs promtool, which Debian's prometheus package ships: "
+    "apt-get install prometheus (make test installs it)",
+)
+
+
+def promtool(*arguments: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["promtool", *arguments],
+        cwd=CONTRIB,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def dashboard_queries() -> dict[str, str]:
+    """Every PromQL query of the dashboard, by where it is: its panels' targets and its variables."""
+    dashboard = json.loads(DASHBOARD.read_text())
+    queries = {
+        f"panel {panel['title']!r} {target['refId']}": target["expr"]
+        for panel in dashboard["panels"]
+        for target in panel.get("targets", [])
+    }
+    for variable in dashboard["templating"]["list"]:
+        if variable["type"] == "query":
+            queries[f"variable {variable['name']!r}"] = variable["query"]["query"]
+    return queries
+
+
+def rule_queries() -> dict[str, str]:
+    """The expression of every alert rule, by alert."""
+    groups = yaml.safe_load(RULES.read_text())["groups"]
+    return {rule["alert"]: rule["expr"] for group in groups for rule in group["rules"]}
+
+
+@needs_promtool
+def test_the_alert_rules_pass_promtool_s_check() -> None:
+    checked = promtool("check", "rules", RULES.name)
+
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+@needs_promtool
+def test_each_alert_fires_and_resolves_when_its_unit_tests_say() -> None:
+    tested = promtool("test", "rules", RULES_TESTS.name)
+
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+
+
+def test_every_alert_rule_is_unit_tested_with_a_summary_and_a_description() -> None:
+    tests = yaml.safe_load(RULES_TESTS.read_text())["tests"]
+    tested = {
+        case["alertname"]
+        for test in tests
+        for case in test["alert_rule_test"]
+        if case["exp_alerts"]
+    }
+    groups = yaml.safe_load(RULES.read_text())["groups"]
+    rules = [rule for group in groups for rule in group["rules"]]
+
+    assert tested == {rule["alert"] for rule in rules}
+    for rule in rules:
+        assert set(rule["annotations"]) == {"summary", "description"}, rule["alert"]
+
+
+def test_the_dashboard_has_a_row_per_kind_of_watch_and_every_panel_a_query() -> None:
+    panels = json.loads(DASHBOARD.read_text())["panels"]
+
+    assert [panel["title"] for panel in panels if panel["type"] == "row"] == (
+        WATCH_KINDS
+    )
+    for panel in panels:
+        if panel["type"] != "row":
+            assert panel["targets"], panel["title"]
+            assert all(METRIC.search(target["expr"]) for target in panel["targets"])
+
+
+@pytest.fixture(scope="module")
+def served_names() -> set[str]:
+    """The sample names a scrape shows of a monitor watching a TorchRL pipeline, a learner, the system and itself."""
+    pytest.importorskip("gymnasium")
+    pytest.importorskip("torchrl")
+    from torchrl.collectors import Collector
+    from torchrl.data import LazyTensorStorage, ReplayBuffer
+    from torchrl.envs import GymEnv
+    from torchrl.envs.utils import RandomPolicy
+
+    environment = GymEnv("CartPole-v1")
+    collector = Collector(
+        environment,
+        RandomPolicy(environment.action_spec),
+        frames_per_batch=50,
+        total_frames=-1,
+    )
+    buffer = ReplayBuffer(storage=LazyTensorStorage(10_000))
+    learner = Tally()
+    with PrometheusExporter(port=0) as exporter:
+        monitor = LoggerMonitor(exporter, poll_interval=0.05)
+        with monitor:
+            monitor.watch(collector)
+            monitor.watch(buffer)
+            monitor.watch(learner, name="learner")
+            monitor.watch(SystemStats(children=True), name="system")
+            monitor.watch(monitor, name="monitor", rate_keys=("cpu_s",))
+            deadline = time.monotonic() + 1.0
+            for batch in collector:
+                buffer.extend(batch.reshape(-1))
+                with learner.time("update_s"):
+                    buffer.sample(32)
+                if time.monotonic() > deadline:
+                    break
+        collector.shutdown()
+        exporter.log_event(Event(time.time(), "collector", "stalled", "", 30.0))
+        assert exporter.url is not None
+        with urllib.request.urlopen(exporter.url, timeout=10) as response:
+            page = response.read().decode()
+    return {
+        sample.name
+        for family in text_string_to_metric_families(page)
+        for sample in family.samples
+    }
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize(
+    "where", ["dashboard", "alert rules"], ids=["dashboard", "alert_rules"]
+)
+def test_every_metric_the_kit_queries_is_one_rlpulse_serves(
+    where: str, served_names: set[str]
+) -> None:
+    queries = dashboard_queries() if where == "dashboard" else rule_queries()
+    unknown: dict[str, Any] = {
+        place: sorted(set(METRIC.findall(query)) - served_names)
+        for place, query in queries.items()
+    }
+
+    assert not {place: names for place, names in unknown.items() if names}, (
+        f"the {where} query metrics rlpulse does not serve; it serves "
+        f"{sorted(served_names)}"
+    )
