@@ -285,7 +285,7 @@ def _open_prometheus(target: str) -> MetricSink:
     except ValueError:
         raise ValueError(
             f"sink spec 'prometheus:{target}' has no port number at its end; write "
-            "'prometheus:PORT' (as in 'prometheus:9100', 0 for a free port) or "
+            "'prometheus:PORT' (as in 'prometheus:9464', 0 for a free port) or "
             "'prometheus:ADDR:PORT'"
         ) from None
     if address:
