@@ -192,10 +192,18 @@ def test_the_scheme_is_read_case_insensitively(tmp_path: Path) -> None:
         assert isinstance(sink, CSVLogger)
 
 
-@pytest.mark.parametrize("scheme", ["sqlite", "csv", "jsonl", "tensorboard", "otlp"])
+@pytest.mark.parametrize("scheme", ["sqlite", "csv", "jsonl", "tensorboard"])
 def test_a_scheme_that_needs_a_path_refuses_an_empty_target(scheme: str) -> None:
     with pytest.raises(ValueError, match=f"'{scheme}:' needs a target"):
         open_sink(f"{scheme}:")
+
+
+def test_an_otlp_spec_without_a_url_takes_opentelemetrys_endpoint(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4999")
+    with open_sink("otlp:") as sink:
+        assert sink.url == "http://127.0.0.1:4999/v1/metrics"  # type: ignore[attr-defined]
 
 
 def test_a_console_spec_naming_no_stream_is_refused() -> None:

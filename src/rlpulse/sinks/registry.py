@@ -24,7 +24,9 @@ imports an optional backend:
   interface (``prometheus:`` for a free port); ``prometheus:ADDR:PORT``
   serves on ``ADDR``;
 - ``otlp:URL``: ``OTLPExporter(URL)``, pushing to the OpenTelemetry
-  receiver at ``URL`` (as in ``otlp:http://127.0.0.1:4318``).
+  receiver at ``URL`` (as in ``otlp:http://127.0.0.1:4318``); ``otlp:``
+  for the endpoint OpenTelemetry's ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or
+  ``..._METRICS_ENDPOINT``) names.
 
 A file sink's options follow the path's last ``?``, separated by ``&``
 (values are percent-decoded): a path holding a ``?`` ends with one, as in
@@ -296,7 +298,8 @@ def _open_prometheus(target: str) -> MetricSink:
 def _open_otlp(target: str) -> MetricSink:
     from rlpulse.sinks.otlp import OTLPExporter
 
-    return OTLPExporter(_needs_target("otlp", target, "otlp:http://127.0.0.1:4318"))
+    # "otlp:" takes the endpoint from OTEL_EXPORTER_OTLP_[METRICS_]ENDPOINT.
+    return OTLPExporter(target.strip() or None)
 
 
 class Scheme(NamedTuple):
