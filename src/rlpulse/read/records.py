@@ -1,13 +1,25 @@
 """The metrics files rlpulse writes, and reading them back.
 
-Three formats share one record shape, ``Record(wall_time, step, name, value)``:
+Three formats share one record shape, ``Record(wall_time, step, name, value, kind)``:
 
-- SQLite (``SQLiteLogger``): tables ``runs(id, name, start_wall_time)`` and
-  ``metrics(run, wall_time, step, name, value)``, several runs per file.
+- SQLite (``SQLiteLogger``): tables ``runs(id, name, start_wall_time)``,
+  ``metrics(run, wall_time, step, name, value)`` and ``kinds(run, name,
+  kind)`` (each metric's kind, once per run), several runs per file.
 - CSV (``CSVLogger``): a long-format file with the header
-  ``wall_time,step,name,value``, one row per metric.
+  ``wall_time,step,name,value,kind``, one row per metric.
 - JSON lines (``JSONLLogger``): one ``{"wall_time", "step", "metrics"}`` object
-  per payload and line.
+  per payload and line, with ``"kinds"`` (``{name: kind}``) for the metrics
+  the file names for the first time.
+
+A metric's kind is ``counter``, ``gauge``, ``rate`` or ``distribution``
+(:class:`rlpulse.naming.Kind`). Units are not stored: a metric's unit is
+what its name says (:func:`rlpulse.naming.unit_of`), and :attr:`Record.unit`
+reads it from there. Files written by rlpulse 0.1.0, before kinds were
+stored (SQLite without ``kinds``, CSV with the header
+``wall_time,step,name,value``, JSON lines without ``"kinds"``), still read:
+their records' kinds are guessed from the run's names
+(:func:`rlpulse.naming.inferred_kind`), as ``rlpulse show`` always guessed
+them, and so is the kind of any name a file does not declare.
 
 CSV and JSON lines files are complete up to their last newline: whatever follows
 it was cut short by a crash, or is still being written, so ``read`` leaves it
@@ -29,14 +41,17 @@ import math
 import os
 import sqlite3
 import warnings
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from pathlib import Path
 from typing import IO, NamedTuple
 
+from rlpulse.naming import Kind, Unit, inferred_kind, split, unit_of
 from rlpulse.runtime.events import Event
 
 __all__ = [
     "CSV_FIELDS",
+    "CSV_FIELDS_0_1",
+    "SQLITE_FORMAT_VERSION",
     "SQLITE_MAGIC",
     "SQLITE_SCHEMA",
     "Record",
@@ -51,8 +66,14 @@ __all__ = [
     "run_infos",
 ]
 
-CSV_FIELDS = ("wall_time", "step", "name", "value")
+CSV_FIELDS = ("wall_time", "step", "name", "value", "kind")
 """The CSV header, in column order."""
+
+CSV_FIELDS_0_1 = CSV_FIELDS[:4]
+"""The CSV header of the files rlpulse 0.1.0 wrote, without kinds."""
+
+SQLITE_FORMAT_VERSION = 1
+"""The SQLite file's ``user_version``: 1 since kinds are stored, 0 before (rlpulse 0.1.0)."""
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 """The first bytes of every SQLite database file."""
@@ -71,6 +92,12 @@ CREATE TABLE IF NOT EXISTS metrics (
     value REAL
 );
 CREATE INDEX IF NOT EXISTS metrics_run ON metrics(run);
+CREATE TABLE IF NOT EXISTS kinds (
+    run INTEGER NOT NULL REFERENCES runs(id),
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    PRIMARY KEY (run, name)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS events (
     run INTEGER NOT NULL REFERENCES runs(id),
     wall_time REAL NOT NULL,
@@ -82,9 +109,10 @@ CREATE TABLE IF NOT EXISTS events (
 """
 """The SQLite tables; ``value`` is NULL only for NaN, which SQLite cannot store.
 
-``events`` holds the run's :class:`~rlpulse.Event` records (see
-:func:`read_events`); a file written before it existed gains it when a
-logger opens it again.
+``kinds`` holds the kind of each metric of a run, written with the
+metric's first row. ``events`` holds the run's :class:`~rlpulse.Event`
+records (see :func:`read_events`). A file written before they existed
+gains them when a logger opens it again.
 
 The index is on ``run`` alone: a logger's rows all land at the end of its run's
 range, one index page per commit. An index on ``(run, name)`` would dirty one
@@ -97,20 +125,43 @@ _SCAN_CHUNK_BYTES = 1 << 20
 
 
 class Record(NamedTuple):
-    """One metric value as stored by a file sink: when, at which step, what, how much.
+    """One metric value as stored by a file sink: when, at which step, what, how much, of what kind.
 
     ``wall_time`` is seconds since the epoch of the poll that produced it and
-    ``step`` is ``None`` when the payload had no step.
+    ``step`` is ``None`` when the payload had no step. ``name`` is the
+    payload key ``<watch>/<metric>`` (:attr:`watch`, :attr:`metric`).
+    ``kind`` is the metric's :class:`~rlpulse.naming.Kind`: :func:`read`
+    always gives one (stored, or guessed for files that store none); a
+    record built without one has ``None``, and the readers that summarise
+    records guess it from the run's names.
 
-    >>> record = Record(wall_time=1700000000.0, step=3, name="collector/frames", value=96.0)
-    >>> record.name, record.value
-    ('collector/frames', 96.0)
+    >>> record = Record(wall_time=1700000000.0, step=3, name="collector/worker_0/frames", value=96.0)
+    >>> record.watch, record.metric, record.value, record.kind
+    ('collector', 'worker_0/frames', 96.0, None)
+    >>> str(Record(1.5, None, "learner/update_s_p99", 0.01, Kind.GAUGE).unit)
+    'seconds'
     """
 
     wall_time: float
     step: int | None
     name: str
     value: float
+    kind: Kind | None = None
+
+    @property
+    def watch(self) -> str:
+        """The watch the metric was logged under (``""`` for a name without one)."""
+        return split(self.name)[0]
+
+    @property
+    def metric(self) -> str:
+        """The metric's name within its watch."""
+        return split(self.name)[1]
+
+    @property
+    def unit(self) -> Unit | None:
+        """The unit the metric's name says (:func:`rlpulse.naming.unit_of`); ``None`` when it says none."""
+        return unit_of(self.metric)
 
 
 class RunFileError(ValueError):
@@ -159,7 +210,10 @@ def read(path: str | os.PathLike[str], run: str | None = None) -> Iterator[Recor
     header, a JSON object), else from its extension (``.csv``, ``.jsonl``). For SQLite,
     ``run`` names the run to read and ``None`` means the most recently created
     one; CSV and JSON lines files hold a single run, so ``run`` must be ``None``.
-    Records come in the order they were written. CSV and JSON lines files
+    Records come in the order they were written, each with its metric's
+    kind: the one stored, or for a file that stores none (written by rlpulse
+    0.1.0) the one :func:`rlpulse.naming.inferred_kind` guesses from the
+    run's names. CSV and JSON lines files
     are read as people write them too: blank lines are skipped, and a JSON
     lines payload without ``"step"`` has step ``None``. A last line cut short
     (a write a crash interrupted, or one still under way: no newline at its
@@ -178,7 +232,7 @@ def read(path: str | os.PathLike[str], run: str | None = None) -> Iterator[Recor
     ...     sink.log_metrics({"collector/frames": 96.0}, step=3, timestamp=1.5)
     ...     sink.close()
     ...     list(read(sink.path))
-    [Record(wall_time=1.5, step=3, name='collector/frames', value=96.0)]
+    [Record(wall_time=1.5, step=3, name='collector/frames', value=96.0, kind=<Kind.COUNTER: 'counter'>)]
     """
     path = Path(path)
     file_format = _detect_format(path)
@@ -412,20 +466,24 @@ def _last_line_end(file: IO[bytes], end: int) -> int:
 
 
 def _is_plain_csv_record(line: bytes) -> bool:
-    """Whether ``line`` is a whole ``wall_time,step,name,value`` row of a name without quotes.
+    """Whether ``line`` is a whole ``wall_time,step,name,value[,kind]`` row of a name without quotes.
 
     Then it ends a record: a line inside a quoted name that reads as a whole
     row would take a name written to look like one.
 
-    >>> _is_plain_csv_record(b"1.5,3,collector/frames,96.0\\n")
+    >>> _is_plain_csv_record(b"1.5,3,collector/frames,96.0,counter\\n")
     True
-    >>> _is_plain_csv_record(b'2.0,2,"multi\\n'), _is_plain_csv_record(b"wall_time,step,name,value\\n")
+    >>> _is_plain_csv_record(b"1.5,3,collector/frames,96.0\\n")  # rlpulse 0.1.0
+    True
+    >>> _is_plain_csv_record(b'2.0,2,"multi\\n'), _is_plain_csv_record(b"wall_time,step,name,value,kind\\n")
     (False, False)
     """
     fields = line.rstrip(b"\r\n").split(b",")
-    if len(fields) != 4 or b'"' in line:
+    if len(fields) not in (4, 5) or b'"' in line:
         return False
-    wall_time, step, _, value = fields
+    wall_time, step, _, value, *kind = fields
+    if kind and kind[0] and _kind(kind[0].decode("ascii", "replace")) is None:
+        return False
     try:
         float(wall_time), float(value)
         if step:
@@ -474,7 +532,7 @@ def _detect_format(path: Path) -> str:
         return "sqlite"
     # What the first line says, before the extension: a file sink writes
     # its format whatever the file is named.
-    if head.startswith(",".join(CSV_FIELDS).encode()):
+    if head.startswith(",".join(CSV_FIELDS_0_1).encode()):
         return "csv"
     if head.lstrip().startswith(b"{"):
         return "jsonl"
@@ -523,7 +581,10 @@ def _runs(path: Path, connection: sqlite3.Connection) -> list[tuple[str, int]]:
 
 
 def _read_sqlite(path: Path, run: str | None) -> Iterator[Record]:
-    return _sqlite_records(path, _run_id(path, run))
+    run_id = _run_id(path, run)
+    return _kinds_completed(
+        _sqlite_records(path, run_id), lambda: _sqlite_names(path, run_id)
+    )
 
 
 def _run_id(path: Path, run: str | None) -> int:
@@ -559,13 +620,83 @@ def _sqlite_events(path: Path, run_id: int) -> Iterator[Event]:
 
 def _sqlite_records(path: Path, run_id: int) -> Iterator[Record]:
     with contextlib.closing(_connect_for_reading(path)) as connection:
+        kinds = _sqlite_kinds(connection, run_id)
         rows = connection.execute(
             "SELECT wall_time, step, name, value FROM metrics"
             " WHERE run = ? ORDER BY rowid",
             (run_id,),
         )
         for wall_time, step, name, value in rows:
-            yield Record(wall_time, step, name, math.nan if value is None else value)
+            yield Record(
+                wall_time,
+                step,
+                name,
+                math.nan if value is None else value,
+                kinds.get(name),
+            )
+
+
+def _sqlite_kinds(connection: sqlite3.Connection, run_id: int) -> dict[str, Kind]:
+    # The kinds stored for the run; none in a file of rlpulse 0.1.0.
+    try:
+        rows = connection.execute(
+            "SELECT name, kind FROM kinds WHERE run = ?", (run_id,)
+        ).fetchall()
+    except sqlite3.OperationalError:
+        return {}
+    return {name: kind for name, text in rows if (kind := _kind(text)) is not None}
+
+
+def _sqlite_names(path: Path, run_id: int) -> set[str]:
+    with contextlib.closing(_connect_for_reading(path)) as connection:
+        rows = connection.execute(
+            "SELECT DISTINCT name FROM metrics WHERE run = ?", (run_id,)
+        )
+        return {name for (name,) in rows}
+
+
+# Kinds
+
+
+def _kind(text: object) -> Kind | None:
+    """The kind ``text`` names; ``None`` for a kind this version does not know (guessed from the name instead).
+
+    >>> _kind("counter"), _kind("histogram")
+    (<Kind.COUNTER: 'counter'>, None)
+    """
+    try:
+        return Kind(text)
+    except ValueError:
+        return None
+
+
+def _kinds_completed(
+    records: Iterator[Record], names: Callable[[], Iterable[str]]
+) -> Iterator[Record]:
+    """``records``, each whose kind the file does not store given the kind guessed from the run's names.
+
+    ``names()`` reads every name of the run, once, when a record first
+    needs it: a file that stores every kind is read once.
+    """
+    guessed: dict[str, Kind] = {}
+    run_names: set[str] | None = None
+    for record in records:
+        if record.kind is not None:
+            yield record
+            continue
+        kind = guessed.get(record.name)
+        if kind is None:
+            if run_names is None:
+                run_names = set(names())
+            kind = guessed[record.name] = inferred_kind(record.name, run_names)
+        yield Record(record.wall_time, record.step, record.name, record.value, kind)
+
+
+def _names_of(records: Iterator[Record]) -> set[str]:
+    # A second pass over a line file: what it leaves out was said in the first.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RunFileWarning)
+        return {record.name for record in records}
 
 
 # CSV and JSON lines
@@ -601,15 +732,20 @@ class _LineReader:
 def _read_csv(path: Path) -> Iterator[Record]:
     with open(path, encoding="utf-8", errors="replace", newline="") as file:
         header = next(csv.reader(file), [])
-    if tuple(header) != CSV_FIELDS:
+    if tuple(header) not in (CSV_FIELDS, CSV_FIELDS_0_1):
         raise RunFileError(
             f"{path} is not an rlpulse CSV file: its header is "
-            f"{','.join(header)!r}, expected {','.join(CSV_FIELDS)!r}"
+            f"{','.join(header)!r}, expected {','.join(CSV_FIELDS)!r} (or, "
+            f"without kinds, {','.join(CSV_FIELDS_0_1)!r})"
         )
-    return _csv_records(path)
+    width = len(header)
+    return _kinds_completed(
+        _csv_records(path, width), lambda: _names_of(_csv_records(path, width))
+    )
 
 
-def _csv_records(path: Path) -> Iterator[Record]:
+def _csv_records(path: Path, width: int) -> Iterator[Record]:
+    """The records of a CSV file whose rows have ``width`` fields (5 with kinds, 4 without)."""
     with open(path, "rb") as file:
         lines = _LineReader(path, file)
         rows = csv.reader(lines)
@@ -628,7 +764,7 @@ def _csv_records(path: Path) -> Iterator[Record]:
             if not any(field.strip() for field in row):
                 continue  # a blank line
             if pending is not None:
-                yield _csv_record(path, *pending)
+                yield _csv_record(path, *pending, width)
             pending = (row, lines.number)
         if pending is None:
             return
@@ -637,33 +773,42 @@ def _csv_records(path: Path) -> Iterator[Record]:
             _left_out(path, line_number, "no newline at its end", ",".join(row))
             return
         try:
-            yield _csv_record(path, row, line_number)
+            yield _csv_record(path, row, line_number, width)
         except RunFileError:
             # A crash right after a newline inside a quoted name leaves a row
             # that ends with a newline but lacks its closing fields.
-            _left_out(path, line_number, _csv_problem(row), ",".join(row))
+            _left_out(path, line_number, _csv_problem(row, width), ",".join(row))
 
 
-def _csv_record(path: Path, row: list[str], line_number: int) -> Record:
+def _csv_record(path: Path, row: list[str], line_number: int, width: int) -> Record:
     try:
-        wall_time, step, name, value = row
-        return Record(float(wall_time), int(step) if step else None, name, float(value))
+        if len(row) != width:
+            raise ValueError
+        wall_time, step, name, value, *kind = row
+        return Record(
+            float(wall_time),
+            int(step) if step else None,
+            name,
+            float(value),
+            _kind(kind[0]) if kind else None,
+        )
     except ValueError:
+        fields = ",".join(CSV_FIELDS[:width])
         raise RunFileError(
-            f"{path} line {line_number} is not a wall_time,step,name,value row: "
-            f"{_csv_problem(row)}: {','.join(row)!r}"
+            f"{path} line {line_number} is not a {fields} row: "
+            f"{_csv_problem(row, width)}: {','.join(row)!r}"
         ) from None
 
 
-def _csv_problem(row: list[str]) -> str:
-    """What keeps ``row`` from being a ``wall_time,step,name,value`` record, in words.
+def _csv_problem(row: list[str], width: int = len(CSV_FIELDS)) -> str:
+    """What keeps ``row`` from being a record of ``width`` fields (``wall_time,step,name,value[,kind]``), in words.
 
-    >>> _csv_problem(["1.5", "3", "x"]), _csv_problem(["soon", "", "x", "1"])
-    ('3 fields of 4', "wall_time 'soon' is not a number")
+    >>> _csv_problem(["1.5", "3", "x"]), _csv_problem(["soon", "", "x", "1", "gauge"])
+    ('3 fields of 5', "wall_time 'soon' is not a number")
     """
-    if len(row) != len(CSV_FIELDS):
-        return f"{len(row)} fields of {len(CSV_FIELDS)}"
-    wall_time, step, _, value = row
+    if len(row) != width:
+        return f"{len(row)} fields of {width}"
+    wall_time, step, _, value, *_ = row
     for field, text, parse in (
         ("wall_time", wall_time, float),
         ("step", step, int),
@@ -690,17 +835,20 @@ def _read_jsonl(path: Path) -> Iterator[Record]:
     # The first payload is checked now, as a CSV file's header is.
     with contextlib.closing(_jsonl_records(path)) as records:
         next(records, None)
-    return _jsonl_records(path)
+    return _kinds_completed(
+        _jsonl_records(path), lambda: _names_of(_jsonl_records(path))
+    )
 
 
 def _jsonl_records(path: Path) -> Generator[Record, None, None]:
+    kinds: dict[str, Kind] = {}  # as the lines so far declared them
     with open(path, "rb") as file:
         lines = _LineReader(path, file)
         for line in lines:
             if not line.strip():
                 continue
             if lines.last_complete:
-                yield from _jsonl_payload(path, line, lines.number)
+                yield from _jsonl_payload(path, line, lines.number, kinds)
             else:
                 _left_out(path, lines.number, "no newline at its end", line)
 
@@ -729,7 +877,10 @@ def _jsonl_events(path: Path) -> Generator[Event, None, None]:
                 ) from error
 
 
-def _jsonl_payload(path: Path, line: str, line_number: int) -> list[Record]:
+def _jsonl_payload(
+    path: Path, line: str, line_number: int, kinds: dict[str, Kind]
+) -> list[Record]:
+    """The records of one payload line; the kinds it declares are added to ``kinds``."""
     try:
         payload = json.loads(line)
     except ValueError as error:
@@ -758,6 +909,15 @@ def _jsonl_payload(path: Path, line: str, line_number: int) -> list[Record]:
         raise _not_a_payload(
             path, line_number, f"metrics {metrics!r} is not an object of name: value"
         )
+    declared = payload.get("kinds", {})
+    if not isinstance(declared, dict):
+        raise _not_a_payload(
+            path, line_number, f"kinds {declared!r} is not an object of name: kind"
+        )
+    for name, text in declared.items():
+        kind = _kind(text)
+        if kind is not None:
+            kinds[name] = kind
     records = []
     for name, value in metrics.items():
         if not (_is_number(value) or value is None):
@@ -765,7 +925,9 @@ def _jsonl_payload(path: Path, line: str, line_number: int) -> list[Record]:
                 path, line_number, f"metric {name!r}: {value!r} is not a number"
             )
         number = math.nan if value is None else float(value)
-        records.append(Record(float(wall_time), step, str(name), number))
+        records.append(
+            Record(float(wall_time), step, str(name), number, kinds.get(name))
+        )
     return records
 
 

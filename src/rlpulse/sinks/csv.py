@@ -1,4 +1,4 @@
-"""A long-format CSV file: one ``wall_time,step,name,value`` row per metric."""
+"""A long-format CSV file: one ``wall_time,step,name,value,kind`` row per metric."""
 
 from __future__ import annotations
 
@@ -6,12 +6,14 @@ import csv
 import functools
 from collections.abc import Sequence
 
-from rlpulse.read.records import CSV_FIELDS, RunFileError
+from rlpulse.read.records import CSV_FIELDS, CSV_FIELDS_0_1, RunFileError
 from rlpulse.sinks.base import LineFileSink, Payload
 
 __all__ = ["CSVLogger"]
 
 _HEADER = ",".join(CSV_FIELDS) + "\n"
+# The header of a file rlpulse 0.1.0 wrote: appended to, it keeps its columns.
+_HEADER_0_1 = ",".join(CSV_FIELDS_0_1) + "\n"
 _CHARACTERS_TO_QUOTE = frozenset(',"\r\n')
 
 
@@ -34,9 +36,12 @@ def _csv_field(name: str) -> str:
 class CSVLogger(LineFileSink):
     """A sink that appends every metric of every payload as a row of one CSV file.
 
-    The file has the header ``wall_time,step,name,value`` (written once, when
-    the file is new), ``step`` is empty for payloads without one, and names are
-    quoted by the usual CSV rules, so any name survives. Each call
+    The file has the header ``wall_time,step,name,value,kind`` (written once,
+    when the file is new), ``step`` is empty for payloads without one, names
+    are quoted by the usual CSV rules, so any name survives, and ``kind`` is
+    the metric's kind (``counter``, ``gauge``, ``rate``, ``distribution``).
+    A file rlpulse 0.1.0 wrote (header ``wall_time,step,name,value``) is
+    appended to in its own columns, without kinds. Each call
     (``log_metrics``, or ``log_batch`` with the monitor's batch) is one write
     straight to the file, done before it returns: a killed process (even
     ``kill -9``) loses nothing already logged, and a row torn by a crash
@@ -57,8 +62,8 @@ class CSVLogger(LineFileSink):
     ...     with CSVLogger(path) as sink:
     ...         sink.log_metrics({"collector/frames": 96.0}, step=3, timestamp=1.5)
     ...     print(path.read_text(), end="")
-    wall_time,step,name,value
-    1.5,3,collector/frames,96.0
+    wall_time,step,name,value,kind
+    1.5,3,collector/frames,96.0,counter
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     path = pathlib.Path(tmp) / "metrics.csv"
     ...     with CSVLogger(path) as sink:
@@ -66,17 +71,22 @@ class CSVLogger(LineFileSink):
     ...     with CSVLogger(path, resume=True) as sink:
     ...         sink.log_metrics({"collector/frames": 192.0}, timestamp=2.5)
     ...     print(path.read_text(), end="")
-    wall_time,step,name,value
-    1.5,,collector/frames,96.0
-    2.5,,collector/frames,192.0
+    wall_time,step,name,value,kind
+    1.5,,collector/frames,96.0,counter
+    2.5,,collector/frames,192.0,counter
     """
 
     _header = _HEADER
     _quoted_newlines = True
 
+    _with_kinds = True
+
     def _check_existing(self, first_line: bytes) -> None:
         header = _HEADER.encode()
         line = first_line.replace(b"\r\n", b"\n")
+        if line == _HEADER_0_1.encode():
+            self._with_kinds = False
+            return
         if line == header or (
             not line.endswith(b"\n") and header.startswith(line)  # a torn header
         ):
@@ -97,13 +107,21 @@ class CSVLogger(LineFileSink):
         ...     with CSVLogger(path) as sink:
         ...         sink.log_metrics({"odd,name": 1.0}, timestamp=2.0)
         ...     print(path.read_text().splitlines()[1])
-        2.0,,"odd,name",1.0
+        2.0,,"odd,name",1.0,gauge
         """
         rows = []
-        for metrics, step, wall_time, _ in payloads:
+        for payload in payloads:
+            metrics, step, wall_time, _ = payload
             prefix = f"{wall_time!r},{'' if step is None else int(step)},"
+            if not self._with_kinds:
+                rows += [
+                    f"{prefix}{_csv_field(name)},{float(value)!r}\n"
+                    for name, value in metrics.items()
+                ]
+                continue
+            kind = payload.kind
             rows += [
-                f"{prefix}{_csv_field(name)},{float(value)!r}\n"
+                f"{prefix}{_csv_field(name)},{float(value)!r},{kind(name).value}\n"
                 for name, value in metrics.items()
             ]
         return "".join(rows)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 
 from rlpulse.read.records import RunFileError
@@ -20,7 +21,10 @@ class JSONLLogger(LineFileSink):
     """A sink that appends every payload as one JSON object on its own line.
 
     A line looks like ``{"wall_time": 1.5, "step": 3, "metrics": {"a/b": 1.0}}``;
-    ``step`` is ``null`` for payloads without one. NaN and infinities are
+    ``step`` is ``null`` for payloads without one. The first line that
+    holds a metric (first for this logger: a resumed file may name it
+    again) adds its kind (``counter``, ``gauge``, ``rate``,
+    ``distribution``) under ``"kinds"``; later lines leave it out. NaN and infinities are
     written as ``NaN`` / ``Infinity``, as Python's ``json`` module reads them.
     Each call (``log_metrics``, or ``log_batch`` with the monitor's batch) is
     one write straight to the file, done before it returns: a killed process
@@ -40,9 +44,18 @@ class JSONLLogger(LineFileSink):
     ...     path = pathlib.Path(tmp) / "metrics.jsonl"
     ...     with JSONLLogger(path) as sink:
     ...         sink.log_metrics({"collector/frames": 96.0}, step=3, timestamp=1.5)
+    ...         sink.log_metrics({"collector/frames": 192.0}, step=6, timestamp=2.5)
     ...     print(path.read_text(), end="")
-    {"wall_time": 1.5, "step": 3, "metrics": {"collector/frames": 96.0}}
+    {"wall_time": 1.5, "step": 3, "metrics": {"collector/frames": 96.0}, "kinds": {"collector/frames": "counter"}}
+    {"wall_time": 2.5, "step": 6, "metrics": {"collector/frames": 192.0}}
     """
+
+    def __init__(self, path: str | os.PathLike[str], *, resume: bool = False) -> None:
+        super().__init__(path, resume=resume)
+        # The metrics whose kind this logger wrote, and those the batch
+        # being written declares.
+        self._kinded: set[str] = set()
+        self._declared: set[str] = set()
 
     def _check_existing(self, first_line: bytes) -> None:
         if first_line.endswith(b"\n"):
@@ -101,20 +114,29 @@ class JSONLLogger(LineFileSink):
         ...     with JSONLLogger(path) as sink:
         ...         sink.log_metrics({"buffer/size": 10.0}, timestamp=2.0)
         ...     print(path.read_text(), end="")
-        {"wall_time": 2.0, "step": null, "metrics": {"buffer/size": 10.0}}
+        {"wall_time": 2.0, "step": null, "metrics": {"buffer/size": 10.0}, "kinds": {"buffer/size": "gauge"}}
         """
-        return "".join(
-            [
-                json.dumps(
-                    {
-                        "wall_time": wall_time,
-                        "step": None if step is None else int(step),
-                        "metrics": {
-                            name: float(value) for name, value in metrics.items()
-                        },
-                    }
-                )
-                + "\n"
-                for metrics, step, wall_time, _ in payloads
-            ]
-        )
+        kinded = self._kinded
+        declared = self._declared = set()
+        lines = []
+        for payload in payloads:
+            metrics, step, wall_time, _ = payload
+            line: dict[str, object] = {
+                "wall_time": wall_time,
+                "step": None if step is None else int(step),
+                "metrics": {name: float(value) for name, value in metrics.items()},
+            }
+            if not metrics.keys() <= kinded and (
+                new := metrics.keys() - kinded - declared
+            ):
+                line["kinds"] = {
+                    name: payload.kind(name).value for name in metrics if name in new
+                }
+                declared |= new
+            lines.append(json.dumps(line) + "\n")
+        return "".join(lines)
+
+    def _write_batch(self, payloads: Sequence[Payload]) -> None:
+        super()._write_batch(payloads)
+        # Only once written: a batch a full disk refused declares them again.
+        self._kinded |= self._declared

@@ -14,7 +14,12 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from rlpulse.read.records import SQLITE_SCHEMA, RunFileError, prepare_record_file
+from rlpulse.read.records import (
+    SQLITE_FORMAT_VERSION,
+    SQLITE_SCHEMA,
+    RunFileError,
+    prepare_record_file,
+)
 from rlpulse.runtime.events import Event
 from rlpulse.runtime.threads import MonitorThread
 from rlpulse.sinks.base import BaseSink, Payload, RunExistsError
@@ -64,7 +69,8 @@ class SQLiteLogger(BaseSink):
     this call created is then removed, not left behind half made.
 
     Each ``log_metrics`` call, and each ``log_batch`` call of the monitor's
-    sender, is one transaction, committed before it returns,
+    sender, is one transaction, committed before it returns (with the kind
+    of each metric the run had not logged before, in the ``kinds`` table),
     in WAL mode: other connections and processes can read the file while it is
     written, and a killed process (even ``kill -9``) loses nothing it committed.
     Commits are not synced to disk (``synchronous=NORMAL``), so a power loss or
@@ -78,7 +84,7 @@ class SQLiteLogger(BaseSink):
     ...     with SQLiteLogger(path, run="baseline") as sink:
     ...         sink.log_metrics({"collector/frames": 96.0}, step=3, timestamp=1.5)
     ...     print(sink.run, list(read(path, run="baseline")))
-    baseline [Record(wall_time=1.5, step=3, name='collector/frames', value=96.0)]
+    baseline [Record(wall_time=1.5, step=3, name='collector/frames', value=96.0, kind=<Kind.COUNTER: 'counter'>)]
     >>> from rlpulse import RunExistsError
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     path = pathlib.Path(tmp) / "metrics.db"
@@ -138,6 +144,13 @@ class SQLiteLogger(BaseSink):
                 cached_statements=16,
             )
             self._run_id, self.run = self._open_run(connection, run, resume)
+            # The metrics whose kind the run stores (a resumed run's too).
+            self._kinded: set[str] = {
+                name
+                for (name,) in connection.execute(
+                    "SELECT name FROM kinds WHERE run = ?", (self._run_id,)
+                )
+            }
         except BaseException as error:
             if connection is not None:
                 connection.close()
@@ -184,8 +197,16 @@ class SQLiteLogger(BaseSink):
             )
         # One transaction: a logger opening the file meanwhile sees both
         # tables or neither, never a half-made store it would refuse.
+        (version,) = connection.execute("PRAGMA user_version").fetchone()
+        upgrade = (
+            f"PRAGMA user_version = {SQLITE_FORMAT_VERSION};"
+            if version < SQLITE_FORMAT_VERSION
+            else ""
+        )
         try:
-            connection.executescript(f"BEGIN IMMEDIATE; {SQLITE_SCHEMA} COMMIT;")
+            connection.executescript(
+                f"BEGIN IMMEDIATE; {SQLITE_SCHEMA} {upgrade} COMMIT;"
+            )
         except BaseException:
             if connection.in_transaction:
                 connection.execute("ROLLBACK")
@@ -239,7 +260,8 @@ class SQLiteLogger(BaseSink):
         """Store the payloads as one committed transaction.
 
         A payload's ``timestamp`` (the wall-clock time of the poll that
-        produced it) is stored as ``wall_time``.
+        produced it) is stored as ``wall_time``; the kind of a metric the
+        run had not logged before, in ``kinds``.
 
         >>> import tempfile, pathlib
         >>> from rlpulse import SQLiteLogger
@@ -252,6 +274,13 @@ class SQLiteLogger(BaseSink):
             for metrics, step, wall_time, _ in payloads
             for name, value in metrics.items()
         ]
+        kinded = self._kinded
+        new_kinds = {
+            name: payload.kind(name)
+            for payload in payloads
+            if not payload.metrics.keys() <= kinded
+            for name in payload.metrics.keys() - kinded
+        }
         # Few statements per batch, not one per payload: each statement
         # releases the GIL while SQLite runs it, and beside a CPU-bound
         # thread every release costs a wait of up to the interpreter's
@@ -261,7 +290,7 @@ class SQLiteLogger(BaseSink):
             for start in range(0, len(rows), _ROWS_PER_STATEMENT)
         ]
         connection = self._connection
-        if len(chunks) == 1:
+        if len(chunks) == 1 and not new_kinds:
             # One statement outside a transaction is a transaction of its own.
             _insert(connection, self._run_id, chunks[0])
         elif chunks:
@@ -269,11 +298,20 @@ class SQLiteLogger(BaseSink):
             try:
                 for chunk in chunks:
                     _insert(connection, self._run_id, chunk)
+                if new_kinds:
+                    connection.executemany(
+                        "INSERT OR IGNORE INTO kinds (run, name, kind) VALUES (?, ?, ?)",
+                        [
+                            (self._run_id, name, kind.value)
+                            for name, kind in new_kinds.items()
+                        ],
+                    )
                 connection.execute("COMMIT")
             except BaseException:
                 if connection.in_transaction:
                     connection.execute("ROLLBACK")
                 raise
+            kinded.update(new_kinds)
         if self._checkpointer.wrote(len(rows)):
             with contextlib.suppress(sqlite3.Error):  # the next one, or close()
                 connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
