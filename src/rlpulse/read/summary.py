@@ -18,7 +18,7 @@ from pathlib import Path
 from rlpulse.naming import Kind, inferred_kind, split
 from rlpulse.read.match import Match, matching
 from rlpulse.read.records import Record, RunFileError, list_runs, read
-from rlpulse.runtime.events import Event
+from rlpulse.runtime.events import Event, format_event
 from rlpulse.text import (
     format_duration,
     format_exact,
@@ -372,20 +372,6 @@ def run_letter(index: int) -> str:
     ('A', 'Z', 'R27')
     """
     return chr(ord("A") + index) if index < 26 else f"R{index + 1}"
-
-
-def format_event(event: Event) -> str:
-    """Return one event as a line: its local time, ``!!``, its kind, its watch and its message.
-
-    >>> noon = time.mktime((2024, 5, 1, 12, 3, 4, 0, 0, -1))
-    >>> format_event(Event(noon, "collector", "stalled", "no progress (frames) for 30.0s", 30.0))
-    '12:03:04 !! stalled collector: no progress (frames) for 30.0s'
-    >>> format_event(Event(noon, "", "dropping", "sink SQLiteLogger dropped 3 payloads", 3.0))
-    '12:03:04 !! dropping: sink SQLiteLogger dropped 3 payloads'
-    """
-    clock = time.strftime("%H:%M:%S", time.localtime(event.wall_time))
-    watch = f" {event.watch}" if event.watch else ""
-    return f"{clock} !! {event.kind}{watch}: {event.message}"
 
 
 def format_events(events: Iterable[Event]) -> str:

@@ -11,9 +11,9 @@ from collections.abc import Mapping, Sequence
 from typing import NamedTuple, TextIO
 
 from rlpulse.naming import Kind, inferred_kinds, split
-from rlpulse.read.summary import format_event, format_number
-from rlpulse.runtime.events import Event
+from rlpulse.runtime.events import Event, format_event
 from rlpulse.sinks.base import BaseSink, Payload
+from rlpulse.text import format_number
 
 __all__ = ["ConsoleLogger", "format_payload", "line_width"]
 
@@ -268,7 +268,7 @@ class ConsoleLogger(BaseSink):
         stream.flush()
 
     def log_event(self, event: Event) -> None:
-        """Print ``event`` on one line that stands out (:func:`rlpulse.read.summary.format_event`), coloured on a terminal.
+        """Print ``event`` on one line that stands out (:func:`rlpulse.runtime.events.format_event`), coloured on a terminal.
 
         Colour is left out when the stream is not a terminal or the
         ``NO_COLOR`` environment variable is set.

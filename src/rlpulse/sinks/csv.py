@@ -2,35 +2,12 @@
 
 from __future__ import annotations
 
-import csv
-import functools
 from collections.abc import Sequence
 
-from rlpulse.read.records import CSV_FIELDS, CSV_FIELDS_0_1, RunFileError
+from rlpulse.formats import csv as csv_format
 from rlpulse.sinks.base import LineFileSink, Payload
 
 __all__ = ["CSVLogger"]
-
-_HEADER = ",".join(CSV_FIELDS) + "\n"
-# The header of a file rlpulse 0.1.0 wrote: appended to, it keeps its columns.
-_HEADER_0_1 = ",".join(CSV_FIELDS_0_1) + "\n"
-_CHARACTERS_TO_QUOTE = frozenset(',"\r\n')
-
-
-@functools.lru_cache(maxsize=4096)
-def _csv_field(name: str) -> str:
-    # The csv module's minimal quoting, done once per name: a payload is then
-    # formatted without a csv.writer round trip.
-    limit = csv.field_size_limit()
-    if len(name) > limit:
-        raise ValueError(
-            f"metric name {name[:40]!r}... is {len(name):,} characters long, over "
-            f"the {limit:,} a CSV reader takes in one field; nothing of this call "
-            "was written: shorten the name, or log to a SQLite or JSON lines file"
-        )
-    if _CHARACTERS_TO_QUOTE.isdisjoint(name):
-        return name
-    return '"' + name.replace('"', '""') + '"'
 
 
 class CSVLogger(LineFileSink):
@@ -76,26 +53,12 @@ class CSVLogger(LineFileSink):
     2.5,,collector/frames,192.0,counter
     """
 
-    _header = _HEADER
-    _quoted_newlines = True
-
+    _header = csv_format.HEADER
+    _record_end = staticmethod(csv_format.record_end)
     _with_kinds = True
 
     def _check_existing(self, first_line: bytes) -> None:
-        header = _HEADER.encode()
-        line = first_line.replace(b"\r\n", b"\n")
-        if line == _HEADER_0_1.encode():
-            self._with_kinds = False
-            return
-        if line == header or (
-            not line.endswith(b"\n") and header.startswith(line)  # a torn header
-        ):
-            return
-        raise RunFileError(
-            f"{self.path} is not an rlpulse CSV file (its first line is "
-            f"{first_line[: len(header) + 1]!r}, not {_HEADER.strip()!r}); it was "
-            "left as it is: give a new path or one written by CSVLogger"
-        )
+        self._with_kinds = csv_format.has_kinds(self.path, first_line)
 
     def _format(self, payloads: Sequence[Payload]) -> str:
         """Return one row per metric; ``wall_time`` is the payload's ``timestamp``.
@@ -109,19 +72,4 @@ class CSVLogger(LineFileSink):
         ...     print(path.read_text().splitlines()[1])
         2.0,,"odd,name",1.0,gauge
         """
-        rows = []
-        for payload in payloads:
-            metrics, step, wall_time, _ = payload
-            prefix = f"{wall_time!r},{'' if step is None else int(step)},"
-            if not self._with_kinds:
-                rows += [
-                    f"{prefix}{_csv_field(name)},{float(value)!r}\n"
-                    for name, value in metrics.items()
-                ]
-                continue
-            kind = payload.kind
-            rows += [
-                f"{prefix}{_csv_field(name)},{float(value)!r},{kind(name).value}\n"
-                for name, value in metrics.items()
-            ]
-        return "".join(rows)
+        return csv_format.format_rows(payloads, kinds=self._with_kinds)

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 
-from rlpulse.read.records import RunFileError
+from rlpulse.formats import jsonl as jsonl_format
+from rlpulse.formats.records import RunFileError
 from rlpulse.runtime.events import Event
 from rlpulse.sinks.base import LineFileSink, Payload
 
 __all__ = ["JSONLLogger"]
-
-
-_STARTS = (b'{"wall_time": ', b'{"event": ')
-"""How every line this sink writes starts: a payload's, an event's."""
 
 
 class JSONLLogger(LineFileSink):
@@ -58,20 +54,7 @@ class JSONLLogger(LineFileSink):
         self._declared: set[str] = set()
 
     def _check_existing(self, first_line: bytes) -> None:
-        if first_line.endswith(b"\n"):
-            try:
-                payload = json.loads(first_line)
-                is_payload = isinstance(payload, dict) and (
-                    "metrics" in payload or "event" in payload
-                )
-            except ValueError:
-                is_payload = False
-        else:  # the whole file: a first line torn by a crash, or another file
-            is_payload = any(
-                first_line.startswith(start) or start.startswith(first_line)
-                for start in _STARTS
-            )
-        if not is_payload:
+        if not jsonl_format.is_first_line(first_line):
             raise RunFileError(
                 f"{self.path} is not an rlpulse JSON lines file (its first line is "
                 'not a {"wall_time", "step", "metrics"} object); it was left as it '
@@ -95,14 +78,7 @@ class JSONLLogger(LineFileSink):
         self._log_event(self._write_event, event)
 
     def _write_event(self, event: Event) -> None:
-        line = {
-            "event": str(event.kind),
-            "wall_time": float(event.wall_time),
-            "watch": str(event.watch),
-            "message": str(event.message),
-            "value": float(event.value),
-        }
-        self._append(json.dumps(line) + "\n")
+        self._append(jsonl_format.format_event(event))
 
     def _format(self, payloads: Sequence[Payload]) -> str:
         """Return one JSON line per payload; ``wall_time`` is the payload's ``timestamp``.
@@ -116,25 +92,8 @@ class JSONLLogger(LineFileSink):
         ...     print(path.read_text(), end="")
         {"wall_time": 2.0, "step": null, "metrics": {"buffer/size": 10.0}, "kinds": {"buffer/size": "gauge"}}
         """
-        kinded = self._kinded
-        declared = self._declared = set()
-        lines = []
-        for payload in payloads:
-            metrics, step, wall_time, _ = payload
-            line: dict[str, object] = {
-                "wall_time": wall_time,
-                "step": None if step is None else int(step),
-                "metrics": {name: float(value) for name, value in metrics.items()},
-            }
-            if not metrics.keys() <= kinded and (
-                new := metrics.keys() - kinded - declared
-            ):
-                line["kinds"] = {
-                    name: payload.kind(name).value for name in metrics if name in new
-                }
-                declared |= new
-            lines.append(json.dumps(line) + "\n")
-        return "".join(lines)
+        text, self._declared = jsonl_format.format_payloads(payloads, self._kinded)
+        return text
 
     def _write_batch(self, payloads: Sequence[Payload]) -> None:
         super()._write_batch(payloads)
