@@ -2,9 +2,12 @@
 
 The core (schedules, metrics, watch, targets, monitor, runtime) knows no
 integration: it imports nothing from ``rlpulse.sources``, ``rlpulse.sinks``,
-``rlpulse.read``, ``rlpulse._demo``, TorchRL or Ray, and names none of them
-in a string (docstrings aside). Inside the core, each layer imports only
-the layers below it. Read from the source with :mod:`ast`, imports inside
+``rlpulse.formats``, ``rlpulse.read``, ``rlpulse._demo``, TorchRL or Ray,
+and names none of them in a string (docstrings aside). Inside the core,
+each layer imports only the layers below it. A file format lives in
+``rlpulse.formats`` alone: the sinks write through it and ``rlpulse.read``
+reads through it, so no sink imports ``rlpulse.read`` and the formats
+import neither. Read from the source with :mod:`ast`, imports inside
 functions included.
 """
 
@@ -36,6 +39,7 @@ CORE = tuple(name for layer in LAYERS for name in layer)
 FORBIDDEN = (
     "rlpulse.sources",
     "rlpulse.sinks",
+    "rlpulse.formats",
     "rlpulse.read",
     "rlpulse._demo",
     "rlpulse.cli",
@@ -43,7 +47,9 @@ FORBIDDEN = (
     "ray",
 )
 # How a string in the core would name an integration or an outer layer.
-NAMED = re.compile(r"\b(torchrl|ray|rlpulse\.(sources|sinks|read|_demo))\b", re.I)
+NAMED = re.compile(
+    r"\b(torchrl|ray|rlpulse\.(sources|sinks|formats|read|_demo))\b", re.I
+)
 
 
 def module_name(path: Path) -> str:
@@ -144,6 +150,32 @@ def test_each_core_layer_imports_only_the_layers_below(path: Path) -> None:
     assert above == [], f"{module_name(path)} imports {above} from a higher layer"
 
 
+def modules_in(package: str) -> list[Path]:
+    return [
+        path
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if within(module_name(path), package)
+    ]
+
+
+@pytest.mark.parametrize("path", modules_in("rlpulse.sinks"), ids=module_name)
+def test_a_sink_writes_through_the_formats_never_through_the_readers(
+    path: Path,
+) -> None:
+    readers = [name for name in imports_of(path) if within(name, "rlpulse.read")]
+    assert readers == [], f"{module_name(path)} imports {readers}"
+
+
+@pytest.mark.parametrize("path", modules_in("rlpulse.formats"), ids=module_name)
+def test_a_format_knows_neither_the_sinks_nor_the_readers(path: Path) -> None:
+    outer = [
+        name
+        for name in imports_of(path)
+        if within(name, "rlpulse.sinks") or within(name, "rlpulse.read")
+    ]
+    assert outer == [], f"{module_name(path)} imports {outer}"
+
+
 def test_imports_inside_functions_and_relative_imports_are_seen() -> None:
     text = "def late():\n    from ..sources import ray\n    import torchrl.envs\n"
     found = imports_in(text, package="rlpulse.runtime")
@@ -163,7 +195,7 @@ def test_the_diagram_shows_the_core_importing_no_integration() -> None:
     from scripts import architecture_diagram
 
     core = set(architecture_diagram.CORE)
-    outer = {"sources", "sinks", "read", "cli", "_demo"}
+    outer = {"sources", "sinks", "formats", "read", "cli", "_demo"}
     edges = architecture_diagram.edges()
     assert ("monitor", "runtime") in edges
     assert [edge for edge in edges if edge[0] in core and edge[1] in outer] == []

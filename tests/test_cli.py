@@ -333,6 +333,27 @@ def test_show_reads_a_json_lines_file(
     }
 
 
+@pytest.mark.parametrize("name", ["v0.1.0.sqlite", "v0.1.0.csv", "v0.1.0.jsonl"])
+def test_show_prints_for_a_file_of_rlpulse_0_1_0_what_0_1_0_printed(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+) -> None:
+    fixtures = Path(__file__).resolve().parent / "fixtures"
+    (tmp_path / name).write_bytes((fixtures / name).read_bytes())
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    try:
+        assert main(["show", name]) == 0
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+    assert capsys.readouterr().out == (fixtures / f"{name}.show.txt").read_text()
+
+
 def test_show_of_a_run_without_records_says_so(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

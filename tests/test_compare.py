@@ -14,6 +14,7 @@ import pytest
 
 from rlpulse import CSVLogger, JSONLLogger, SQLiteLogger
 from rlpulse.cli import main
+from rlpulse.naming import Kind, Payload
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -127,3 +128,29 @@ def test_a_counter_logged_once_in_a_run_is_not_compared_with_the_others_rate(
             )
     assert main(["compare", str(once), str(steady), "--match", "c/*"]) == 0
     assert rows(capsys.readouterr().out) == {"c/frames": ["rate/s", "-", "250", "-"]}
+
+
+def test_a_counter_no_name_says_is_compared_by_its_rate_never_its_mean(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A monitor's own polls and a SharedCounters' episodes: counters by kind.
+    kinds = {"monitor/polls": Kind.COUNTER, "workers/episodes": Kind.COUNTER}
+    paths = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
+    for path, speed in zip(paths, (10.0, 20.0), strict=True):
+        with JSONLLogger(path) as sink:
+            sink.log_payloads(
+                Payload(
+                    {"monitor/polls": speed * second, "workers/episodes": 2.0 * second},
+                    second,
+                    1000.0 + second,
+                    kinds,
+                )
+                for second in range(5)
+            )
+
+    assert main(["compare", *map(str, paths)]) == 0
+
+    assert rows(capsys.readouterr().out) == {
+        "monitor/polls": ["rate/s", "10", "20", "2.00x"],
+        "workers/episodes": ["rate/s", "2", "2", "1.00x"],
+    }

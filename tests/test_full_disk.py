@@ -17,14 +17,14 @@ import sqlite3
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from rlpulse import CSVLogger, JSONLLogger, LoggerMonitor, SQLiteLogger, read
-from rlpulse.naming import Payload
+from rlpulse.naming import Kind, Payload, inferred_kinds
 from rlpulse.read.records import Record
 from rlpulse.sinks.base import BaseSink
 
@@ -84,7 +84,10 @@ def records_of(payloads: Iterable[Payload]) -> list[Record]:
     records = []
     for metrics, step, timestamp, *_ in payloads:
         assert timestamp is not None
-        records += [Record(timestamp, step, n, float(v)) for n, v in metrics.items()]
+        kinds = inferred_kinds(metrics)  # as a sink's log_metrics infers them
+        records += [
+            Record(timestamp, step, n, float(v), kinds[n]) for n, v in metrics.items()
+        ]
     return records
 
 
@@ -99,18 +102,35 @@ def recording(sink_class: type[BaseSink]) -> type[Any]:
             self.failed_calls = 0
             self.failed_payloads = 0
 
-        def _write(self, payloads: Sequence[Payload]) -> None:
-            # Every write, whichever entry point (log_payloads from a
-            # monitor, log_batch from a test) it came through.
+        def log_batch(
+            self,
+            payloads: Iterable[tuple[Mapping[str, float], int | None, float | None]],
+        ) -> None:
+            payloads = list(payloads)
+            self._count(super().log_batch, payloads, records_of(payloads))
+
+        def log_payloads(self, payloads: Iterable[Payload]) -> None:
+            # What a monitor calls: the payloads with their kinds.
+            payloads = list(payloads)
+            records = [
+                Record(p.wall_time, p.step, n, float(v), p.kind(n))
+                for p in payloads
+                for n, v in p.metrics.items()
+            ]
+            self._count(super().log_payloads, payloads, records)
+
+        def _count(
+            self, log: Callable[[Any], None], payloads: list[Any], records: list[Record]
+        ) -> None:
             try:
-                super()._write(payloads)
+                log(payloads)
             except Exception:
                 with self.lock:
                     self.failed_calls += 1
                     self.failed_payloads += len(payloads)
                 raise
             with self.lock:
-                self.written += records_of(payloads)
+                self.written += records
 
         def written_count(self) -> int:
             with self.lock:
@@ -217,7 +237,7 @@ def test_a_new_csv_file_whose_header_finds_no_space_is_left_empty(
     filler.free()
     with CSVLogger(path) as sink:
         sink.log_metrics({"frames": 1.0}, step=1, timestamp=2.5)
-    assert list(read(path)) == [Record(2.5, 1, "frames", 1.0)]
+    assert list(read(path)) == [Record(2.5, 1, "frames", 1.0, Kind.COUNTER)]
 
 
 @pytest.mark.parametrize("free_blocks", [0, 3])
@@ -241,7 +261,7 @@ def test_a_new_sqlite_store_that_finds_no_space_says_so_and_leaves_no_file(
     filler.free()
     with SQLiteLogger(path, run="full") as sink:
         sink.log_metrics({"frames": 1.0}, step=1, timestamp=2.5)
-    assert list(read(path, run="full")) == [Record(2.5, 1, "frames", 1.0)]
+    assert list(read(path, run="full")) == [Record(2.5, 1, "frames", 1.0, Kind.COUNTER)]
 
 
 def test_an_existing_store_that_finds_no_space_for_a_new_run_is_kept(
@@ -257,7 +277,9 @@ def test_an_existing_store_that_finds_no_space_for_a_new_run_is_kept(
         SQLiteLogger(path, run="second")
 
     filler.free()
-    assert list(read(path, run="first")) == [Record(2.5, 1, "frames", 1.0)]
+    assert list(read(path, run="first")) == [
+        Record(2.5, 1, "frames", 1.0, Kind.COUNTER)
+    ]
 
 
 class Source:

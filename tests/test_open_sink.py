@@ -15,6 +15,7 @@ import pytest
 
 import rlpulse
 from rlpulse import CSVLogger, JSONLLogger, SQLiteLogger, open_sink, read
+from rlpulse.naming import Kind
 from rlpulse.sinks.console import ConsoleLogger
 from rlpulse.sinks.registry import SCHEMES, SinkSpecError
 
@@ -45,7 +46,9 @@ def test_a_file_scheme_opens_its_sink_on_the_path(
     with open_sink(f"{scheme}:{path}") as sink:
         assert isinstance(sink, sink_class)
         sink.log_metrics({"collector/frames": 96.0}, step=3, timestamp=1.5)
-    assert list(read(path)) == [rlpulse.Record(1.5, 3, "collector/frames", 96.0)]
+    assert list(read(path)) == [
+        rlpulse.Record(1.5, 3, "collector/frames", 96.0, Kind.COUNTER)
+    ]
 
 
 @pytest.mark.parametrize(

@@ -27,6 +27,7 @@ from rlpulse import (
     read,
 )
 from rlpulse.cli import main
+from rlpulse.naming import Kind, Payload
 from rlpulse.read.plot import (
     INSTALL_HINT,
     MAX_LINES,
@@ -287,6 +288,57 @@ def test_a_tallys_episode_count_is_drawn_as_episodes_per_second(
     assert list(rate.get_ydata()) == [2.0, 1.0, 2.0, 1.0, 2.0]
     assert "episode_return_count" not in _labels(axes["value"])
     assert "episode_return_mean" in _labels(axes["value"])
+
+
+def test_a_counter_no_name_says_is_drawn_as_its_rate_by_its_stored_kind(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "metrics.sqlite"
+    kinds = {"monitor/polls": Kind.COUNTER}
+    with SQLiteLogger(path, run="r") as sink:
+        sink.log_payloads(
+            Payload({"monitor/polls": 10.0 * second}, None, START + second, kinds)
+            for second in range(4)
+        )
+
+    figure = plot_run_of(path)
+
+    assert _labels(_axes_by_unit(figure, "monitor")["per second (/s)"]) == ["polls/s"]
+
+
+def test_an_episode_tallys_chart_draws_the_return_before_the_rest(
+    tmp_path: Path,
+) -> None:
+    # What a watched Tally holds when an EpisodeTally records into it.
+    tally = Tally(window=5)
+    path = tmp_path / "metrics.sqlite"
+    monitor = LoggerMonitor(SQLiteLogger(path, run="r"), background=False)
+    monitor.watch(tally, name="episodes")
+    for episode in range(20):
+        tally.observe("episode_return", 10.0 + episode % 7)
+        tally.observe("episode_length", 30.0 + episode % 5)
+        monitor.step()
+        time.sleep(0.002)
+    monitor.stop()
+
+    figure = plot_run_of(path)
+
+    drawn = [
+        label
+        for axes in _axes_by_unit(figure, "episodes").values()
+        for label in _labels(axes)
+    ]
+    returns = [
+        label
+        for label in drawn
+        if label.startswith("episode_return_") and not label.endswith("/s")
+    ]
+    assert returns[:3] == [
+        "episode_return_last",
+        "episode_return_mean",
+        "episode_return_p50",
+    ]
+    assert {"episode_return_min", "episode_return_max"} <= set(returns)
 
 
 def test_a_counter_rate_has_a_gap_where_the_counter_went_down() -> None:

@@ -9,10 +9,12 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from rlpulse import CSVLogger, JSONLLogger, Record, SQLiteLogger, read
+from rlpulse.naming import Kind, Payload, Unit
 from rlpulse.read.records import RunFileError, RunFileWarning, list_runs
 
 FILE_SINKS = {
@@ -31,9 +33,9 @@ def write_two_payloads(path: Path, sink_type: type) -> None:
 
 
 TWO_PAYLOADS = [
-    Record(1.5, 3, "collector/frames", 96.0),
-    Record(1.5, 3, "collector/batches", 3.0),
-    Record(2.5, None, "buffer/size", 5.0),
+    Record(1.5, 3, "collector/frames", 96.0, Kind.COUNTER),
+    Record(1.5, 3, "collector/batches", 3.0, Kind.COUNTER),
+    Record(2.5, None, "buffer/size", 5.0, Kind.GAUGE),
 ]
 
 
@@ -274,7 +276,10 @@ def test_csv_blank_lines_are_skipped(tmp_path: Path) -> None:
     path = tmp_path / "metrics.csv"
     path.write_text("wall_time,step,name,value\n1.0,2,x/v,3.0\n\n  \n2.0,3,x/v,4.0\n\n")
 
-    assert list(read(path)) == [Record(1.0, 2, "x/v", 3.0), Record(2.0, 3, "x/v", 4.0)]
+    assert list(read(path)) == [
+        Record(1.0, 2, "x/v", 3.0, Kind.GAUGE),
+        Record(2.0, 3, "x/v", 4.0, Kind.GAUGE),
+    ]
 
 
 def test_csv_short_last_row_is_left_out_naming_its_line_and_what_it_lacks(
@@ -286,7 +291,7 @@ def test_csv_short_last_row_is_left_out_naming_its_line_and_what_it_lacks(
     with pytest.warns(
         RunFileWarning, match="left out line 3, cut short: 3 fields of 4"
     ):
-        assert list(read(path)) == [Record(1.0, 2, "x/v", 3.0)]
+        assert list(read(path)) == [Record(1.0, 2, "x/v", 3.0, Kind.GAUGE)]
 
 
 def test_csv_short_row_before_the_end_raises_naming_its_line_and_what_it_lacks(
@@ -334,14 +339,14 @@ def test_jsonl_payload_without_a_step_has_no_step(tmp_path: Path) -> None:
     path = tmp_path / "metrics.jsonl"
     path.write_text('{"wall_time": 1.0, "metrics": {"x/v": 3.0}}\n')
 
-    assert list(read(path)) == [Record(1.0, None, "x/v", 3.0)]
+    assert list(read(path)) == [Record(1.0, None, "x/v", 3.0, Kind.GAUGE)]
 
 
 def test_jsonl_whole_step_written_as_a_float_is_that_step(tmp_path: Path) -> None:
     path = tmp_path / "metrics.jsonl"
     path.write_text('{"wall_time": 1.0, "step": 4.0, "metrics": {"x/v": 3.0}}\n')
 
-    assert list(read(path)) == [Record(1.0, 4, "x/v", 3.0)]
+    assert list(read(path)) == [Record(1.0, 4, "x/v", 3.0, Kind.GAUGE)]
 
 
 @pytest.mark.parametrize(
@@ -376,7 +381,7 @@ def test_jsonl_blank_lines_are_ignored(tmp_path: Path) -> None:
     path = tmp_path / "metrics.jsonl"
     path.write_text('\n{"wall_time": 1.0, "step": 2, "metrics": {"x/v": 3.0}}\n\n')
 
-    assert list(read(path)) == [Record(1.0, 2, "x/v", 3.0)]
+    assert list(read(path)) == [Record(1.0, 2, "x/v", 3.0, Kind.GAUGE)]
 
 
 @pytest.mark.parametrize(
@@ -486,4 +491,97 @@ def test_a_payload_a_file_sink_cannot_store_is_refused_naming_the_entry(
         with pytest.raises((TypeError, ValueError), match=f"cannot store {named}"):
             sink.log_metrics(metrics, step=step, timestamp=2.0)
 
-    assert list(read(path)) == [Record(1.0, 0, "loss", 0.25)]
+    assert list(read(path)) == [Record(1.0, 0, "loss", 0.25, Kind.GAUGE)]
+
+
+# Kinds
+
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+OLD_FILES = ("v0.1.0.sqlite", "v0.1.0.csv", "v0.1.0.jsonl")
+
+
+def file_sink(path: Path, *, resume: bool = False) -> Any:
+    if path.suffix == ".db":
+        return SQLiteLogger(path, run="run", resume=resume)
+    return FILE_SINKS[path.name](path, resume=resume)
+
+
+KNOWN_KINDS = {
+    # Kinds no name says: a monitor's polls, a counter logged without its rate.
+    "monitor/polls": Kind.COUNTER,
+    "tally/episodes": Kind.COUNTER,
+    "collector/worker_0/frames": Kind.COUNTER,
+    "collector/worker_0/frames_per_second": Kind.RATE,
+    "tally/return_p50": Kind.GAUGE,
+}
+
+
+def log_known_kinds(path: Path) -> None:
+    with file_sink(path) as sink:
+        sink.log_payloads(
+            [
+                Payload({name: 1.0 for name in KNOWN_KINDS}, 1, 1.0, KNOWN_KINDS),
+                Payload({"monitor/polls": 2.0}, 2, 2.0, KNOWN_KINDS),
+            ]
+        )
+
+
+@pytest.mark.parametrize("file_name", FILE_SINKS)
+def test_every_file_sink_stores_each_metrics_kind_and_reads_it_back(
+    tmp_path: Path, file_name: str
+) -> None:
+    path = tmp_path / file_name
+    log_known_kinds(path)
+
+    kinds = {record.name: record.kind for record in read(path)}
+
+    assert kinds == KNOWN_KINDS
+
+
+@pytest.mark.parametrize("file_name", FILE_SINKS)
+def test_a_record_says_its_watch_metric_and_unit(
+    tmp_path: Path, file_name: str
+) -> None:
+    path = tmp_path / file_name
+    with FILE_SINKS[file_name](path) as sink:
+        sink.log_metrics({"collector/worker_0/rss_bytes": 5.0, "loss": 0.5})
+
+    described = [(r.watch, r.metric, r.unit) for r in read(path)]
+
+    assert described == [
+        ("collector", "worker_0/rss_bytes", Unit.BYTES),
+        ("", "loss", None),
+    ]
+
+
+@pytest.mark.parametrize("file_name", FILE_SINKS)
+def test_a_resumed_run_keeps_its_kinds(tmp_path: Path, file_name: str) -> None:
+    path = tmp_path / file_name
+    log_known_kinds(path)
+    with file_sink(path, resume=True) as sink:
+        sink.log_payloads([Payload({"monitor/polls": 9.0}, 3, 3.0, KNOWN_KINDS)])
+
+    polls = [record.kind for record in read(path) if record.name == "monitor/polls"]
+    assert polls == [Kind.COUNTER] * 3
+
+
+@pytest.mark.parametrize("file_name", OLD_FILES)
+def test_a_file_of_rlpulse_0_1_0_reads_with_the_kinds_its_names_say(
+    file_name: str,
+) -> None:
+    kinds = {record.name: record.kind for record in read(FIXTURES / file_name)}
+
+    assert kinds["collector/frames"] is Kind.COUNTER
+    assert kinds["collector/episodes"] is Kind.COUNTER  # its rate is logged
+    assert kinds["collector/episodes_per_second"] is Kind.RATE
+    assert kinds["episodes/episode_return_count"] is Kind.COUNTER
+    assert kinds["monitor/polls"] is Kind.GAUGE  # no name says otherwise
+    assert kinds["replay_buffer/size"] is Kind.GAUGE
+
+
+def test_the_files_of_rlpulse_0_1_0_hold_the_same_records() -> None:
+    sqlite, csv, jsonl = (list(read(FIXTURES / name)) for name in OLD_FILES)
+
+    assert len(sqlite) == 68
+    assert sqlite == csv == jsonl

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from rlpulse import ConsoleLogger
+from rlpulse.naming import Kind, Payload
 from rlpulse.read.summary import format_number
 from rlpulse.sinks.console import DEFAULT_WIDTH, format_payload
 
@@ -63,6 +64,23 @@ def test_a_watchs_rates_come_first_then_its_gauges_then_its_counters() -> None:
         "12:03:04 buffer  episodes_per_second=0.5 writes_per_second=3100 "
         "size=5000 utilization=0.05 write_count=84,000 episodes=12 "
         "episode_return_count=12"
+    )
+
+
+def test_a_monitors_payload_is_ordered_by_the_kinds_its_watch_decided() -> None:
+    stream = io.StringIO()
+    kinds = {
+        "monitor/polls": Kind.COUNTER,
+        "monitor/cpu_s_per_second": Kind.RATE,
+        "monitor/queued": Kind.GAUGE,
+    }
+    metrics = {"monitor/polls": 40.0, "monitor/queued": 2.0}
+    metrics["monitor/cpu_s_per_second"] = 0.01
+
+    ConsoleLogger(stream).log_payloads([Payload(metrics, None, NOON, kinds)])
+
+    assert stream.getvalue() == (
+        "12:03:04 monitor  cpu_s_per_second=0.01 queued=2 polls=40\n"
     )
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from rlpulse import CSVLogger, Record, RunExistsError, read
+from rlpulse.naming import Kind
 from rlpulse.read.records import RunFileError
 
 
@@ -29,10 +30,10 @@ def test_each_metric_is_one_row_under_the_header(tmp_path: Path) -> None:
         sink.log_metrics({"buffer/size": 5.0}, timestamp=11.0)
 
     assert csv_rows(path) == [
-        ["wall_time", "step", "name", "value"],
-        ["10.5", "3", "collector/frames", "96.0"],
-        ["10.5", "3", "collector/batches", "3.0"],
-        ["11.0", "", "buffer/size", "5.0"],
+        ["wall_time", "step", "name", "value", "kind"],
+        ["10.5", "3", "collector/frames", "96.0", "counter"],
+        ["10.5", "3", "collector/batches", "3.0", "counter"],
+        ["11.0", "", "buffer/size", "5.0", "gauge"],
     ]
 
 
@@ -43,8 +44,8 @@ def test_payloads_are_read_back_with_step_and_timestamp(tmp_path: Path) -> None:
         sink.log_metrics({"buffer/size": 5.0}, timestamp=11.0)
 
     assert list(read(path)) == [
-        Record(10.5, 3, "collector/frames", 96.0),
-        Record(11.0, None, "buffer/size", 5.0),
+        Record(10.5, 3, "collector/frames", 96.0, Kind.COUNTER),
+        Record(11.0, None, "buffer/size", 5.0, Kind.GAUGE),
     ]
 
 
@@ -98,7 +99,7 @@ def test_resuming_appends_without_a_second_header(tmp_path: Path) -> None:
         sink.log_metrics({"x/v": 2.0}, timestamp=2.0)
 
     rows = csv_rows(path)
-    assert rows.count(["wall_time", "step", "name", "value"]) == 1
+    assert rows.count(["wall_time", "step", "name", "value", "kind"]) == 1
     assert [record.value for record in read(path)] == [1.0, 2.0]
 
 
@@ -117,7 +118,7 @@ def test_empty_payload_writes_no_row(tmp_path: Path) -> None:
     with CSVLogger(path) as sink:
         sink.log_metrics({})
 
-    assert csv_rows(path) == [["wall_time", "step", "name", "value"]]
+    assert csv_rows(path) == [["wall_time", "step", "name", "value", "kind"]]
     assert list(read(path)) == []
 
 
@@ -199,7 +200,7 @@ def test_reopening_a_file_torn_inside_its_header_starts_it_afresh(
     with CSVLogger(path) as sink:
         sink.log_metrics({"x/v": 1.0}, timestamp=1.0)
 
-    assert list(read(path)) == [Record(1.0, None, "x/v", 1.0)]
+    assert list(read(path)) == [Record(1.0, None, "x/v", 1.0, Kind.GAUGE)]
 
 
 def test_existing_file_with_another_header_is_refused(tmp_path: Path) -> None:
@@ -288,7 +289,7 @@ def test_missing_parent_directories_are_created(tmp_path: Path) -> None:
     path = tmp_path / "runs" / "today" / "metrics.csv"
     CSVLogger(path).close()
 
-    assert csv_rows(path) == [["wall_time", "step", "name", "value"]]
+    assert csv_rows(path) == [["wall_time", "step", "name", "value", "kind"]]
 
 
 def test_directory_as_path_raises_naming_it(tmp_path: Path) -> None:
@@ -330,10 +331,10 @@ def test_a_batch_of_payloads_is_appended_in_order_and_read_back(
         sink.log_batch([])
 
     assert list(read(path)) == [
-        Record(1.0, 1, "buffer/size", 1.0),
-        Record(2.0, 2, "buffer/size", 2.0),
-        Record(2.0, 2, "buffer/writes", 4.0),
-        Record(4.0, None, "buffer/size", 5.0),
+        Record(1.0, 1, "buffer/size", 1.0, Kind.GAUGE),
+        Record(2.0, 2, "buffer/size", 2.0, Kind.GAUGE),
+        Record(2.0, 2, "buffer/writes", 4.0, Kind.GAUGE),
+        Record(4.0, None, "buffer/size", 5.0, Kind.GAUGE),
     ]
 
 
@@ -395,4 +396,27 @@ def test_a_file_holding_only_the_header_is_no_run_and_is_written(
     with CSVLogger(path) as sink:
         sink.log_metrics({"x/v": 1.0}, timestamp=1.0)
 
-    assert list(read(path)) == [Record(1.0, None, "x/v", 1.0)]
+    assert list(read(path)) == [Record(1.0, None, "x/v", 1.0, Kind.GAUGE)]
+
+
+def test_a_file_of_rlpulse_0_1_0_is_resumed_in_its_own_columns(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.csv"
+    path.write_text("wall_time,step,name,value\n1.0,1,c/frames,10.0\n")
+
+    with CSVLogger(path, resume=True) as sink:
+        sink.log_metrics({"c/frames": 20.0}, step=2, timestamp=2.0)
+
+    assert csv_rows(path)[2] == ["2.0", "2", "c/frames", "20.0"]
+    assert [(r.value, r.kind) for r in read(path)] == [
+        (10.0, Kind.COUNTER),
+        (20.0, Kind.COUNTER),
+    ]
+
+
+def test_a_kind_this_version_does_not_know_is_guessed_from_the_name(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "metrics.csv"
+    path.write_text("wall_time,step,name,value,kind\n1.0,1,c/frames,10.0,histogram\n")
+
+    assert [record.kind for record in read(path)] == [Kind.COUNTER]

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from rlpulse import JSONLLogger, Record, RunExistsError, read
+from rlpulse.naming import Kind, Payload
 from rlpulse.read.records import RunFileError
 
 
@@ -32,8 +33,14 @@ def test_each_payload_is_one_json_object_on_its_own_line(tmp_path: Path) -> None
             "wall_time": 10.5,
             "step": 3,
             "metrics": {"collector/frames": 96.0, "collector/batches": 3.0},
+            "kinds": {"collector/frames": "counter", "collector/batches": "counter"},
         },
-        {"wall_time": 11.0, "step": None, "metrics": {"buffer/size": 5.0}},
+        {
+            "wall_time": 11.0,
+            "step": None,
+            "metrics": {"buffer/size": 5.0},
+            "kinds": {"buffer/size": "gauge"},
+        },
     ]
 
 
@@ -44,8 +51,8 @@ def test_payloads_are_read_back_with_step_and_timestamp(tmp_path: Path) -> None:
         sink.log_metrics({"buffer/size": 5.0}, timestamp=11.0)
 
     assert list(read(path)) == [
-        Record(10.5, 3, "collector/frames", 96.0),
-        Record(11.0, None, "buffer/size", 5.0),
+        Record(10.5, 3, "collector/frames", 96.0, Kind.COUNTER),
+        Record(11.0, None, "buffer/size", 5.0, Kind.GAUGE),
     ]
 
 
@@ -245,10 +252,16 @@ def test_a_batch_of_payloads_is_one_line_each_in_order(tmp_path: Path) -> None:
         )
 
     first, second = json_lines(path)
-    assert first == {"wall_time": 2.0, "step": 2, "metrics": {"buffer/size": 2.0}}
+    assert first == {
+        "wall_time": 2.0,
+        "step": 2,
+        "metrics": {"buffer/size": 2.0},
+        "kinds": {"buffer/size": "gauge"},
+    }
     assert isinstance(second, dict)
     assert second["step"] is None
     assert second["metrics"] == {"buffer/size": 3.0, "buffer/writes": 1.0}
+    assert second["kinds"] == {"buffer/writes": "gauge"}
     assert before <= second["wall_time"] <= time.time()
     assert [record.value for record in read(path)] == [2.0, 3.0, 1.0]
 
@@ -273,3 +286,37 @@ def test_an_empty_file_is_no_run_and_is_written(tmp_path: Path) -> None:
         sink.log_metrics({"x/v": 1.0}, timestamp=1.0)
 
     assert [record.value for record in read(path)] == [1.0]
+
+
+def test_a_metrics_kind_is_written_on_the_first_line_that_holds_it(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "metrics.jsonl"
+    kinds = {"m/polls": Kind.COUNTER, "m/size": Kind.GAUGE}
+    with JSONLLogger(path) as sink:
+        sink.log_payloads([Payload({"m/polls": 1.0}, 1, 1.0, kinds)])
+        sink.log_payloads(
+            [
+                Payload({"m/polls": 2.0, "m/size": 3.0}, 2, 2.0, kinds),
+                Payload({"m/polls": 3.0, "m/size": 4.0}, 3, 3.0, kinds),
+            ]
+        )
+
+    declared = [line.get("kinds") for line in json_lines(path)]  # type: ignore[attr-defined]
+    assert declared == [{"m/polls": "counter"}, {"m/size": "gauge"}, None]
+    assert {record.kind for record in read(path)} == {Kind.COUNTER, Kind.GAUGE}
+
+
+def test_a_file_of_rlpulse_0_1_0_resumed_reads_with_its_old_kinds_guessed(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"wall_time": 1.0, "step": 1, "metrics": {"m/polls": 1.0}}\n')
+
+    with JSONLLogger(path, resume=True) as sink:
+        sink.log_payloads(
+            [Payload({"m/polls": 2.0}, 2, 2.0, {"m/polls": Kind.COUNTER})]
+        )
+
+    # The line written before kinds were stored: its kind guessed from the name.
+    assert [record.kind for record in read(path)] == [Kind.GAUGE, Kind.COUNTER]

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from rlpulse import LoggerMonitor, Record, SinkProcess, SinkProcessError, read
+from rlpulse.naming import Kind
 from rlpulse.sinks import process
 from rlpulse.sinks.registry import SinkSpecError
 
@@ -115,9 +116,9 @@ def test_numpy_names_and_other_mappings_are_stored_as_in_this_process(
         sinks.log_metrics(types.MappingProxyType({"kl": 0.125}), step=3, timestamp=3.5)
         sinks.flush()
     expected = [
-        Record(1.5, 1, "learner/loss", 0.5),
-        Record(2.5, 2, "entropy", 0.25),
-        Record(3.5, 3, "kl", 0.125),
+        Record(1.5, 1, "learner/loss", 0.5, Kind.GAUGE),
+        Record(2.5, 2, "entropy", 0.25, Kind.GAUGE),
+        Record(3.5, 3, "kl", 0.125, Kind.GAUGE),
     ]
     assert list(read(store)) == expected
     assert list(read(lines)) == expected

@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 
 from rlpulse import CSVLogger, Record, RunExistsError, SQLiteLogger, read
+from rlpulse.naming import Kind
 from rlpulse.read.records import RunFileError, list_runs
 from rlpulse.sinks import sqlite as sqlite_sink
 
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 RUN_NAME_FORMAT = "%Y-%m-%d_%H-%M-%S"
 
 
@@ -31,8 +33,8 @@ def test_payload_is_read_back_with_its_step_and_timestamp(tmp_path: Path) -> Non
         )
 
     assert list(read(path)) == [
-        Record(10.5, 3, "collector/frames", 96.0),
-        Record(10.5, 3, "collector/batches", 3.0),
+        Record(10.5, 3, "collector/frames", 96.0, Kind.COUNTER),
+        Record(10.5, 3, "collector/batches", 3.0, Kind.COUNTER),
     ]
 
 
@@ -409,9 +411,9 @@ def test_a_batch_of_payloads_is_read_back_in_order(tmp_path: Path) -> None:
 
     records = list(read(path, run="r"))
     assert len(records) == 3001
-    assert records[0] == Record(1.0, 1, "collector/metric_0", 0.0)
-    assert records[1500] == Record(2.0, None, "buffer/size", 5.0)
-    assert records[-1] == Record(3.0, 2, "collector/metric_1499", 1499.0)
+    assert records[0] == Record(1.0, 1, "collector/metric_0", 0.0, Kind.GAUGE)
+    assert records[1500] == Record(2.0, None, "buffer/size", 5.0, Kind.GAUGE)
+    assert records[-1] == Record(3.0, 2, "collector/metric_1499", 1499.0, Kind.GAUGE)
 
 
 def test_a_batch_that_fails_part_way_stores_none_of_its_payloads(
@@ -456,7 +458,7 @@ def test_checkpoints_keep_the_log_short_under_continuous_writes(
     assert longest < 6 * 2**20
     records = list(read(path, run="r"))
     assert len(records) == 200_000
-    assert records[-1] == Record(1999.0, 1999, "collector/metric_99", 99.0)
+    assert records[-1] == Record(1999.0, 1999, "collector/metric_99", 99.0, Kind.GAUGE)
 
 
 def test_a_store_that_writes_little_starts_no_checkpoint_thread(tmp_path: Path) -> None:
@@ -530,3 +532,28 @@ def test_a_new_file_that_cannot_become_a_store_is_removed(tmp_path: Path) -> Non
         SQLiteLogger(path)
 
     assert not path.exists()
+
+
+def test_each_metrics_kind_is_stored_once_per_run(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.db"
+    for _ in range(2):
+        with SQLiteLogger(path, run="r", resume=True) as sink:
+            sink.log_metrics({"c/frames": 1.0, "c/size": 2.0})
+            sink.log_metrics({"c/frames": 3.0})
+
+    assert rows(path, "SELECT name, kind FROM kinds ORDER BY name") == [
+        ("c/frames", "counter"),
+        ("c/size", "gauge"),
+    ]
+    assert rows(path, "PRAGMA user_version") == [(1,)]
+
+
+def test_a_file_of_rlpulse_0_1_0_gains_kinds_for_its_new_runs(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.db"
+    path.write_bytes((FIXTURES / "v0.1.0.sqlite").read_bytes())
+
+    with SQLiteLogger(path, run="next") as sink:
+        sink.log_metrics({"c/frames": 1.0})
+
+    assert [record.kind for record in read(path, run="next")] == [Kind.COUNTER]
+    assert len(list(read(path, run="baseline"))) == 68

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from rlpulse.naming import Kind, Payload
 from rlpulse.read.records import Record, RunFileError
 from rlpulse.read.summary import (
     MetricSummary,
@@ -405,3 +406,26 @@ def test_a_nested_metric_belongs_to_the_watch_it_was_logged_under() -> None:
     frames = next(m for m in summary.metrics if m.name == "collector/worker_0/frames")
     assert (frames.watch, frames.key) == ("collector", "worker_0/frames")
     assert frames.is_counter
+
+
+def test_a_metric_is_a_counter_when_its_stored_kind_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.db"
+    with SQLiteLogger(path, run="r") as sink:
+        sink.log_payloads(
+            Payload(
+                {"monitor/polls": 10.0 * second, "monitor/queued": 1.0},
+                None,
+                100.0 + second,
+                {"monitor/polls": Kind.COUNTER},
+            )
+            for second in range(3)
+        )
+
+    polls, queued = summarize_file(path).metrics
+
+    assert (polls.is_counter, polls.kind, polls.mean_rate) == (True, Kind.COUNTER, 10.0)
+    assert (queued.is_counter, queued.kind, queued.mean_rate) == (
+        False,
+        Kind.GAUGE,
+        None,
+    )

@@ -18,8 +18,11 @@ from pathlib import Path
 import pytest
 
 from rlpulse import Event, SQLiteLogger
+from rlpulse.naming import Kind, Payload
 
 pytestmark = pytest.mark.timeout(60)
+
+KINDS = {"monitor/polls": Kind.COUNTER}
 
 
 def rlpulse(*arguments: str) -> subprocess.CompletedProcess[str]:
@@ -58,6 +61,25 @@ def test_top_into_a_pipe_prints_one_frame_of_metrics_and_latest_events(
         assert "!! stalled c: no progress (frames) for 30.0s" in result.stdout
         assert "\x1b[" not in result.stdout  # plain: no terminal codes
     assert "b/size" not in rlpulse("top", str(store), "--once", "--match", "c/*").stdout
+
+
+def test_top_gives_the_mean_rate_of_a_counter_its_kind_says(tmp_path: Path) -> None:
+    store = tmp_path / "run.sqlite"
+    with SQLiteLogger(store, run="live") as sink:
+        sink.log_payloads(
+            Payload({"monitor/polls": 5.0 * second}, None, 100.0 + second, KINDS)
+            for second in range(3)
+        )
+
+    result = rlpulse("top", str(store), "--once")
+
+    assert result.stdout.splitlines()[-1].split() == [
+        "monitor/polls",
+        "10",
+        "0",
+        "10",
+        "5",
+    ]
 
 
 @pytest.mark.parametrize("content", [None, b""])

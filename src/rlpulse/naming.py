@@ -32,6 +32,7 @@ __all__ = [
     "rate_name",
     "rate_of",
     "split",
+    "statistic_of",
     "unit_of",
     "watch_of",
 ]
@@ -92,6 +93,8 @@ SUM_SUFFIX = "_sum"
 
 # Entries derived from observations of a key keep the key's unit.
 _DERIVED = re.compile(r"(_p\d+(_\d+)?|_mean|_min|_max|_last|_sum)$")
+# What a tally (or a watch's aggregation) says of a key's observations.
+_STATISTIC = re.compile(r"_(p\d+(?:_\d+)?|mean|min|max|last|sum|count)$")
 
 
 def join(watch: str, metric: str) -> str:
@@ -170,6 +173,22 @@ def unit_of(metric: str) -> Unit | None:
     if base.endswith(("_s", "_seconds")):
         return Unit.SECONDS
     return None
+
+
+def statistic_of(metric: str) -> tuple[str, str]:
+    """The observed key and the statistic of metric ``metric``, one derived from observations; ``""`` for none.
+
+    A :class:`~rlpulse.Tally`'s ``episode_return_p50`` is statistic
+    ``p50`` of the observations of ``episode_return``.
+
+    Examples:
+        >>> statistic_of("episode_return_p50"), statistic_of("loss_mean"), statistic_of("size")
+        (('episode_return', 'p50'), ('loss', 'mean'), ('size', ''))
+    """
+    match = _STATISTIC.search(metric)
+    if match is None:
+        return metric, ""
+    return metric[: match.start()], match[1]
 
 
 def inferred_kind(name: str, names: Container[str]) -> Kind:

@@ -2,8 +2,11 @@
 
 What ``rlpulse compare`` prints. A metric's figure is what says how a run
 went: for a cumulative counter its mean rate per second over the run (see
-:class:`~rlpulse.read.summary.MetricSummary`), for a gauge the mean of its
-values. Ratios are to the first run, the baseline.
+:class:`~rlpulse.read.summary.MetricSummary`), never the mean of its
+values; for a gauge or a rate the mean of its values. A metric is a
+counter when its records say so (as :func:`rlpulse.read` gives their
+kinds: a monitor's ``polls``, a ``SharedCounters``' counters), whatever its
+name. Ratios are to the first run, the baseline.
 """
 
 from __future__ import annotations
@@ -54,7 +57,15 @@ class Figures:
 
 
 def figures_of(records: Iterable[Record], *, label: str, run: str) -> Figures:
-    """The figures of a run's ``records``: counters' mean rates, gauges' means (finite values only)."""
+    """The figures of a run's ``records``: counters' mean rates, the means of the rest (finite values only).
+
+    A counter seen at a single instant has no rate, so no figure.
+
+    >>> from rlpulse.naming import Kind
+    >>> polls = [Record(0.0, None, "m/polls", 0.0, Kind.COUNTER), Record(4.0, None, "m/polls", 8.0, Kind.COUNTER)]
+    >>> figures_of(polls, label="a.db", run="r").metrics
+    {'m/polls': ('rate/s', 2.0)}
+    """
     sums: dict[str, list[float]] = {}
 
     def tapped() -> Iterator[Record]:
@@ -69,8 +80,9 @@ def figures_of(records: Iterable[Record], *, label: str, run: str) -> Figures:
     summary = summarize(tapped(), run=run, source=label)
     metrics: dict[str, tuple[str, float]] = {}
     for metric in summary.metrics:
-        if metric.is_counter and metric.mean_rate is not None:
-            metrics[metric.name] = ("rate/s", metric.mean_rate)
+        if metric.is_counter:
+            if metric.mean_rate is not None:
+                metrics[metric.name] = ("rate/s", metric.mean_rate)
         elif metric.name in sums:
             total, count = sums[metric.name]
             metrics[metric.name] = ("mean", total / count)

@@ -6,21 +6,30 @@ the run, or over the logging step. Needs matplotlib (extra ``rlpulse[plot]``),
 imported only when a chart is drawn, always through the Agg backend: no
 window ever opens.
 
-What a panel shows, one axis per unit, stacked, each with a single scale:
+What a panel shows, one axis per unit, stacked, each with a single scale,
+each metric drawn by its kind (as the records say it, see
+:attr:`rlpulse.read.records.Record.kind`):
 
 - per second: rates (``frames_per_second``, drawn as ``frames/s``), solid;
 - bytes (``*_bytes``), percent (``*_percent``), seconds (``*_s``,
   ``*_seconds``) and plain values (``size``, ``utilization``, a tally's
   ``episode_return_mean``, …): gauges, dashed;
-- a cumulative counter (see :func:`rlpulse.read.summary.is_counter`) as its
-  rate: the rate the monitor logged (``frames`` through
-  ``frames_per_second``), else the rate between its consecutive records
-  (a tally's ``episode_return_count`` as ``episode_return_count/s``); the
+- a cumulative counter as its rate: the rate the monitor logged
+  (``frames`` through ``frames_per_second``), else the rate between its
+  consecutive records (a tally's ``episode_return_count`` as
+  ``episode_return_count/s``, a monitor's ``polls`` as ``polls/s``); the
   cumulative line itself, dotted on an axis of its own below the others,
   only on request (``cumulative=True``, ``--cumulative``) or when the
   counter has no two records to rate;
 - metrics that never changed over the run as a note above the panel
   (``constant: capacity = 100k``) instead of flat lines.
+
+A panel with more lines than it draws keeps those that say most, in this
+order: rates (of counts and counters); what a run learns (an episode's
+return or reward: its mean, last value, median, then its extremes and
+other quantiles); the other gauges (their mean, last value, median, then
+extremes and other quantiles); the rates of sums of observations; the
+cumulative lines.
 
 An axis is linear from zero, or logarithmic when its lines' sizes differ
 widely. Legends sit inside their axis, where they cover the fewest points.
@@ -38,12 +47,21 @@ import math
 import os
 import textwrap
 import warnings
-from collections.abc import Callable, Container, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from rlpulse.naming import RATE_SUFFIX, Unit, rate_of, split, unit_of
+from rlpulse.naming import (
+    RATE_SUFFIX,
+    Kind,
+    Unit,
+    inferred_kind,
+    rate_of,
+    split,
+    statistic_of,
+    unit_of,
+)
 from rlpulse.read.match import (
     Match,
     no_metric_matching,
@@ -52,7 +70,7 @@ from rlpulse.read.match import (
     some_names,
 )
 from rlpulse.read.records import Record
-from rlpulse.read.summary import is_counter, read_run, run_letter
+from rlpulse.read.summary import read_run, run_letter
 from rlpulse.text import format_duration, format_number, plural
 
 if TYPE_CHECKING:
@@ -79,7 +97,7 @@ MAX_PANELS = 12
 """The most panels (watches) one chart draws, the first by name."""
 
 MAX_LINES = 8
-"""The most lines one panel draws: rates first, then gauges, then cumulative counters."""
+"""The most lines one panel draws: rates first, then what a run learns (returns), then the other gauges, then cumulative counters."""
 
 XAxis = Literal["time", "step"]
 
@@ -101,6 +119,11 @@ _GAUGE_UNITS: dict[Unit | None, _Unit] = {
 }
 _RATE, _GAUGE, _CUMULATIVE = 0, 1, 2
 _STYLES = {_RATE: "-", _GAUGE: "--", _CUMULATIVE: ":"}
+# Which observations say what a run learns: drawn before the other gauges.
+_LEARNING_WORDS = ("return", "reward")
+# The statistics of observations that say where they stand, before their
+# extremes and tails.
+_CENTRAL_STATISTICS = ("", "mean", "last", "p50")
 # Runs drawn together: one line style each, a metric keeping its colour.
 _RUN_STYLES = ("-", "--", ":", "-.")
 _PANEL_WIDTH_INCHES = 11.0
@@ -153,12 +176,13 @@ class PlotWarning(UserWarning):
 
 @dataclass
 class _Series:
-    """One metric's records, in time order: wall times, x positions, values."""
+    """One metric's records, in time order: wall times, x positions, values, and the metric's kind."""
 
     name: str
     times: list[float] = field(default_factory=list)
     xs: list[float] = field(default_factory=list)
     ys: list[float] = field(default_factory=list)
+    kind: Kind | None = None
 
     @property
     def watch(self) -> str:
@@ -178,6 +202,8 @@ class _Line:
     kind: int
     xs: list[float]
     ys: list[float]
+    # Where it goes among the panel's lines, what it says first (_rank).
+    rank: int = 0
     # Runs drawn together: which run (its style), and the label without it
     # (its colour).
     run: int | None = None
@@ -264,7 +290,7 @@ def plot_run(
     notes = []
     if x == "step" and (stepless := _stepless(selected, series)):
         notes.append(stepless)
-    panels, left_out = _panels(series, names, cumulative)
+    panels, left_out = _panels(series, cumulative)
     if left_out:
         notes.append(left_out)
     for note in notes:
@@ -329,7 +355,7 @@ def plot_runs(
             )
         for metric in sorted(series.values(), key=lambda line: line.name):
             metrics_of.setdefault(metric.watch, set()).add(metric.name)
-            for line in _lines([metric], series, names, cumulative):
+            for line in _lines([metric], series, cumulative):
                 line.run, line.metric = index, line.label
                 line.label = f"{line.label} [{run_letter(index)}]"
                 lines_of.setdefault(metric.watch, []).append(line)
@@ -480,13 +506,20 @@ def _series(
             position = (record.wall_time - start) / time_scale
         line = series.get(record.name)
         if line is None:
-            line = series[record.name] = _Series(record.name)
+            line = series[record.name] = _Series(record.name, kind=record.kind)
+        elif record.kind is not line.kind and (
+            line.kind is None or record.kind is Kind.COUNTER
+        ):
+            line.kind = record.kind  # a counter if any record says so
         line.times.append(record.wall_time)
         line.xs.append(position)
         line.ys.append(record.value)
     # Sinks fed from several threads may store payloads slightly out of
     # time order; a line drawn in storage order would zigzag.
+    names = {record.name for record in records}
     for line in series.values():
+        if line.kind is None:  # records built without kinds
+            line.kind = inferred_kind(line.name, names)
         order = sorted(range(len(line.times)), key=line.times.__getitem__)
         line.times = [line.times[index] for index in order]
         line.xs = [line.xs[index] for index in order]
@@ -513,7 +546,7 @@ def _stepless(selected: set[str], series: dict[str, _Series]) -> str | None:
 
 
 def _panels(
-    series: dict[str, _Series], run_names: Container[str], cumulative: bool
+    series: dict[str, _Series], cumulative: bool
 ) -> tuple[list[_Panel], str | None]:
     """The panels to draw, within the bounds, and what they leave out (``None`` when nothing)."""
     by_watch: dict[str, list[_Series]] = {}
@@ -521,14 +554,14 @@ def _panels(
         by_watch.setdefault(series[name].watch, []).append(series[name])
     return _arranged(
         {watch: len(metrics) for watch, metrics in by_watch.items()},
-        lambda watch: _lines(by_watch[watch], series, run_names, cumulative),
+        lambda watch: _lines(by_watch[watch], series, cumulative),
     )
 
 
 def _arranged(
     metrics_of: dict[str, int], lines_of: Callable[[str], list[_Line]]
 ) -> tuple[list[_Panel], str | None]:
-    """Panels of the first watches by name, each of its first lines (rates first), and what they leave out.
+    """Panels of the first watches by name, each of the lines that say most (:func:`_rank`), and what they leave out.
 
     ``metrics_of``: how many metrics each watch has; ``lines_of(watch)`` its lines.
     """
@@ -541,9 +574,10 @@ def _arranged(
         constants = [line for line in lines if line.constant is not None]
         if not varying:
             varying, constants = constants, []
-        # Rates first; runs drawn together keep a metric's lines side by
-        # side, so that a panel over its bounds leaves out whole metrics.
-        varying.sort(key=lambda line: (line.kind, line.metric))
+        # What says most first; runs drawn together keep a metric's lines
+        # side by side, so that a panel over its bounds leaves out whole
+        # metrics.
+        varying.sort(key=lambda line: (line.rank, line.metric))
         if len(varying) > MAX_LINES:
             lines_left_out[watch] = len(varying) - MAX_LINES
         panels.append(_Panel(watch, varying[:MAX_LINES], constants))
@@ -571,29 +605,52 @@ def _arranged(
 
 
 def _lines(
-    watch_series: list[_Series],
-    series: dict[str, _Series],
-    run_names: Container[str],
-    cumulative: bool,
+    watch_series: list[_Series], series: dict[str, _Series], cumulative: bool
 ) -> list[_Line]:
-    """A watch's lines: its rates, its gauges, each counter as its rate (and itself when ``cumulative``)."""
+    """A watch's lines, by kind: its rates, its gauges, each counter as its rate (and itself when ``cumulative``)."""
     lines = []
     for metric in watch_series:
         key = metric.key
-        if key.endswith(RATE_SUFFIX):
+        if metric.kind is Kind.RATE:
             label = f"{key.removesuffix(RATE_SUFFIX)}/s"
-            lines.append(_Line(label, "rate", _RATE, metric.xs, metric.ys))
+            rank = _rank(_RATE, key.removesuffix(RATE_SUFFIX))
+            lines.append(_Line(label, "rate", _RATE, metric.xs, metric.ys, rank))
             continue
-        if not is_counter(metric.name, run_names):
-            lines.append(_Line(key, _unit_of(key), _GAUGE, metric.xs, metric.ys))
+        if metric.kind is not Kind.COUNTER:
+            rank = _rank(_GAUGE, key)
+            lines.append(_Line(key, _unit_of(key), _GAUGE, metric.xs, metric.ys, rank))
             continue
         rate = rate_of(metric.name)
         derived = None if rate in series else _derived_rate(metric)
         if derived is not None:
             lines.append(derived)
         if cumulative or (derived is None and rate not in series):
-            lines.append(_Line(key, "total", _CUMULATIVE, metric.xs, metric.ys))
+            rank = _rank(_CUMULATIVE, key)
+            lines.append(_Line(key, "total", _CUMULATIVE, metric.xs, metric.ys, rank))
     return lines
+
+
+def _rank(kind: int, key: str) -> int:
+    """Where a line of metric ``key`` drawn as ``kind`` goes among its panel's: what says most first.
+
+    Rates first (a sum's rate last of them: the return per second says
+    little), then what a run learns (a return, a reward), then the other
+    gauges, each where it stands (mean, last, median) before its extremes
+    and tails, then the cumulative lines.
+
+    >>> [_rank(_RATE, "frames"), _rank(_GAUGE, "episode_return_mean"), _rank(_GAUGE, "episode_return_max"),
+    ...  _rank(_GAUGE, "size"), _rank(_GAUGE, "latency_s_p99"), _rank(_RATE, "episode_return_sum")]
+    [0, 1, 2, 3, 4, 5]
+    """
+    if kind == _CUMULATIVE:
+        return 6
+    observed, statistic = statistic_of(key)
+    if kind == _RATE:
+        return 5 if statistic == "sum" else 0
+    central = statistic in _CENTRAL_STATISTICS
+    if any(word in observed for word in _LEARNING_WORDS):
+        return 1 if central else 2
+    return 3 if central else 4
 
 
 def _derived_rate(counter: _Series) -> _Line | None:
@@ -613,7 +670,7 @@ def _derived_rate(counter: _Series) -> _Line | None:
         return None
     key = counter.key
     label = f"{rate_of(key).removesuffix(RATE_SUFFIX)}/s"
-    return _Line(label, "rate", _RATE, xs, ys)
+    return _Line(label, "rate", _RATE, xs, ys, _rank(_RATE, key))
 
 
 def _unit_of(key: str) -> _Unit:

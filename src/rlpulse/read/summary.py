@@ -18,7 +18,7 @@ from pathlib import Path
 from rlpulse.naming import Kind, inferred_kind, split
 from rlpulse.read.match import Match, matching
 from rlpulse.read.records import Record, RunFileError, list_runs, read
-from rlpulse.runtime.events import Event
+from rlpulse.runtime.events import Event, format_event
 from rlpulse.text import (
     format_duration,
     format_exact,
@@ -79,6 +79,8 @@ class MetricSummary:
     last_wall_time: float
     is_counter: bool
     mean_rate: float | None
+    kind: Kind | None = None
+    """The metric's kind, as its records said (``None`` when built without one)."""
 
     @property
     def watch(self) -> str:
@@ -143,6 +145,7 @@ class _Accumulator:
         "first_wall_time",
         "growth",
         "growth_s",
+        "kind",
         "last",
         "last_wall_time",
         "maximum",
@@ -165,10 +168,16 @@ class _Accumulator:
         self.growth_s = 0.0
         self.previous = math.nan
         self.previous_wall_time = record.wall_time
+        # What the records say the metric is: a counter if any says so.
+        self.kind = record.kind
 
     def add(self, record: Record) -> None:
         value = record.value
         self.count += 1
+        if record.kind is not self.kind and (
+            self.kind is None or record.kind is Kind.COUNTER
+        ):
+            self.kind = record.kind
         self.last = value
         self.last_wall_time = record.wall_time
         if math.isnan(value):
@@ -189,7 +198,10 @@ class _Accumulator:
 def summarize(records: Iterable[Record], *, run: str, source: str) -> RunSummary:
     """Summarize the records of one run, metric by metric.
 
-    Each cumulative counter (see :func:`is_counter`) gets its mean rate.
+    Each cumulative counter gets its mean rate: a metric is one when its
+    records say so (their ``kind``, as :func:`rlpulse.read` gives it);
+    for records without a kind, when :func:`is_counter` guesses so from
+    the names.
 
     >>> records = [
     ...     Record(10.0, 0, "collector/frames", 0.0),
@@ -200,6 +212,9 @@ def summarize(records: Iterable[Record], *, run: str, source: str) -> RunSummary
     >>> summary = summarize(records, run="baseline", source="metrics.db")
     >>> [(metric.name, metric.is_counter, metric.mean_rate) for metric in summary.metrics]
     [('collector/frames', True, 250.0), ('collector/queue_depth', False, None)]
+    >>> polls = [Record(10.0, None, "monitor/polls", 0.0, Kind.COUNTER), Record(12.0, None, "monitor/polls", 20.0, Kind.COUNTER)]
+    >>> summarize(polls, run="r", source="r.db").metrics[0].mean_rate
+    10.0
     """
     accumulators: dict[str, _Accumulator] = {}
     count = 0
@@ -215,7 +230,7 @@ def summarize(records: Iterable[Record], *, run: str, source: str) -> RunSummary
         accumulator.add(record)
     names = accumulators.keys()
     metrics = tuple(
-        _metric_summary(name, accumulators[name], is_counter(name, names))
+        _metric_summary(name, accumulators[name], _kind(name, accumulators, names))
         for name in sorted(names)
     )
     return RunSummary(
@@ -305,11 +320,13 @@ def read_run(
 
 
 def is_counter(name: str, names: Container[str]) -> bool:
-    """Return whether metric ``name``, among the metric ``names`` of a run or a payload, is a cumulative counter.
+    """Return whether metric ``name``, among the metric ``names`` of a run or a payload, is a cumulative counter, guessed from the names alone.
 
-    Guessed from the names (:func:`rlpulse.naming.inferred_kind`): a known
-    counter (``frames``, ``write_count``, …), one whose per-second rate is
-    among ``names``, or a count of observations (``*_count``).
+    For what carries no kind (records built by hand; :func:`rlpulse.read`
+    gives every record its kind): :func:`rlpulse.naming.inferred_kind`'s
+    guess, a known counter (``frames``, ``write_count``, …), one whose
+    per-second rate is among ``names``, or a count of observations
+    (``*_count``).
 
     >>> names = {"c/frames", "c/episodes", "c/episodes_per_second", "t/return_count", "b/size"}
     >>> [name for name in sorted(names) if is_counter(name, names)]
@@ -318,9 +335,15 @@ def is_counter(name: str, names: Container[str]) -> bool:
     return inferred_kind(name, names) is Kind.COUNTER
 
 
-def _metric_summary(
-    name: str, accumulator: _Accumulator, is_counter: bool
-) -> MetricSummary:
+def _kind(
+    name: str, accumulators: dict[str, _Accumulator], names: Container[str]
+) -> Kind:
+    kind = accumulators[name].kind
+    return inferred_kind(name, names) if kind is None else kind
+
+
+def _metric_summary(name: str, accumulator: _Accumulator, kind: Kind) -> MetricSummary:
+    is_counter = kind is Kind.COUNTER
     mean_rate = None
     if is_counter and accumulator.growth_s > 0:
         mean_rate = accumulator.growth / accumulator.growth_s
@@ -335,6 +358,7 @@ def _metric_summary(
         last_wall_time=accumulator.last_wall_time,
         is_counter=is_counter,
         mean_rate=mean_rate,
+        kind=kind,
     )
 
 
@@ -348,20 +372,6 @@ def run_letter(index: int) -> str:
     ('A', 'Z', 'R27')
     """
     return chr(ord("A") + index) if index < 26 else f"R{index + 1}"
-
-
-def format_event(event: Event) -> str:
-    """Return one event as a line: its local time, ``!!``, its kind, its watch and its message.
-
-    >>> noon = time.mktime((2024, 5, 1, 12, 3, 4, 0, 0, -1))
-    >>> format_event(Event(noon, "collector", "stalled", "no progress (frames) for 30.0s", 30.0))
-    '12:03:04 !! stalled collector: no progress (frames) for 30.0s'
-    >>> format_event(Event(noon, "", "dropping", "sink SQLiteLogger dropped 3 payloads", 3.0))
-    '12:03:04 !! dropping: sink SQLiteLogger dropped 3 payloads'
-    """
-    clock = time.strftime("%H:%M:%S", time.localtime(event.wall_time))
-    watch = f" {event.watch}" if event.watch else ""
-    return f"{clock} !! {event.kind}{watch}: {event.message}"
 
 
 def format_events(events: Iterable[Event]) -> str:

@@ -22,7 +22,14 @@ from typing import Any, NamedTuple
 
 from rlpulse.runtime.threads import MonitorThread
 
-__all__ = ["EVENT_KINDS", "Event", "EventBus", "EventKind", "as_callbacks"]
+__all__ = [
+    "EVENT_KINDS",
+    "Event",
+    "EventBus",
+    "EventKind",
+    "as_callbacks",
+    "format_event",
+]
 
 _log = logging.getLogger("rlpulse")
 
@@ -258,3 +265,17 @@ class EventBus:
                 err,
                 event.kind,
             )
+
+
+def format_event(event: Event) -> str:
+    """Return one event as a line: its local time, ``!!``, its kind, its watch and its message.
+
+    >>> noon = time.mktime((2024, 5, 1, 12, 3, 4, 0, 0, -1))
+    >>> format_event(Event(noon, "collector", "stalled", "no progress (frames) for 30.0s", 30.0))
+    '12:03:04 !! stalled collector: no progress (frames) for 30.0s'
+    >>> format_event(Event(noon, "", "dropping", "sink SQLiteLogger dropped 3 payloads", 3.0))
+    '12:03:04 !! dropping: sink SQLiteLogger dropped 3 payloads'
+    """
+    clock = time.strftime("%H:%M:%S", time.localtime(event.wall_time))
+    watch = f" {event.watch}" if event.watch else ""
+    return f"{clock} !! {event.kind}{watch}: {event.message}"

@@ -17,8 +17,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+from rlpulse.formats.lines import RecordEnd, open_line_file
+from rlpulse.formats.records import RunFileError, prepare_record_file
 from rlpulse.naming import Payload, inferred_kinds
-from rlpulse.read.records import RunFileError, open_line_file, prepare_record_file
 from rlpulse.runtime.events import Event
 
 __all__ = ["BaseSink", "LineFileSink", "Payload", "RunExistsError"]
@@ -276,8 +277,8 @@ class LineFileSink(BaseSink):
 
     _header = ""
     """What a new file starts with (nothing unless the format has a header)."""
-    _quoted_newlines = False
-    """Whether a newline between double quotes is part of a line (CSV)."""
+    _record_end: RecordEnd | None = None
+    """Where the format's last record ends, when not at its last newline (CSV: a newline in a quoted name)."""
 
     def __init__(self, path: str | os.PathLike[str], *, resume: bool = False) -> None:
         super().__init__()
@@ -288,7 +289,7 @@ class LineFileSink(BaseSink):
             self._check_existing(first_line)
             if not resume:
                 self._check_no_run(first_line)
-        self._file = open_line_file(self.path, quoted_newlines=self._quoted_newlines)
+        self._file = open_line_file(self.path, record_end=type(self)._record_end)
         # The end of the last complete write, where a failed one is cut back to.
         self._size = os.fstat(self._file.fileno()).st_size
         self._torn = False

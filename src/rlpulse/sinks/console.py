@@ -10,9 +10,10 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple, TextIO
 
-from rlpulse.read.summary import format_event, format_number, is_counter
-from rlpulse.runtime.events import Event, EventKind
+from rlpulse.naming import Kind, inferred_kinds, split
+from rlpulse.runtime.events import Event, EventKind, format_event
 from rlpulse.sinks.base import BaseSink, Payload
+from rlpulse.text import format_number
 
 __all__ = ["ConsoleLogger", "format_payload", "line_width"]
 
@@ -27,7 +28,8 @@ DEFAULT_WIDTH = 100
 # Continuation lines start under the first character after "HH:MM:SS ".
 _INDENT = " " * 9
 _BREAK = "\n" + _INDENT
-_RATE_SUFFIX = "_per_second"
+# A watch's metrics in this order: rates, gauges (and the rest), counters.
+_RANKS = {Kind.RATE: 0, Kind.COUNTER: 2}
 
 
 def format_payload(
@@ -35,13 +37,16 @@ def format_payload(
     step: int | None,
     wall_time: float,
     width: int | None = None,
+    kinds: Mapping[str, Kind] | None = None,
 ) -> str:
     """Return the at-a-glance rendering of a payload that ConsoleLogger prints.
 
     The text starts with the local time and the step, then each watch (the
     part of a name before the first ``/``) followed by its metrics, watches
     separated by ``|``. A watch's rates come first, then its gauges, then
-    its cumulative counters (see :func:`rlpulse.read.summary.is_counter`).
+    its cumulative counters, by their ``kinds`` (a metric they lack is a
+    gauge); ``None`` guesses them from the names
+    (:func:`rlpulse.naming.inferred_kinds`).
     Numbers are written as ``rlpulse show`` writes them
     (:func:`rlpulse.text.format_number`): four significant digits below a
     thousand, whole numbers below a million, then M/G/T suffixes.
@@ -65,11 +70,20 @@ def format_payload(
              write_count=84,000
     >>> format_payload({}, 7, noon)
     '12:03:04 step=7 (no metrics)'
+    >>> from rlpulse.naming import Kind
+    >>> format_payload({"monitor/polls": 40.0, "monitor/queued": 2.0}, None, noon,
+    ...                kinds={"monitor/polls": Kind.COUNTER})
+    '12:03:04 monitor  queued=2 polls=40'
     """
     head = _clock(int(wall_time))
     if step is not None:
         head += f" step={int(step)}"
-    layout = _layout(tuple(metrics))
+    if kinds is None:
+        kinds = inferred_kinds(metrics)
+    names = tuple(metrics)
+    layout = _layout(
+        names, tuple(_RANKS.get(kinds.get(name, Kind.GAUGE), 1) for name in names)
+    )
     if not layout.order:
         return f"{head} (no metrics)"
     values = list(metrics.values())
@@ -125,24 +139,15 @@ class _Layout(NamedTuple):
 
 
 @functools.lru_cache(maxsize=4096)
-def _layout(names: tuple[str, ...]) -> _Layout:
-    """The layout of payloads with metrics ``names``: each watch in order of first appearance, rates first.
+def _layout(names: tuple[str, ...], ranks: tuple[int, ...]) -> _Layout:
+    """The layout of payloads with metrics ``names`` of ``ranks``: each watch in order of first appearance, by rank.
 
     A watch's payloads keep their names from poll to poll: the layout of
     each shape is worked out once.
     """
-    known = frozenset(names)
     keys: dict[str, list[tuple[int, str, int]]] = {}
-    for index, name in enumerate(names):
-        watch, separator, key = name.partition("/")
-        if not separator:
-            watch, key = "", name
-        if key.endswith(_RATE_SUFFIX):
-            rank = 0
-        elif is_counter(name, known):
-            rank = 2
-        else:
-            rank = 1
+    for index, (name, rank) in enumerate(zip(names, ranks, strict=True)):
+        watch, key = split(name)
         keys.setdefault(watch, []).append((rank, key, index))
     order: list[int] = []
     pieces: list[str] = []
@@ -255,15 +260,15 @@ class ConsoleLogger(BaseSink):
         width = line_width(stream) if self._width is None else self._width
         text = "".join(
             [
-                format_payload(metrics, step, wall_time, width) + "\n"
-                for metrics, step, wall_time, *_ in payloads
+                format_payload(metrics, step, wall_time, width, kinds) + "\n"
+                for metrics, step, wall_time, kinds, *_ in payloads
             ]
         )
         stream.write(text)
         stream.flush()
 
     def log_event(self, event: Event) -> None:
-        """Print ``event`` on one line that stands out (:func:`rlpulse.read.summary.format_event`), coloured on a terminal.
+        """Print ``event`` on one line that stands out (:func:`rlpulse.runtime.events.format_event`), coloured on a terminal.
 
         Colour is left out when the stream is not a terminal or the
         ``NO_COLOR`` environment variable is set.

@@ -1,42 +1,24 @@
-"""A long-format CSV file: one ``wall_time,step,name,value`` row per metric."""
+"""A long-format CSV file: one ``wall_time,step,name,value,kind`` row per metric."""
 
 from __future__ import annotations
 
-import csv
-import functools
 from collections.abc import Sequence
 
-from rlpulse.read.records import CSV_FIELDS, RunFileError
+from rlpulse.formats import csv as csv_format
 from rlpulse.sinks.base import LineFileSink, Payload
 
 __all__ = ["CSVLogger"]
-
-_HEADER = ",".join(CSV_FIELDS) + "\n"
-_CHARACTERS_TO_QUOTE = frozenset(',"\r\n')
-
-
-@functools.lru_cache(maxsize=4096)
-def _csv_field(name: str) -> str:
-    # The csv module's minimal quoting, done once per name: a payload is then
-    # formatted without a csv.writer round trip.
-    limit = csv.field_size_limit()
-    if len(name) > limit:
-        raise ValueError(
-            f"metric name {name[:40]!r}... is {len(name):,} characters long, over "
-            f"the {limit:,} a CSV reader takes in one field; nothing of this call "
-            "was written: shorten the name, or log to a SQLite or JSON lines file"
-        )
-    if _CHARACTERS_TO_QUOTE.isdisjoint(name):
-        return name
-    return '"' + name.replace('"', '""') + '"'
 
 
 class CSVLogger(LineFileSink):
     """A sink that appends every metric of every payload as a row of one CSV file.
 
-    The file has the header ``wall_time,step,name,value`` (written once, when
-    the file is new), ``step`` is empty for payloads without one, and names are
-    quoted by the usual CSV rules, so any name survives. Each call
+    The file has the header ``wall_time,step,name,value,kind`` (written once,
+    when the file is new), ``step`` is empty for payloads without one, names
+    are quoted by the usual CSV rules, so any name survives, and ``kind`` is
+    the metric's kind (``counter``, ``gauge``, ``rate``, ``distribution``).
+    A file rlpulse 0.1.0 wrote (header ``wall_time,step,name,value``) is
+    appended to in its own columns, without kinds. Each call
     (``log_metrics``, or ``log_batch`` with the monitor's batch) is one write
     straight to the file, done before it returns: a killed process (even
     ``kill -9``) loses nothing already logged, and a row torn by a crash
@@ -57,8 +39,8 @@ class CSVLogger(LineFileSink):
     ...     with CSVLogger(path) as sink:
     ...         sink.log_metrics({"collector/frames": 96.0}, step=3, timestamp=1.5)
     ...     print(path.read_text(), end="")
-    wall_time,step,name,value
-    1.5,3,collector/frames,96.0
+    wall_time,step,name,value,kind
+    1.5,3,collector/frames,96.0,counter
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     path = pathlib.Path(tmp) / "metrics.csv"
     ...     with CSVLogger(path) as sink:
@@ -66,26 +48,17 @@ class CSVLogger(LineFileSink):
     ...     with CSVLogger(path, resume=True) as sink:
     ...         sink.log_metrics({"collector/frames": 192.0}, timestamp=2.5)
     ...     print(path.read_text(), end="")
-    wall_time,step,name,value
-    1.5,,collector/frames,96.0
-    2.5,,collector/frames,192.0
+    wall_time,step,name,value,kind
+    1.5,,collector/frames,96.0,counter
+    2.5,,collector/frames,192.0,counter
     """
 
-    _header = _HEADER
-    _quoted_newlines = True
+    _header = csv_format.HEADER
+    _record_end = staticmethod(csv_format.record_end)
+    _with_kinds = True
 
     def _check_existing(self, first_line: bytes) -> None:
-        header = _HEADER.encode()
-        line = first_line.replace(b"\r\n", b"\n")
-        if line == header or (
-            not line.endswith(b"\n") and header.startswith(line)  # a torn header
-        ):
-            return
-        raise RunFileError(
-            f"{self.path} is not an rlpulse CSV file (its first line is "
-            f"{first_line[: len(header) + 1]!r}, not {_HEADER.strip()!r}); it was "
-            "left as it is: give a new path or one written by CSVLogger"
-        )
+        self._with_kinds = csv_format.has_kinds(self.path, first_line)
 
     def _format(self, payloads: Sequence[Payload]) -> str:
         """Return one row per metric; ``wall_time`` is the payload's ``timestamp``.
@@ -97,13 +70,6 @@ class CSVLogger(LineFileSink):
         ...     with CSVLogger(path) as sink:
         ...         sink.log_metrics({"odd,name": 1.0}, timestamp=2.0)
         ...     print(path.read_text().splitlines()[1])
-        2.0,,"odd,name",1.0
+        2.0,,"odd,name",1.0,gauge
         """
-        rows = []
-        for metrics, step, wall_time, *_ in payloads:
-            prefix = f"{wall_time!r},{'' if step is None else int(step)},"
-            rows += [
-                f"{prefix}{_csv_field(name)},{float(value)!r}\n"
-                for name, value in metrics.items()
-            ]
-        return "".join(rows)
+        return csv_format.format_rows(payloads, kinds=self._with_kinds)

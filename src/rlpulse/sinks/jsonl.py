@@ -2,25 +2,25 @@
 
 from __future__ import annotations
 
-import json
+import os
 from collections.abc import Sequence
 
-from rlpulse.read.records import RunFileError
+from rlpulse.formats import jsonl as jsonl_format
+from rlpulse.formats.records import RunFileError
 from rlpulse.runtime.events import Event
 from rlpulse.sinks.base import LineFileSink, Payload
 
 __all__ = ["JSONLLogger"]
 
 
-_STARTS = (b'{"wall_time": ', b'{"event": ')
-"""How every line this sink writes starts: a payload's, an event's."""
-
-
 class JSONLLogger(LineFileSink):
     """A sink that appends every payload as one JSON object on its own line.
 
     A line looks like ``{"wall_time": 1.5, "step": 3, "metrics": {"a/b": 1.0}}``;
-    ``step`` is ``null`` for payloads without one. NaN and infinities are
+    ``step`` is ``null`` for payloads without one. The first line that
+    holds a metric (first for this logger: a resumed file may name it
+    again) adds its kind (``counter``, ``gauge``, ``rate``,
+    ``distribution``) under ``"kinds"``; later lines leave it out. NaN and infinities are
     written as ``NaN`` / ``Infinity``, as Python's ``json`` module reads them.
     Each call (``log_metrics``, or ``log_batch`` with the monitor's batch) is
     one write straight to the file, done before it returns: a killed process
@@ -40,25 +40,21 @@ class JSONLLogger(LineFileSink):
     ...     path = pathlib.Path(tmp) / "metrics.jsonl"
     ...     with JSONLLogger(path) as sink:
     ...         sink.log_metrics({"collector/frames": 96.0}, step=3, timestamp=1.5)
+    ...         sink.log_metrics({"collector/frames": 192.0}, step=6, timestamp=2.5)
     ...     print(path.read_text(), end="")
-    {"wall_time": 1.5, "step": 3, "metrics": {"collector/frames": 96.0}}
+    {"wall_time": 1.5, "step": 3, "metrics": {"collector/frames": 96.0}, "kinds": {"collector/frames": "counter"}}
+    {"wall_time": 2.5, "step": 6, "metrics": {"collector/frames": 192.0}}
     """
 
+    def __init__(self, path: str | os.PathLike[str], *, resume: bool = False) -> None:
+        super().__init__(path, resume=resume)
+        # The metrics whose kind this logger wrote, and those the batch
+        # being written declares.
+        self._kinded: set[str] = set()
+        self._declared: set[str] = set()
+
     def _check_existing(self, first_line: bytes) -> None:
-        if first_line.endswith(b"\n"):
-            try:
-                payload = json.loads(first_line)
-                is_payload = isinstance(payload, dict) and (
-                    "metrics" in payload or "event" in payload
-                )
-            except ValueError:
-                is_payload = False
-        else:  # the whole file: a first line torn by a crash, or another file
-            is_payload = any(
-                first_line.startswith(start) or start.startswith(first_line)
-                for start in _STARTS
-            )
-        if not is_payload:
+        if not jsonl_format.is_first_line(first_line):
             raise RunFileError(
                 f"{self.path} is not an rlpulse JSON lines file (its first line is "
                 'not a {"wall_time", "step", "metrics"} object); it was left as it '
@@ -82,14 +78,7 @@ class JSONLLogger(LineFileSink):
         self._log_event(self._write_event, event)
 
     def _write_event(self, event: Event) -> None:
-        line = {
-            "event": str(event.kind),
-            "wall_time": float(event.wall_time),
-            "watch": str(event.watch),
-            "message": str(event.message),
-            "value": float(event.value),
-        }
-        self._append(json.dumps(line) + "\n")
+        self._append(jsonl_format.format_event(event))
 
     def _format(self, payloads: Sequence[Payload]) -> str:
         """Return one JSON line per payload; ``wall_time`` is the payload's ``timestamp``.
@@ -101,20 +90,12 @@ class JSONLLogger(LineFileSink):
         ...     with JSONLLogger(path) as sink:
         ...         sink.log_metrics({"buffer/size": 10.0}, timestamp=2.0)
         ...     print(path.read_text(), end="")
-        {"wall_time": 2.0, "step": null, "metrics": {"buffer/size": 10.0}}
+        {"wall_time": 2.0, "step": null, "metrics": {"buffer/size": 10.0}, "kinds": {"buffer/size": "gauge"}}
         """
-        return "".join(
-            [
-                json.dumps(
-                    {
-                        "wall_time": wall_time,
-                        "step": None if step is None else int(step),
-                        "metrics": {
-                            name: float(value) for name, value in metrics.items()
-                        },
-                    }
-                )
-                + "\n"
-                for metrics, step, wall_time, *_ in payloads
-            ]
-        )
+        text, self._declared = jsonl_format.format_payloads(payloads, self._kinded)
+        return text
+
+    def _write_batch(self, payloads: Sequence[Payload]) -> None:
+        super()._write_batch(payloads)
+        # Only once written: a batch a full disk refused declares them again.
+        self._kinded |= self._declared

@@ -97,7 +97,7 @@ class SinkProcess:
     ...     with SinkProcess(f"sqlite:{path}") as sink:
     ...         sink.log_metrics({"collector/frames": 96.0}, step=3, timestamp=1.5)
     ...     print(list(read(path)))
-    [Record(wall_time=1.5, step=3, name='collector/frames', value=96.0)]
+    [Record(wall_time=1.5, step=3, name='collector/frames', value=96.0, kind=<Kind.COUNTER: 'counter'>)]
     """
 
     def __init__(

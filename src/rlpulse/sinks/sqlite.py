@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import functools
 import itertools
 import os
 import shutil
@@ -14,23 +13,19 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from rlpulse.read.records import SQLITE_SCHEMA, RunFileError, prepare_record_file
+from rlpulse.formats import sqlite as sqlite_format
+from rlpulse.formats.records import RunFileError, prepare_record_file
 from rlpulse.runtime.events import Event
 from rlpulse.runtime.threads import MonitorThread
 from rlpulse.sinks.base import BaseSink, Payload, RunExistsError
 
 __all__ = ["SQLiteLogger"]
 
-# A batch is stored with one multi-row INSERT per this many metrics (of any
-# payloads): 4 parameters a row and one for the run stay below 32,766, the
-# smallest limit of SQLite builds since 3.32 (999 before).
-_ROWS_PER_STATEMENT = 2000 if sqlite3.sqlite_version_info >= (3, 32) else 240
 # A checkpoint every this many rows: a log of up to about 2 MB. The writer
 # runs every other one (see _Checkpointer), and its call lasts as long as
 # the copy: at 100,000 rows it held the queue up for 150 ms and more, enough
 # to drop payloads at 10,000 a second; at 10,000 rows it takes about 10 ms.
 _ROWS_PER_CHECKPOINT = 10_000
-_METRICS_COLUMNS = {"run", "wall_time", "step", "name", "value"}
 # How long a statement waits for another connection's lock to go (SQLite's
 # busy timeout), and opening a store tries to switch it to WAL mode while
 # other connections write to it.
@@ -64,7 +59,8 @@ class SQLiteLogger(BaseSink):
     this call created is then removed, not left behind half made.
 
     Each ``log_metrics`` call, and each ``log_batch`` call of the monitor's
-    sender, is one transaction, committed before it returns,
+    sender, is one transaction, committed before it returns (with the kind
+    of each metric the run had not logged before, in the ``kinds`` table),
     in WAL mode: other connections and processes can read the file while it is
     written, and a killed process (even ``kill -9``) loses nothing it committed.
     Commits are not synced to disk (``synchronous=NORMAL``), so a power loss or
@@ -78,7 +74,7 @@ class SQLiteLogger(BaseSink):
     ...     with SQLiteLogger(path, run="baseline") as sink:
     ...         sink.log_metrics({"collector/frames": 96.0}, step=3, timestamp=1.5)
     ...     print(sink.run, list(read(path, run="baseline")))
-    baseline [Record(wall_time=1.5, step=3, name='collector/frames', value=96.0)]
+    baseline [Record(wall_time=1.5, step=3, name='collector/frames', value=96.0, kind=<Kind.COUNTER: 'counter'>)]
     >>> from rlpulse import RunExistsError
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     path = pathlib.Path(tmp) / "metrics.db"
@@ -138,6 +134,8 @@ class SQLiteLogger(BaseSink):
                 cached_statements=16,
             )
             self._run_id, self.run = self._open_run(connection, run, resume)
+            # The metrics whose kind the run stores (a resumed run's too).
+            self._kinded = sqlite_format.stored_kind_names(connection, self._run_id)
         except BaseException as error:
             if connection is not None:
                 connection.close()
@@ -154,19 +152,7 @@ class SQLiteLogger(BaseSink):
     def _open_run(
         self, connection: sqlite3.Connection, run: str | None, resume: bool
     ) -> tuple[int, str]:
-        # Checked before anything in the file changes: another database is
-        # refused as it is.
-        tables = {
-            row[0]
-            for row in connection.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table'"
-            )
-        }
-        if tables and not tables >= {"runs", "metrics"}:
-            raise sqlite3.OperationalError(
-                f"it is another database (tables {sorted(tables)}, not rlpulse's "
-                "'runs' and 'metrics'), left as it is"
-            )
+        sqlite_format.check_tables(connection)
         mode = _switch_to_wal(connection)
         if mode != "wal":
             raise sqlite3.OperationalError(
@@ -176,20 +162,7 @@ class SQLiteLogger(BaseSink):
         # Checkpoints, where WAL mode syncs to disk, run beside the writes
         # (see _Checkpointer), never inside a commit.
         connection.execute("PRAGMA wal_autocheckpoint = 0")
-        columns = {row[1] for row in connection.execute("PRAGMA table_info(metrics)")}
-        if columns and not columns >= _METRICS_COLUMNS:
-            raise sqlite3.OperationalError(
-                f"its 'metrics' table has columns {sorted(columns)}, "
-                f"not {sorted(_METRICS_COLUMNS)}"
-            )
-        # One transaction: a logger opening the file meanwhile sees both
-        # tables or neither, never a half-made store it would refuse.
-        try:
-            connection.executescript(f"BEGIN IMMEDIATE; {SQLITE_SCHEMA} COMMIT;")
-        except BaseException:
-            if connection.in_transaction:
-                connection.execute("ROLLBACK")
-            raise
+        sqlite_format.create_tables(connection)
         start_wall_time = time.time()
         if run is not None:
             cursor = connection.execute(
@@ -239,7 +212,8 @@ class SQLiteLogger(BaseSink):
         """Store the payloads as one committed transaction.
 
         A payload's ``timestamp`` (the wall-clock time of the poll that
-        produced it) is stored as ``wall_time``.
+        produced it) is stored as ``wall_time``; the kind of a metric the
+        run had not logged before, in ``kinds``.
 
         >>> import tempfile, pathlib
         >>> from rlpulse import SQLiteLogger
@@ -247,34 +221,11 @@ class SQLiteLogger(BaseSink):
         ...     with SQLiteLogger(pathlib.Path(tmp) / "metrics.db") as sink:
         ...         sink.log_metrics({"buffer/size": 10.0, "buffer/writes": 4.0})
         """
-        rows = [
-            (wall_time, None if step is None else int(step), name, float(value))
-            for metrics, step, wall_time, *_ in payloads
-            for name, value in metrics.items()
-        ]
-        # Few statements per batch, not one per payload: each statement
-        # releases the GIL while SQLite runs it, and beside a CPU-bound
-        # thread every release costs a wait of up to the interpreter's
-        # switch interval to get it back.
-        chunks = [
-            rows[start : start + _ROWS_PER_STATEMENT]
-            for start in range(0, len(rows), _ROWS_PER_STATEMENT)
-        ]
         connection = self._connection
-        if len(chunks) == 1:
-            # One statement outside a transaction is a transaction of its own.
-            _insert(connection, self._run_id, chunks[0])
-        elif chunks:
-            connection.execute("BEGIN IMMEDIATE")
-            try:
-                for chunk in chunks:
-                    _insert(connection, self._run_id, chunk)
-                connection.execute("COMMIT")
-            except BaseException:
-                if connection.in_transaction:
-                    connection.execute("ROLLBACK")
-                raise
-        if self._checkpointer.wrote(len(rows)):
+        rows = sqlite_format.insert_batch(
+            connection, self._run_id, payloads, self._kinded
+        )
+        if self._checkpointer.wrote(rows):
             with contextlib.suppress(sqlite3.Error):  # the next one, or close()
                 connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
@@ -292,19 +243,7 @@ class SQLiteLogger(BaseSink):
         self._log_event(self._write_event, event)
 
     def _write_event(self, event: Event) -> None:
-        value = float(event.value)
-        self._connection.execute(
-            "INSERT INTO events (run, wall_time, watch, kind, message, value)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
-            (
-                self._run_id,
-                float(event.wall_time),
-                str(event.watch),
-                str(event.kind),
-                str(event.message),
-                None if value != value else value,
-            ),
-        )
+        sqlite_format.insert_event(self._connection, self._run_id, event)
 
     def _close(self) -> None:
         self._checkpointer.close()
@@ -456,23 +395,3 @@ def _remove_unmade_store(path: Path) -> None:
     for suffix in ("", "-wal", "-shm"):
         with contextlib.suppress(OSError):
             os.unlink(f"{path}{suffix}")
-
-
-@functools.lru_cache(maxsize=16)
-def _insert_statement(row_count: int) -> str:
-    # ?1 is the run, bound once; then (wall_time, step, name, value) per row.
-    rows = ", ".join(
-        f"(?1, ?{2 + 4 * index}, ?{3 + 4 * index}, ?{4 + 4 * index}, ?{5 + 4 * index})"
-        for index in range(row_count)
-    )
-    return f"INSERT INTO metrics (run, wall_time, step, name, value) VALUES {rows}"
-
-
-def _insert(
-    connection: sqlite3.Connection,
-    run_id: int,
-    rows: list[tuple[float, int | None, str, float]],
-) -> None:
-    connection.execute(
-        _insert_statement(len(rows)), (run_id, *itertools.chain.from_iterable(rows))
-    )

@@ -1,0 +1,181 @@
+"""The run files rlpulse writes: each format's schema, writer, reader and repair, in a module of its own.
+
+- :mod:`~rlpulse.formats.sqlite` (``SQLiteLogger``): several runs per file.
+- :mod:`~rlpulse.formats.csv` (``CSVLogger``): one row per metric.
+- :mod:`~rlpulse.formats.jsonl` (``JSONLLogger``): one JSON object per payload.
+
+They share :mod:`~rlpulse.formats.records` (the :class:`Record` every
+reader yields, the errors, the kinds) and, the two line formats,
+:mod:`~rlpulse.formats.lines` (reading lines, removing a line torn by a
+crash). The sinks in :mod:`rlpulse.sinks` write through these modules;
+:mod:`rlpulse.read` summarises, compares, draws and follows what
+:func:`read` yields.
+
+Each record carries its metric's kind (:class:`rlpulse.naming.Kind`): the
+one stored, or, for a file written before kinds were stored (rlpulse
+0.1.0) and any metric a file does not declare, the one guessed from the
+run's names (:func:`rlpulse.naming.inferred_kind`), as ``rlpulse show``
+always guessed it. Units are not stored: a metric's unit is what its name
+says (:func:`rlpulse.naming.unit_of`, :attr:`Record.unit`).
+
+Line files are complete up to their last newline: whatever follows was cut
+short by a crash, or is still being written, so :func:`read` leaves it out
+(saying so with a :class:`RunFileWarning`) and the sinks remove it before
+appending. Files written by hand are read as their meaning is clear; what
+a reader cannot make sense of is a :class:`RunFileError` naming the file,
+the line and what is wrong.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from rlpulse.formats.csv import CSV_FIELDS, CSV_FIELDS_0_1, read_csv
+from rlpulse.formats.jsonl import read_jsonl, read_jsonl_events
+from rlpulse.formats.records import (
+    Record,
+    RunFileError,
+    RunFileWarning,
+    RunInfo,
+    prepare_record_file,
+)
+from rlpulse.formats.sqlite import (
+    SQLITE_FORMAT_VERSION,
+    SQLITE_MAGIC,
+    SQLITE_SCHEMA,
+    is_sqlite,
+    list_runs,
+    read_sqlite,
+    read_sqlite_events,
+    run_infos,
+)
+from rlpulse.runtime.events import Event
+
+__all__ = [
+    "CSV_FIELDS",
+    "CSV_FIELDS_0_1",
+    "SQLITE_FORMAT_VERSION",
+    "SQLITE_MAGIC",
+    "SQLITE_SCHEMA",
+    "Record",
+    "RunFileError",
+    "RunFileWarning",
+    "RunInfo",
+    "list_runs",
+    "prepare_record_file",
+    "read",
+    "read_events",
+    "run_infos",
+]
+
+
+def read(path: str | os.PathLike[str], run: str | None = None) -> Iterator[Record]:
+    """Iterate over the records of a metrics file written by any rlpulse file sink.
+
+    The format comes from the file's content (the SQLite header, the CSV
+    header, a JSON object), else from its extension (``.csv``, ``.jsonl``). For SQLite,
+    ``run`` names the run to read and ``None`` means the most recently created
+    one; CSV and JSON lines files hold a single run, so ``run`` must be ``None``.
+    Records come in the order they were written, each with its metric's
+    kind: the one stored, or for a file that stores none (written by rlpulse
+    0.1.0) the one :func:`rlpulse.naming.inferred_kind` guesses from the
+    run's names. CSV and JSON lines files
+    are read as people write them too: blank lines are skipped, and a JSON
+    lines payload without ``"step"`` has step ``None``. A last line cut short
+    (a write a crash interrupted, or one still under way: no newline at its
+    end, or a row without all its fields) is left out with a
+    :class:`RunFileWarning`.
+
+    The file is checked before this returns: a missing file raises
+    ``FileNotFoundError``; an empty or corrupt file, or an unknown run, raises
+    ``RunFileError``. A line before the last that cannot be read raises
+    ``RunFileError`` naming it, when the iteration reaches it.
+
+    >>> import tempfile, pathlib
+    >>> from rlpulse import CSVLogger
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     sink = CSVLogger(pathlib.Path(tmp) / "metrics.csv")
+    ...     sink.log_metrics({"collector/frames": 96.0}, step=3, timestamp=1.5)
+    ...     sink.close()
+    ...     list(read(sink.path))
+    [Record(wall_time=1.5, step=3, name='collector/frames', value=96.0, kind=<Kind.COUNTER: 'counter'>)]
+    """
+    path = Path(path)
+    file_format = detect_format(path)
+    if file_format == "sqlite":
+        return read_sqlite(path, run)
+    if run is not None:
+        raise RunFileError(
+            f"{path} is a {file_format.upper()} file, which holds a single run: "
+            f"read it without a run (run=None; on the command line, without "
+            f"--run) instead of run={run!r}"
+        )
+    if file_format == "csv":
+        return read_csv(path)
+    return read_jsonl(path)
+
+
+def read_events(
+    path: str | os.PathLike[str], run: str | None = None
+) -> Iterator[Event]:
+    """Iterate over the :class:`~rlpulse.Event` records of a file written by ``SQLiteLogger`` or ``JSONLLogger``, in order.
+
+    ``run`` as for :func:`read`. A SQLite file written before events were
+    stored has none. CSV files store no events: reading one raises
+    ``RunFileError``, as a missing file raises ``FileNotFoundError`` and an
+    empty or corrupt one ``RunFileError``, before this returns.
+
+    >>> import tempfile, pathlib
+    >>> from rlpulse import Event, JSONLLogger
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     with JSONLLogger(pathlib.Path(tmp) / "run.jsonl") as sink:
+    ...         sink.log_metrics({"collector/frames": 96.0}, step=3, timestamp=1.0)
+    ...         sink.log_event(Event(1.5, "collector", "stalled", "no progress", 30.0))
+    ...     list(read_events(sink.path))
+    [Event(wall_time=1.5, watch='collector', kind='stalled', message='no progress', value=30.0)]
+    """
+    path = Path(path)
+    file_format = detect_format(path)
+    if file_format == "sqlite":
+        return read_sqlite_events(path, run)
+    if run is not None:
+        raise RunFileError(
+            f"{path} is a {file_format.upper()} file, which holds a single run: "
+            f"read it without a run instead of run={run!r}"
+        )
+    if file_format == "csv":
+        raise RunFileError(
+            f"{path} is a CSV file, which stores no events: SQLiteLogger and "
+            "JSONLLogger store them"
+        )
+    # Checked now, as read() checks a first payload: the first line parses.
+    return read_jsonl_events(path)
+
+
+def detect_format(path: Path) -> str:
+    """The format of the file at ``path``: ``"sqlite"``, ``"csv"`` or ``"jsonl"``; ``RunFileError`` for none.
+
+    What its first line says, before its extension: a file sink writes its
+    format whatever the file is named.
+    """
+    with open(path, "rb") as file:
+        head = file.readline(256)
+    if not head:
+        raise RunFileError(f"{path} is empty: no metrics were written to it")
+    if is_sqlite(head):
+        return "sqlite"
+    if head.startswith(",".join(CSV_FIELDS_0_1).encode()):
+        return "csv"
+    if head.lstrip().startswith(b"{"):
+        return "jsonl"
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        return "csv"
+    if suffix == ".jsonl":
+        return "jsonl"
+    raise RunFileError(
+        f"{path} is not an rlpulse metrics file: expected SQLite, "
+        "CSV (.csv) or JSON lines (.jsonl)"
+    )

@@ -1,0 +1,119 @@
+"""What the line formats (CSV, JSON lines) share: reading lines, and removing a line torn by a crash.
+
+A line file is complete up to its last newline: whatever follows it was
+cut short by a crash, or is still being written, so readers leave it out
+(saying so with a :class:`~rlpulse.formats.records.RunFileWarning`) and
+writers remove it before appending (:func:`open_line_file`).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO
+
+from rlpulse.formats.records import Record, RunFileError, RunFileWarning, unwritable
+
+__all__ = ["LineReader", "last_line_end", "left_out", "names_of", "open_line_file"]
+
+_TAIL_CHUNK_BYTES = 4096
+
+RecordEnd = Callable[[IO[bytes], int], int]
+"""Where the last record of a file ends, given the end of its last complete line (CSV: not inside quotes)."""
+
+
+def open_line_file(path: Path, *, record_end: RecordEnd | None = None) -> io.FileIO:
+    """Open a CSV or JSON lines file for appending, first removing a torn last line.
+
+    A last line without its newline was cut short by a crash; appending after
+    it would glue the next line onto it, so it is truncated away.
+    ``record_end`` (CSV: :func:`rlpulse.formats.csv.record_end`) moves the
+    end back further where the last line is part of a record torn before
+    its end (a newline between double quotes is part of a name, not the end
+    of a record: appended after it, every later row would read as part of
+    that name). The returned
+    file is binary and unbuffered: each write goes straight to the file
+    system, so nothing waits in a buffer to be written later.
+
+    >>> import tempfile, pathlib
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "metrics.jsonl"
+    ...     _ = path.write_text('{"complete": 1}\\n{"cut sho')
+    ...     with open_line_file(path) as file:
+    ...         _ = file.write(b'{"next": 2}\\n')
+    ...     path.read_text().splitlines()
+    ['{"complete": 1}', '{"next": 2}']
+    """
+    try:
+        _truncate_torn_last_line(path, record_end)
+        return open(path, "ab", buffering=0)
+    except OSError as error:
+        raise unwritable(path, error) from error
+
+
+def _truncate_torn_last_line(path: Path, record_end: RecordEnd | None) -> None:
+    with open(path, "r+b") as file:
+        end = file.seek(0, os.SEEK_END)
+        complete_end = last_line_end(file, end)
+        if record_end is not None and complete_end:
+            complete_end = record_end(file, complete_end)
+        if complete_end != end:
+            file.truncate(complete_end)
+
+
+def last_line_end(file: IO[bytes], end: int) -> int:
+    # Just past the last newline before ``end``; 0 when there is none.
+    position = end
+    while position > 0:
+        start = max(0, position - _TAIL_CHUNK_BYTES)
+        file.seek(start)
+        newline = file.read(position - start).rfind(b"\n")
+        if newline >= 0:
+            return start + newline + 1
+        position = start
+    return 0
+
+
+class LineReader:
+    """The lines of a UTF-8 file, remembering whether the last one was complete.
+
+    Lines are decoded one by one so that a torn last line, which may end in the
+    middle of a character, is still handed on (to be dropped) instead of failing.
+    """
+
+    def __init__(self, path: Path, file: IO[bytes]) -> None:
+        self._path = path
+        self._file = file
+        self.number = 0
+        self.last_complete = True
+
+    def __iter__(self) -> Iterator[str]:
+        for raw_line in self._file:
+            self.number += 1
+            self.last_complete = raw_line.endswith(b"\n")
+            try:
+                yield raw_line.decode("utf-8")
+            except UnicodeDecodeError as error:
+                if self.last_complete:
+                    raise RunFileError(
+                        f"{self._path} line {self.number} is not UTF-8 text: {error}"
+                    ) from error
+                yield raw_line.decode("utf-8", errors="replace")
+
+
+def left_out(path: Path, line_number: int, problem: str, text: str) -> None:
+    warnings.warn(
+        f"{path}: left out line {line_number}, cut short: {problem}: {text!r}",
+        RunFileWarning,
+        stacklevel=3,
+    )
+
+
+def names_of(records: Iterator[Record]) -> set[str]:
+    # A second pass over a line file: what it leaves out was said in the first.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RunFileWarning)
+        return {record.name for record in records}

@@ -1,0 +1,447 @@
+"""The SQLite format: several runs per file, their metrics, each metric's kind, their events.
+
+Tables ``runs(id, name, start_wall_time)``, ``metrics(run, wall_time,
+step, name, value)``, ``kinds(run, name, kind)`` (each metric's
+:class:`~rlpulse.naming.Kind`, once per run) and ``events(run, wall_time,
+watch, kind, message, value)``; the file's ``user_version`` is
+:data:`SQLITE_FORMAT_VERSION`. A file of rlpulse 0.1.0 (no ``kinds``,
+version 0) reads with its kinds guessed from the names, and gains the
+newer tables when a logger opens it again.
+
+This module creates and checks the tables (:func:`check_tables`,
+:func:`create_tables`), writes a batch as one transaction
+(:func:`insert_batch`) and an event (:func:`insert_event`), and reads runs
+back (:func:`read_sqlite`, :func:`read_sqlite_events`, :func:`list_runs`,
+:func:`run_infos`). Opening a store (WAL mode, checkpoints, what a failure
+to open means) is :class:`~rlpulse.sinks.sqlite.SQLiteLogger`'s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import math
+import os
+import sqlite3
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from rlpulse.formats.records import (
+    Record,
+    RunFileError,
+    RunInfo,
+    kind_named,
+    kinds_completed,
+)
+from rlpulse.naming import Kind, Payload
+from rlpulse.runtime.events import Event
+
+__all__ = [
+    "SQLITE_FORMAT_VERSION",
+    "SQLITE_MAGIC",
+    "SQLITE_SCHEMA",
+    "check_tables",
+    "create_tables",
+    "insert_batch",
+    "insert_event",
+    "list_runs",
+    "read_sqlite",
+    "read_sqlite_events",
+    "run_infos",
+    "stored_kind_names",
+]
+
+SQLITE_FORMAT_VERSION = 1
+"""The SQLite file's ``user_version``: 1 since kinds are stored, 0 before (rlpulse 0.1.0)."""
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+"""The first bytes of every SQLite database file."""
+
+SQLITE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    start_wall_time REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS metrics (
+    run INTEGER NOT NULL REFERENCES runs(id),
+    wall_time REAL NOT NULL,
+    step INTEGER,
+    name TEXT NOT NULL,
+    value REAL
+);
+CREATE INDEX IF NOT EXISTS metrics_run ON metrics(run);
+CREATE TABLE IF NOT EXISTS kinds (
+    run INTEGER NOT NULL REFERENCES runs(id),
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    PRIMARY KEY (run, name)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS events (
+    run INTEGER NOT NULL REFERENCES runs(id),
+    wall_time REAL NOT NULL,
+    watch TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    message TEXT NOT NULL,
+    value REAL
+);
+"""
+"""The SQLite tables; ``value`` is NULL only for NaN, which SQLite cannot store.
+
+``kinds`` holds the kind of each metric of a run, written with the
+metric's first row. ``events`` holds the run's :class:`~rlpulse.Event`
+records (see :func:`read_events`). A file written before they existed
+gains them when a logger opens it again.
+
+The index is on ``run`` alone: a logger's rows all land at the end of its run's
+range, one index page per commit. An index on ``(run, name)`` would dirty one
+page per metric name on every commit and make each payload several times
+more expensive to store.
+"""
+
+# A batch is stored with one multi-row INSERT per this many metrics (of any
+# payloads): 4 parameters a row and one for the run stay below 32,766, the
+# smallest limit of SQLite builds since 3.32 (999 before).
+_ROWS_PER_STATEMENT = 2000 if sqlite3.sqlite_version_info >= (3, 32) else 240
+_METRICS_COLUMNS = {"run", "wall_time", "step", "name", "value"}
+
+
+# Writing
+
+
+def check_tables(connection: sqlite3.Connection) -> None:
+    """Raise ``sqlite3.OperationalError`` when the file is another database: tables, none of them rlpulse's.
+
+    Checked before anything in the file changes: another database is
+    refused as it is.
+    """
+    tables = {
+        row[0]
+        for row in connection.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'"
+        )
+    }
+    if tables and not tables >= {"runs", "metrics"}:
+        raise sqlite3.OperationalError(
+            f"it is another database (tables {sorted(tables)}, not rlpulse's "
+            "'runs' and 'metrics'), left as it is"
+        )
+
+
+def create_tables(connection: sqlite3.Connection) -> None:
+    """Create the tables a file lacks (all of them in a new file), in one transaction, and mark its format version.
+
+    A logger opening the file meanwhile sees every table or none, never a
+    half-made store it would refuse. Raises ``sqlite3.OperationalError``
+    when the ``metrics`` table lacks a column.
+    """
+    columns = {row[1] for row in connection.execute("PRAGMA table_info(metrics)")}
+    if columns and not columns >= _METRICS_COLUMNS:
+        raise sqlite3.OperationalError(
+            f"its 'metrics' table has columns {sorted(columns)}, "
+            f"not {sorted(_METRICS_COLUMNS)}"
+        )
+    (version,) = connection.execute("PRAGMA user_version").fetchone()
+    upgrade = (
+        f"PRAGMA user_version = {SQLITE_FORMAT_VERSION};"
+        if version < SQLITE_FORMAT_VERSION
+        else ""
+    )
+    try:
+        connection.executescript(f"BEGIN IMMEDIATE; {SQLITE_SCHEMA} {upgrade} COMMIT;")
+    except BaseException:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise
+
+
+def stored_kind_names(connection: sqlite3.Connection, run_id: int) -> set[str]:
+    """The metrics of run ``run_id`` whose kind the file stores."""
+    rows = connection.execute("SELECT name FROM kinds WHERE run = ?", (run_id,))
+    return {name for (name,) in rows}
+
+
+def insert_batch(
+    connection: sqlite3.Connection,
+    run_id: int,
+    payloads: Sequence[Payload],
+    kinded: set[str],
+) -> int:
+    """Store ``payloads`` in run ``run_id`` as one committed transaction; return how many rows it holds.
+
+    A payload's ``wall_time`` is stored as the time of its rows. The kind of
+    each metric not in ``kinded`` (those the run stores) is stored too, and
+    added to ``kinded`` once committed.
+    """
+    rows = [
+        (wall_time, None if step is None else int(step), name, float(value))
+        for metrics, step, wall_time, *_ in payloads
+        for name, value in metrics.items()
+    ]
+    new_kinds = {
+        name: payload.kind(name)
+        for payload in payloads
+        if not payload.metrics.keys() <= kinded
+        for name in payload.metrics.keys() - kinded
+    }
+    # Few statements per batch, not one per payload: each statement
+    # releases the GIL while SQLite runs it, and beside a CPU-bound
+    # thread every release costs a wait of up to the interpreter's
+    # switch interval to get it back.
+    chunks = [
+        rows[start : start + _ROWS_PER_STATEMENT]
+        for start in range(0, len(rows), _ROWS_PER_STATEMENT)
+    ]
+    if len(chunks) == 1 and not new_kinds:
+        # One statement outside a transaction is a transaction of its own.
+        _insert(connection, run_id, chunks[0])
+    elif chunks:
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            for chunk in chunks:
+                _insert(connection, run_id, chunk)
+            if new_kinds:
+                _insert_kinds(connection, run_id, new_kinds)
+            connection.execute("COMMIT")
+        except BaseException:
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+            raise
+        kinded.update(new_kinds)
+    return len(rows)
+
+
+def insert_event(connection: sqlite3.Connection, run_id: int, event: Event) -> None:
+    """Store ``event`` in run ``run_id``'s events (a transaction of its own)."""
+    value = float(event.value)
+    connection.execute(
+        "INSERT INTO events (run, wall_time, watch, kind, message, value)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (
+            run_id,
+            float(event.wall_time),
+            str(event.watch),
+            str(event.kind),
+            str(event.message),
+            None if value != value else value,
+        ),
+    )
+
+
+@functools.lru_cache(maxsize=16)
+def _insert_statement(row_count: int) -> str:
+    # ?1 is the run, bound once; then (wall_time, step, name, value) per row.
+    rows = ", ".join(
+        f"(?1, ?{2 + 4 * index}, ?{3 + 4 * index}, ?{4 + 4 * index}, ?{5 + 4 * index})"
+        for index in range(row_count)
+    )
+    return f"INSERT INTO metrics (run, wall_time, step, name, value) VALUES {rows}"
+
+
+def _insert(
+    connection: sqlite3.Connection,
+    run_id: int,
+    rows: list[tuple[float, int | None, str, float]],
+) -> None:
+    connection.execute(
+        _insert_statement(len(rows)), (run_id, *itertools.chain.from_iterable(rows))
+    )
+
+
+def _insert_kinds(
+    connection: sqlite3.Connection, run_id: int, kinds: dict[str, Kind]
+) -> None:
+    connection.executemany(
+        "INSERT OR IGNORE INTO kinds (run, name, kind) VALUES (?, ?, ?)",
+        [(run_id, name, kind.value) for name, kind in kinds.items()],
+    )
+
+
+# Reading
+
+
+def is_sqlite(head: bytes) -> bool:
+    """Whether a file starting with ``head`` is a SQLite file."""
+    return head.startswith(SQLITE_MAGIC)
+
+
+def list_runs(path: str | os.PathLike[str]) -> list[str]:
+    """Return the names of the runs in an rlpulse SQLite file, oldest first.
+
+    Raises ``FileNotFoundError`` for a missing file and ``RunFileError`` for a
+    file that is not an rlpulse SQLite file.
+
+    >>> import tempfile, pathlib
+    >>> from rlpulse import SQLiteLogger
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "metrics.db"
+    ...     SQLiteLogger(path, run="first").close()
+    ...     SQLiteLogger(path, run="second").close()
+    ...     list_runs(path)
+    ['first', 'second']
+    """
+    path = Path(path)
+    _check_sqlite(path)
+    with contextlib.closing(_connect_for_reading(path)) as connection:
+        return [name for name, _ in _runs(path, connection)]
+
+
+def run_infos(path: str | os.PathLike[str]) -> list[RunInfo]:
+    """Return a :class:`RunInfo` for each run of an rlpulse SQLite file, oldest first.
+
+    Errors as :func:`list_runs`'s.
+
+    >>> import tempfile, pathlib
+    >>> from rlpulse import SQLiteLogger
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "metrics.db"
+    ...     with SQLiteLogger(path, run="first") as sink:
+    ...         sink.log_metrics({"c/frames": 1.0, "c/batches": 1.0}, timestamp=100.0)
+    ...         sink.log_metrics({"c/frames": 2.0}, timestamp=104.0)
+    ...     run_infos(path)
+    [RunInfo(name='first', start_wall_time=100.0, end_wall_time=104.0, records=3)]
+    """
+    path = Path(path)
+    list_runs(path)  # the file's checks
+    with contextlib.closing(_connect_for_reading(path)) as connection:
+        try:
+            rows = list(
+                connection.execute(
+                    "SELECT runs.name, runs.start_wall_time, MIN(metrics.wall_time),"
+                    " MAX(metrics.wall_time), COUNT(metrics.run) FROM runs"
+                    " LEFT JOIN metrics ON metrics.run = runs.id"
+                    " GROUP BY runs.id ORDER BY runs.id"
+                )
+            )
+        except sqlite3.Error as error:
+            raise RunFileError(f"{path} has unreadable runs: {error}") from error
+    return [
+        RunInfo(
+            name,
+            opened if first is None else first,
+            opened if last is None else last,
+            count,
+        )
+        for name, opened, first, last, count in rows
+    ]
+
+
+def _connect_for_reading(path: Path) -> sqlite3.Connection:
+    # mode=rw never creates a missing file, and SQLite itself falls back to
+    # read-only for a write-protected one; a read/write connection also cleans
+    # up the WAL files when it is the last one to close.
+    uri = path.resolve().as_uri() + "?mode=rw"
+    try:
+        connection = sqlite3.connect(uri, uri=True)
+        tables = {
+            name
+            for (name,) in connection.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'"
+            )
+        }
+    except sqlite3.Error as error:
+        raise RunFileError(f"{path} is not a readable SQLite file: {error}") from error
+    if not {"runs", "metrics"} <= tables:
+        connection.close()
+        raise RunFileError(
+            f"{path} is a SQLite file without rlpulse's 'runs' and 'metrics' tables"
+        )
+    return connection
+
+
+def _runs(path: Path, connection: sqlite3.Connection) -> list[tuple[str, int]]:
+    try:
+        return list(connection.execute("SELECT name, id FROM runs ORDER BY id"))
+    except sqlite3.Error as error:
+        raise RunFileError(f"{path} has an unreadable 'runs' table: {error}") from error
+
+
+def read_sqlite(path: Path, run: str | None) -> Iterator[Record]:
+    """The records of run ``run`` (``None``: the latest) of a SQLite file, in order; the run is checked before this returns."""
+    run_id = _run_id(path, run)
+    return kinds_completed(
+        _sqlite_records(path, run_id), lambda: _sqlite_names(path, run_id)
+    )
+
+
+def _run_id(path: Path, run: str | None) -> int:
+    # The id of run ``run`` of the file, the latest for None.
+    with contextlib.closing(_connect_for_reading(path)) as connection:
+        runs = _runs(path, connection)
+    if not runs:
+        raise RunFileError(f"{path} contains no runs")
+    run_ids = dict(runs)
+    if run is None:
+        return runs[-1][1]
+    if run in run_ids:
+        return run_ids[run]
+    available = ", ".join(name for name, _ in runs)
+    raise RunFileError(f"{path} has no run named {run!r}; available runs: {available}")
+
+
+def _sqlite_events(path: Path, run_id: int) -> Iterator[Event]:
+    with contextlib.closing(_connect_for_reading(path)) as connection:
+        try:
+            rows = connection.execute(
+                "SELECT wall_time, watch, kind, message, value FROM events"
+                " WHERE run = ? ORDER BY rowid",
+                (run_id,),
+            )
+        except sqlite3.OperationalError:
+            return  # written before events were stored
+        for wall_time, watch, kind, message, value in rows:
+            yield Event(
+                wall_time, watch, kind, message, math.nan if value is None else value
+            )
+
+
+def _sqlite_records(path: Path, run_id: int) -> Iterator[Record]:
+    with contextlib.closing(_connect_for_reading(path)) as connection:
+        kinds = _sqlite_kinds(connection, run_id)
+        rows = connection.execute(
+            "SELECT wall_time, step, name, value FROM metrics"
+            " WHERE run = ? ORDER BY rowid",
+            (run_id,),
+        )
+        for wall_time, step, name, value in rows:
+            yield Record(
+                wall_time,
+                step,
+                name,
+                math.nan if value is None else value,
+                kinds.get(name),
+            )
+
+
+def _sqlite_kinds(connection: sqlite3.Connection, run_id: int) -> dict[str, Kind]:
+    # The kinds stored for the run; none in a file of rlpulse 0.1.0.
+    try:
+        rows = connection.execute(
+            "SELECT name, kind FROM kinds WHERE run = ?", (run_id,)
+        ).fetchall()
+    except sqlite3.OperationalError:
+        return {}
+    return {name: kind for name, text in rows if (kind := kind_named(text)) is not None}
+
+
+def _sqlite_names(path: Path, run_id: int) -> set[str]:
+    with contextlib.closing(_connect_for_reading(path)) as connection:
+        rows = connection.execute(
+            "SELECT DISTINCT name FROM metrics WHERE run = ?", (run_id,)
+        )
+        return {name for (name,) in rows}
+
+
+def read_sqlite_events(path: Path, run: str | None) -> Iterator[Event]:
+    """The events of run ``run`` (``None``: the latest) of a SQLite file, in order; the run is checked before this returns."""
+    return _sqlite_events(path, _run_id(path, run))
+
+
+def _check_sqlite(path: Path) -> None:
+    with open(path, "rb") as file:
+        head = file.read(len(SQLITE_MAGIC))
+    if not head:
+        raise RunFileError(f"{path} is empty: no metrics were written to it")
+    if not is_sqlite(head):
+        raise RunFileError(f"{path} is not an rlpulse SQLite file, so it has no runs")
