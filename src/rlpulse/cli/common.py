@@ -1,0 +1,124 @@
+"""What the commands share: their options, and turning an error into one line and exit code 2."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeAlias
+
+MATCH_HELP = """\
+--match PATTERN is a glob (matched against the whole name) when it holds *,
+? or [, a substring otherwise; repeated, it keeps the metrics matching any.
+Patterns that match no metric are an error that lists the metrics there
+are."""
+
+
+NUMBERS_HELP = """\
+Numbers below a thousand show four significant digits (0.3333), whole
+numbers up to 999,999 show in full (19,999), larger ones four significant
+digits with M, G or T (1.999M), from 10^15 on in scientific notation
+(4.611e+18); digits are cut, never rounded up, so 19,999 never shows as
+20,000. --exact writes every value in full.
+"""
+
+
+GIVE_METRICS_FILE = "give the path of a metrics file written by an rlpulse file sink"
+
+
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+Handler: TypeAlias = Callable[[argparse.Namespace], int]
+
+
+def add_command(
+    commands: Commands,
+    name: str,
+    summary: str,
+    description: str,
+    handler: Handler,
+) -> argparse.ArgumentParser:
+    """Add the command ``name``, which ``main`` hands to ``handler``."""
+    command = commands.add_parser(
+        name,
+        help=summary,
+        description=description,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    command.set_defaults(handler=handler)
+    return command
+
+
+def add_run_file_command(
+    commands: Commands,
+    name: str,
+    summary: str,
+    description: str,
+    handler: Handler,
+) -> argparse.ArgumentParser:
+    """Add a command that reads the run file given as its RUN argument."""
+    command = add_command(commands, name, summary, description, handler)
+    command.add_argument(
+        "path",
+        type=Path,
+        metavar="RUN",
+        help="metrics file written by an rlpulse file sink (SQLite, CSV, JSON lines)",
+    )
+    return command
+
+
+def add_match_option(command: argparse.ArgumentParser) -> None:
+    """Add ``--match PATTERN``, repeatable: which metrics the command keeps."""
+    command.add_argument(
+        "--match",
+        metavar="PATTERN",
+        action="append",
+        help="only metrics whose name matches: a glob with *, ? or [, else a "
+        "substring; repeat it to keep the metrics matching any; matching none "
+        "is an error listing the metrics",
+    )
+
+
+def add_exact_option(command: argparse.ArgumentParser) -> None:
+    """Add ``--exact``: every value in full rather than at a glance."""
+    command.add_argument(
+        "--exact",
+        action="store_true",
+        help="write every value in full (4611686018427387904, 0.1) rather than "
+        "short (4.611e+18, 19,999)",
+    )
+
+
+def add_run_option(
+    container: argparse.ArgumentParser | argparse._MutuallyExclusiveGroup, verb: str
+) -> None:
+    """Add ``--run NAME``, which picks the run of a SQLite file that the command will ``verb``."""
+    container.add_argument(
+        "--run",
+        metavar="NAME",
+        help=f"which run of a SQLite file to {verb} (default: the latest)",
+    )
+
+
+def not_a_metrics_file(path: Path) -> str | None:
+    """Why ``path`` cannot be a metrics file to read (a directory, nothing there), else ``None``."""
+    if path.is_dir():
+        return f"{path} is a directory; {GIVE_METRICS_FILE}"
+    if not path.exists():
+        return f"{path}: no such file; {GIVE_METRICS_FILE}"
+    return None
+
+
+def describe(error: OSError) -> str:
+    message = error.strerror or str(error)
+    if error.filename is not None and str(error.filename) not in message:
+        message = f"{error.filename}: {message}"
+    return message
+
+
+def fail(message: str) -> int:
+    one_line = " ".join(message.split())
+    print(f"rlpulse: error: {one_line}", file=sys.stderr)
+    return 2

@@ -1,0 +1,151 @@
+"""``rlpulse demo``: a monitored pipeline, recorded, summarised and drawn."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+from rlpulse import stop_on_sigterm
+from rlpulse._demo.common import DEFAULT_OUT
+from rlpulse._demo.synthetic import run_demo
+from rlpulse.cli.common import (
+    Commands,
+    add_command,
+    fail,
+)
+from rlpulse.sinks.registry import SCHEMES
+
+_DEMO_DESCRIPTION = f"""\
+Run a monitored reinforcement-learning data pipeline and record it.
+
+With TorchRL installed (pip install 'rlpulse[torchrl]'): a TorchRL Collector
+steps gymnasium's CartPole-v1 with a random policy from its own thread into
+a ReplayBuffer, a small DQN learner trains on batches sampled from it, and an
+EpisodeTally records episode returns. Without TorchRL, or with
+--synthetic, a standard-library stand-in runs instead: a collector thread,
+a ring buffer and a learner thread.
+
+A background LoggerMonitor polls their stats() into a new run of a SQLite
+file (--out), prints each payload on standard error and feeds any extra
+sinks (--sink). At the end (or on Ctrl-C) it logs final snapshots; the
+summary of the run is printed and its chart drawn next to the SQLite file
+(with matplotlib: pip install 'rlpulse[plot]'). On SIGTERM (what a job
+scheduler sends) it logs the final snapshots and flushes every sink, then
+ends by the signal, without the summary.
+
+Sink specs are SCHEME:TARGET, with SCHEME one of:
+  {", ".join(sorted(SCHEMES))}
+
+examples:
+  rlpulse demo --seconds 5 --out {DEFAULT_OUT}
+  rlpulse demo --sink csv:runs/demo.csv --sink tensorboard:runs/tensorboard
+  rlpulse demo --synthetic --seconds 10
+"""
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a number of seconds, got {text!r}"
+        ) from None
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise argparse.ArgumentTypeError(
+            f"the demo needs a positive, finite number of seconds, got {text!r}"
+        )
+    return seconds
+
+
+def add(commands: Commands) -> None:
+    demo = add_command(
+        commands,
+        "demo",
+        "run a monitored demo pipeline and record it",
+        _DEMO_DESCRIPTION,
+        run,
+    )
+    demo.add_argument(
+        "--seconds",
+        type=_positive_seconds,
+        default=30.0,
+        help="how long to run (default: %(default)g)",
+    )
+    demo.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        metavar="FILE",
+        help="SQLite file to record the run in; the chart goes next to it, "
+        "with .png (default: %(default)s)",
+    )
+    demo.add_argument(
+        "--sink",
+        action="append",
+        default=[],
+        dest="sinks",
+        metavar="SPEC",
+        help="also log to the sink SCHEME:TARGET (as in csv:runs/demo.csv); "
+        "repeat for more",
+    )
+    demo.add_argument(
+        "--synthetic",
+        action="store_true",
+        help="run the standard-library pipeline even when TorchRL is installed",
+    )
+
+
+_TORCHRL_MODULES = frozenset({"torch", "torchrl", "tensordict", "gymnasium"})
+
+
+def run(args: argparse.Namespace) -> int:
+    with _stopping_on_sigterm():
+        return _run_demo(args)
+
+
+@contextlib.contextmanager
+def _stopping_on_sigterm() -> Iterator[None]:
+    """While the demo runs, ``SIGTERM`` keeps its final snapshots (:func:`rlpulse.stop_on_sigterm`)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may handle signals
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    stop_on_sigterm()
+    try:
+        yield
+    finally:
+        # None: a handler from outside Python, which cannot be put back.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    line_format = {".csv": "csv", ".jsonl": "jsonl"}.get(Path(args.out).suffix.lower())
+    if line_format is not None:
+        return fail(
+            f"--out {args.out} names a {line_format.upper()} file, but the demo "
+            f"records its run in a SQLite file: give --out a .sqlite path, and "
+            f"add --sink {line_format}:{args.out} for a {line_format.upper()} copy"
+        )
+    if not args.synthetic:
+        try:
+            from rlpulse._demo.torchrl_pipeline import run_torchrl_demo
+        except ModuleNotFoundError as error:
+            missing = (error.name or "").partition(".")[0]
+            if missing not in _TORCHRL_MODULES:
+                raise
+            print(
+                f"rlpulse demo: TorchRL is not installed ({missing} is "
+                "missing; pip install 'rlpulse[torchrl]'), so this is the "
+                "synthetic pipeline",
+                flush=True,
+            )
+        else:
+            run_torchrl_demo(args.seconds, args.out, sinks=args.sinks)
+            return 0
+    run_demo(args.seconds, args.out, sinks=args.sinks)
+    return 0

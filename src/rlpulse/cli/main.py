@@ -1,0 +1,136 @@
+"""The ``rlpulse`` parser, one subcommand per module of :mod:`rlpulse.cli`, and ``main``: errors as one line, notes as notes."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sqlite3
+import sys
+import warnings
+from collections.abc import Iterator
+from typing import TextIO
+
+from rlpulse import __version__
+from rlpulse.cli import compare, demo, plot, show, top
+from rlpulse.cli.common import (
+    Handler,
+    describe,
+    fail,
+)
+from rlpulse.read.match import MatchError
+from rlpulse.read.plot import (
+    PlotError,
+    PlotWarning,
+)
+from rlpulse.read.records import RunFileError, RunFileWarning
+from rlpulse.sinks.registry import SinkSpecError
+
+_DESCRIPTION = """\
+Pull-based operational monitoring for reinforcement-learning data pipelines.
+
+Run a monitored demo pipeline, then look at what it recorded:
+
+  rlpulse demo --seconds 10
+  rlpulse show runs/demo.sqlite
+  rlpulse plot runs/demo.sqlite -o runs/demo.png
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the parser of the ``rlpulse`` command line, one subcommand per command.
+
+    >>> args = build_parser().parse_args(["show", "runs/demo.sqlite", "--run", "baseline"])
+    >>> args.command, args.path, args.run
+    ('show', PosixPath('runs/demo.sqlite'), 'baseline')
+    """
+    parser = argparse.ArgumentParser(
+        prog="rlpulse",
+        description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"rlpulse {__version__}")
+    commands = parser.add_subparsers(
+        dest="command", metavar="COMMAND", title="commands", required=True
+    )
+    for command in (demo, show, top, compare, plot):
+        command.add(commands)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``rlpulse`` command line with ``argv`` (default: ``sys.argv[1:]``) and return the exit code.
+
+    Errors a user can cause print one ``rlpulse: error: ...`` line on standard
+    error and return 2; bad arguments exit with argparse's usual code 2. A
+    reader that closes standard output early (``rlpulse show RUN | head``) is
+    no error: the command stops quietly and returns 141, as a command killed
+    by ``SIGPIPE`` exits in a shell.
+
+    >>> import contextlib, io
+    >>> errors = io.StringIO()
+    >>> with contextlib.redirect_stderr(errors):
+    ...     main(["show", "no/such/file.sqlite"])
+    2
+    >>> print(errors.getvalue().strip())
+    rlpulse: error: no/such/file.sqlite: no such file; give the path of a metrics file written by an rlpulse file sink
+    """
+    args = build_parser().parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        with _notes_printed():
+            code = handler(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return code
+    except BrokenPipeError:
+        _discard_standard_output()
+        return _CLOSED_PIPE
+    except OSError as error:
+        return fail(describe(error))
+    except (RunFileError, MatchError, PlotError, SinkSpecError, sqlite3.Error) as error:
+        return fail(str(error))
+
+
+_NOTES = (PlotWarning, RunFileWarning)
+"""What rlpulse left out as asked (of a chart, of a file): a note, not a traceback."""
+
+
+@contextlib.contextmanager
+def _notes_printed() -> Iterator[None]:
+    """While a command runs, each :data:`_NOTES` warning is one ``rlpulse: note: ...`` line on standard error, when it happens.
+
+    Other warnings are shown as Python shows them.
+    """
+    with warnings.catch_warnings():
+        for category in _NOTES:
+            warnings.simplefilter("always", category)
+        show_warning = warnings.showwarning
+
+        def show(
+            message: Warning | str,
+            category: type[Warning],
+            filename: str,
+            lineno: int,
+            file: TextIO | None = None,
+            line: str | None = None,
+        ) -> None:
+            if issubclass(category, _NOTES):
+                one_line = " ".join(str(message).split())
+                print(f"rlpulse: note: {one_line}", file=sys.stderr, flush=True)
+            else:
+                show_warning(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = show
+        yield
+
+
+_CLOSED_PIPE = 128 + 13
+"""The exit code after standard output was closed: a shell's for ``SIGPIPE``."""
+
+
+def _discard_standard_output() -> None:
+    """Point standard output at the null device, so the interpreter's last flush has nowhere to fail."""
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)

@@ -1,0 +1,108 @@
+"""``rlpulse plot``: recorded runs drawn into an image."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rlpulse.cli.common import (
+    Commands,
+    add_command,
+    add_match_option,
+    add_run_option,
+    fail,
+    not_a_metrics_file,
+)
+from rlpulse.read.compare import run_argument
+from rlpulse.read.plot import (
+    MAX_LINES,
+    MAX_PANELS,
+    plot_files,
+)
+
+_PLOT_DESCRIPTION = f"""\
+Draw a recorded run into an image: one panel per watch (the part of a metric
+name before the first '/'), over the time since the run started, or over the
+logged step with --x step (watches without a step are left out, and named).
+A panel has one axis per unit: rates (per second, solid lines), then bytes,
+percent, seconds and plain gauges (dashed). A cumulative counter is drawn as
+its rate (itself too with --cumulative); metrics that never changed are
+listed above their panel. Axes whose lines differ widely in size are
+logarithmic. A chart draws at most {MAX_PANELS} watches of {MAX_LINES} lines each and
+says what it left out: narrow it with --match.
+
+RUN is a file written by SQLiteLogger, CSVLogger or JSONLLogger; --run picks
+a run of a SQLite file (default: the latest). Several RUNs are drawn over
+each other, each over the time since its own start, a line style per run
+(FILE:NAME picks the run NAME of a SQLite file). --match keeps only the metrics
+whose name matches PATTERN: a glob (matched against the whole name) when it
+holds *, ? or [, a substring otherwise; repeated, it keeps the metrics
+matching any; patterns that match no metric are an error that lists the
+metrics there are. The image format follows the extension of FILE (.png, .svg,
+.pdf). Needs matplotlib: pip install 'rlpulse[plot]'.
+
+examples:
+  rlpulse plot runs/demo.sqlite -o runs/demo.png
+  rlpulse plot runs/demo.sqlite -o collector.png --match 'collector/*'
+  rlpulse plot runs/demo.sqlite -o two.png --match 'collector/*' --match 'buffer/*'
+  rlpulse plot metrics.csv -o rates.png --match _per_second --x step
+  rlpulse plot runs/baseline.sqlite runs/new.sqlite -o both.png --match 'collector/*'
+"""
+
+
+def add(commands: Commands) -> None:
+    plot = add_command(
+        commands,
+        "plot",
+        "draw recorded runs into an image",
+        _PLOT_DESCRIPTION,
+        run,
+    )
+    plot.add_argument(
+        "runs",
+        nargs="+",
+        metavar="RUN",
+        help="metrics file written by an rlpulse file sink (SQLite, CSV, JSON "
+        "lines), or FILE:NAME; several are drawn over each other",
+    )
+    plot.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        required=True,
+        metavar="FILE",
+        help="image file to write (.png, .svg or .pdf)",
+    )
+    add_match_option(plot)
+    plot.add_argument(
+        "--cumulative",
+        action="store_true",
+        help="draw each cumulative counter itself too, beside its rate",
+    )
+    plot.add_argument(
+        "--x",
+        choices=("time", "step"),
+        default="time",
+        help="the x axis: time since the start of the run, or the logged step "
+        "(default: %(default)s)",
+    )
+    add_run_option(plot, "draw")
+
+
+def run(args: argparse.Namespace) -> int:
+    runs = [run_argument(text) for text in args.runs]
+    if args.run is not None:
+        if len(runs) > 1:
+            return fail("--run picks the run of one RUN; name each run as FILE:NAME")
+        runs = [(runs[0][0], args.run)]
+    for path, _ in runs:
+        if (problem := not_a_metrics_file(path)) is not None:
+            return fail(problem)
+    try:
+        written = plot_files(
+            runs, args.output, match=args.match, x=args.x, cumulative=args.cumulative
+        )
+    except ImportError as error:
+        return fail(str(error))
+    print(f"wrote {written}")
+    return 0

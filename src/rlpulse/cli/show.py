@@ -1,0 +1,104 @@
+"""``rlpulse show``: a recorded run in numbers, and its events."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from rlpulse.cli.common import (
+    MATCH_HELP,
+    NUMBERS_HELP,
+    Commands,
+    add_exact_option,
+    add_match_option,
+    add_run_file_command,
+    add_run_option,
+    fail,
+    not_a_metrics_file,
+)
+from rlpulse.read.records import RunFileError, read_events, run_infos
+from rlpulse.read.summary import (
+    format_events,
+    format_summary,
+    narrow_summary,
+    summarize_file,
+)
+from rlpulse.text import format_duration, format_table
+
+_SHOW_DESCRIPTION = f"""\
+Summarize a recorded run: per metric the last, smallest and largest value,
+and for cumulative counters the mean rate per second over the run; then the
+run's events (a stall, a hung call, a failing sink, drops), one a line, as
+SQLiteLogger and JSONLLogger store them.
+
+RUN is a file written by SQLiteLogger, CSVLogger or JSONLLogger, or by
+hand in their formats (blank lines are skipped; a JSON lines payload
+without "step" has none). A last line cut short (a crash, or a writer still
+at it) is left out with a note on standard error. A SQLite file holds
+several runs: --run picks one (default: the latest) and --runs lists them,
+each with its start, length and number of records. --match keeps only the
+metrics whose name matches PATTERN.
+
+{MATCH_HELP}
+
+{NUMBERS_HELP}
+examples:
+  rlpulse show runs/demo.sqlite
+  rlpulse show runs/demo.sqlite --runs
+  rlpulse show runs/demo.sqlite --run 2024-05-01_12-03-04
+  rlpulse show runs/demo.sqlite --match 'collector/*' --exact
+  rlpulse show metrics.csv
+"""
+
+
+def add(commands: Commands) -> None:
+    show = add_run_file_command(
+        commands, "show", "summarize a recorded run", _SHOW_DESCRIPTION, run
+    )
+    choice = show.add_mutually_exclusive_group()
+    add_run_option(choice, "show")
+    choice.add_argument(
+        "--runs",
+        action="store_true",
+        help="list the runs of a SQLite file instead, oldest first, each with "
+        "its start, length and number of records",
+    )
+    add_match_option(show)
+    add_exact_option(show)
+
+
+def run(args: argparse.Namespace) -> int:
+    path: Path = args.path
+    if (problem := not_a_metrics_file(path)) is not None:
+        return fail(problem)
+    if args.runs:
+        print(_runs_table(path))
+        return 0
+    summary = narrow_summary(summarize_file(path, args.run), args.match)
+    print(format_summary(summary, exact=args.exact))
+    if events := _events_of(path, args.run):
+        print()
+        print(events)
+    return 0
+
+
+def _runs_table(path: Path) -> str:
+    """The runs of a SQLite file as ``show --runs`` lists them: name, local start time, length, records."""
+    rows = [("run", "start", "length", "records")]
+    for info in run_infos(path):
+        started = time.strftime(
+            "%Y-%m-%d %H:%M:%S", time.localtime(info.start_wall_time)
+        )
+        rows.append(
+            (info.name, started, format_duration(info.seconds), f"{info.records:,}")
+        )
+    return format_table(rows, left=2)
+
+
+def _events_of(path: Path, run: str | None) -> str:
+    """The events of the run as ``show`` lists them; ``""`` for none, or a file that stores none (CSV)."""
+    try:
+        return format_events(read_events(path, run))
+    except RunFileError:
+        return ""
