@@ -51,22 +51,19 @@ def add_command(
     return command
 
 
-def add_run_file_command(
-    commands: Commands,
-    name: str,
-    summary: str,
-    description: str,
-    handler: Handler,
-) -> argparse.ArgumentParser:
-    """Add a command that reads the run file given as its RUN argument."""
-    command = add_command(commands, name, summary, description, handler)
+def add_run_file_argument(command: argparse.ArgumentParser) -> None:
+    """Add the RUN argument of a command that reads one run file."""
     command.add_argument(
         "path",
         type=Path,
         metavar="RUN",
         help="metrics file written by an rlpulse file sink (SQLite, CSV, JSON lines)",
     )
-    return command
+
+
+def add_runs_argument(command: argparse.ArgumentParser, meaning: str) -> None:
+    """Add the RUN arguments of a command that reads one run or more: files, or ``FILE:NAME``."""
+    command.add_argument("runs", nargs="+", metavar="RUN", help=meaning)
 
 
 def add_match_option(command: argparse.ArgumentParser) -> None:

@@ -4,19 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from rlpulse.cli.common import (
-    MATCH_HELP,
-    NUMBERS_HELP,
-    Commands,
-    add_command,
-    add_exact_option,
-    add_match_option,
-    fail,
-    not_a_metrics_file,
-)
+from rlpulse.cli import common
 from rlpulse.read.compare import compare_files, format_comparison, run_argument
 
-_COMPARE_DESCRIPTION = f"""\
+SUMMARY = "put recorded runs side by side"
+"""What ``rlpulse --help`` says of the command."""
+
+DESCRIPTION = f"""\
 Put recorded runs side by side: one row per metric, its figure in each run
 and each run's ratio to the first (the baseline). A cumulative counter's
 figure is its mean rate per second over the run, a gauge's the mean of its
@@ -27,9 +21,9 @@ run, or FILE:NAME for the run NAME of a SQLite file (list them with
 rlpulse show FILE --runs). --match keeps only the metrics whose name
 matches PATTERN; a run that has none of them shows -.
 
-{MATCH_HELP}
+{common.MATCH_HELP}
 
-{NUMBERS_HELP}
+{common.NUMBERS_HELP}
 examples:
   rlpulse compare runs/baseline.sqlite runs/new.sqlite
   rlpulse compare runs/all.sqlite:first runs/all.sqlite:second
@@ -38,33 +32,25 @@ examples:
 """
 
 
-def add(commands: Commands) -> None:
-    compare = add_command(
-        commands,
-        "compare",
-        "put recorded runs side by side",
-        _COMPARE_DESCRIPTION,
-        run,
+def add(commands: common.Commands) -> None:
+    compare = common.add_command(commands, "compare", SUMMARY, DESCRIPTION, run)
+    common.add_runs_argument(
+        compare,
+        "a metrics file (its latest run) or FILE:NAME; the first is the baseline",
     )
-    compare.add_argument(
-        "runs",
-        nargs="+",
-        metavar="RUN",
-        help="a metrics file (its latest run) or FILE:NAME; the first is the baseline",
-    )
-    add_match_option(compare)
-    add_exact_option(compare)
+    common.add_match_option(compare)
+    common.add_exact_option(compare)
 
 
 def run(args: argparse.Namespace) -> int:
     if len(args.runs) < 2:
-        return fail(
+        return common.fail(
             "compare needs at least two runs, the first the baseline: "
             "rlpulse compare RUN_A RUN_B [...]"
         )
     runs = [run_argument(text) for text in args.runs]
     for path, _ in runs:
-        if (problem := not_a_metrics_file(path)) is not None:
-            return fail(problem)
+        if (problem := common.not_a_metrics_file(path)) is not None:
+            return common.fail(problem)
     print(format_comparison(compare_files(runs, args.match), exact=args.exact))
     return 0

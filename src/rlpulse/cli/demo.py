@@ -13,14 +13,13 @@ from pathlib import Path
 from rlpulse import stop_on_sigterm
 from rlpulse._demo.common import DEFAULT_OUT
 from rlpulse._demo.synthetic import run_demo
-from rlpulse.cli.common import (
-    Commands,
-    add_command,
-    fail,
-)
+from rlpulse.cli import common
 from rlpulse.sinks.registry import SCHEMES
 
-_DEMO_DESCRIPTION = f"""\
+SUMMARY = "run a monitored demo pipeline and record it"
+"""What ``rlpulse --help`` says of the command."""
+
+DESCRIPTION = f"""\
 Run a monitored reinforcement-learning data pipeline and record it.
 
 With TorchRL installed (pip install 'rlpulse[torchrl]'): a TorchRL Collector
@@ -62,14 +61,8 @@ def _positive_seconds(text: str) -> float:
     return seconds
 
 
-def add(commands: Commands) -> None:
-    demo = add_command(
-        commands,
-        "demo",
-        "run a monitored demo pipeline and record it",
-        _DEMO_DESCRIPTION,
-        run,
-    )
+def add(commands: common.Commands) -> None:
+    demo = common.add_command(commands, "demo", SUMMARY, DESCRIPTION, run)
     demo.add_argument(
         "--seconds",
         type=_positive_seconds,
@@ -126,7 +119,7 @@ def _stopping_on_sigterm() -> Iterator[None]:
 def _run_demo(args: argparse.Namespace) -> int:
     line_format = {".csv": "csv", ".jsonl": "jsonl"}.get(Path(args.out).suffix.lower())
     if line_format is not None:
-        return fail(
+        return common.fail(
             f"--out {args.out} names a {line_format.upper()} file, but the demo "
             f"records its run in a SQLite file: give --out a .sqlite path, and "
             f"add --sink {line_format}:{args.out} for a {line_format.upper()} copy"

@@ -12,12 +12,7 @@ from collections.abc import Iterator
 from typing import TextIO
 
 from rlpulse import __version__
-from rlpulse.cli import compare, demo, plot, show, top
-from rlpulse.cli.common import (
-    Handler,
-    describe,
-    fail,
-)
+from rlpulse.cli import common, compare, demo, plot, show, top
 from rlpulse.read.match import MatchError
 from rlpulse.read.plot import (
     PlotError,
@@ -76,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     rlpulse: error: no/such/file.sqlite: no such file; give the path of a metrics file written by an rlpulse file sink
     """
     args = build_parser().parse_args(argv)
-    handler: Handler = args.handler
+    handler: common.Handler = args.handler
     try:
         with _notes_printed():
             code = handler(args)
@@ -86,9 +81,9 @@ def main(argv: list[str] | None = None) -> int:
         _discard_standard_output()
         return _CLOSED_PIPE
     except OSError as error:
-        return fail(describe(error))
+        return common.fail(common.describe(error))
     except (RunFileError, MatchError, PlotError, SinkSpecError, sqlite3.Error) as error:
-        return fail(str(error))
+        return common.fail(str(error))
 
 
 _NOTES = (PlotWarning, RunFileWarning)
@@ -129,7 +124,7 @@ _CLOSED_PIPE = 128 + 13
 
 
 def _discard_standard_output() -> None:
-    """Point standard output at the null device, so the interpreter's last flush has nowhere to fail."""
+    """Point standard output at the null device, so the interpreter's last flush has nowhere to common.fail."""
     with contextlib.suppress(AttributeError, OSError, ValueError):
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, sys.stdout.fileno())

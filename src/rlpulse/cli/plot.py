@@ -5,14 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rlpulse.cli.common import (
-    Commands,
-    add_command,
-    add_match_option,
-    add_run_option,
-    fail,
-    not_a_metrics_file,
-)
+from rlpulse.cli import common
 from rlpulse.read.compare import run_argument
 from rlpulse.read.plot import (
     MAX_LINES,
@@ -20,7 +13,10 @@ from rlpulse.read.plot import (
     plot_files,
 )
 
-_PLOT_DESCRIPTION = f"""\
+SUMMARY = "draw recorded runs into an image"
+"""What ``rlpulse --help`` says of the command."""
+
+DESCRIPTION = f"""\
 Draw a recorded run into an image: one panel per watch (the part of a metric
 name before the first '/'), over the time since the run started, or over the
 logged step with --x step (watches without a step are left out, and named).
@@ -50,20 +46,12 @@ examples:
 """
 
 
-def add(commands: Commands) -> None:
-    plot = add_command(
-        commands,
-        "plot",
-        "draw recorded runs into an image",
-        _PLOT_DESCRIPTION,
-        run,
-    )
-    plot.add_argument(
-        "runs",
-        nargs="+",
-        metavar="RUN",
-        help="metrics file written by an rlpulse file sink (SQLite, CSV, JSON "
-        "lines), or FILE:NAME; several are drawn over each other",
+def add(commands: common.Commands) -> None:
+    plot = common.add_command(commands, "plot", SUMMARY, DESCRIPTION, run)
+    common.add_runs_argument(
+        plot,
+        "metrics file written by an rlpulse file sink (SQLite, CSV, JSON lines), "
+        "or FILE:NAME; several are drawn over each other",
     )
     plot.add_argument(
         "-o",
@@ -73,7 +61,7 @@ def add(commands: Commands) -> None:
         metavar="FILE",
         help="image file to write (.png, .svg or .pdf)",
     )
-    add_match_option(plot)
+    common.add_match_option(plot)
     plot.add_argument(
         "--cumulative",
         action="store_true",
@@ -86,23 +74,25 @@ def add(commands: Commands) -> None:
         help="the x axis: time since the start of the run, or the logged step "
         "(default: %(default)s)",
     )
-    add_run_option(plot, "draw")
+    common.add_run_option(plot, "draw")
 
 
 def run(args: argparse.Namespace) -> int:
     runs = [run_argument(text) for text in args.runs]
     if args.run is not None:
         if len(runs) > 1:
-            return fail("--run picks the run of one RUN; name each run as FILE:NAME")
+            return common.fail(
+                "--run picks the run of one RUN; name each run as FILE:NAME"
+            )
         runs = [(runs[0][0], args.run)]
     for path, _ in runs:
-        if (problem := not_a_metrics_file(path)) is not None:
-            return fail(problem)
+        if (problem := common.not_a_metrics_file(path)) is not None:
+            return common.fail(problem)
     try:
         written = plot_files(
             runs, args.output, match=args.match, x=args.x, cumulative=args.cumulative
         )
     except ImportError as error:
-        return fail(str(error))
+        return common.fail(str(error))
     print(f"wrote {written}")
     return 0

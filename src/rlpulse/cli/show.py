@@ -6,17 +6,7 @@ import argparse
 import time
 from pathlib import Path
 
-from rlpulse.cli.common import (
-    MATCH_HELP,
-    NUMBERS_HELP,
-    Commands,
-    add_exact_option,
-    add_match_option,
-    add_run_file_command,
-    add_run_option,
-    fail,
-    not_a_metrics_file,
-)
+from rlpulse.cli import common
 from rlpulse.read.records import RunFileError, read_events, run_infos
 from rlpulse.read.summary import (
     format_events,
@@ -26,7 +16,10 @@ from rlpulse.read.summary import (
 )
 from rlpulse.text import format_duration, format_table
 
-_SHOW_DESCRIPTION = f"""\
+SUMMARY = "summarize a recorded run"
+"""What ``rlpulse --help`` says of the command."""
+
+DESCRIPTION = f"""\
 Summarize a recorded run: per metric the last, smallest and largest value,
 and for cumulative counters the mean rate per second over the run; then the
 run's events (a stall, a hung call, a failing sink, drops), one a line, as
@@ -40,9 +33,9 @@ several runs: --run picks one (default: the latest) and --runs lists them,
 each with its start, length and number of records. --match keeps only the
 metrics whose name matches PATTERN.
 
-{MATCH_HELP}
+{common.MATCH_HELP}
 
-{NUMBERS_HELP}
+{common.NUMBERS_HELP}
 examples:
   rlpulse show runs/demo.sqlite
   rlpulse show runs/demo.sqlite --runs
@@ -52,26 +45,25 @@ examples:
 """
 
 
-def add(commands: Commands) -> None:
-    show = add_run_file_command(
-        commands, "show", "summarize a recorded run", _SHOW_DESCRIPTION, run
-    )
+def add(commands: common.Commands) -> None:
+    show = common.add_command(commands, "show", SUMMARY, DESCRIPTION, run)
+    common.add_run_file_argument(show)
     choice = show.add_mutually_exclusive_group()
-    add_run_option(choice, "show")
+    common.add_run_option(choice, "show")
     choice.add_argument(
         "--runs",
         action="store_true",
         help="list the runs of a SQLite file instead, oldest first, each with "
         "its start, length and number of records",
     )
-    add_match_option(show)
-    add_exact_option(show)
+    common.add_match_option(show)
+    common.add_exact_option(show)
 
 
 def run(args: argparse.Namespace) -> int:
     path: Path = args.path
-    if (problem := not_a_metrics_file(path)) is not None:
-        return fail(problem)
+    if (problem := common.not_a_metrics_file(path)) is not None:
+        return common.fail(problem)
     if args.runs:
         print(_runs_table(path))
         return 0

@@ -8,20 +8,13 @@ import math
 import sys
 from pathlib import Path
 
-from rlpulse.cli.common import (
-    MATCH_HELP,
-    NUMBERS_HELP,
-    Commands,
-    add_exact_option,
-    add_match_option,
-    add_run_file_command,
-    add_run_option,
-    fail,
-    not_a_metrics_file,
-)
+from rlpulse.cli import common
 from rlpulse.read.top import follow, frame
 
-_TOP_DESCRIPTION = f"""\
+SUMMARY = "follow a run as it is written"
+"""What ``rlpulse --help`` says of the command."""
+
+DESCRIPTION = f"""\
 Follow a run while another process writes it: every --interval seconds the
 run's summary as rlpulse show prints it (per metric the last, smallest and
 largest value, a counter's mean rate), then its latest events, redrawn in
@@ -33,9 +26,9 @@ follows a named run of a SQLite file (default: the latest). A last line the
 writer has not finished is read at the next frame. --match keeps only the
 metrics whose name matches PATTERN.
 
-{MATCH_HELP}
+{common.MATCH_HELP}
 
-{NUMBERS_HELP}
+{common.NUMBERS_HELP}
 examples:
   rlpulse top runs/demo.sqlite
   rlpulse top runs/demo.sqlite --match 'collector/*' --interval 0.5
@@ -43,11 +36,10 @@ examples:
 """
 
 
-def add(commands: Commands) -> None:
-    top = add_run_file_command(
-        commands, "top", "follow a run as it is written", _TOP_DESCRIPTION, run
-    )
-    add_run_option(top, "follow")
+def add(commands: common.Commands) -> None:
+    top = common.add_command(commands, "top", SUMMARY, DESCRIPTION, run)
+    common.add_run_file_argument(top)
+    common.add_run_option(top, "follow")
     top.add_argument(
         "--interval",
         type=float,
@@ -55,8 +47,8 @@ def add(commands: Commands) -> None:
         metavar="S",
         help="seconds between frames (default: %(default)s)",
     )
-    add_match_option(top)
-    add_exact_option(top)
+    common.add_match_option(top)
+    common.add_exact_option(top)
     top.add_argument(
         "--once",
         action="store_true",
@@ -66,11 +58,13 @@ def add(commands: Commands) -> None:
 
 def run(args: argparse.Namespace) -> int:
     path: Path = args.path
-    if (problem := not_a_metrics_file(path)) is not None:
-        return fail(problem)
+    if (problem := common.not_a_metrics_file(path)) is not None:
+        return common.fail(problem)
     interval = args.interval
     if not (isinstance(interval, float) and math.isfinite(interval) and interval > 0):
-        return fail(f"--interval must be a positive number of seconds, got {interval}")
+        return common.fail(
+            f"--interval must be a positive number of seconds, got {interval}"
+        )
     if args.once or not (sys.stdin.isatty() and sys.stdout.isatty()):
         print(frame(path, args.run, args.match, exact=args.exact))
         return 0

@@ -103,15 +103,9 @@ def read(path: str | os.PathLike[str], run: str | None = None) -> Iterator[Recor
     [Record(wall_time=1.5, step=3, name='collector/frames', value=96.0, kind=<Kind.COUNTER: 'counter'>)]
     """
     path = Path(path)
-    file_format = detect_format(path)
+    file_format = _format_for(path, run)
     if file_format == "sqlite":
         return read_sqlite(path, run)
-    if run is not None:
-        raise RunFileError(
-            f"{path} is a {file_format.upper()} file, which holds a single run: "
-            f"read it without a run (run=None; on the command line, without "
-            f"--run) instead of run={run!r}"
-        )
     if file_format == "csv":
         return read_csv(path)
     return read_jsonl(path)
@@ -137,14 +131,9 @@ def read_events(
     [Event(wall_time=1.5, watch='collector', kind='stalled', message='no progress', value=30.0)]
     """
     path = Path(path)
-    file_format = detect_format(path)
+    file_format = _format_for(path, run)
     if file_format == "sqlite":
         return read_sqlite_events(path, run)
-    if run is not None:
-        raise RunFileError(
-            f"{path} is a {file_format.upper()} file, which holds a single run: "
-            f"read it without a run instead of run={run!r}"
-        )
     if file_format == "csv":
         raise RunFileError(
             f"{path} is a CSV file, which stores no events: SQLiteLogger and "
@@ -179,3 +168,15 @@ def detect_format(path: Path) -> str:
         f"{path} is not an rlpulse metrics file: expected SQLite, "
         "CSV (.csv) or JSON lines (.jsonl)"
     )
+
+
+def _format_for(path: Path, run: str | None) -> str:
+    # The file's format; a line file holds one run: naming one is a mistake.
+    file_format = detect_format(path)
+    if file_format != "sqlite" and run is not None:
+        raise RunFileError(
+            f"{path} is a {file_format.upper()} file, which holds a single run: "
+            f"read it without a run (run=None; on the command line, without "
+            f"--run) instead of run={run!r}"
+        )
+    return file_format

@@ -6,38 +6,8 @@ repair together); this module re-exports what it always offered.
 
 from __future__ import annotations
 
-from rlpulse.formats import (
-    CSV_FIELDS,
-    CSV_FIELDS_0_1,
-    SQLITE_FORMAT_VERSION,
-    SQLITE_MAGIC,
-    SQLITE_SCHEMA,
-    Record,
-    RunFileError,
-    RunFileWarning,
-    RunInfo,
-    list_runs,
-    prepare_record_file,
-    read,
-    read_events,
-    run_infos,
-)
+from rlpulse import formats
+from rlpulse.formats import *  # noqa: F403  (the names it always offered)
 from rlpulse.formats.lines import open_line_file
 
-__all__ = [
-    "CSV_FIELDS",
-    "CSV_FIELDS_0_1",
-    "SQLITE_FORMAT_VERSION",
-    "SQLITE_MAGIC",
-    "SQLITE_SCHEMA",
-    "Record",
-    "RunFileError",
-    "RunFileWarning",
-    "RunInfo",
-    "list_runs",
-    "open_line_file",
-    "prepare_record_file",
-    "read",
-    "read_events",
-    "run_infos",
-]
+__all__ = [*formats.__all__, "open_line_file"]
