@@ -1268,3 +1268,22 @@ def test_constants_of_two_runs_are_wrapped_beside_their_panel() -> None:
     assert any("constant:" in title.get_text() for title in right_titles)
     assert any("\n" in title.get_text() for title in right_titles)
     assert _inside_the_figure(figure, right_titles)
+
+
+def test_every_panel_draws_the_same_time_from_the_first_point_of_any_watch() -> None:
+    # The collector logs from 5 s on, the tally from the start: the chart
+    # shows both over 0 to 9 s, the ticks alike on every axis.
+    records = []
+    for second in range(10):
+        records.append(
+            Record(100.0 + second, None, "tally/loss_mean", 1.0 / (second + 1))
+        )
+        records.append(Record(100.0 + second, None, "tally/queue", float(second)))
+    for second in range(5, 10):
+        records.append(Record(100.0 + second, None, "collector/size", 10.0 * second))
+    figure = plot_run(sorted(records), run="late")
+    limits = {tuple(round(v, 6) for v in axes.get_xlim()) for axes in figure.axes}
+    assert len(limits) == 1
+    low, high = limits.pop()
+    assert low <= 0.0
+    assert high >= 9.0

@@ -709,13 +709,26 @@ def _figure(
     shared: Axes | None = None
     for subfigure, panel in zip(subfigures[:, 0], panels, strict=True):
         all_axes = _draw_panel(subfigure, panel, matplotlib)
-        if x == "time":
-            if shared is None:
-                shared = all_axes[0]
-            else:
-                all_axes[0].sharex(shared)
+        # Every axis of the figure over one x range, with one set of ticks
+        # (over time; steps differ from watch to watch): a panel's axes
+        # share it with the first panel's first axis.
+        leader = all_axes[0] if shared is None or x != "time" else shared
+        for axes in all_axes:
+            if axes is not leader:
+                axes.sharex(leader)
+        if x == "time" and shared is None:
+            shared = leader
+        for axes in all_axes[:-1]:
+            axes.tick_params(labelbottom=False)
         xlabel = "step" if x == "step" else f"{time_unit} since the start of the run"
         all_axes[-1].set_xlabel(xlabel)
+    if shared is not None:
+        # The time every panel draws: from the first point of any to the last.
+        xs = [x for panel in panels for line in panel.lines for x in line.xs]
+        if xs:
+            low, high = min(xs), max(xs)
+            margin = 0.02 * (high - low) or 0.5
+            shared.set_xlim(low - margin, high + margin)
     return figure
 
 
@@ -724,7 +737,7 @@ def _draw_panel(
 ) -> list[Axes]:
     """Draw one watch: an axis per unit, the watch's name and constants above."""
     units = panel.units
-    all_axes = list(subfigure.subplots(len(units), 1, sharex=True, squeeze=False)[:, 0])
+    all_axes = list(subfigure.subplots(len(units), 1, squeeze=False)[:, 0])
     top = all_axes[0]
     top.set_title(panel.watch or "(no watch)", loc="left", fontweight="bold")
     if panel.constants:
