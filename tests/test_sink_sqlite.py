@@ -7,6 +7,7 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -14,13 +15,10 @@ import pytest
 
 from rlpulse import (
     CSVLogger,
-    Every,
     JSONLLogger,
-    LoggerMonitor,
     Record,
     RunExistsError,
     SQLiteLogger,
-    Tally,
     merge_distributions,
     read,
     read_distributions,
@@ -576,25 +574,6 @@ def test_a_file_of_rlpulse_0_1_0_gains_kinds_for_its_new_runs(tmp_path: Path) ->
 # Distributions
 
 
-def log_intervals(path: Path, intervals: list[list[float]], *, run: str = "r") -> None:
-    """Observe each interval's values on a real Tally, watched by a real monitor that logs once per interval into ``path``."""
-    tally = Tally()
-    with SQLiteLogger(path, run=run) as sink:
-        monitor = LoggerMonitor(sink, background=False)
-        monitor.watch(
-            tally,
-            name="learner",
-            schedule=Every.counter("updates", 1),
-            log_on_close=False,
-        )
-        for values in intervals:
-            for value in values:
-                tally.observe("loss", value)
-            tally.inc("updates")
-            assert "learner" in monitor.step()
-        monitor.stop()
-
-
 def observations(seed: int, count: int) -> list[float]:
     return [float(v) for v in np.random.default_rng(seed).lognormal(0.0, 1.5, count)]
 
@@ -606,11 +585,11 @@ def assert_quantiles_match(histogram: Histogram, values: list[float]) -> None:
 
 
 def test_each_logged_interval_of_a_distribution_is_stored_with_its_payload(
-    tmp_path: Path,
+    tmp_path: Path, log_tally_intervals: Callable[..., None]
 ) -> None:
     path = tmp_path / "metrics.db"
     intervals = [observations(seed, 200) for seed in range(3)]
-    log_intervals(path, intervals)
+    log_tally_intervals(path, intervals)
 
     stored = list(read_distributions(path, name="learner/loss"))
 
@@ -627,11 +606,11 @@ def test_each_logged_interval_of_a_distribution_is_stored_with_its_payload(
 
 
 def test_quantiles_over_the_whole_run_match_numpys_within_the_buckets_error(
-    tmp_path: Path,
+    tmp_path: Path, log_tally_intervals: Callable[..., None]
 ) -> None:
     path = tmp_path / "metrics.db"
     intervals = [observations(seed, 1000) for seed in range(5)]
-    log_intervals(path, intervals)
+    log_tally_intervals(path, intervals)
 
     merged = merge_distributions(read_distributions(path))
 
@@ -641,12 +620,12 @@ def test_quantiles_over_the_whole_run_match_numpys_within_the_buckets_error(
 
 
 def test_quantiles_over_a_span_merge_the_intervals_logged_in_it(
-    tmp_path: Path,
+    tmp_path: Path, log_tally_intervals: Callable[..., None]
 ) -> None:
     path = tmp_path / "metrics.db"
     intervals = [observations(seed, 500) for seed in range(4)]
     intervals[1] = [value * 100 for value in intervals[1]]
-    log_intervals(path, intervals)
+    log_tally_intervals(path, intervals)
     stored = [record.wall_time for record in read_distributions(path)]
 
     span = read_distributions(path, since=stored[1], until=stored[2])
@@ -656,10 +635,12 @@ def test_quantiles_over_a_span_merge_the_intervals_logged_in_it(
     assert_quantiles_match(merged, intervals[1] + intervals[2])
 
 
-def test_negative_values_and_zeros_are_stored_and_read_back(tmp_path: Path) -> None:
+def test_negative_values_and_zeros_are_stored_and_read_back(
+    tmp_path: Path, log_tally_intervals: Callable[..., None]
+) -> None:
     path = tmp_path / "metrics.db"
     values = [-3.0, -0.001, 0.0, 0.0, 2.5, 1e6]
-    log_intervals(path, [values])
+    log_tally_intervals(path, [values])
 
     (record,) = read_distributions(path)
 
@@ -670,10 +651,12 @@ def test_negative_values_and_zeros_are_stored_and_read_back(tmp_path: Path) -> N
     assert_quantiles_match(histogram, values)
 
 
-def test_each_run_reads_back_only_its_own_distributions(tmp_path: Path) -> None:
+def test_each_run_reads_back_only_its_own_distributions(
+    tmp_path: Path, log_tally_intervals: Callable[..., None]
+) -> None:
     path = tmp_path / "metrics.db"
-    log_intervals(path, [[1.0, 2.0]], run="first")
-    log_intervals(path, [[5.0]], run="second")
+    log_tally_intervals(path, [[1.0, 2.0]], run="first")
+    log_tally_intervals(path, [[5.0]], run="second")
 
     first = merge_distributions(read_distributions(path, run="first"))
     latest = merge_distributions(read_distributions(path))
@@ -724,13 +707,13 @@ def test_a_payloads_rows_and_distributions_are_stored_together_or_not_at_all(
 
 
 def test_a_file_of_rlpulse_0_1_0_has_no_distributions_and_gains_them(
-    tmp_path: Path,
+    tmp_path: Path, log_tally_intervals: Callable[..., None]
 ) -> None:
     path = tmp_path / "metrics.db"
     path.write_bytes((FIXTURES / "v0.1.0.sqlite").read_bytes())
 
     assert list(read_distributions(path, run="baseline")) == []
-    log_intervals(path, [[1.0, 2.0, 3.0]], run="next")
+    log_tally_intervals(path, [[1.0, 2.0, 3.0]], run="next")
 
     assert [r.histogram.count for r in read_distributions(path, run="next")] == [3]
     assert list(read_distributions(path, run="baseline")) == []
