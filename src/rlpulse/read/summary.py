@@ -53,6 +53,7 @@ __all__ = [
     "is_counter",
     "narrow_summary",
     "read_run",
+    "run_distributions",
     "run_letter",
     "summarize",
     "summarize_distributions",
@@ -355,11 +356,9 @@ def summarize_file(path: str | os.PathLike[str], run: str | None = None) -> RunS
     """
     path = Path(path)
     name, records = read_run(path, run)
-    try:
-        distributions = read_distributions(path, run)
-    except RunFileError:  # a file that stores no histograms
-        distributions = iter(())
-    return summarize(records, run=name, source=str(path), distributions=distributions)
+    return summarize(
+        records, run=name, source=str(path), distributions=run_distributions(path, run)
+    )
 
 
 def narrow_summary(summary: RunSummary, match: Match) -> RunSummary:
@@ -415,6 +414,27 @@ def read_run(
         except RunFileError:
             run = path.name
     return run, records
+
+
+def run_distributions(
+    path: str | os.PathLike[str], run: str | None = None
+) -> Iterator[DistributionRecord]:
+    """The stored intervals of the distributions of a run that :func:`read_run` read; none for a file that stores no histograms (CSV, JSON lines).
+
+    >>> import tempfile, pathlib
+    >>> from rlpulse.sinks import CSVLogger
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     with CSVLogger(pathlib.Path(tmp) / "metrics.csv") as sink:
+    ...         sink.log_metrics({"learner/loss_p50": 0.5})
+    ...     list(run_distributions(sink.path))
+    []
+    """
+    try:
+        return read_distributions(path, run)
+    except RunFileError:
+        # Read after read_run(), which raised for a missing, empty or
+        # corrupt file: this is one that stores no histograms.
+        return iter(())
 
 
 def is_counter(name: str, names: Container[str]) -> bool:
