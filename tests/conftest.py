@@ -5,8 +5,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
+
+from rlpulse import Every, LoggerMonitor, SQLiteLogger, Tally
 
 
 @pytest.fixture
@@ -67,3 +70,31 @@ def error_line(capsys: pytest.CaptureFixture[str]) -> Callable[[], str]:
         return only
 
     return line
+
+
+@pytest.fixture
+def log_tally_intervals() -> Callable[..., None]:
+    """Return ``log(path, intervals, run="r")``: a real monitor watching a real Tally (watch ``learner``) logs each interval to SQLite.
+
+    Each interval is a list of values observed as ``loss``; the monitor
+    logs one payload after each, so each interval is one stored histogram.
+    """
+
+    def log(path: Path, intervals: list[list[float]], *, run: str = "r") -> None:
+        tally = Tally()
+        with SQLiteLogger(path, run=run) as sink:
+            monitor = LoggerMonitor(sink, background=False)
+            monitor.watch(
+                tally,
+                name="learner",
+                schedule=Every.counter("updates", 1),
+                log_on_close=False,
+            )
+            for values in intervals:
+                for value in values:
+                    tally.observe("loss", value)
+                tally.inc("updates")
+                assert "learner" in monitor.step()
+            monitor.stop()
+
+    return log

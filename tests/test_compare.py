@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -154,3 +155,36 @@ def test_a_counter_no_name_says_is_compared_by_its_rate_never_its_mean(
         "monitor/polls": ["rate/s", "10", "20", "2.00x"],
         "workers/episodes": ["rate/s", "2", "2", "1.00x"],
     }
+
+
+def test_compare_puts_each_distributions_quantiles_over_the_run_side_by_side(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    log_tally_intervals: Callable[..., None],
+) -> None:
+    store = tmp_path / "runs.sqlite"
+    log_tally_intervals(store, [[1.0] * 99 + [4.0], [1.0] * 100], run="baseline")
+    log_tally_intervals(store, [[2.0] * 99 + [8.0]], run="slower")
+
+    assert main(["compare", f"{store}:baseline", f"{store}:slower"]) == 0
+
+    table = capsys.readouterr().out.split("\n\n", 1)[1].splitlines()
+    distribution_rows = [
+        line.split() for line in table if line.startswith("learner/loss ")
+    ]
+    assert distribution_rows == [
+        ["learner/loss", "p50", "1", "2", "2.00x"],
+        ["learner/loss", "p99", "1", "2", "2.00x"],
+    ]
+
+
+def test_compare_of_runs_without_histograms_has_no_distribution_rows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, second = tmp_path / "a.csv", tmp_path / "b.jsonl"
+    write_run(CSVLogger(first), 1000.0, 10.0)
+    write_run(JSONLLogger(second), 1000.0, 10.0)
+
+    assert main(["compare", str(first), str(second)]) == 0
+
+    assert set(rows(capsys.readouterr().out)) == {"buffer/size", "collector/frames"}

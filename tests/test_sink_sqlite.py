@@ -7,12 +7,24 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from rlpulse import CSVLogger, Record, RunExistsError, SQLiteLogger, read
-from rlpulse.naming import Kind
+from rlpulse import (
+    CSVLogger,
+    JSONLLogger,
+    Record,
+    RunExistsError,
+    SQLiteLogger,
+    merge_distributions,
+    read,
+    read_distributions,
+)
+from rlpulse.distributions import RELATIVE_ERROR, Histogram
+from rlpulse.naming import Kind, Payload
 from rlpulse.read.records import RunFileError, list_runs
 from rlpulse.sinks import sqlite as sqlite_sink
 
@@ -545,7 +557,7 @@ def test_each_metrics_kind_is_stored_once_per_run(tmp_path: Path) -> None:
         ("c/frames", "counter"),
         ("c/size", "gauge"),
     ]
-    assert rows(path, "PRAGMA user_version") == [(1,)]
+    assert rows(path, "PRAGMA user_version") == [(2,)]
 
 
 def test_a_file_of_rlpulse_0_1_0_gains_kinds_for_its_new_runs(tmp_path: Path) -> None:
@@ -557,3 +569,179 @@ def test_a_file_of_rlpulse_0_1_0_gains_kinds_for_its_new_runs(tmp_path: Path) ->
 
     assert [record.kind for record in read(path, run="next")] == [Kind.COUNTER]
     assert len(list(read(path, run="baseline"))) == 68
+
+
+# Distributions
+
+
+def observations(seed: int, count: int) -> list[float]:
+    return [float(v) for v in np.random.default_rng(seed).lognormal(0.0, 1.5, count)]
+
+
+def assert_quantiles_match(histogram: Histogram, values: list[float]) -> None:
+    for q in (0.01, 0.5, 0.9, 0.99, 1.0):
+        expected = float(np.quantile(values, q, method="inverted_cdf"))
+        assert histogram.quantile(q) == pytest.approx(expected, rel=RELATIVE_ERROR)
+
+
+def test_each_logged_interval_of_a_distribution_is_stored_with_its_payload(
+    tmp_path: Path, log_tally_intervals: Callable[..., None]
+) -> None:
+    path = tmp_path / "metrics.db"
+    intervals = [observations(seed, 200) for seed in range(3)]
+    log_tally_intervals(path, intervals)
+
+    stored = list(read_distributions(path, name="learner/loss"))
+
+    assert [record.histogram.count for record in stored] == [200, 200, 200]
+    payload_times = rows(
+        path, "SELECT DISTINCT wall_time FROM metrics WHERE name = 'learner/loss_p50'"
+    )
+    assert [(record.wall_time,) for record in stored] == payload_times
+    for record, values in zip(stored, intervals, strict=True):
+        assert record.histogram.min == min(values)
+        assert record.histogram.max == max(values)
+        assert record.histogram.sum == pytest.approx(sum(values))
+    assert rows(path, "PRAGMA user_version") == [(2,)]
+
+
+def test_quantiles_over_the_whole_run_match_numpys_within_the_buckets_error(
+    tmp_path: Path, log_tally_intervals: Callable[..., None]
+) -> None:
+    path = tmp_path / "metrics.db"
+    intervals = [observations(seed, 1000) for seed in range(5)]
+    log_tally_intervals(path, intervals)
+
+    merged = merge_distributions(read_distributions(path))
+
+    assert list(merged) == ["learner/loss"]
+    assert merged["learner/loss"].count == 5000
+    assert_quantiles_match(merged["learner/loss"], [v for i in intervals for v in i])
+
+
+def test_quantiles_over_a_span_merge_the_intervals_logged_in_it(
+    tmp_path: Path, log_tally_intervals: Callable[..., None]
+) -> None:
+    path = tmp_path / "metrics.db"
+    intervals = [observations(seed, 500) for seed in range(4)]
+    intervals[1] = [value * 100 for value in intervals[1]]
+    log_tally_intervals(path, intervals)
+    stored = [record.wall_time for record in read_distributions(path)]
+
+    span = read_distributions(path, since=stored[1], until=stored[2])
+    merged = merge_distributions(span)["learner/loss"]
+
+    assert merged.count == 1000
+    assert_quantiles_match(merged, intervals[1] + intervals[2])
+
+
+def test_negative_values_and_zeros_are_stored_and_read_back(
+    tmp_path: Path, log_tally_intervals: Callable[..., None]
+) -> None:
+    path = tmp_path / "metrics.db"
+    values = [-3.0, -0.001, 0.0, 0.0, 2.5, 1e6]
+    log_tally_intervals(path, [values])
+
+    (record,) = read_distributions(path)
+
+    histogram = record.histogram
+    assert histogram.zero_count == 2
+    assert histogram.count == 6
+    assert (histogram.min, histogram.max) == (-3.0, 1e6)
+    assert_quantiles_match(histogram, values)
+
+
+def test_each_run_reads_back_only_its_own_distributions(
+    tmp_path: Path, log_tally_intervals: Callable[..., None]
+) -> None:
+    path = tmp_path / "metrics.db"
+    log_tally_intervals(path, [[1.0, 2.0]], run="first")
+    log_tally_intervals(path, [[5.0]], run="second")
+
+    first = merge_distributions(read_distributions(path, run="first"))
+    latest = merge_distributions(read_distributions(path))
+
+    assert first["learner/loss"].count == 2
+    assert latest["learner/loss"].count == 1
+
+
+def test_a_payloads_rows_and_distributions_are_stored_together_or_not_at_all(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "metrics.db"
+    histogram = Histogram()
+    histogram.add(1.0)
+    # SQLite integers are 64-bit: this histogram's zeros cannot be stored,
+    # after its payload's rows were inserted in the same transaction.
+    too_many_zeros = Histogram(zero_count=2**63)
+    with SQLiteLogger(path, run="r") as sink:
+        with pytest.raises(OverflowError):
+            sink.log_payloads(
+                [
+                    Payload(
+                        {"learner/loss_p50": 1.0},
+                        1,
+                        1.0,
+                        {},
+                        {"learner/loss": histogram},
+                    ),
+                    Payload(
+                        {"learner/loss_p50": 0.0},
+                        2,
+                        2.0,
+                        {},
+                        {"learner/loss": too_many_zeros},
+                    ),
+                ]
+            )
+        sink.log_payloads(
+            [
+                Payload(
+                    {"learner/loss_p50": 1.0}, 3, 3.0, {}, {"learner/loss": histogram}
+                )
+            ]
+        )
+
+    assert [record.step for record in read(path)] == [3]
+    assert [record.step for record in read_distributions(path)] == [3]
+
+
+def test_a_file_of_rlpulse_0_1_0_has_no_distributions_and_gains_them(
+    tmp_path: Path, log_tally_intervals: Callable[..., None]
+) -> None:
+    path = tmp_path / "metrics.db"
+    path.write_bytes((FIXTURES / "v0.1.0.sqlite").read_bytes())
+
+    assert list(read_distributions(path, run="baseline")) == []
+    log_tally_intervals(path, [[1.0, 2.0, 3.0]], run="next")
+
+    assert [r.histogram.count for r in read_distributions(path, run="next")] == [3]
+    assert list(read_distributions(path, run="baseline")) == []
+    assert rows(path, "PRAGMA user_version") == [(2,)]
+
+
+def test_a_file_of_the_version_before_distributions_reads_without_them(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "metrics.db"
+    with SQLiteLogger(path, run="r") as sink:
+        sink.log_metrics({"learner/loss_p50": 1.0}, timestamp=1.0)
+    with sqlite3.connect(path) as connection:  # as rlpulse wrote it before
+        connection.execute("DROP TABLE distributions")
+        connection.execute("PRAGMA user_version = 1")
+
+    assert list(read_distributions(path)) == []
+    assert [record.value for record in read(path)] == [1.0]
+
+
+@pytest.mark.parametrize("file_name", ["metrics.csv", "metrics.jsonl"])
+def test_a_line_file_has_no_histograms_to_read_saying_where_they_are(
+    tmp_path: Path, file_name: str
+) -> None:
+    path = tmp_path / file_name
+    sink_type = CSVLogger if file_name.endswith(".csv") else JSONLLogger
+    with sink_type(path) as sink:
+        sink.log_metrics({"learner/loss_p50": 1.0})
+
+    with pytest.raises(RunFileError, match=r"stores no histograms.*SQLiteLogger"):
+        read_distributions(path)

@@ -4,21 +4,26 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from rlpulse.distributions import RELATIVE_ERROR
 from rlpulse.naming import Kind, Payload
 from rlpulse.read.records import Record, RunFileError
 from rlpulse.read.summary import (
     MetricSummary,
     RunSummary,
     format_summary,
+    narrow_summary,
     summarize,
     summarize_file,
 )
 from rlpulse.sinks import CSVLogger, JSONLLogger, SQLiteLogger
 from rlpulse.sources import Tally
+from rlpulse.text import format_number
 
 
 def _summary(records: list[Record]) -> RunSummary:
@@ -429,3 +434,82 @@ def test_a_metric_is_a_counter_when_its_stored_kind_says_so(tmp_path: Path) -> N
         Kind.GAUGE,
         None,
     )
+
+
+# Distributions over the whole run
+
+
+def _observations(seed: int, count: int) -> list[float]:
+    return [float(v) for v in np.random.default_rng(seed).gamma(2.0, 0.01, count)]
+
+
+def test_each_distributions_quantiles_over_the_run_match_numpys_within_the_buckets_error(
+    tmp_path: Path, log_tally_intervals: Callable[..., None]
+) -> None:
+    path = tmp_path / "metrics.db"
+    intervals = [_observations(seed, 1000) for seed in range(4)]
+    log_tally_intervals(path, intervals)
+    everything = [value for interval in intervals for value in interval]
+
+    (loss,) = summarize_file(path).distributions
+
+    assert (loss.name, loss.count) == ("learner/loss", 4000)
+    for label, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
+        expected = float(np.quantile(everything, q, method="inverted_cdf"))
+        assert loss.quantiles[label] == pytest.approx(expected, rel=RELATIVE_ERROR)
+
+
+def test_show_prints_each_distributions_quantiles_over_the_whole_run(
+    tmp_path: Path, log_tally_intervals: Callable[..., None]
+) -> None:
+    path = tmp_path / "metrics.db"
+    # The intervals' p50 are 1 and 3; the run's is 1, its p90 and p99 3.
+    log_tally_intervals(path, [[1.0] * 100, [3.0] * 100])
+    summary = summarize_file(path)
+
+    lines = format_summary(summary).splitlines()
+
+    (loss,) = summary.distributions
+    assert loss.quantiles["p50"] == 1.0
+    assert loss.quantiles["p90"] == pytest.approx(3.0, rel=RELATIVE_ERROR)
+    assert loss.quantiles["p99"] == pytest.approx(3.0, rel=RELATIVE_ERROR)
+    title = lines.index("distributions over the whole run:")
+    assert lines[title + 1].split() == ["distribution", "count", "p50", "p90", "p99"]
+    assert lines[title + 2].split() == [
+        "learner/loss",
+        "200",
+        "1",
+        format_number(loss.quantiles["p90"]),
+        format_number(loss.quantiles["p99"]),
+    ]
+    assert lines[title + 2 :] == lines[-1:]
+
+
+@pytest.mark.parametrize("file_name", ["metrics.csv", "metrics.jsonl"])
+def test_a_run_in_a_line_file_shows_no_distributions(
+    tmp_path: Path, file_name: str
+) -> None:
+    path = tmp_path / file_name
+    sink_type = CSVLogger if file_name.endswith(".csv") else JSONLLogger
+    with sink_type(path) as sink:
+        sink.log_metrics({"learner/loss_p50": 1.0}, timestamp=1.0)
+
+    summary = summarize_file(path)
+
+    assert summary.distributions == ()
+    assert "distribution" not in format_summary(summary)
+
+
+def test_a_match_keeps_the_distributions_it_names(
+    tmp_path: Path, log_tally_intervals: Callable[..., None]
+) -> None:
+    path = tmp_path / "metrics.db"
+    log_tally_intervals(path, [[1.0, 2.0]])
+    summary = summarize_file(path)
+
+    kept = narrow_summary(summary, "learner/loss*")
+    others = narrow_summary(summary, "learner/updates*")
+
+    assert [d.name for d in kept.distributions] == ["learner/loss"]
+    assert others.distributions == ()
+    assert "distribution" not in format_summary(others)

@@ -6,7 +6,16 @@ rates, and hands the metrics to sinks.
 """
 
 from rlpulse.monitor import LoggerMonitor
-from rlpulse.read.records import Record, RunFileError, list_runs, read, read_events
+from rlpulse.read.records import (
+    DistributionRecord,
+    Record,
+    RunFileError,
+    list_runs,
+    merge_distributions,
+    read,
+    read_distributions,
+    read_events,
+)
 from rlpulse.runtime.events import Event
 from rlpulse.runtime.lifecycle import stop_on_sigterm
 from rlpulse.schedules import AnyOf, Every
@@ -27,6 +36,7 @@ __all__ = [
     "AnyOf",
     "CSVLogger",
     "ConsoleLogger",
+    "DistributionRecord",
     "Event",
     "Every",
     "JSONLLogger",
@@ -42,8 +52,10 @@ __all__ = [
     "Tally",
     "__version__",
     "list_runs",
+    "merge_distributions",
     "open_sink",
     "read",
+    "read_distributions",
     "read_events",
     "stop_on_sigterm",
 ]

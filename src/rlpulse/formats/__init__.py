@@ -35,10 +35,12 @@ from pathlib import Path
 from rlpulse.formats.csv import CSV_FIELDS, CSV_FIELDS_0_1, read_csv
 from rlpulse.formats.jsonl import read_jsonl, read_jsonl_events
 from rlpulse.formats.records import (
+    DistributionRecord,
     Record,
     RunFileError,
     RunFileWarning,
     RunInfo,
+    merge_distributions,
     prepare_record_file,
 )
 from rlpulse.formats.sqlite import (
@@ -48,6 +50,7 @@ from rlpulse.formats.sqlite import (
     is_sqlite,
     list_runs,
     read_sqlite,
+    read_sqlite_distributions,
     read_sqlite_events,
     run_infos,
 )
@@ -59,13 +62,16 @@ __all__ = [
     "SQLITE_FORMAT_VERSION",
     "SQLITE_MAGIC",
     "SQLITE_SCHEMA",
+    "DistributionRecord",
     "Record",
     "RunFileError",
     "RunFileWarning",
     "RunInfo",
     "list_runs",
+    "merge_distributions",
     "prepare_record_file",
     "read",
+    "read_distributions",
     "read_events",
     "run_infos",
 ]
@@ -141,6 +147,56 @@ def read_events(
         )
     # Checked now, as read() checks a first payload: the first line parses.
     return read_jsonl_events(path)
+
+
+def read_distributions(
+    path: str | os.PathLike[str],
+    run: str | None = None,
+    *,
+    name: str | None = None,
+    since: float | None = None,
+    until: float | None = None,
+) -> Iterator[DistributionRecord]:
+    """Iterate over the logged intervals of the distributions of a run stored by ``SQLiteLogger``, in order.
+
+    Each :class:`DistributionRecord` holds the histogram of one
+    distribution's observations (a watched :class:`~rlpulse.Tally`'s
+    observed key) over the interval one payload closed, since its watch's
+    previous logged snapshot. ``run`` as for :func:`read`; ``name``
+    (``<watch>/<key>``) keeps one distribution; ``since`` and ``until``
+    (seconds since the epoch) keep the intervals logged from one to the
+    other. :func:`merge_distributions` adds them up: the quantiles of any
+    span of a run. A SQLite file written before distributions were stored
+    (rlpulse 0.1.0 and a version after it) has none. CSV and JSON lines
+    files store no histograms: reading one raises ``RunFileError``, as a
+    missing file raises ``FileNotFoundError`` and an empty or corrupt one
+    ``RunFileError``, before this returns.
+
+    >>> import tempfile, pathlib
+    >>> from rlpulse import Every, LoggerMonitor, SQLiteLogger, Tally
+    >>> tally = Tally()
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     with SQLiteLogger(pathlib.Path(tmp) / "run.db") as sink:
+    ...         monitor = LoggerMonitor(sink, background=False)
+    ...         _ = monitor.watch(tally, name="learner", schedule=Every.counter("update_s_count", 100))
+    ...         for interval in range(3):
+    ...             for milliseconds in range(1, 101):
+    ...                 tally.observe("update_s", milliseconds / 1000)
+    ...             _ = monitor.step()
+    ...         monitor.stop()
+    ...     intervals = list(read_distributions(sink.path, name="learner/update_s"))
+    ...     merged = merge_distributions(intervals)["learner/update_s"]
+    >>> len(intervals), merged.count, round(merged.quantile(0.99), 3)
+    (3, 300, 0.099)
+    """
+    path = Path(path)
+    file_format = detect_format(path)
+    if file_format == "sqlite":
+        return read_sqlite_distributions(path, run, name, since, until)
+    raise RunFileError(
+        f"{path} is a {file_format.upper()} file, which stores no histograms, "
+        "only their quantiles: SQLiteLogger stores them"
+    )
 
 
 def detect_format(path: Path) -> str:

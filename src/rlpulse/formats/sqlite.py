@@ -1,18 +1,21 @@
-"""The SQLite format: several runs per file, their metrics, each metric's kind, their events.
+"""The SQLite format: several runs per file, their metrics, each metric's kind, their distributions, their events.
 
 Tables ``runs(id, name, start_wall_time)``, ``metrics(run, wall_time,
 step, name, value)``, ``kinds(run, name, kind)`` (each metric's
-:class:`~rlpulse.naming.Kind`, once per run) and ``events(run, wall_time,
-watch, kind, message, value)``; the file's ``user_version`` is
-:data:`SQLITE_FORMAT_VERSION`. A file of rlpulse 0.1.0 (no ``kinds``,
-version 0) reads with its kinds guessed from the names, and gains the
-newer tables when a logger opens it again.
+:class:`~rlpulse.naming.Kind`, once per run), ``distributions`` (each
+logged interval's histogram of each distribution, see
+:data:`SQLITE_SCHEMA`) and ``events(run, wall_time, watch, kind, message,
+value)``; the file's ``user_version`` is :data:`SQLITE_FORMAT_VERSION`. A
+file of rlpulse 0.1.0 (no ``kinds``, version 0) reads with its kinds
+guessed from the names, one of version 1 (no ``distributions``) with no
+distributions, and both gain the newer tables when a logger opens them
+again.
 
 This module creates and checks the tables (:func:`check_tables`,
 :func:`create_tables`), writes a batch as one transaction
 (:func:`insert_batch`) and an event (:func:`insert_event`), and reads runs
-back (:func:`read_sqlite`, :func:`read_sqlite_events`, :func:`list_runs`,
-:func:`run_infos`). Opening a store (WAL mode, checkpoints, what a failure
+back (:func:`read_sqlite`, :func:`read_sqlite_distributions`,
+:func:`read_sqlite_events`, :func:`list_runs`, :func:`run_infos`). Opening a store (WAL mode, checkpoints, what a failure
 to open means) is :class:`~rlpulse.sinks.sqlite.SQLiteLogger`'s.
 """
 
@@ -21,13 +24,16 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import json
 import math
 import os
 import sqlite3
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from rlpulse.distributions import SCALE, Histogram
 from rlpulse.formats.records import (
+    DistributionRecord,
     Record,
     RunFileError,
     RunInfo,
@@ -47,13 +53,14 @@ __all__ = [
     "insert_event",
     "list_runs",
     "read_sqlite",
+    "read_sqlite_distributions",
     "read_sqlite_events",
     "run_infos",
     "stored_kind_names",
 ]
 
-SQLITE_FORMAT_VERSION = 1
-"""The SQLite file's ``user_version``: 1 since kinds are stored, 0 before (rlpulse 0.1.0)."""
+SQLITE_FORMAT_VERSION = 2
+"""The SQLite file's ``user_version``: 2 since distributions are stored, 1 since kinds are, 0 before (rlpulse 0.1.0)."""
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 """The first bytes of every SQLite database file."""
@@ -78,6 +85,22 @@ CREATE TABLE IF NOT EXISTS kinds (
     kind TEXT NOT NULL,
     PRIMARY KEY (run, name)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS distributions (
+    run INTEGER NOT NULL REFERENCES runs(id),
+    wall_time REAL NOT NULL,
+    step INTEGER,
+    name TEXT NOT NULL,
+    scale INTEGER NOT NULL,
+    zero_count INTEGER NOT NULL,
+    positive_offset INTEGER NOT NULL,
+    positive_counts TEXT NOT NULL,
+    negative_offset INTEGER NOT NULL,
+    negative_counts TEXT NOT NULL,
+    sum REAL NOT NULL,
+    min REAL,
+    max REAL
+);
+CREATE INDEX IF NOT EXISTS distributions_run ON distributions(run);
 CREATE TABLE IF NOT EXISTS events (
     run INTEGER NOT NULL REFERENCES runs(id),
     wall_time REAL NOT NULL,
@@ -90,11 +113,20 @@ CREATE TABLE IF NOT EXISTS events (
 """The SQLite tables; ``value`` is NULL only for NaN, which SQLite cannot store.
 
 ``kinds`` holds the kind of each metric of a run, written with the
-metric's first row. ``events`` holds the run's :class:`~rlpulse.Event`
+metric's first row. ``distributions`` holds, for each payload that closed
+an interval of a watched distribution (a :class:`~rlpulse.Tally`'s
+observed key, ``name`` ``<watch>/<key>``), the histogram of that
+interval's observations, written in the payload's transaction: buckets
+as OpenTelemetry's exponential histogram defines them at ``scale`` 6
+(:mod:`rlpulse.distributions`), each sign's counts a JSON array from the
+bucket ``*_offset`` on (the negative ones by the bucket of their
+negation), the zeros, the sum and the extremes (NULL where unknown).
+Intervals do not overlap: the histogram of any span of a run is its
+intervals' merged. ``events`` holds the run's :class:`~rlpulse.Event`
 records (see :func:`read_events`). A file written before they existed
 gains them when a logger opens it again.
 
-The index is on ``run`` alone: a logger's rows all land at the end of its run's
+The indexes are on ``run`` alone: a logger's rows all land at the end of its run's
 range, one index page per commit. An index on ``(run, name)`` would dirty one
 page per metric name on every commit and make each payload several times
 more expensive to store.
@@ -172,12 +204,18 @@ def insert_batch(
 
     A payload's ``wall_time`` is stored as the time of its rows. The kind of
     each metric not in ``kinded`` (those the run stores) is stored too, and
-    added to ``kinded`` once committed.
+    added to ``kinded`` once committed; so is each payload's distributions'
+    histograms, a row each.
     """
     rows = [
         (wall_time, None if step is None else int(step), name, float(value))
         for metrics, step, wall_time, *_ in payloads
         for name, value in metrics.items()
+    ]
+    histogram_rows = [
+        _histogram_row(run_id, payload, name, histogram)
+        for payload in payloads
+        for name, histogram in payload.distributions.items()
     ]
     new_kinds = {
         name: payload.kind(name)
@@ -193,23 +231,25 @@ def insert_batch(
         rows[start : start + _ROWS_PER_STATEMENT]
         for start in range(0, len(rows), _ROWS_PER_STATEMENT)
     ]
-    if len(chunks) == 1 and not new_kinds:
+    if len(chunks) == 1 and not new_kinds and not histogram_rows:
         # One statement outside a transaction is a transaction of its own.
         _insert(connection, run_id, chunks[0])
-    elif chunks:
+    elif chunks or histogram_rows:
         connection.execute("BEGIN IMMEDIATE")
         try:
             for chunk in chunks:
                 _insert(connection, run_id, chunk)
             if new_kinds:
                 _insert_kinds(connection, run_id, new_kinds)
+            if histogram_rows:
+                connection.executemany(_INSERT_HISTOGRAM, histogram_rows)
             connection.execute("COMMIT")
         except BaseException:
             if connection.in_transaction:
                 connection.execute("ROLLBACK")
             raise
         kinded.update(new_kinds)
-    return len(rows)
+    return len(rows) + len(histogram_rows)
 
 
 def insert_event(connection: sqlite3.Connection, run_id: int, event: Event) -> None:
@@ -246,6 +286,55 @@ def _insert(
 ) -> None:
     connection.execute(
         _insert_statement(len(rows)), (run_id, *itertools.chain.from_iterable(rows))
+    )
+
+
+_HISTOGRAM_COLUMNS = (
+    "run, wall_time, step, name, scale, zero_count, positive_offset,"
+    " positive_counts, negative_offset, negative_counts, sum, min, max"
+)
+_INSERT_HISTOGRAM = (
+    f"INSERT INTO distributions ({_HISTOGRAM_COLUMNS})"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_HistogramRow = tuple[
+    int,
+    float,
+    int | None,
+    str,
+    int,
+    int,
+    int,
+    str,
+    int,
+    str,
+    float,
+    float | None,
+    float | None,
+]
+
+
+def _histogram_row(
+    run_id: int, payload: Payload, name: str, histogram: Histogram
+) -> _HistogramRow:
+    # The row of distributions holding `histogram`, distribution `name` of `payload`.
+    positive = histogram.buckets()
+    negative = histogram.buckets(negative=True)
+    step = payload.step
+    return (
+        run_id,
+        payload.wall_time,
+        None if step is None else int(step),
+        str(name),
+        SCALE,
+        histogram.zero_count,
+        positive.offset,
+        json.dumps(positive.counts, separators=(",", ":")),
+        negative.offset,
+        json.dumps(negative.counts, separators=(",", ":")),
+        float(histogram.sum),
+        None if (low := histogram.min) is None else float(low),
+        None if (high := histogram.max) is None else float(high),
     )
 
 
@@ -431,6 +520,99 @@ def _sqlite_names(path: Path, run_id: int) -> set[str]:
             "SELECT DISTINCT name FROM metrics WHERE run = ?", (run_id,)
         )
         return {name for (name,) in rows}
+
+
+def read_sqlite_distributions(
+    path: Path,
+    run: str | None,
+    name: str | None = None,
+    since: float | None = None,
+    until: float | None = None,
+) -> Iterator[DistributionRecord]:
+    """The stored intervals of run ``run`` (``None``: the latest) of a SQLite file, in order; the run is checked before this returns.
+
+    Only those of distribution ``name`` when given, and those logged at or
+    after ``since`` and at or before ``until`` (seconds since the epoch)
+    when given. A file written before distributions were stored has none.
+    """
+    return _sqlite_distributions(path, _run_id(path, run), name, since, until)
+
+
+def _sqlite_distributions(
+    path: Path,
+    run_id: int,
+    name: str | None,
+    since: float | None,
+    until: float | None,
+) -> Iterator[DistributionRecord]:
+    conditions = ["run = ?"]
+    parameters: list[object] = [run_id]
+    for condition, parameter in (
+        ("name = ?", name),
+        ("wall_time >= ?", since),
+        ("wall_time <= ?", until),
+    ):
+        if parameter is not None:
+            conditions.append(condition)
+            parameters.append(parameter)
+    with contextlib.closing(_connect_for_reading(path)) as connection:
+        try:
+            rows = connection.execute(
+                f"SELECT {_HISTOGRAM_COLUMNS} FROM distributions"
+                f" WHERE {' AND '.join(conditions)} ORDER BY rowid",
+                parameters,
+            )
+        except sqlite3.OperationalError:
+            return  # written before distributions were stored
+        for row in rows:
+            yield _distribution_record(path, row)
+
+
+def _distribution_record(path: Path, row: _HistogramRow) -> DistributionRecord:
+    (
+        _,
+        wall_time,
+        step,
+        name,
+        scale,
+        zero_count,
+        positive_offset,
+        positive_counts,
+        negative_offset,
+        negative_counts,
+        total,
+        low,
+        high,
+    ) = row
+    if scale != SCALE:
+        raise RunFileError(
+            f"{path} stores distribution {name!r} at scale {scale}; this version "
+            f"of rlpulse reads scale {SCALE} only: read it with the rlpulse "
+            "that wrote it"
+        )
+    try:
+        histogram = Histogram(
+            positive=_bucket_counts(positive_offset, positive_counts),
+            negative=_bucket_counts(negative_offset, negative_counts),
+            zero_count=zero_count,
+            sum=total,
+            min=low,
+            max=high,
+        )
+    except (ValueError, TypeError) as error:
+        raise RunFileError(
+            f"{path} has an unreadable histogram of {name!r} at {wall_time}: {error}"
+        ) from error
+    return DistributionRecord(wall_time, step, name, histogram)
+
+
+def _bucket_counts(offset: int, counts: str) -> dict[int, int]:
+    # The counts by bucket index of a JSON array of counts from bucket `offset` on.
+    return {
+        offset + position: int(count)
+        for position, count in enumerate(json.loads(counts))
+        if count
+    }
 
 
 def read_sqlite_events(path: Path, run: str | None) -> Iterator[Event]:

@@ -6,7 +6,9 @@ went: for a cumulative counter its mean rate per second over the run (see
 values; for a gauge or a rate the mean of its values. A metric is a
 counter when its records say so (as :func:`rlpulse.read` gives their
 kinds: a monitor's ``polls``, a ``SharedCounters``' counters), whatever its
-name. Ratios are to the first run, the baseline.
+name. A distribution a SQLite run stores the histograms of (a watched
+``Tally``'s observed key) gets two rows more, its p50 and p99 over the
+whole run. Ratios are to the first run, the baseline.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import dataclasses
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rlpulse.read.match import (
@@ -25,11 +27,17 @@ from rlpulse.read.match import (
     select_metrics,
     some_names,
 )
-from rlpulse.read.records import Record
-from rlpulse.read.summary import read_run, run_letter, summarize
+from rlpulse.read.records import DistributionRecord, Record
+from rlpulse.read.summary import (
+    read_run,
+    run_distributions,
+    run_letter,
+    summarize,
+)
 from rlpulse.text import format_exact, format_name, format_number, format_table
 
 __all__ = [
+    "COMPARED_QUANTILES",
     "Figures",
     "compare_files",
     "figures_of",
@@ -38,9 +46,16 @@ __all__ = [
 ]
 
 
+COMPARED_QUANTILES = ("p50", "p99")
+"""The quantiles over the whole run by which runs' distributions are compared."""
+
+
 @dataclass(frozen=True)
 class Figures:
-    """One run's figure per metric: ``{name: (what, value)}``, ``what`` being ``"rate/s"`` or ``"mean"``.
+    """One run's figure per metric: ``{name: (what, value)}``, ``what`` being ``"rate/s"`` or ``"mean"``; and its distributions' quantiles.
+
+    ``distributions`` holds, by distribution name, its
+    :data:`COMPARED_QUANTILES` over the whole run (``{"p50": ..., "p99": ...}``).
 
     >>> figures = figures_of(
     ...     [Record(0.0, 0, "c/frames", 0.0), Record(2.0, 1, "c/frames", 500.0),
@@ -54,12 +69,21 @@ class Figures:
     label: str
     run: str
     metrics: dict[str, tuple[str, float]]
+    distributions: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
-def figures_of(records: Iterable[Record], *, label: str, run: str) -> Figures:
-    """The figures of a run's ``records``: counters' mean rates, the means of the rest (finite values only).
+def figures_of(
+    records: Iterable[Record],
+    *,
+    label: str,
+    run: str,
+    distributions: Iterable[DistributionRecord] = (),
+) -> Figures:
+    """The figures of a run's ``records``: counters' mean rates, the means of the rest (finite values only); and its ``distributions``' quantiles.
 
-    A counter seen at a single instant has no rate, so no figure.
+    A counter seen at a single instant has no rate, so no figure. Each
+    distribution's :data:`COMPARED_QUANTILES` are over all of its stored
+    intervals (see :func:`rlpulse.read.summary.summarize_distributions`).
 
     >>> from rlpulse.naming import Kind
     >>> polls = [Record(0.0, None, "m/polls", 0.0, Kind.COUNTER), Record(4.0, None, "m/polls", 8.0, Kind.COUNTER)]
@@ -77,7 +101,7 @@ def figures_of(records: Iterable[Record], *, label: str, run: str) -> Figures:
                 total[1] += 1
             yield record
 
-    summary = summarize(tapped(), run=run, source=label)
+    summary = summarize(tapped(), run=run, source=label, distributions=distributions)
     metrics: dict[str, tuple[str, float]] = {}
     for metric in summary.metrics:
         if metric.is_counter:
@@ -86,7 +110,15 @@ def figures_of(records: Iterable[Record], *, label: str, run: str) -> Figures:
         elif metric.name in sums:
             total, count = sums[metric.name]
             metrics[metric.name] = ("mean", total / count)
-    return Figures(label, run, metrics)
+    quantiles = {
+        distribution.name: {
+            label: distribution.quantiles[label]
+            for label in COMPARED_QUANTILES
+            if label in distribution.quantiles
+        }
+        for distribution in summary.distributions
+    }
+    return Figures(label, run, metrics, quantiles)
 
 
 def run_argument(text: str) -> tuple[Path, str | None]:
@@ -119,10 +151,21 @@ def compare_files(
     for path, run in runs:
         name, records = read_run(path, run)
         label = str(path) if run is None else f"{path}:{run}"
-        compared.append(figures_of(records, label=label, run=name))
+        compared.append(
+            figures_of(
+                records,
+                label=label,
+                run=name,
+                distributions=run_distributions(path, run),
+            )
+        )
     if match is None:
         return compared
-    names = {name for figures in compared for name in figures.metrics}
+    names = {
+        name
+        for figures in compared
+        for name in (*figures.metrics, *figures.distributions)
+    }
     kept = set(select_metrics(names, match))
     if names and not kept:
         raise MatchError(
@@ -131,7 +174,9 @@ def compare_files(
         )
     return [
         dataclasses.replace(
-            figures, metrics={n: v for n, v in figures.metrics.items() if n in kept}
+            figures,
+            metrics={n: v for n, v in figures.metrics.items() if n in kept},
+            distributions={n: v for n, v in figures.distributions.items() if n in kept},
         )
         for figures in compared
     ]
@@ -142,7 +187,9 @@ def format_comparison(runs: Sequence[Figures], *, exact: bool = False) -> str:
 
     A metric a run lacks shows ``-``, as does a ratio to a baseline of zero.
     A counter is compared by its rate: a run where it has none (logged
-    once) shows ``-`` rather than a mean beside the others' rates. Figures
+    once) shows ``-`` rather than a mean beside the others' rates. A
+    distribution gets a row for each of its quantiles over the whole run
+    (figure ``p50``, ``p99``), beside its metrics. Figures
     are written as :func:`rlpulse.text.format_number` writes them, or in
     full with ``exact=True``.
 
@@ -155,6 +202,15 @@ def format_comparison(runs: Sequence[Figures], *, exact: bool = False) -> str:
     metric    figure     A     B    B/A
     b/size    mean       4     -      -
     c/frames  rate/s  1000  1250  1.25x
+    >>> a = Figures("a.sqlite", "r1", {}, {"l/update_s": {"p50": 0.01, "p99": 0.04}})
+    >>> b = Figures("b.sqlite", "r2", {}, {"l/update_s": {"p50": 0.01, "p99": 0.02}})
+    >>> print(format_comparison([a, b]))
+    A: a.sqlite (run r1)
+    B: b.sqlite (run r2)
+    <BLANKLINE>
+    metric      figure     A     B    B/A
+    l/update_s  p50     0.01  0.01  1.00x
+    l/update_s  p99     0.04  0.02  0.50x
     """
     letters = [run_letter(index) for index in range(len(runs))]
     legend = [
@@ -166,6 +222,7 @@ def format_comparison(runs: Sequence[Figures], *, exact: bool = False) -> str:
         header += [letter, f"{letter}/{letters[0]}"]
     number = format_exact if exact else format_number
     rows = [header]
+    keyed_rows: list[tuple[tuple[str, str], list[str]]] = []
     names = sorted({name for figures in runs for name in figures.metrics})
     for name in names:
         kinds = {f.metrics[name][0] for f in runs if name in f.metrics}
@@ -174,12 +231,34 @@ def format_comparison(runs: Sequence[Figures], *, exact: bool = False) -> str:
             figure if figure is not None and figure[0] == what else None
             for figure in (f.metrics.get(name) for f in runs)
         ]
-        base = figures_of_kind[0]
-        row = [name, what, _value(base, number)]
-        for other in figures_of_kind[1:]:
-            row += [_value(other, number), _ratio(other, base)]
-        rows.append(row)
+        keyed_rows.append(((name, ""), _row(name, what, figures_of_kind, number)))
+    distributions = {name for figures in runs for name in figures.distributions}
+    for name in distributions:
+        for label in COMPARED_QUANTILES:
+            quantiles = [
+                figures.distributions.get(name, {}).get(label) for figures in runs
+            ]
+            figures_of_quantile = [
+                None if value is None else (label, value) for value in quantiles
+            ]
+            keyed_rows.append(
+                ((name, label), _row(name, label, figures_of_quantile, number))
+            )
+    rows += [row for _, row in sorted(keyed_rows)]
     return "\n".join([*legend, "", format_table(rows, left=2)])
+
+
+def _row(
+    name: str,
+    what: str,
+    figures: list[tuple[str, float] | None],
+    number: Callable[[float], str],
+) -> list[str]:
+    base = figures[0]
+    row = [name, what, _value(base, number)]
+    for other in figures[1:]:
+        row += [_value(other, number), _ratio(other, base)]
+    return row
 
 
 def _value(figure: tuple[str, float] | None, number: Callable[[float], str]) -> str:

@@ -2,7 +2,10 @@
 
 Computing and printing are kept apart: :func:`summarize` (or
 :func:`summarize_file`) turns records into a :class:`RunSummary` of plain
-numbers, and :func:`format_summary` renders one as an aligned table.
+numbers, and :func:`format_summary` renders one as an aligned table. A run
+whose file stores its distributions' histograms (SQLite) also gets each
+distribution's quantiles over the whole run (:class:`DistributionSummary`),
+from every observation, not from the intervals' logged quantiles.
 """
 
 from __future__ import annotations
@@ -11,13 +14,23 @@ import dataclasses
 import math
 import os
 import time
-from collections.abc import Container, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 
+from rlpulse.distributions import DEFAULT_QUANTILES, quantile_name
 from rlpulse.naming import Kind, inferred_kind, split
-from rlpulse.read.match import Match, matching
-from rlpulse.read.records import Record, RunFileError, list_runs, read
+from rlpulse.read.match import Match, matching, select_metrics
+from rlpulse.read.records import (
+    DistributionRecord,
+    Record,
+    RunFileError,
+    list_runs,
+    merge_distributions,
+    read,
+    read_distributions,
+)
 from rlpulse.runtime.events import Event, format_event
 from rlpulse.text import (
     format_duration,
@@ -29,6 +42,7 @@ from rlpulse.text import (
 )
 
 __all__ = [
+    "DistributionSummary",
     "MetricSummary",
     "RunSummary",
     "format_duration",
@@ -39,8 +53,10 @@ __all__ = [
     "is_counter",
     "narrow_summary",
     "read_run",
+    "run_distributions",
     "run_letter",
     "summarize",
+    "summarize_distributions",
     "summarize_file",
 ]
 
@@ -102,10 +118,39 @@ class MetricSummary:
 
 
 @dataclass(frozen=True)
+class DistributionSummary:
+    """One distribution over a whole run: how many observations, and their quantiles.
+
+    ``quantiles`` maps a quantile's name (``p50``, as :func:`rlpulse.distributions.quantile_name`
+    writes it) to its value over every observation of the run, within
+    0.55 %: the stored intervals' histograms merged, not their logged
+    quantiles averaged.
+
+    >>> DistributionSummary("learner/update_s", 300, {"p50": 0.05, "p99": 0.099}).key
+    'update_s'
+    """
+
+    name: str
+    count: int
+    quantiles: Mapping[str, float]
+
+    @property
+    def watch(self) -> str:
+        """The watch the distribution was logged under (empty for a bare name)."""
+        return split(self.name)[0]
+
+    @property
+    def key(self) -> str:
+        """The distribution's name within its watch."""
+        return split(self.name)[1]
+
+
+@dataclass(frozen=True)
 class RunSummary:
     """One run in numbers: its name, where it is stored, its records and its metrics.
 
-    ``metrics`` are sorted by name, so each watch's metrics sit together.
+    ``metrics`` are sorted by name, so each watch's metrics sit together,
+    as are ``distributions`` (none for a file that stores no histograms).
     ``start_wall_time`` and ``end_wall_time`` are ``None`` for a run without
     records.
 
@@ -123,6 +168,7 @@ class RunSummary:
     start_wall_time: float | None
     end_wall_time: float | None
     metrics: tuple[MetricSummary, ...]
+    distributions: tuple[DistributionSummary, ...] = field(default=())
 
     @property
     def span(self) -> float:
@@ -195,8 +241,14 @@ class _Accumulator:
             self.maximum = value
 
 
-def summarize(records: Iterable[Record], *, run: str, source: str) -> RunSummary:
-    """Summarize the records of one run, metric by metric.
+def summarize(
+    records: Iterable[Record],
+    *,
+    run: str,
+    source: str,
+    distributions: Iterable[DistributionRecord] = (),
+) -> RunSummary:
+    """Summarize the records of one run, metric by metric, and its ``distributions``' intervals (:func:`summarize_distributions`).
 
     Each cumulative counter gets its mean rate: a metric is one when its
     records say so (their ``kind``, as :func:`rlpulse.read` gives it);
@@ -240,15 +292,54 @@ def summarize(records: Iterable[Record], *, run: str, source: str) -> RunSummary
         start_wall_time=start_wall_time if count else None,
         end_wall_time=end_wall_time if count else None,
         metrics=metrics,
+        distributions=summarize_distributions(distributions),
     )
+
+
+def summarize_distributions(
+    intervals: Iterable[DistributionRecord],
+    quantiles: Iterable[float] = DEFAULT_QUANTILES,
+) -> tuple[DistributionSummary, ...]:
+    """Each distribution's count and ``quantiles`` over all of ``intervals`` (merged), sorted by name.
+
+    >>> from rlpulse.distributions import Histogram
+    >>> histogram = Histogram()
+    >>> for milliseconds in range(1, 101):
+    ...     histogram.add(milliseconds / 1000)
+    >>> intervals = [DistributionRecord(float(at), None, "learner/update_s", histogram) for at in range(3)]
+    >>> (summary,) = summarize_distributions(intervals)
+    >>> summary.count, {name: round(value, 3) for name, value in summary.quantiles.items()}
+    (300, {'p50': 0.05, 'p90': 0.09, 'p99': 0.099})
+    """
+    wanted = [(quantile_name(q), q) for q in quantiles]
+    summaries = []
+    for name, histogram in merge_distributions(intervals).items():
+        values = {label: histogram.quantile(q) for label, q in wanted}
+        summaries.append(
+            DistributionSummary(
+                name,
+                histogram.count,
+                MappingProxyType(
+                    {
+                        label: value
+                        for label, value in values.items()
+                        if value is not None
+                    }
+                ),
+            )
+        )
+    return tuple(summaries)
 
 
 def summarize_file(path: str | os.PathLike[str], run: str | None = None) -> RunSummary:
     """Summarize a run stored in any file an rlpulse file sink writes.
 
     For SQLite, ``run`` picks the run and ``None`` means the latest one; a CSV
-    or JSON lines file holds one run, named after the file. Errors are those
-    of :func:`rlpulse.read.records.read`: ``FileNotFoundError`` for a missing file,
+    or JSON lines file holds one run, named after the file. A SQLite run's
+    distributions are summarised over the whole run
+    (:attr:`RunSummary.distributions`); other files store no histograms.
+    Errors are those of :func:`rlpulse.read.records.read`:
+    ``FileNotFoundError`` for a missing file,
     :class:`~rlpulse.read.records.RunFileError` for an empty or corrupt file or an
     unknown run.
 
@@ -264,8 +355,10 @@ def summarize_file(path: str | os.PathLike[str], run: str | None = None) -> RunS
     ('metrics.csv', 2, 5.0)
     """
     path = Path(path)
-    run, records = read_run(path, run)
-    return summarize(records, run=run, source=str(path))
+    name, records = read_run(path, run)
+    return summarize(
+        records, run=name, source=str(path), distributions=run_distributions(path, run)
+    )
 
 
 def narrow_summary(summary: RunSummary, match: Match) -> RunSummary:
@@ -284,8 +377,12 @@ def narrow_summary(summary: RunSummary, match: Match) -> RunSummary:
     if match is None:
         return summary
     kept = set(matching((m.name for m in summary.metrics), match, run=summary.run))
+    distributions = summary.distributions
+    kept_distributions = set(select_metrics((d.name for d in distributions), match))
     return dataclasses.replace(
-        summary, metrics=tuple(m for m in summary.metrics if m.name in kept)
+        summary,
+        metrics=tuple(m for m in summary.metrics if m.name in kept),
+        distributions=tuple(d for d in distributions if d.name in kept_distributions),
     )
 
 
@@ -317,6 +414,27 @@ def read_run(
         except RunFileError:
             run = path.name
     return run, records
+
+
+def run_distributions(
+    path: str | os.PathLike[str], run: str | None = None
+) -> Iterator[DistributionRecord]:
+    """The stored intervals of the distributions of a run that :func:`read_run` read; none for a file that stores no histograms (CSV, JSON lines).
+
+    >>> import tempfile, pathlib
+    >>> from rlpulse.sinks import CSVLogger
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     with CSVLogger(pathlib.Path(tmp) / "metrics.csv") as sink:
+    ...         sink.log_metrics({"learner/loss_p50": 0.5})
+    ...     list(run_distributions(sink.path))
+    []
+    """
+    try:
+        return read_distributions(path, run)
+    except RunFileError:
+        # Read after read_run(), which raised for a missing, empty or
+        # corrupt file: this is one that stores no histograms.
+        return iter(())
 
 
 def is_counter(name: str, names: Container[str]) -> bool:
@@ -392,9 +510,11 @@ def format_summary(summary: RunSummary, *, exact: bool = False) -> str:
 
     Columns: the last, smallest and largest value, and for counters the mean
     rate per second over the run. The header names the run and its file, the
-    number of records, the time span and the local start time. Numbers are
-    written as :func:`rlpulse.text.format_number` writes them, or in full
-    with ``exact=True`` (:func:`rlpulse.text.format_exact`).
+    number of records, the time span and the local start time. A run with
+    distributions gets a second table, "distributions over the whole run":
+    each one's count of observations and its quantiles over all of them.
+    Numbers are written as :func:`rlpulse.text.format_number` writes them,
+    or in full with ``exact=True`` (:func:`rlpulse.text.format_exact`).
 
     >>> records = [
     ...     Record(1700000000.0, 0, "collector/frames", 0.0),
@@ -411,6 +531,17 @@ def format_summary(summary: RunSummary, *, exact: bool = False) -> str:
     collector/frames    19,999    0  19,999         4999
     >>> print(format_summary(summary, exact=True).splitlines()[-1])
     collector/frames    19999    0  19999      4999.75
+    >>> returns = DistributionSummary("tally/episode_return", 434, {"p50": 18.0, "p90": 39.0, "p99": 66.0})
+    >>> print(format_summary(dataclasses.replace(summary, distributions=(returns,))))  # doctest: +ELLIPSIS
+    run baseline in runs/demo.sqlite: 4 records over 4.0 s, from ...
+    <BLANKLINE>
+    metric                last  min     max  mean rate/s
+    buffer/utilization    0.45    0    0.45
+    collector/frames    19,999    0  19,999         4999
+    <BLANKLINE>
+    distributions over the whole run:
+    distribution          count  p50  p90  p99
+    tally/episode_return    434   18   39   66
     """
     header = f"run {format_name(summary.run)} in {summary.source}: "
     if summary.start_wall_time is None:
@@ -435,4 +566,32 @@ def format_summary(summary: RunSummary, *, exact: bool = False) -> str:
                 rate,
             )
         )
-    return "\n".join([header, "", format_table(rows)])
+    lines = [header, "", format_table(rows)]
+    if summary.distributions:
+        lines += [
+            "",
+            "distributions over the whole run:",
+            _distributions_table(summary.distributions, number),
+        ]
+    return "\n".join(lines)
+
+
+def _distributions_table(
+    distributions: Iterable[DistributionSummary], number: Callable[[float], str]
+) -> str:
+    distributions = tuple(distributions)
+    labels = list(dict.fromkeys(label for d in distributions for label in d.quantiles))
+    rows = [("distribution", "count", *labels)]
+    for distribution in distributions:
+        quantiles = distribution.quantiles
+        rows.append(
+            (
+                distribution.name,
+                number(distribution.count),
+                *(
+                    number(quantiles[label]) if label in quantiles else ""
+                    for label in labels
+                ),
+            )
+        )
+    return format_table(rows)
