@@ -85,8 +85,8 @@ class DistributionRecord(NamedTuple):
     >>> histogram = Histogram()
     >>> histogram.add(0.25)
     >>> record = DistributionRecord(1700000000.0, 3, "learner/update_s", histogram)
-    >>> record.watch, record.metric, record.histogram.count
-    ('learner', 'update_s', 1)
+    >>> record.watch, record.histogram.count
+    ('learner', 1)
     """
 
     wall_time: float
@@ -98,11 +98,6 @@ class DistributionRecord(NamedTuple):
     def watch(self) -> str:
         """The watch the distribution was logged under (``""`` for a name without one)."""
         return split(self.name)[0]
-
-    @property
-    def metric(self) -> str:
-        """The distribution's name within its watch."""
-        return split(self.name)[1]
 
 
 def merge_distributions(records: Iterable[DistributionRecord]) -> dict[str, Histogram]:

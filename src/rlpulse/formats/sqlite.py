@@ -85,6 +85,14 @@ CREATE TABLE IF NOT EXISTS kinds (
     kind TEXT NOT NULL,
     PRIMARY KEY (run, name)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS events (
+    run INTEGER NOT NULL REFERENCES runs(id),
+    wall_time REAL NOT NULL,
+    watch TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    message TEXT NOT NULL,
+    value REAL
+);
 CREATE TABLE IF NOT EXISTS distributions (
     run INTEGER NOT NULL REFERENCES runs(id),
     wall_time REAL NOT NULL,
@@ -101,14 +109,6 @@ CREATE TABLE IF NOT EXISTS distributions (
     max REAL
 );
 CREATE INDEX IF NOT EXISTS distributions_run ON distributions(run);
-CREATE TABLE IF NOT EXISTS events (
-    run INTEGER NOT NULL REFERENCES runs(id),
-    wall_time REAL NOT NULL,
-    watch TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    message TEXT NOT NULL,
-    value REAL
-);
 """
 """The SQLite tables; ``value`` is NULL only for NaN, which SQLite cannot store.
 

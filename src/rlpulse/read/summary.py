@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
+from rlpulse import formats
 from rlpulse.distributions import DEFAULT_QUANTILES, quantile_name
 from rlpulse.naming import Kind, inferred_kind, split
 from rlpulse.read.match import Match, matching, select_metrics
@@ -27,9 +28,7 @@ from rlpulse.read.records import (
     Record,
     RunFileError,
     list_runs,
-    merge_distributions,
     read,
-    read_distributions,
 )
 from rlpulse.runtime.events import Event, format_event
 from rlpulse.text import (
@@ -133,11 +132,6 @@ class DistributionSummary:
     name: str
     count: int
     quantiles: Mapping[str, float]
-
-    @property
-    def watch(self) -> str:
-        """The watch the distribution was logged under (empty for a bare name)."""
-        return split(self.name)[0]
 
     @property
     def key(self) -> str:
@@ -313,7 +307,7 @@ def summarize_distributions(
     """
     wanted = [(quantile_name(q), q) for q in quantiles]
     summaries = []
-    for name, histogram in merge_distributions(intervals).items():
+    for name, histogram in formats.merge_distributions(intervals).items():
         values = {label: histogram.quantile(q) for label, q in wanted}
         summaries.append(
             DistributionSummary(
@@ -430,7 +424,7 @@ def run_distributions(
     []
     """
     try:
-        return read_distributions(path, run)
+        return formats.read_distributions(path, run)
     except RunFileError:
         # Read after read_run(), which raised for a missing, empty or
         # corrupt file: this is one that stores no histograms.
