@@ -332,33 +332,28 @@ class _TimedSink:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._sink, name)
 
-    def log_metrics(self, *args: Any, **kwargs: Any) -> Any:
+    def _timed(self, call: Any, *args: Any, **kwargs: Any) -> Any:
         started = time.perf_counter()
         try:
-            return self._sink.log_metrics(*args, **kwargs)
+            return call(*args, **kwargs)
         finally:
             self.longest_s = max(self.longest_s, time.perf_counter() - started)
+
+    def log_metrics(self, *args: Any, **kwargs: Any) -> Any:
+        return self._timed(self._sink.log_metrics, *args, **kwargs)
 
 
 class _TimedBatchSink(_TimedSink):
     # The same for a sink with log_batch, which the monitor then uses.
     def log_batch(self, payloads: Any) -> Any:
-        started = time.perf_counter()
-        try:
-            return self._sink.log_batch(payloads)
-        finally:
-            self.longest_s = max(self.longest_s, time.perf_counter() - started)
+        return self._timed(self._sink.log_batch, payloads)
 
 
 class _TimedPayloadsSink(_TimedBatchSink):
     # The same for rlpulse's own sinks, which the monitor hands payloads
     # with their kinds (log_payloads).
     def log_payloads(self, payloads: Any) -> Any:
-        started = time.perf_counter()
-        try:
-            return self._sink.log_payloads(payloads)
-        finally:
-            self.longest_s = max(self.longest_s, time.perf_counter() - started)
+        return self._timed(self._sink.log_payloads, payloads)
 
 
 def _timed(sink: Any) -> _TimedSink:

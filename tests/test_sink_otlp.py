@@ -170,6 +170,23 @@ def receiver() -> Iterator[Receiver]:
     running.close()
 
 
+def logging_in_background(
+    exporter: OTLPExporter,
+) -> tuple[threading.Thread, list[BaseException]]:
+    """A thread logging one payload to ``exporter``, and the errors it met."""
+    failures: list[BaseException] = []
+
+    def log() -> None:
+        try:
+            exporter.log_metrics({"c/frames": 1.0})
+        except OSError as error:
+            failures.append(error)
+
+    logging_thread = threading.Thread(target=log, daemon=True)
+    logging_thread.start()
+    return logging_thread, failures
+
+
 def test_each_batch_is_one_request_of_gauges_and_monotonic_sums_with_the_polls_time(
     receiver: Receiver,
 ) -> None:
@@ -627,16 +644,7 @@ def test_closing_abandons_a_request_in_flight_after_close_timeout(
 ) -> None:
     receiver.hang = True
     exporter = OTLPExporter(receiver.endpoint, timeout=60, close_timeout=0.5)
-    failures: list[BaseException] = []
-
-    def log() -> None:
-        try:
-            exporter.log_metrics({"c/frames": 1.0})
-        except OSError as error:
-            failures.append(error)
-
-    logging_thread = threading.Thread(target=log, daemon=True)
-    logging_thread.start()
+    logging_thread, failures = logging_in_background(exporter)
     assert wait_until(lambda: len(receiver.arrivals) == 1)
     started = time.monotonic()
     exporter.close()
@@ -671,16 +679,7 @@ def test_leaving_the_documented_with_block_takes_no_longer_than_its_timeouts(
 def test_closing_retries_nothing(receiver: Receiver) -> None:
     receiver.status = 503
     exporter = OTLPExporter(receiver.endpoint, timeout=30)
-    failures: list[BaseException] = []
-
-    def log() -> None:
-        try:
-            exporter.log_metrics({"c/frames": 1.0})
-        except OSError as error:
-            failures.append(error)
-
-    logging_thread = threading.Thread(target=log, daemon=True)
-    logging_thread.start()
+    logging_thread, failures = logging_in_background(exporter)
     assert wait_until(lambda: len(receiver.arrivals) == 1)
     time.sleep(0.1)  # the answer came: the batch waits for its next try
     started = time.monotonic()
