@@ -26,7 +26,7 @@ from rlpulse import Event, LoggerMonitor, Tally
 from rlpulse.sinks.prometheus import PrometheusExporter
 from rlpulse.sources import SystemStats
 
-CONTRIB = Path(__file__).resolve().parent.parent / "contrib" / "prometheus"
+CONTRIB = Path(__file__).resolve().parents[2] / "contrib" / "prometheus"
 RULES = CONTRIB / "rlpulse-alerts.yml"
 RULES_TESTS = CONTRIB / "rlpulse-alerts.test.yml"
 DASHBOARD = CONTRIB / "rlpulse-dashboard.json"

@@ -12,7 +12,7 @@ import pytest
 import rlpulse
 
 EXAMPLE = (
-    Path(__file__).resolve().parent.parent / "examples" / "multiprocess_pipeline.py"
+    Path(__file__).resolve().parents[2] / "examples" / "multiprocess_pipeline.py"
 )
 WORKERS = 4
 
