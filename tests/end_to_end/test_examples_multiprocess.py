@@ -11,9 +11,7 @@ import pytest
 
 import rlpulse
 
-EXAMPLE = (
-    Path(__file__).resolve().parents[2] / "examples" / "multiprocess_pipeline.py"
-)
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "multiprocess_pipeline.py"
 WORKERS = 4
 
 pytestmark = pytest.mark.timeout(120)
