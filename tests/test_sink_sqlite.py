@@ -444,8 +444,25 @@ def test_a_batch_that_fails_part_way_stores_none_of_its_payloads(
     assert [record.value for record in read(path, run="r")] == [1.0, 4.0]
 
 
+# Checkpoint threads alive when this module was imported: another module's
+# stores may still hold theirs (daemon threads of loggers left open).
+_OTHERS: set[threading.Thread] = set()
+
+
 def _checkpoint_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == "rlpulse-sqlite-checkpoint"]
+    """The checkpoint threads alive now that no earlier test left behind."""
+    return [
+        t
+        for t in threading.enumerate()
+        if t.name == "rlpulse-sqlite-checkpoint" and t not in _OTHERS
+    ]
+
+
+@pytest.fixture(autouse=True)
+def _threads_left_before() -> None:
+    # Before each test: what is alive belongs to earlier tests.
+    _OTHERS.clear()
+    _OTHERS.update(threading.enumerate())
 
 
 @pytest.mark.timeout(60)

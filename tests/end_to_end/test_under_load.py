@@ -101,10 +101,10 @@ def test_a_sink_that_stays_behind_warns_once_beside_a_busy_loop(
     # Room for four rounds: the store's sender may be kept from the GIL by
     # the loop for a few rounds (its first batch also creates the store),
     # while the slow sink gets ten rounds a batch and drops from the first.
-    monitor = LoggerMonitor(
-        [SQLiteLogger(path), slow], poll_interval=0.1, queue_size=400
-    )
+    store = SQLiteLogger(path)
+    monitor = LoggerMonitor([store, slow], poll_interval=0.1, queue_size=400)
     stats, drop_warnings = run_beside_busy_loop(monitor, 100, 3.0, caplog)
+    store.close()
 
     assert stats["dropped"] > 0
     assert len(drop_warnings) == 1
