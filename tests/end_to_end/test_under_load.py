@@ -20,7 +20,7 @@ import pytest
 from benchmarks.loop_slowdown import cpu_loop
 
 from rlpulse import LoggerMonitor, SQLiteLogger, read
-from test_reliability import Source
+from tests.support import Source
 
 pytestmark = pytest.mark.timeout(90)
 

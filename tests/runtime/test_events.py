@@ -17,7 +17,7 @@ from collections.abc import Mapping
 import pytest
 
 from rlpulse import Event, LoggerMonitor, SharedCounters
-from test_reliability import Blocking, wait_until
+from tests.support import REPO, Blocking, Progress, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -53,20 +53,6 @@ class EventSink:
 
     def events(self) -> list[Event]:
         return [call for call in self.calls if isinstance(call, Event)]
-
-
-class Progress:
-    """A collector whose frames move only while ``moving`` is set."""
-
-    def __init__(self) -> None:
-        self.frames = 0
-        self.moving = threading.Event()
-        self.moving.set()
-
-    def stats(self) -> dict[str, float]:
-        if self.moving.is_set():
-            self.frames += 1
-        return {"frames": self.frames}
 
 
 class Flaky:
@@ -342,11 +328,10 @@ def test_an_entry_of_a_progress_tuple_that_comes_and_goes_is_no_progress() -> No
 
 def test_the_docs_list_every_event_kind_with_when_it_comes() -> None:
     # Adding an event kind is one EventKind entry, and its row in the docs.
-    from pathlib import Path
 
     from rlpulse.runtime.events import EventKind
 
-    docs = Path(__file__).resolve().parent.parent / "docs" / "failure-behaviour.md"
+    docs = REPO / "docs" / "failure-behaviour.md"
     rows = [line for line in docs.read_text().splitlines() if line.startswith("| `")]
     for kind in EventKind:
         assert any(f"`{kind.value}`" in row.split("|")[1] for row in rows), kind

@@ -20,7 +20,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from torchrl.record.loggers import TensorboardLogger
 
 from rlpulse import LoggerMonitor, SQLiteLogger, read
-from test_reliability import Blocking, Source, wait_until
+from tests.support import Blocking, Source, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -33,8 +33,7 @@ from rlpulse import (
 from rlpulse.cli import main
 from rlpulse.sinks.process import SinkProcess
 from rlpulse.sinks.prometheus import PrometheusExporter
-from test_events import Progress
-from test_reliability import wait_until
+from tests.support import Progress, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 

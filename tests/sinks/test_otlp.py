@@ -32,7 +32,7 @@ metrics_service_pb2 = pytest.importorskip(
 from opentelemetry.proto.metrics.v1 import metrics_pb2  # noqa: E402
 
 from rlpulse.sinks.otlp import OTLPExporter  # noqa: E402
-from test_reliability import wait_until  # noqa: E402
+from tests.support import wait_until  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -27,8 +27,8 @@ from rlpulse.distributions import RELATIVE_ERROR, Histogram
 from rlpulse.naming import Kind, Payload
 from rlpulse.read.records import RunFileError, list_runs
 from rlpulse.sinks import sqlite as sqlite_sink
+from tests.support import FIXTURES
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
 RUN_NAME_FORMAT = "%Y-%m-%d_%H-%M-%S"
 
 

@@ -16,6 +16,7 @@ import pytest
 from rlpulse import CSVLogger, JSONLLogger, Record, SQLiteLogger, read
 from rlpulse.naming import Kind, Payload, Unit
 from rlpulse.read.records import RunFileError, RunFileWarning, list_runs
+from tests.support import FIXTURES
 
 FILE_SINKS = {
     "metrics.db": SQLiteLogger,
@@ -497,7 +498,6 @@ def test_a_payload_a_file_sink_cannot_store_is_refused_naming_the_entry(
 # Kinds
 
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
 OLD_FILES = ("v0.1.0.sqlite", "v0.1.0.csv", "v0.1.0.jsonl")
 
 

@@ -20,6 +20,7 @@ from rlpulse import Record, __version__, read
 from rlpulse.cli import main
 from rlpulse.sinks import CSVLogger, JSONLLogger, SQLiteLogger
 from rlpulse.sinks.registry import SCHEMES
+from tests.support import FIXTURES
 
 RLPULSE_SCRIPT = Path(sys.executable).with_name("rlpulse")
 
@@ -340,7 +341,7 @@ def test_show_prints_for_a_file_of_rlpulse_0_1_0_what_0_1_0_printed(
     capsys: pytest.CaptureFixture[str],
     name: str,
 ) -> None:
-    fixtures = Path(__file__).resolve().parent / "fixtures"
+    fixtures = FIXTURES
     (tmp_path / name).write_bytes((fixtures / name).read_bytes())
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("TZ", "UTC")

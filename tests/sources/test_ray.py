@@ -15,6 +15,7 @@ import ray
 
 from rlpulse import LoggerMonitor, SQLiteLogger, read
 from rlpulse.sources.ray import ActorTimeoutError, ActorUnreachableError, RayTarget
+from tests.support import REPO
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.timeout(120)
 # loaded machine can take seconds: manual monitors here allow for that.
 ACTOR_START = 60.0
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "ray_pipeline.py"
+EXAMPLE = REPO / "examples" / "ray_pipeline.py"
 
 
 @pytest.fixture(scope="module", autouse=True)

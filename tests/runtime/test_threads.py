@@ -20,7 +20,7 @@ from rlpulse import LoggerMonitor
 from rlpulse.runtime import threads
 from rlpulse.runtime.threads import MonitorThread, cpu_seconds
 from rlpulse.testing import InMemorySink
-from test_reliability import wait_until
+from tests.support import REPO, wait_until
 
 pytestmark = [
     pytest.mark.timeout(60),
@@ -29,7 +29,7 @@ pytestmark = [
     ),
 ]
 
-SRC = Path(__file__).resolve().parent.parent / "src" / "rlpulse"
+SRC = REPO / "src" / "rlpulse"
 
 
 def spin(seconds: float) -> float:

@@ -23,6 +23,7 @@ import pytest
 
 import rlpulse
 from rlpulse import Every, LoggerMonitor
+from tests.support import Blocking, Source, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -47,42 +48,6 @@ class Recorder:
     def count(self, watch: str) -> int:
         with self.lock:
             return sum(1 for metrics, _ in self.calls if f"{watch}/frames" in metrics)
-
-
-class Source:
-    def __init__(self) -> None:
-        self.frames = 0
-
-    def stats(self) -> dict[str, float]:
-        self.frames += 1
-        return {"frames": self.frames}
-
-
-class Blocking:
-    """A source whose stats() blocks until released (or for ``seconds``)."""
-
-    def __init__(self, seconds: float | None = None, block_after: int = 0) -> None:
-        self.release = threading.Event()
-        self.seconds = seconds
-        self.block_after = block_after
-        self.calls = 0
-        self.returned = 0
-
-    def stats(self) -> dict[str, float]:
-        self.calls += 1
-        if self.calls > self.block_after:
-            self.release.wait(self.seconds)
-        self.returned += 1
-        return {"frames": self.calls}
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return condition()
 
 
 def rlpulse_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:

@@ -1,0 +1,73 @@
+"""What several test modules share: the repository's paths, small sources and a deadline-bound wait.
+
+Fixtures live in ``conftest.py``; plain classes and functions that tests
+import live here (``from tests.support import Blocking, wait_until``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+__all__ = ["FIXTURES", "REPO", "Blocking", "Progress", "Source", "wait_until"]
+
+REPO = Path(__file__).resolve().parent.parent
+"""The repository's root."""
+
+FIXTURES = REPO / "tests" / "fixtures"
+"""Files written by earlier releases, read back by the tests of the formats."""
+
+
+class Source:
+    """A collector whose frames move on by one at every ``stats()`` call."""
+
+    def __init__(self) -> None:
+        self.frames = 0
+
+    def stats(self) -> dict[str, float]:
+        self.frames += 1
+        return {"frames": self.frames}
+
+
+class Blocking:
+    """A source whose stats() blocks until released (or for ``seconds``)."""
+
+    def __init__(self, seconds: float | None = None, block_after: int = 0) -> None:
+        self.release = threading.Event()
+        self.seconds = seconds
+        self.block_after = block_after
+        self.calls = 0
+        self.returned = 0
+
+    def stats(self) -> dict[str, float]:
+        self.calls += 1
+        if self.calls > self.block_after:
+            self.release.wait(self.seconds)
+        self.returned += 1
+        return {"frames": self.calls}
+
+
+class Progress:
+    """A collector whose frames move only while ``moving`` is set."""
+
+    def __init__(self) -> None:
+        self.frames = 0
+        self.moving = threading.Event()
+        self.moving.set()
+
+    def stats(self) -> dict[str, float]:
+        if self.moving.is_set():
+            self.frames += 1
+        return {"frames": self.frames}
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 20.0) -> bool:
+    """Poll ``condition`` until it holds or ``timeout`` seconds pass; return whether it held."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return condition()
