@@ -14,10 +14,11 @@ import pytest
 import torch
 
 from rlpulse import Every, LoggerMonitor, Tally
+from rlpulse.testing import InMemorySink
 
 
-class Recorder:
-    """A sink that keeps every call."""
+class PlainSink:
+    """A sink with only ``log_metrics``, as TorchRL's loggers are."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[dict[str, float], int | None]] = []
@@ -82,7 +83,7 @@ def rlpulse_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 
 def test_every_payload_reaches_every_sink() -> None:
-    first, second = Recorder(), Recorder()
+    first, second = InMemorySink(), InMemorySink()
     monitor = LoggerMonitor([first, second], background=False)
     monitor.watch(Counter(), name="c")
     monitor.step()
@@ -92,7 +93,7 @@ def test_every_payload_reaches_every_sink() -> None:
 
 
 def test_a_tuple_of_sinks_works_like_a_list() -> None:
-    first, second = Recorder(), Recorder()
+    first, second = InMemorySink(), InMemorySink()
     monitor = LoggerMonitor((first, second), background=False)
     monitor.watch(Counter(), name="c")
     monitor.step()
@@ -102,7 +103,7 @@ def test_a_tuple_of_sinks_works_like_a_list() -> None:
 def test_a_failing_sink_does_not_stop_delivery_to_the_others(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    flaky, good = Flaky(), Recorder()
+    flaky, good = Flaky(), InMemorySink()
     monitor = LoggerMonitor([flaky, good], background=False)
     monitor.watch(Counter(), name="c")
     with caplog.at_level(logging.WARNING):
@@ -121,7 +122,7 @@ def test_a_sink_warns_again_after_it_recovered_and_failed_anew(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     flaky = Flaky()
-    monitor = LoggerMonitor([flaky, Recorder()], background=False)
+    monitor = LoggerMonitor([flaky, InMemorySink()], background=False)
     monitor.watch(Counter(), name="c")
     with caplog.at_level(logging.WARNING):
         monitor.step()
@@ -135,7 +136,7 @@ def test_a_sink_warns_again_after_it_recovered_and_failed_anew(
 def test_one_warning_per_sink_per_failure_streak_across_watches(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    monitor = LoggerMonitor([Flaky(), Recorder()], background=False)
+    monitor = LoggerMonitor([Flaky(), InMemorySink()], background=False)
     monitor.watch(Counter(), name="a")
     monitor.watch(Counter(), name="b")
     with caplog.at_level(logging.WARNING):
@@ -154,7 +155,7 @@ def test_a_watch_whose_every_sink_failed_is_not_in_the_step_result() -> None:
 
 
 def test_on_error_raise_propagates_a_sink_error_after_the_others_got_it() -> None:
-    good = Recorder()
+    good = InMemorySink()
     monitor = LoggerMonitor([Flaky(), good], background=False, on_error="raise")
     monitor.watch(Counter(), name="c")
     with pytest.raises(ConnectionError, match="backend down"):
@@ -163,7 +164,9 @@ def test_on_error_raise_propagates_a_sink_error_after_the_others_got_it() -> Non
 
 
 def test_on_error_ignore_is_silent_for_sinks(caplog: pytest.LogCaptureFixture) -> None:
-    monitor = LoggerMonitor([Flaky(), Recorder()], background=False, on_error="ignore")
+    monitor = LoggerMonitor(
+        [Flaky(), InMemorySink()], background=False, on_error="ignore"
+    )
     monitor.watch(Counter(), name="c")
     with caplog.at_level(logging.DEBUG):
         monitor.step()
@@ -178,15 +181,17 @@ def test_a_log_scalar_only_sink_gets_one_call_per_metric() -> None:
     assert sink.scalars == [("c/frames", 0.0, 0)]
 
 
-@pytest.mark.parametrize("bad", [object(), 42, "console", [Recorder(), object()]])
+@pytest.mark.parametrize("bad", [object(), 42, "console", [InMemorySink(), object()]])
 def test_an_object_that_cannot_log_is_refused_at_construction(bad: Any) -> None:
     with pytest.raises(TypeError, match="log_metrics"):
         LoggerMonitor(bad, background=False)
 
 
-@pytest.mark.parametrize("bad", [Recorder, [Recorder(), Recorder]])
+@pytest.mark.parametrize("bad", [InMemorySink, [InMemorySink(), InMemorySink]])
 def test_a_sink_class_given_for_a_sink_is_refused_at_construction(bad: Any) -> None:
-    with pytest.raises(TypeError, match=r"the class Recorder: .* Recorder\(\.\.\.\)"):
+    with pytest.raises(
+        TypeError, match=r"the class InMemorySink: .* InMemorySink\(\.\.\.\)"
+    ):
         LoggerMonitor(bad, background=False)
 
 
@@ -196,7 +201,7 @@ def test_an_empty_sequence_of_sinks_is_refused() -> None:
 
 
 def test_wide_values_reach_the_sink_as_floats() -> None:
-    sink = Recorder()
+    sink = InMemorySink()
     monitor = LoggerMonitor(sink, background=False)
     monitor.watch(
         object(),
@@ -226,7 +231,7 @@ def test_wide_values_reach_the_sink_as_floats() -> None:
 def test_a_provider_returning_a_non_mapping_is_an_error_not_a_crash(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    sink = Recorder()
+    sink = InMemorySink()
     monitor = LoggerMonitor(sink, background=False)
     monitor.watch(object(), name="broken", stats_fn=lambda: [1, 2, 3])
     monitor.watch(Counter(), name="fine")
@@ -241,7 +246,7 @@ def test_a_provider_returning_a_non_mapping_is_an_error_not_a_crash(
 
 def test_a_seconds_schedule_does_not_call_the_provider_while_not_due() -> None:
     source = Counter()
-    monitor = LoggerMonitor(Recorder(), background=False)
+    monitor = LoggerMonitor(InMemorySink(), background=False)
     monitor.watch(source, name="c", schedule=Every.seconds(3600))
     monitor.step()
     for _ in range(10):
@@ -251,7 +256,7 @@ def test_a_seconds_schedule_does_not_call_the_provider_while_not_due() -> None:
 
 def test_a_seconds_schedule_calls_the_provider_again_once_due() -> None:
     source = Counter()
-    sink = Recorder()
+    sink = InMemorySink()
     monitor = LoggerMonitor(sink, background=False)
     monitor.watch(source, name="c", schedule=Every.seconds(0.05))
     monitor.step()
@@ -265,7 +270,7 @@ def test_a_seconds_schedule_calls_the_provider_again_once_due() -> None:
 
 def test_a_counter_schedule_polls_every_time() -> None:
     source = Counter()
-    monitor = LoggerMonitor(Recorder(), background=False)
+    monitor = LoggerMonitor(InMemorySink(), background=False)
     monitor.watch(source, name="c", schedule=Every.counter("frames", 100))
     for _ in range(5):
         monitor.step()
@@ -274,7 +279,7 @@ def test_a_counter_schedule_polls_every_time() -> None:
 
 def test_a_composite_schedule_logs_on_each_counter_threshold() -> None:
     source = Counter()
-    sink = Recorder()
+    sink = InMemorySink()
     monitor = LoggerMonitor(sink, background=False)
     monitor.watch(
         source, name="c", schedule=Every.counter("frames", 10) | Every.seconds(3600)
@@ -286,7 +291,7 @@ def test_a_composite_schedule_logs_on_each_counter_threshold() -> None:
 
 
 def test_the_monitor_can_watch_itself() -> None:
-    sink = Recorder()
+    sink = InMemorySink()
     monitor = LoggerMonitor(sink, background=False)
     monitor.watch(Counter(), name="c")
     monitor.watch(monitor, name="monitor")
@@ -303,7 +308,9 @@ def test_the_monitor_can_watch_itself() -> None:
 
 
 def test_monitor_stats_count_errors() -> None:
-    monitor = LoggerMonitor([Flaky(), Recorder()], background=False, on_error="ignore")
+    monitor = LoggerMonitor(
+        [Flaky(), InMemorySink()], background=False, on_error="ignore"
+    )
     monitor.watch(object(), name="broken", stats_fn=lambda: 1 / 0)
     monitor.watch(Counter(), name="c")
     monitor.step()
@@ -325,7 +332,7 @@ def test_a_sink_accepting_timestamp_gets_the_poll_wall_time() -> None:
 
 
 def test_a_sink_without_timestamp_is_called_without_it() -> None:
-    plain, stamped = Recorder(), TimestampRecorder()
+    plain, stamped = InMemorySink(), TimestampRecorder()
     monitor = LoggerMonitor([plain, stamped], background=False)
     monitor.watch(Counter(), name="c")
     monitor.step()
@@ -334,13 +341,13 @@ def test_a_sink_without_timestamp_is_called_without_it() -> None:
 
 
 def test_a_schedule_that_is_not_a_schedule_is_refused() -> None:
-    monitor = LoggerMonitor(Recorder(), background=False)
+    monitor = LoggerMonitor(InMemorySink(), background=False)
     with pytest.raises(TypeError, match="schedule"):
         monitor.watch(Counter(), schedule=5)  # type: ignore[arg-type]
 
 
 def test_final_snapshots_flush_sinks_that_can_flush() -> None:
-    class Flushable(Recorder):
+    class Flushable(PlainSink):
         flushed = 0
 
         def flush(self) -> None:
@@ -355,7 +362,7 @@ def test_final_snapshots_flush_sinks_that_can_flush() -> None:
 
 
 def test_a_failing_flush_follows_on_error(caplog: pytest.LogCaptureFixture) -> None:
-    class BadFlush(Recorder):
+    class BadFlush(PlainSink):
         def flush(self) -> None:
             raise OSError("disk full")
 
@@ -370,7 +377,7 @@ def test_a_failing_flush_follows_on_error(caplog: pytest.LogCaptureFixture) -> N
 
 @pytest.mark.timeout(30)
 def test_watch_and_step_from_other_threads_while_polling_in_background() -> None:
-    sink = Recorder()
+    sink = InMemorySink()
     monitor = LoggerMonitor(sink, poll_interval=0.001)
     errors: list[BaseException] = []
 
@@ -395,7 +402,7 @@ def test_watch_and_step_from_other_threads_while_polling_in_background() -> None
 
 
 def test_repr_says_what_the_monitor_holds() -> None:
-    monitor = LoggerMonitor([Recorder(), Recorder()], background=False)
+    monitor = LoggerMonitor([InMemorySink(), InMemorySink()], background=False)
     monitor.watch(Counter())
     assert repr(monitor) == "LoggerMonitor(1 watch, 2 sinks, idle)"
     monitor.watch(Counter(), name="second")
@@ -403,14 +410,14 @@ def test_repr_says_what_the_monitor_holds() -> None:
 
 
 def test_repr_of_one_sink_says_sink() -> None:
-    monitor = LoggerMonitor([Recorder()], background=False)
+    monitor = LoggerMonitor([InMemorySink()], background=False)
     assert repr(monitor) == "LoggerMonitor(0 watches, 1 sink, idle)"
 
 
 @pytest.mark.parametrize("interval", [float("nan"), float("inf")])
 def test_a_poll_interval_that_is_not_finite_is_refused(interval: float) -> None:
     with pytest.raises(ValueError, match="positive, finite number of seconds"):
-        LoggerMonitor(Recorder(), poll_interval=interval)
+        LoggerMonitor(InMemorySink(), poll_interval=interval)
 
 
 @pytest.mark.parametrize("interval", ["1", True, None])
@@ -418,13 +425,13 @@ def test_a_poll_interval_that_is_not_a_number_is_refused_saying_so(
     interval: object,
 ) -> None:
     with pytest.raises(ValueError, match=f"poll_interval must .* got {interval!r}"):
-        LoggerMonitor(Recorder(), poll_interval=interval)  # type: ignore[arg-type]
+        LoggerMonitor(InMemorySink(), poll_interval=interval)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("size", [1.5, "10", True])
 def test_a_queue_size_that_is_not_a_whole_number_is_refused(size: object) -> None:
     with pytest.raises(ValueError, match="queue_size must be a whole number"):
-        LoggerMonitor(Recorder(), queue_size=size)  # type: ignore[arg-type]
+        LoggerMonitor(InMemorySink(), queue_size=size)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -441,7 +448,7 @@ def test_a_queue_size_that_is_not_a_whole_number_is_refused(size: object) -> Non
 def test_watch_options_of_the_wrong_type_are_refused_saying_what_they_take(
     option: str, value: object, says: str
 ) -> None:
-    monitor = LoggerMonitor(Recorder(), background=False)
+    monitor = LoggerMonitor(InMemorySink(), background=False)
 
     with pytest.raises((TypeError, ValueError), match=says):
         monitor.watch(Counter(), **{option: value})
@@ -449,7 +456,7 @@ def test_watch_options_of_the_wrong_type_are_refused_saying_what_they_take(
 
 
 def test_rate_keys_given_as_one_str_are_refused_not_split() -> None:
-    monitor = LoggerMonitor(Recorder(), background=False)
+    monitor = LoggerMonitor(InMemorySink(), background=False)
     with pytest.raises(TypeError, match=r"rate_keys=\('frames',\)"):
         monitor.watch(Counter(), rate_keys="frames")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="aggregate"):
@@ -478,14 +485,14 @@ def _rated(monitor: LoggerMonitor) -> dict[str, float]:
 def test_a_watch_name_that_would_garble_metric_names_is_refused(
     name: Any, error: type[Exception], message: str
 ) -> None:
-    monitor = LoggerMonitor(Recorder(), background=False)
+    monitor = LoggerMonitor(InMemorySink(), background=False)
     with pytest.raises(error, match=message):
         monitor.watch(Counter(), name=name)
     assert monitor.stats()["watches"] == 0
 
 
 def test_a_stats_fn_that_cannot_be_called_is_refused_at_watch() -> None:
-    monitor = LoggerMonitor(Recorder(), background=False)
+    monitor = LoggerMonitor(InMemorySink(), background=False)
     with pytest.raises(TypeError, match="stats_fn must be a callable"):
         monitor.watch(Counter(), stats_fn=42)  # type: ignore[arg-type]
     assert monitor.stats()["watches"] == 0
@@ -530,7 +537,7 @@ def test_stop_inside_a_sinks_call_is_refused_and_the_monitor_stops_later(
 
 def test_a_monitor_started_again_rates_nothing_over_the_time_it_was_stopped() -> None:
     source = Counter()
-    sink = Recorder()
+    sink = InMemorySink()
     monitor = LoggerMonitor(sink, background=False)
     monitor.watch(source, name="c")
     monitor.step()
@@ -574,7 +581,7 @@ def test_an_entry_name_the_snapshot_lacks_is_warned_once_with_the_entries_it_has
     named: str,
     consequence: str,
 ) -> None:
-    monitor = LoggerMonitor(Recorder(), background=False)
+    monitor = LoggerMonitor(InMemorySink(), background=False)
     monitor.watch(Fixed(frames=5, write_count=3), name="c", **options)
     for _ in range(3):
         monitor.step()
@@ -588,7 +595,7 @@ def test_an_entry_name_the_snapshot_lacks_is_warned_once_with_the_entries_it_has
 def test_entries_the_snapshot_has_are_not_warned(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    monitor = LoggerMonitor(Recorder(), background=False)
+    monitor = LoggerMonitor(InMemorySink(), background=False)
     monitor.watch(
         Fixed(frames=5, write_count=3),
         name="c",
@@ -605,7 +612,7 @@ def test_an_empty_snapshot_is_not_judged_the_first_with_entries_is(
 ) -> None:
     # A tally nothing was written to yet has no entries at all.
     tally = Tally()
-    monitor = LoggerMonitor(Recorder(), background=False)
+    monitor = LoggerMonitor(InMemorySink(), background=False)
     monitor.watch(tally, name="t", schedule=Every.counter("episodes", 10))
     monitor.step()
     assert rlpulse_warnings(caplog) == []

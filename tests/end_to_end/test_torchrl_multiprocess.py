@@ -7,11 +7,12 @@ background monitor and polled with manual ``step()`` from the loop.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 
 import pytest
 
 from rlpulse import Every, LoggerMonitor
+from rlpulse.testing import InMemorySink
 
 torchrl_collectors = pytest.importorskip("torchrl.collectors")
 torchrl_envs = pytest.importorskip("torchrl.envs")
@@ -24,16 +25,6 @@ TOTAL_FRAMES = 640
 
 def make_env() -> object:
     return torchrl_envs.GymEnv("CartPole-v1")
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.calls: list[tuple[dict[str, float], int | None]] = []
-
-    def log_metrics(
-        self, metrics: Mapping[str, float], step: int | None = None
-    ) -> None:
-        self.calls.append((dict(metrics), step))
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +42,7 @@ def collector() -> Iterator[object]:
 def test_a_started_background_monitor_refuses_the_per_worker_view(
     collector: object,
 ) -> None:
-    monitor = LoggerMonitor(Recorder(), poll_interval=0.05)
+    monitor = LoggerMonitor(InMemorySink(), poll_interval=0.05)
     with monitor, pytest.raises(ValueError, match="control pipes") as raised:
         monitor.watch(collector, name="collector", stats_kwargs={"workers": "both"})
     message = str(raised.value)
@@ -63,7 +54,7 @@ def test_a_started_background_monitor_refuses_the_per_worker_view(
 def test_start_refuses_a_background_monitor_with_the_per_worker_view(
     collector: object,
 ) -> None:
-    monitor = LoggerMonitor(Recorder(), poll_interval=0.05)
+    monitor = LoggerMonitor(InMemorySink(), poll_interval=0.05)
     monitor.watch(collector, name="collector", stats_kwargs={"workers": "per_worker"})
     with pytest.raises(ValueError, match="per-worker view"):
         monitor.start()
@@ -74,7 +65,7 @@ def test_start_refuses_a_background_monitor_with_the_per_worker_view(
 def test_the_aggregate_view_in_the_background_and_per_worker_by_hand(
     collector: object,
 ) -> None:
-    background_sink, manual_sink = Recorder(), Recorder()
+    background_sink, manual_sink = InMemorySink(), InMemorySink()
     background = LoggerMonitor(background_sink, poll_interval=0.05)
     background.watch(
         collector, name="collector", schedule=Every.counter("frames", FRAMES_PER_BATCH)

@@ -11,6 +11,7 @@ import pytest
 
 from rlpulse import Every, LoggerMonitor
 from rlpulse.runtime.agenda import Agenda
+from rlpulse.testing import InMemorySink
 from rlpulse.watch import Watch, WatchSpec
 
 
@@ -122,13 +123,8 @@ def test_the_next_due_time_is_the_earliest_of_the_time_gated_watches() -> None:
 
 @pytest.mark.timeout(30)
 def test_a_background_monitor_with_nothing_due_sleeps_until_a_watch_is() -> None:
-    logged: list[dict[str, float]] = []
-
-    class Recorder:
-        def log_metrics(self, metrics: dict[str, float], step: object = None) -> None:
-            logged.append(dict(metrics))
-
-    monitor = LoggerMonitor(Recorder(), poll_interval=0.01)
+    sink = InMemorySink()
+    monitor = LoggerMonitor(sink, poll_interval=0.01)
     monitor.watch(_Counter(), name="hourly", schedule=Every.seconds(3600))
     monitor.start()
     try:
@@ -139,10 +135,10 @@ def test_a_background_monitor_with_nothing_due_sleeps_until_a_watch_is() -> None
 
         # A watch registered meanwhile is polled at once, then every round.
         monitor.watch(_Counter(), name="every")
-        _wait_for(lambda: sum("every/frames" in payload for payload in logged) >= 3)
+        assert sink.wait_for(lambda kept: len(kept.values("every/frames")) >= 3)
     finally:
         monitor.stop(log_final=False)
-    assert sum("hourly/frames" in payload for payload in logged) == 1
+    assert len(sink.values("hourly/frames")) == 1
 
 
 class _Counter:

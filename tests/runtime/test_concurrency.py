@@ -20,6 +20,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from torchrl.record.loggers import TensorboardLogger
 
 from rlpulse import LoggerMonitor, SQLiteLogger, read
+from rlpulse.testing import InMemorySink
 from tests.support import Blocking, Source, wait_until
 
 pytestmark = pytest.mark.timeout(60)
@@ -289,18 +290,6 @@ def test_a_call_left_behind_returning_mid_round_leaves_polling_running() -> None
     assert "running" in state, state
 
 
-class Kept:
-    """A sink keeping every payload it is given."""
-
-    def __init__(self) -> None:
-        self.payloads: list[dict[str, float]] = []
-
-    def log_metrics(
-        self, metrics: Mapping[str, float], step: int | None = None
-    ) -> None:
-        self.payloads.append(dict(metrics))
-
-
 def _three_watches(monitor: LoggerMonitor) -> LoggerMonitor:
     for name in ("a", "b", "c"):
         monitor.watch(None, name=name, stats_fn=lambda: {"x": 1})
@@ -310,24 +299,28 @@ def _three_watches(monitor: LoggerMonitor) -> LoggerMonitor:
 def test_the_final_round_never_drops_its_own_payloads_from_a_small_queue(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    sink = Kept()
+    sink = InMemorySink()
     monitor = _three_watches(LoggerMonitor(sink, poll_interval=10.0, queue_size=1))
     monitor.start()
     with caplog.at_level(logging.WARNING, logger="rlpulse"):
         monitor.stop()  # before the first timed round: the finals of all three
-    assert sorted(next(iter(p)) for p in sink.payloads) == ["a/x", "b/x", "c/x"]
+    assert sorted(next(iter(metrics)) for metrics, _ in sink.calls) == [
+        "a/x",
+        "b/x",
+        "c/x",
+    ]
     assert monitor.stats()["dropped"] == 0
     assert not [r for r in caplog.records if "dropped" in r.getMessage()]
 
 
 def test_a_step_on_the_polling_thread_never_drops_its_own_payloads() -> None:
-    sink = Kept()
+    sink = InMemorySink()
     monitor = _three_watches(LoggerMonitor(sink, poll_interval=10.0, queue_size=1))
     monitor.start()
     logged = monitor.step()  # a request round of all three
     monitor.stop(log_final=False)
     assert sorted(logged) == ["a", "b", "c"]
-    assert len(sink.payloads) == 3
+    assert len(sink.calls) == 3
 
 
 def test_a_call_given_up_on_once_cannot_be_given_up_on_again() -> None:
@@ -357,7 +350,7 @@ def _held_call() -> tuple[threading.Event, threading.Event, Any]:
 
 def test_a_watchdog_hand_over_that_lost_to_stop_polls_nothing_after_stop() -> None:
     in_call, release, slow = _held_call()
-    sink = Kept()
+    sink = InMemorySink()
     monitor = LoggerMonitor(sink, poll_interval=5.0, poll_timeout=30.0, stop_timeout=1)
     monitor.watch(None, name="slow", stats_fn=slow, log_on_close=False)
     monitor.watch(None, name="w2", stats_fn=lambda: {"x": 1}, log_on_close=False)
@@ -374,7 +367,7 @@ def test_a_watchdog_hand_over_that_lost_to_stop_polls_nothing_after_stop() -> No
         # The watchdog's hand-over, decided before stop() took the table's lock.
         poller.leave_behind(polls, watch, since=time.monotonic() - 1.0, hung=False)
         time.sleep(0.3)
-        assert sink.payloads == []
+        assert sink.calls == []
     finally:
         release.set()
 

@@ -25,6 +25,7 @@ import rlpulse
 from rlpulse import JSONLLogger, LoggerMonitor, SharedCounters
 from rlpulse.sources import WorkerCounters
 from rlpulse.sources import shared as shared_module
+from rlpulse.testing import InMemorySink
 
 linux_only = pytest.mark.skipif(
     not Path("/dev/shm").is_dir(), reason="segments are visible under /dev/shm on Linux"
@@ -639,16 +640,9 @@ def test_workers_histograms_are_merged_into_quantiles_within_one_percent() -> No
 def test_a_watch_logs_the_quantiles_of_what_the_workers_observed_since_its_last_log() -> (
     None
 ):
-    payloads: list[dict[str, float]] = []
-
-    class Recorder:
-        def log_metrics(
-            self, metrics: dict[str, float], step: int | None = None
-        ) -> None:
-            payloads.append(dict(metrics))
-
+    sink = InMemorySink()
     with SharedCounters(2, histograms=("batch_s",)) as counters:
-        monitor = LoggerMonitor(Recorder(), background=False)
+        monitor = LoggerMonitor(sink, background=False)
         monitor.watch(counters, name="workers")
         for value in (0.010, 0.020, 0.030):
             counters.worker(0).observe("batch_s", value)
@@ -656,6 +650,7 @@ def test_a_watch_logs_the_quantiles_of_what_the_workers_observed_since_its_last_
         counters.worker(1).observe("batch_s", 4.0)
         monitor.step()
         monitor.step()
+    payloads = [metrics for metrics, _ in sink.calls]
     assert payloads[0]["workers/batch_s_p50"] == pytest.approx(0.020, rel=0.01)
     assert payloads[1]["workers/batch_s_p99"] == pytest.approx(4.0, rel=0.01)
     assert "workers/batch_s_p50" not in payloads[2]
