@@ -436,3 +436,19 @@ def test_a_shared_counters_interval_of_one_observation_is_that_observation() -> 
         assert wider.min is None
         assert wider.quantile(1.0) == pytest.approx(0.08, rel=RELATIVE_ERROR)
         assert (after.min, after.max, after.sum) == (0.0731, 0.5, pytest.approx(1.2262))
+
+
+def test_adding_in_a_batch_counts_as_adding_one_by_one() -> None:
+    rng = numpy.random.default_rng(3)
+    values = [*rng.lognormal(0, 2, 5000), 0.0, -3.5, *(-rng.lognormal(0, 1, 500))]
+    one_by_one, batched = Histogram(), Histogram()
+    for value in values:
+        one_by_one.add(value)
+    batched.add_all(values[:2000])
+    batched.add_all(values[2000:])
+    assert batched.positive == one_by_one.positive
+    assert batched.negative == one_by_one.negative
+    assert batched.zero_count == one_by_one.zero_count == 1
+    assert (batched.min, batched.max) == (one_by_one.min, one_by_one.max)
+    assert batched.sum == pytest.approx(one_by_one.sum, rel=1e-12)
+    assert batched.quantile(0.99) == one_by_one.quantile(0.99)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import math
 import threading
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -225,6 +227,54 @@ def test_readers_see_consistent_snapshots_while_one_thread_writes() -> None:
     assert stats["value_count"] == writes
     assert stats["value_last"] == writes - 1
     assert stats["value_min"] == writes - 16
+    histogram = tally.histograms()["value"]
+    assert histogram.count == writes
+    assert histogram.sum == stats["value_sum"] == sum(range(writes))
+
+
+def test_readers_of_histograms_and_stats_together_see_each_observation_once() -> None:
+    tally = Tally()
+    writes = 30_000
+    finished = threading.Event()
+
+    def write() -> None:
+        for index in range(writes):
+            tally.observe("latency_s", 1.0 + index % 7)
+            if index % 5000 == 0:
+                tally.observe("latency_s", math.nan)
+        finished.set()
+
+    def read() -> None:
+        while not finished.is_set():
+            tally.histograms()
+            tally.stats()
+
+    threads = [threading.Thread(target=read) for _ in range(2)]
+    threads.append(threading.Thread(target=write))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=50)
+    stats = tally.stats()
+    assert stats["latency_s_count"] == tally.histograms()["latency_s"].count == writes
+    assert stats["latency_s_nonfinite"] == writes // 5000
+    assert stats["latency_s_sum"] == sum(1.0 + index % 7 for index in range(writes))
+
+
+def test_a_tally_nobody_reads_keeps_its_memory_bounded() -> None:
+    tally = Tally()
+    tally.observe("loss", 0.5)
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        for index in range(200_000):
+            tally.observe("loss", index / 7)
+        after, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # 200,000 floats kept would take over 6 MB.
+    assert after - before < 500_000
+    assert tally.stats()["loss_count"] == 200_001
 
 
 def logged_in_one_step(path: Path, name: str, tally: Tally) -> dict[str, float]:

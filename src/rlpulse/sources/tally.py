@@ -11,7 +11,15 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import AsyncGenerator, Awaitable, Callable, Generator
+import threading
+from collections import deque
+from collections.abc import (
+    AsyncGenerator,
+    Awaitable,
+    Callable,
+    Collection,
+    Generator,
+)
 from time import perf_counter
 from types import TracebackType
 from typing import Any, ParamSpec, SupportsFloat, TypeVar, cast
@@ -39,20 +47,70 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
-class _Window:
-    """The observations of one key: the most recent in a ring, all of them in a histogram and a sum."""
+# How many observations of one key may wait for a reader before the writer
+# files them itself: what a tally no monitor reads holds at most.
+_FILE_AT = 1024
 
-    __slots__ = ("count", "histogram", "nonfinite", "values")
+
+class _Window:
+    """The observations of one key: handed over by the writer, filed by whoever reads.
+
+    ``observe()`` only appends the value to :attr:`pending` (a
+    ``collections.deque``, whose ``append`` and ``popleft`` are atomic); a
+    reader files what is pending, under :attr:`lock`, into the ring of the
+    most recent values, the cumulative histogram (which keeps the sum too)
+    and the count of non-finite values. The histogram's bucketing, the
+    costliest step, runs on the reader's thread, not the training loop's.
+    """
+
+    __slots__ = ("count", "histogram", "lock", "nonfinite", "pending", "values")
 
     def __init__(self, size: int) -> None:
-        # A ring of the most recent ``size`` observations: the first
+        self.pending: deque[float] = deque()
+        self.lock = threading.Lock()
+        # A ring of the most recent ``size`` finite observations: the first
         # ``count`` slots until it is full.
         self.values = [0.0] * size
         self.count = 0
-        # Keeps the sum too: <key>_sum is the histogram's.
         self.histogram = Histogram()
         # Observations that were NaN or infinite, kept out of the rest.
         self.nonfinite = 0
+
+    def hand_over_done(self) -> None:
+        """Called by the writer when :attr:`pending` is long: file it now, unless a reader is filing it."""
+        if self.lock.acquire(blocking=False):
+            try:
+                # Readers wait for the lock, and the writer is here: nobody
+                # else touches pending, which can be replaced whole.
+                taken, self.pending = self.pending, deque()
+                self._file(taken)
+            finally:
+                self.lock.release()
+
+    def file(self) -> None:
+        """Move every pending observation into the ring, the histogram or the non-finite count (a reader, holding :attr:`lock`)."""
+        pending = self.pending
+        # popleft is atomic against the writer's append: exactly the values
+        # counted here are taken, whatever is appended meanwhile.
+        self._file([pending.popleft() for _ in range(len(pending))])
+
+    def _file(self, taken: Collection[float]) -> None:
+        finite = list(taken)
+        total = sum(finite)
+        if total - total != 0.0:  # a NaN or an infinity among them, or overflow
+            finite = [number for number in finite if number - number == 0.0]
+            self.nonfinite += len(taken) - len(finite)
+        if not finite:
+            return
+        self.histogram.add_all(finite)
+        # Only the most recent len(values) observations reach the ring.
+        values = self.values
+        size = len(values)
+        slot = self.count + len(finite) - min(len(finite), size)
+        for number in finite[-size:]:
+            values[slot % size] = number
+            slot += 1
+        self.count += len(finite)
 
 
 class Tally:
@@ -84,8 +142,11 @@ class Tally:
     block or a function takes.
 
     One thread may write while any number of threads read: every writer call
-    is O(1) and touches only memory the readers copy atomically; the window's
-    mean, minimum and maximum are computed by the reader. Values are
+    is O(1) and touches only memory the readers copy atomically. ``observe``
+    only hands the value over; a reader files it into the window and the
+    histogram, so the bucketing and the window's mean, minimum and maximum
+    cost the monitor's thread, not the loop's (a tally nobody reads files
+    its own values every 1,024 observations of a key). Values are
     converted with ``float()`` when written, so a tensor is read (a CUDA
     tensor synchronises its device) and never kept alive by the tally.
 
@@ -202,7 +263,8 @@ class Tally:
             >>> tally.stats()["loss_mean"], tally.stats()["loss_last"]
             (0.375, 0.25)
         """
-        # The hot path of the training loop: no call that can be saved.
+        # The hot path of the training loop: the value is handed over, and
+        # filed by the reader (_Window).
         try:
             number = float(value)
         except (TypeError, ValueError):
@@ -211,22 +273,19 @@ class Tally:
             window = self._windows[key]
         except KeyError:
             self._claim(key, "observed key", _OBSERVED_SUFFIXES)
-            window = self._windows[key] = _Window(self._window)
-        if number - number != 0.0:  # NaN or ±inf
-            window.nonfinite += 1
-            return
-        window.histogram.add(number)
-        count = window.count
-        # The value lands before the count moves on, so a reader that read
-        # the count always finds that many observations in the ring.
-        window.values[count % self._window] = number
-        window.count = count + 1
+            window = self._windows.setdefault(key, _Window(self._window))
+        pending = window.pending
+        pending.append(number)
+        if len(pending) >= _FILE_AT:  # no reader lately
+            window.hand_over_done()
 
     def stats(self) -> dict[str, float]:
         """Return the counters, the gauges and each observed key's count and window summary.
 
-        Side-effect free and safe to call from any thread while one thread
-        writes. Costs O(window) per observed key.
+        Safe to call from any thread while one thread writes; what it
+        returns does not depend on when it was last called. Costs O(window)
+        per observed key, plus filing the observations made since the last
+        read.
 
         Examples:
             >>> tally = Tally()
@@ -244,12 +303,15 @@ class Tally:
             snapshot[key + "_nonfinite"] = count
         snapshot.update(self._gauges.copy())
         for key, window in self._windows.copy().items():
-            count = window.count
-            values = window.values[:count]
+            with window.lock:
+                window.file()
+                count, nonfinite = window.count, window.nonfinite
+                total = window.histogram.sum
+                values = window.values[:count]
             snapshot[key + "_count"] = count
-            snapshot[key + "_sum"] = window.histogram.sum
-            if window.nonfinite:
-                snapshot[key + "_nonfinite"] = window.nonfinite
+            snapshot[key + "_sum"] = total
+            if nonfinite:
+                snapshot[key + "_nonfinite"] = nonfinite
             if not values:
                 continue  # only non-finite observations so far
             snapshot[key + "_mean"] = sum(values) / len(values)
@@ -277,6 +339,8 @@ class Tally:
             kinds[key + "_nonfinite"] = Kind.COUNTER
         for key, window in self._windows.copy().items():
             kinds[key + "_count"] = kinds[key + "_sum"] = Kind.COUNTER
+            with window.lock:
+                window.file()
             if window.nonfinite:
                 kinds[key + "_nonfinite"] = Kind.COUNTER
         return kinds
@@ -296,9 +360,12 @@ class Tally:
             >>> histogram.count, round(histogram.quantile(0.5), 3), round(histogram.quantile(1), 2)
             (4, 0.011, 0.25)
         """
-        return {
-            key: window.histogram.copy() for key, window in self._windows.copy().items()
-        }
+        copies = {}
+        for key, window in self._windows.copy().items():
+            with window.lock:
+                window.file()
+                copies[key] = window.histogram.copy()
+        return copies
 
     def time(self, key: str) -> _Timer:
         """Observe under ``key`` the seconds a block or a function takes (``time.perf_counter``).
@@ -307,8 +374,9 @@ class Tally:
         the block or the call raises. A decorated ``async def`` is timed to
         the end of its await, a generator function (``def`` with ``yield``,
         or ``async def``) from its first item to its last, or to its
-        ``close()``. Raises ``TypeError`` or ``ValueError``
-        at once for a key :meth:`observe` would refuse.
+        ``close()``. The key is the tally's from this call on
+        (``<key>_count`` is 0 until the first block ends); ``TypeError`` or
+        ``ValueError`` at once for a key :meth:`observe` would refuse.
 
         Examples:
             >>> tally = Tally()
@@ -322,9 +390,11 @@ class Tally:
             >>> tally.stats()["update_s_count"], tally.stats()["sample_s_count"]
             (1, 2)
         """
-        if key not in self._windows:
-            self._check_claim(key, "observed key", _OBSERVED_SUFFIXES)
-        return _Timer(self, key)
+        try:
+            return _Timer(self._windows[key])
+        except KeyError:
+            self._claim(key, "observed key", _OBSERVED_SUFFIXES)
+            return _Timer(self._windows.setdefault(key, _Window(self._window)))
 
     def __repr__(self) -> str:
         return (
@@ -357,11 +427,10 @@ class Tally:
 class _Timer:
     """Observes the seconds a ``with`` block or each call of a decorated function takes."""
 
-    __slots__ = ("_key", "_outer", "_start", "_tally")
+    __slots__ = ("_outer", "_start", "_window")
 
-    def __init__(self, tally: Tally, key: str) -> None:
-        self._tally = tally
-        self._key = key
+    def __init__(self, window: _Window) -> None:
+        self._window = window
         # NaN while not entered; the starts of enclosing entries of this
         # same timer wait in _outer, made when first needed.
         self._start = _NOT_STARTED
@@ -384,65 +453,66 @@ class _Timer:
     ) -> None:
         elapsed = perf_counter() - self._start
         self._start = self._outer.pop() if self._outer else _NOT_STARTED
-        self._tally.observe(self._key, elapsed)
+        pending = self._window.pending
+        pending.append(elapsed)
+        if len(pending) >= _FILE_AT:  # no reader lately
+            self._window.hand_over_done()
 
     def __call__(self, function: Callable[_P, _R]) -> Callable[_P, _R]:
-        tally, key = self._tally, self._key
+        window = self._window
         # Called, a coroutine or generator function returns at once: what
         # takes the time is awaiting or iterating what it returned.
         if inspect.iscoroutinefunction(function):
-            return cast("Callable[_P, _R]", _timed_coroutine(function, tally, key))
+            return cast("Callable[_P, _R]", _timed_coroutine(function, window))
         if inspect.isasyncgenfunction(function):
-            return cast(
-                "Callable[_P, _R]", _timed_async_generator(function, tally, key)
-            )
+            return cast("Callable[_P, _R]", _timed_async_generator(function, window))
         if inspect.isgeneratorfunction(function):
-            return cast("Callable[_P, _R]", _timed_generator(function, tally, key))
+            return cast("Callable[_P, _R]", _timed_generator(function, window))
 
         @functools.wraps(function)
         def timed(*args: _P.args, **kwargs: _P.kwargs) -> _R:
             # A timer per call: calls on several threads, or recursive ones,
             # each time themselves.
-            with _Timer(tally, key):
+            with _Timer(window):
                 return function(*args, **kwargs)
 
         return timed
 
 
 def _timed_coroutine(
-    function: Callable[..., Awaitable[Any]], tally: Tally, key: str
+    function: Callable[..., Awaitable[Any]], window: _Window
 ) -> Callable[..., Awaitable[Any]]:
     """``function``, each call timed from its start to the end of its await."""
 
     @functools.wraps(function)
     async def timed(*args: Any, **kwargs: Any) -> Any:
-        with _Timer(tally, key):
+        with _Timer(window):
             return await function(*args, **kwargs)
 
     return timed
 
 
 def _timed_generator(
-    function: Callable[..., Generator[Any, Any, Any]], tally: Tally, key: str
+    function: Callable[..., Generator[Any, Any, Any]], window: _Window
 ) -> Callable[..., Generator[Any, Any, Any]]:
     """``function``, each generator it returns timed from its first item to its end (or close)."""
 
     @functools.wraps(function)
     def timed(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
-        with _Timer(tally, key):
+        with _Timer(window):
             return (yield from function(*args, **kwargs))
 
     return timed
 
 
 def _timed_async_generator(
-    function: Callable[..., AsyncGenerator[Any, Any]], tally: Tally, key: str
+    function: Callable[..., AsyncGenerator[Any, Any]], window: _Window
 ) -> Callable[..., AsyncGenerator[Any, Any]]:
     """``function``, each asynchronous generator it returns timed from its first item to its end (or close)."""
 
     @functools.wraps(function)
     async def timed(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, Any]:
-        with _Timer(tally, key):
+        with _Timer(window):
             generator = function(*args, **kwargs)
             try:
                 sent = None
