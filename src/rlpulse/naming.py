@@ -31,6 +31,7 @@ __all__ = [
     "join",
     "rate_name",
     "rate_of",
+    "spelled_out",
     "split",
     "statistic_of",
     "unit_of",
@@ -64,12 +65,30 @@ class Kind(_Named):
 
 
 class Unit(_Named):
-    """The unit a metric's name says it is in."""
+    """The unit a metric's name says it is in.
+
+    Examples:
+        >>> Unit.SECONDS.ucum, Unit.BYTES.ucum
+        ('s', 'By')
+    """
 
     SECONDS = "seconds"
     BYTES = "bytes"
     PERCENT = "percent"
     PER_SECOND = "per_second"
+
+    @property
+    def ucum(self) -> str:
+        """The unit's UCUM code, what OpenTelemetry's ``unit`` field holds."""
+        return _UCUM[self]
+
+
+_UCUM = {
+    Unit.SECONDS: "s",
+    Unit.BYTES: "By",
+    Unit.PERCENT: "%",
+    Unit.PER_SECOND: "1/s",
+}
 
 
 RATE_NAMES: Mapping[str, str] = {
@@ -173,6 +192,23 @@ def unit_of(metric: str) -> Unit | None:
     if base.endswith(("_s", "_seconds")):
         return Unit.SECONDS
     return None
+
+
+def spelled_out(metric: str) -> str:
+    """Metric name ``metric`` with its unit in full, as Prometheus names base units: ``_s`` is ``_seconds``.
+
+    The unit of an observed key stays in its place before the statistic.
+
+    Examples:
+        >>> spelled_out("update_s_p99"), spelled_out("update_s_count"), spelled_out("wait_s")
+        ('update_seconds_p99', 'update_seconds_count', 'wait_seconds')
+        >>> spelled_out("episode_s_return"), spelled_out("rss_bytes")
+        ('episode_s_return', 'rss_bytes')
+    """
+    key, statistic = statistic_of(metric)
+    if key.endswith("_s") and unit_of(key) is Unit.SECONDS:
+        key = key[: -len("_s")] + "_" + str(Unit.SECONDS)
+    return f"{key}_{statistic}" if statistic else key
 
 
 def statistic_of(metric: str) -> tuple[str, str]:

@@ -690,3 +690,36 @@ def test_closing_retries_nothing(receiver: Receiver) -> None:
     assert "HTTP 503" in str(failure)
     assert "not retried: the exporter is closing" in str(failure)
     assert len(receiver.arrivals) == 1
+
+
+def test_each_metric_carries_the_unit_its_name_says(receiver: Receiver) -> None:
+    histogram = Histogram()
+    histogram.add(0.25)
+    with OTLPExporter(receiver.endpoint) as exporter:
+        exporter.log_payloads(
+            [
+                Payload(
+                    {
+                        "learner/update_s_count": 1.0,
+                        "system/rss_bytes": 2e9,
+                        "collector/frames_per_second": 900.0,
+                        "collector/frames": 9000.0,
+                    },
+                    None,
+                    time.time(),
+                    {
+                        "learner/update_s_count": Kind.COUNTER,
+                        "collector/frames": Kind.COUNTER,
+                    },
+                    {"learner/update_s": histogram},
+                )
+            ]
+        )
+    units = {metric.name: metric.unit for metric in receiver.metrics()}
+    assert units == {
+        "rlpulse.update_s_count": "",  # a count of observations
+        "rlpulse.rss_bytes": "By",
+        "rlpulse.frames_per_second": "1/s",
+        "rlpulse.frames": "",
+        "rlpulse.update_s": "s",
+    }

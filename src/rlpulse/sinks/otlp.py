@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from rlpulse.distributions import SCALE, Histogram
-from rlpulse.naming import Kind, split
+from rlpulse.naming import Kind, split, unit_of
 from rlpulse.runtime.deadline import check_timeout
 from rlpulse.runtime.threads import MonitorThread
 from rlpulse.sinks.base import BaseSink, Payload
@@ -183,7 +183,9 @@ class OTLPExporter(BaseSink):
         def data_of(instrument: _Instrument) -> Any:
             entry = metrics.get(instrument.name)
             if entry is None:
-                entry = metrics[instrument.name] = proto.Metric(name=instrument.name)
+                entry = metrics[instrument.name] = proto.Metric(
+                    name=instrument.name, unit=instrument.unit
+                )
                 data = getattr(entry, instrument.data)
                 if instrument.data == "sum":
                     data.aggregation_temporality = proto.CUMULATIVE
@@ -453,6 +455,7 @@ class _Instrument(NamedTuple):
 
     name: str
     data: str  # "sum", "gauge" or "exponential_histogram"
+    unit: str = ""  # UCUM, from the metric's name; "" where it says none
 
 
 class _Instruments:
@@ -465,13 +468,15 @@ class _Instruments:
 
     >>> instruments = _Instruments("rlpulse.")
     >>> instruments.scalar("episode return", counter=False)
-    _Instrument(name='rlpulse.episode_return', data='gauge')
+    _Instrument(name='rlpulse.episode_return', data='gauge', unit='')
     >>> instruments.scalar("episode_return", counter=True).name
     'rlpulse.episode_return_2'
     >>> instruments.scalar("episode return", counter=True).data  # as first exported
     'gauge'
     >>> instruments.histogram("episode return")
-    _Instrument(name='rlpulse.episode_return_3', data='exponential_histogram')
+    _Instrument(name='rlpulse.episode_return_3', data='exponential_histogram', unit='')
+    >>> instruments.histogram("update_s").unit
+    's'
     """
 
     def __init__(self, prefix: str) -> None:
@@ -501,7 +506,10 @@ class _Instruments:
             name = base[: _MAX_NAME_LENGTH - len(tail)] + tail
             suffix += 1
         self._taken.add(name)
-        instrument = self._of[metric, distribution] = _Instrument(name, data)
+        unit = unit_of(metric)
+        instrument = self._of[metric, distribution] = _Instrument(
+            name, data, "" if unit is None else unit.ucum
+        )
         return instrument
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from rlpulse.distributions import SCALE, Histogram
-from rlpulse.naming import COUNT_SUFFIX, SUM_SUFFIX, Kind, Unit, split
+from rlpulse.naming import COUNT_SUFFIX, SUM_SUFFIX, Kind, spelled_out, split
 from rlpulse.runtime.events import Event
 from rlpulse.sinks.base import BaseSink, Payload
 
@@ -36,8 +36,6 @@ _VALID_PREFIX = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _INVALID_NAME_CHARACTERS = re.compile(r"[^a-zA-Z0-9_]")
 _POLL_TIME_FAMILY = "last_poll_timestamp_seconds"
 _EVENTS_FAMILY = "events"
-# The words of rlpulse's names that abbreviate a unit, as Prometheus spells them.
-_SPELLED_OUT_UNITS = {"s": str(Unit.SECONDS)}
 # What prometheus_client appends to a counter family's name in its sample.
 _COUNTER_SUFFIX = "_total"
 # What it appends to a histogram family's name in its samples.
@@ -420,19 +418,17 @@ def _import_backend() -> Any:
 def _prometheus_name(metric: str) -> str:
     """The name Prometheus' conventions give rlpulse metric ``metric``, before its prefix.
 
-    The word ``s``, how rlpulse's names say seconds (:func:`rlpulse.naming.unit_of`),
-    is spelled out, as Prometheus' base units want: in a metric in seconds
-    and in those counting or summing its observations alike
-    (``update_s_count`` is ``update_seconds_count``). Every character other
-    than letters, digits and ``_`` becomes ``_``.
+    Its unit in full (:func:`rlpulse.naming.spelled_out`: ``_s`` is
+    ``_seconds``, in a metric in seconds and in those counting or summing
+    its observations alike); every character other than letters, digits and
+    ``_`` becomes ``_``.
 
     >>> _prometheus_name("update_s_p99"), _prometheus_name("update_s_count")
     ('update_seconds_p99', 'update_seconds_count')
     >>> _prometheus_name("episode.return"), _prometheus_name("episode's_return")
     ('episode_return', 'episode_s_return')
     """
-    words = [_SPELLED_OUT_UNITS.get(word, word) for word in metric.split("_")]
-    return _INVALID_NAME_CHARACTERS.sub("_", "_".join(words))
+    return _INVALID_NAME_CHARACTERS.sub("_", spelled_out(metric))
 
 
 def classic_buckets(histogram: Histogram) -> list[tuple[str, float]]:
