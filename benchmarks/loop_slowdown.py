@@ -51,6 +51,9 @@ CONFIGURATIONS = (
 )
 """The configurations of each round, in their first round's order."""
 
+TORCHRL = CONFIGURATIONS[1]
+"""TorchRL's own ``LoggerMonitor`` logging to its ``CSVLogger``: the reference."""
+
 IN_PROCESS = CONFIGURATIONS[2]
 """rlpulse's monitor logging to ``SQLiteLogger`` and ``ConsoleLogger`` on its sender threads."""
 
@@ -214,26 +217,60 @@ class LoopResult:
         """Median over rounds of the other threads' CPU (a share of one core), less the bare loop's around the window."""
         return self._paired(name, lambda s, b: s.others_cpu - b.others_cpu)
 
+    def lost_per_payload(self, name: str) -> float:
+        """Median over rounds of the loop's added time off the CPU, in seconds, per payload delivered."""
+        return self._paired(
+            name,
+            lambda s, b: (s.off_cpu - b.off_cpu) * s.wall_s / max(s.delivered, 1),
+        )
+
+    def lost_per_payload_of_torchrl(self, name: str) -> float:
+        """:meth:`lost_per_payload` of ``name`` over TorchRL's: what a delivered payload costs the loop, against TorchRL's monitor."""
+        torchrl = self.lost_per_payload(TORCHRL)
+        return self.lost_per_payload(name) / torchrl if torchrl > 0 else float("inf")
+
     def delivered(self, name: str) -> float:
         """Median over rounds of the share of due payloads delivered."""
         return statistics.median(s.delivered_share for s in self.samples[name])
 
 
-BUDGETED = (IN_PROCESS, OFF_PROCESS)
-"""The configurations rlpulse's budgets apply to: its monitor with SQLite and the console, the sinks in this process or in a child."""
+BUDGETED = (IN_PROCESS, OFF_PROCESS, BARE_SINK)
+"""The configurations rlpulse's budgets apply to: its monitor with SQLite and the console, the sinks in this process or in a child, and with a sink that only counts."""
+
+OFF_CPU_LIMITS = {IN_PROCESS: 0.03, OFF_PROCESS: 0.018, BARE_SINK: 0.013}
+"""The most of the loop thread's time a configuration may take off the CPU.
+
+The counting sink's is the floor measured here (the polls of 100 watches at
+10 Hz and their hand-over to a sender); the sinks in a child may add half of
+it again (one encoding and one pipe write a round), the sinks in this process
+what storing and printing 1,000 payloads a second under the GIL costs.
+"""
 
 
 def budgets(name: str) -> tuple[Budget[LoopResult], ...]:
     """rlpulse's budgets for configuration ``name``, applied to every loop.
 
+    The loop iterations lost are reported, not budgeted: two bare windows
+    next to each other differ here by 5-9 %.
+
     Examples:
         >>> [budget.label for budget in budgets(OFF_PROCESS)][0]
         'delivered, of due'
+        >>> budgets(BARE_SINK)[1].limit
+        0.013
     """
     return (
         Budget("delivered, of due", lambda r: r.delivered(name), 0.99, at_least=True),
-        Budget("loop thread off the CPU, added", lambda r: r.off_cpu_added(name), 0.01),
-        Budget("loop iterations lost", lambda r: r.iterations_down(name), 0.02),
+        Budget(
+            "loop thread off the CPU, added",
+            lambda r: r.off_cpu_added(name),
+            OFF_CPU_LIMITS[name],
+        ),
+        Budget(
+            "loop time lost a delivered payload, of TorchRL's",
+            lambda r: r.lost_per_payload_of_torchrl(name),
+            0.1,
+        ),
     )
 
 
@@ -583,8 +620,9 @@ def render(results: list[LoopResult], settings: Settings) -> str:
                 verdict = "pass" if budget.passes(result) else "OVER BUDGET"
                 parts.append(
                     f"| {result.loop} | {name} | {budget.label} "
-                    f"| {_percent(budget.figure(result))} "
-                    f"| {budget.sign} {_percent(budget.limit)} | {verdict} |"
+                    f"| {_budget_figure(budget, budget.figure(result))} "
+                    f"| {budget.sign} {_budget_figure(budget, budget.limit)} "
+                    f"| {verdict} |"
                 )
     parts += ["", machine("torchrl")]
     return reflow("\n".join(parts))
@@ -625,3 +663,8 @@ def run(*, quick: bool = False) -> str:
         else Settings()
     )
     return render(measure(settings), settings)
+
+
+def _budget_figure(budget: Budget[LoopResult], value: float) -> str:
+    """A budget's figure as it reads: a ratio to TorchRL's as ``0.08x``, a share in percent."""
+    return f"{value:.2f}x" if budget.label.endswith("of TorchRL's") else _percent(value)

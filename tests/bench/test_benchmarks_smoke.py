@@ -279,6 +279,17 @@ def test_loop_slowdown_benchmark_measures_every_configuration_of_both_loops() ->
     markdown = render(results, settings)
     assert markdown.startswith("## Loop slowdown")
     assert markdown.count("### ") == len(settings.loops) + 1  # and the budgets
+    budgets = markdown[markdown.index("### rlpulse's budgets") :]
+    for name, limit in (
+        ("rlpulse", "3.0 %"),
+        (OFF_PROCESS, "1.8 %"),
+        (BARE_SINK, "1.3 %"),
+    ):
+        assert f"| {name} | loop thread off the CPU, added |" in budgets
+        assert f"| < {limit} |" in budgets
+    assert "| loop time lost a delivered payload, of TorchRL's |" in budgets
+    assert "| < 0.10x |" in budgets
+    assert "loop iterations lost" not in budgets
 
 
 @pytest.mark.timeout(120)
