@@ -70,7 +70,7 @@ QUIET_AFTER_S = 5.0
 _EVENTS_SHOWN = 5
 _SPARKS = "▁▂▃▄▅▆▇█"
 _VALUE_WIDTH = 9
-_NOTE_WIDTH = 10
+_NOTE_WIDTH = 13
 _LABEL_WIDTH = 24
 _READ_BUDGET_S = 0.25  # the most a frame spends catching up on a long run
 
@@ -239,12 +239,12 @@ def keys_of(data: bytes) -> list[str]:
 
 
 def sparkline(values: Sequence[float | None], width: int) -> str:
-    """``values`` drawn in ``width`` characters, lowest to highest (``None``: a gap).
+    """``values`` drawn in ``width`` characters, from zero (or the lowest below it) to the highest (``None``: a gap).
 
     >>> sparkline([0.0, 1.0, 2.0, 3.0, None], 5)
     '▁▃▆█ '
-    >>> sparkline([5.0, 5.0], 2)
-    '▄▄'
+    >>> sparkline([5.0, 5.0], 2), sparkline([0.0, 0.0], 2)
+    ('██', '▁▁')
     """
     shown = [
         value for value in values[-width:] if value is not None and math.isfinite(value)
@@ -308,13 +308,12 @@ def _header(sources: Sequence[_Source], width: int, now: float) -> list[list[Seg
     lines: list[list[Segment]] = []
     several = len(sources) > 1
     for index, (follower, live) in enumerate(sources):
-        name = follower.run or follower.path.name
-        line = [Segment(f"{run_letter(index)} " if several else "", "bold")]
-        line.append(Segment(f"run {name}", "bold"))
-        line.append(
-            Segment(f" in {follower.path}" if follower.run else f" {follower.path}")
-        )
-        lines.append(line)
+        title = f"{run_letter(index)} " if several else ""
+        title += f"run {follower.run} in " if follower.run else ""
+        where = str(follower.path)
+        if len(title) + len(where) > width:  # the file's name, not the run's
+            where = "…" + where[len(title) + len(where) + 1 - width :]
+        lines.append([Segment(title, "bold"), Segment(where)])
         lines.append(_run_status(follower, live, now))
         if (verdict := _verdict(live)) is not None:
             lines.append([Segment("  "), *verdict])
@@ -333,7 +332,9 @@ def _header(sources: Sequence[_Source], width: int, now: float) -> list[list[Seg
 
 def _run_status(follower: RunFollower, live: LiveRun, now: float) -> list[Segment]:
     if follower.waiting is not None:
-        return [Segment("  waiting: ", "bold yellow"), Segment(follower.waiting)]
+        # The header's first line has the whole path.
+        waiting = follower.waiting.replace(str(follower.path), follower.path.name)
+        return [Segment("  waiting: ", "bold yellow"), Segment(waiting)]
     if math.isnan(live.last_time):
         return [Segment("  waiting for its first records", "yellow")]
     line = [Segment(f"  age {format_duration(max(0.0, now - live.first_time))}")]
