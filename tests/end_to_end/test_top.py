@@ -83,6 +83,28 @@ def test_top_gives_the_mean_rate_of_a_counter_its_kind_says(tmp_path: Path) -> N
     ]
 
 
+def test_top_of_several_runs_into_a_pipe_prints_a_frame_of_each(tmp_path: Path) -> None:
+    store = tmp_path / "runs.sqlite"
+    for name, frames in (("first", 10.0), ("second", 20.0)):
+        with SQLiteLogger(store, run=name) as sink:
+            sink.log_metrics({"c/frames": frames}, step=1, timestamp=100.0)
+
+    result = rlpulse("top", f"{store}:first", f"{store}:second")
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"run first in {store}: ")
+    assert f"\n\nrun second in {store}: " in result.stdout
+
+
+def test_top_help_says_what_the_live_view_needs_and_when_one_frame_is_printed() -> None:
+    result = rlpulse("top", "--help")
+
+    text = " ".join(result.stdout.split())
+    assert "pip install 'rlpulse[top]'" in text
+    assert "with --once, or without rich: one plain frame" in text
+    assert "/ filters watches or metrics" in text
+
+
 @pytest.mark.parametrize("content", [None, b""])
 def test_top_of_a_missing_or_empty_store_is_a_one_line_error(
     tmp_path: Path, content: bytes | None
