@@ -70,7 +70,7 @@ QUIET_AFTER_S = 5.0
 _EVENTS_SHOWN = 5
 _SPARKS = "▁▂▃▄▅▆▇█"
 _VALUE_WIDTH = 9
-_NOTE_WIDTH = 13
+_NOTE_WIDTH = 14
 _LABEL_WIDTH = 24
 _READ_BUDGET_S = 0.25  # the most a frame spends catching up on a long run
 
