@@ -32,6 +32,7 @@ SECTIONS: dict[str, str] = {
     "histograms": "benchmarks.histograms",
     "reliability": "benchmarks.reliability",
     "scale_out": "benchmarks.scale_out",
+    "top_follow": "benchmarks.top_follow",
 }
 """Section name (as given to ``--only``) → module implementing ``run()``, in document order."""
 

@@ -199,3 +199,12 @@ def test_the_diagram_shows_the_core_importing_no_integration() -> None:
     edges = architecture_diagram.edges()
     assert ("monitor", "runtime") in edges
     assert [edge for edge in edges if edge[0] in core and edge[1] in outer] == []
+
+
+def test_rich_is_imported_only_by_the_module_that_draws_the_live_view() -> None:
+    importers = {
+        module_name(path)
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if any(within(name, "rich") for name in imports_of(path))
+    }
+    assert importers == {"rlpulse.read.top"}

@@ -19,6 +19,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 __all__ = [
+    "CAPACITIES",
     "COUNT_SUFFIX",
     "RATE_NAMES",
     "RATE_SUFFIX",
@@ -26,6 +27,7 @@ __all__ = [
     "Kind",
     "Payload",
     "Unit",
+    "capacities_of",
     "inferred_kind",
     "inferred_kinds",
     "join",
@@ -101,6 +103,12 @@ RATE_NAMES: Mapping[str, str] = {
 }
 """Known cumulative counters (a collector's, a replay buffer's) and the names of their per-second rates."""
 
+CAPACITIES: Mapping[str, tuple[str, ...]] = {
+    "size": ("capacity", "max_size"),
+    "workers_alive": ("workers", "num_workers"),
+}
+"""Gauges that fill up to another gauge of the same watch: a buffer's size its capacity, the workers alive the workers."""
+
 RATE_SUFFIX = "_per_second"
 """How a rate's name ends."""
 
@@ -168,6 +176,17 @@ def rate_of(name: str) -> str:
     """
     head, separator, key = name.rpartition("/")
     return f"{head}{separator}{rate_name(key)}"
+
+
+def capacities_of(name: str) -> tuple[str, ...]:
+    """The names a gauge's capacity may be logged under, a payload key or a metric (none for a gauge without one).
+
+    Examples:
+        >>> capacities_of("buffer/size"), capacities_of("loss")
+        (('buffer/capacity', 'buffer/max_size'), ())
+    """
+    head, separator, key = name.rpartition("/")
+    return tuple(f"{head}{separator}{other}" for other in CAPACITIES.get(key, ()))
 
 
 def unit_of(metric: str) -> Unit | None:

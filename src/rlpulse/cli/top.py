@@ -1,4 +1,4 @@
-"""``rlpulse top``: a run followed while it is written."""
+"""``rlpulse top``: runs followed while they are written."""
 
 from __future__ import annotations
 
@@ -9,22 +9,39 @@ import sys
 from pathlib import Path
 
 from rlpulse.cli import common
-from rlpulse.read.top import follow, frame
+from rlpulse.read.compare import run_argument
+from rlpulse.read.records import RunFileError
+from rlpulse.read.top import follow, frame, live_view_available
 
-SUMMARY = "follow a run as it is written"
+SUMMARY = "follow runs as they are written, live"
 """What ``rlpulse --help`` says of the command."""
 
 DESCRIPTION = f"""\
-Follow a run while another process writes it: every --interval seconds the
-run's summary as rlpulse show prints it (per metric the last, smallest and
-largest value, a counter's mean rate), then its latest events, redrawn in
-place on the terminal; q (or Ctrl-C) quits. Into a pipe or a file, or with
---once, one plain frame is printed.
+Follow runs while other processes write them, as htop follows processes.
 
-RUN is a file written by SQLiteLogger, CSVLogger or JSONLLogger; --run
-follows a named run of a SQLite file (default: the latest). A last line the
-writer has not finished is read at the next frame. --match keeps only the
-metrics whose name matches PATTERN.
+On a terminal, with rich installed (pip install 'rlpulse[top]'), a live
+view: a header that stays put (each run's age, "no new data for 40 s" once
+its writer stops, the monitor's own cost, a failing sink) over a block per
+watch: its state from the run's events (running, stalled, hung, dropping),
+its counters' rates with a sparkline of the last minutes and their totals,
+its gauges (as bars where they fill a capacity: a buffer's size, the
+workers alive), its percentiles; then the latest events. Each frame reads
+only what was written since the last, so following a long run costs what
+it writes, not its length. A file that does not exist yet is waited for.
+
+keys: q quits; / filters watches or metrics (type a pattern as --match
+takes it, Enter keeps it, Esc clears it); the arrows, j and k, Page Up and
+Page Down scroll; p pauses (and resumes) reading.
+
+Into a pipe or a file, with --once, or without rich: one plain frame, the
+run's summary as rlpulse show prints it and its latest events, then exit
+(scripts and CI logs keep working).
+
+RUN is a file written by SQLiteLogger, CSVLogger or JSONLLogger: its latest
+run, or FILE:NAME for the run NAME of a SQLite file; --run NAME picks the
+run of every file given without one. Several runs show side by side, the
+same watch's figures in adjacent columns. --match keeps only the metrics
+whose name matches PATTERN.
 
 {common.MATCH_HELP}
 
@@ -32,13 +49,17 @@ metrics whose name matches PATTERN.
 examples:
   rlpulse top runs/demo.sqlite
   rlpulse top runs/demo.sqlite --match 'collector/*' --interval 0.5
+  rlpulse top runs/baseline.sqlite runs/new.sqlite
+  rlpulse top runs/all.sqlite:first runs/all.sqlite:second
   rlpulse top runs/demo.sqlite --once
 """
 
 
 def add(commands: common.Commands) -> None:
     top = common.add_command(commands, "top", SUMMARY, DESCRIPTION, run)
-    common.add_run_file_argument(top)
+    common.add_runs_argument(
+        top, "a metrics file (its latest run) or FILE:NAME; several side by side"
+    )
     common.add_run_option(top, "follow")
     top.add_argument(
         "--interval",
@@ -57,17 +78,39 @@ def add(commands: common.Commands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    path: Path = args.path
-    if (problem := common.not_a_metrics_file(path)) is not None:
-        return common.fail(problem)
+    runs = [
+        (path, name if name is not None else args.run)
+        for path, name in map(run_argument, args.runs)
+    ]
     interval = args.interval
     if not (isinstance(interval, float) and math.isfinite(interval) and interval > 0):
         return common.fail(
             f"--interval must be a positive number of seconds, got {interval}"
         )
-    if args.once or not (sys.stdin.isatty() and sys.stdout.isatty()):
-        print(frame(path, args.run, args.match, exact=args.exact))
-        return 0
-    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C quits as q does
-        follow(path, args.run, match=args.match, interval=interval, exact=args.exact)
+    terminal = sys.stdin.isatty() and sys.stdout.isatty()
+    if args.once or not terminal or not live_view_available():
+        if terminal and not args.once:
+            print(
+                "rlpulse: note: the live view needs rich: pip install "
+                "'rlpulse[top]'; here is one plain frame",
+                file=sys.stderr,
+            )
+        return _plain_frames(runs, args)
+    for path, _ in runs:
+        if path.is_dir():
+            return common.fail(f"{path} is a directory; {common.GIVE_METRICS_FILE}")
+    try:
+        with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C quits as q does
+            follow(runs, match=args.match, interval=interval, exact=args.exact)
+    except RunFileError as error:
+        return common.fail(str(error))
+    return 0
+
+
+def _plain_frames(runs: list[tuple[Path, str | None]], args: argparse.Namespace) -> int:
+    for path, _ in runs:
+        if (problem := common.not_a_metrics_file(path)) is not None:
+            return common.fail(problem)
+    frames = [frame(path, name, args.match, exact=args.exact) for path, name in runs]
+    print("\n\n".join(frames))
     return 0

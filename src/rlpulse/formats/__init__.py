@@ -8,8 +8,8 @@ They share :mod:`~rlpulse.formats.records` (the :class:`Record` every
 reader yields, the errors, the kinds) and, the two line formats,
 :mod:`~rlpulse.formats.lines` (reading lines, removing a line torn by a
 crash). The sinks in :mod:`rlpulse.sinks` write through these modules;
-:mod:`rlpulse.read` summarises, compares, draws and follows what
-:func:`read` yields.
+:mod:`rlpulse.read` summarises, compares and draws what :func:`read`
+yields, and follows what a :class:`RunFollower` reads as it is written.
 
 Each record carries its metric's kind (:class:`rlpulse.naming.Kind`): the
 one stored, or, for a file written before kinds were stored (rlpulse
@@ -32,10 +32,11 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from rlpulse.formats.csv import CSV_FIELDS, CSV_FIELDS_0_1, read_csv
-from rlpulse.formats.jsonl import read_jsonl, read_jsonl_events
+from rlpulse.formats.csv import CSV_FIELDS, CSV_FIELDS_0_1, CSVFollower, read_csv
+from rlpulse.formats.jsonl import JSONLFollower, read_jsonl, read_jsonl_events
 from rlpulse.formats.records import (
     DistributionRecord,
+    Followed,
     Record,
     RunFileError,
     RunFileWarning,
@@ -47,6 +48,7 @@ from rlpulse.formats.sqlite import (
     SQLITE_FORMAT_VERSION,
     SQLITE_MAGIC,
     SQLITE_SCHEMA,
+    SQLiteFollower,
     is_sqlite,
     list_runs,
     read_sqlite,
@@ -63,9 +65,11 @@ __all__ = [
     "SQLITE_MAGIC",
     "SQLITE_SCHEMA",
     "DistributionRecord",
+    "Followed",
     "Record",
     "RunFileError",
     "RunFileWarning",
+    "RunFollower",
     "RunInfo",
     "list_runs",
     "merge_distributions",
@@ -197,6 +201,78 @@ def read_distributions(
         f"{path} is a {file_format.upper()} file, which stores no histograms, "
         "only their quantiles: SQLiteLogger stores them"
     )
+
+
+class RunFollower:
+    """A run file followed while another process writes it, whatever its format: each look reads only what was written since the last.
+
+    A file not there yet (or still empty) is waited for: :meth:`read_new`
+    returns nothing and :attr:`waiting` says why; its format is decided when
+    it has a first line. Then each format's follower reads on from where it
+    stopped (:class:`~rlpulse.formats.sqlite.SQLiteFollower`: the rows after
+    the last one read; :class:`~rlpulse.formats.jsonl.JSONLFollower`,
+    :class:`~rlpulse.formats.csv.CSVFollower`: from the last byte offset,
+    a torn last line left for the next look). ``run`` as for :func:`read`.
+    Raises ``RunFileError`` as :func:`read` does for a file that is no
+    rlpulse metrics file, or a run named in a line file.
+
+    >>> import tempfile, pathlib
+    >>> from rlpulse import JSONLLogger
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     follower = RunFollower(pathlib.Path(tmp) / "run.jsonl")
+    ...     print(len(follower.read_new().records), follower.waiting)
+    ...     with JSONLLogger(follower.path) as sink:
+    ...         sink.log_metrics({"c/frames": 1.0}, timestamp=100.0)
+    ...         print(follower.read_new().records[0].value, follower.waiting)
+    0 ... does not exist yet
+    1.0 None
+    """
+
+    def __init__(self, path: str | os.PathLike[str], run: str | None = None) -> None:
+        self.path = Path(path)
+        self.run = run
+        self._follower: SQLiteFollower | JSONLFollower | CSVFollower | None = None
+        self._waiting: str | None = f"{self.path} does not exist yet"
+
+    @property
+    def waiting(self) -> str | None:
+        """Why nothing can be read yet (the file or the run is not there yet); ``None`` once it is read."""
+        if isinstance(self._follower, SQLiteFollower):
+            return self._follower.waiting
+        return self._waiting
+
+    def read_new(self) -> Followed:
+        """The records and events written since the last look (all of them at the first)."""
+        if self._follower is None:
+            self._follower = self._opened()
+            if self._follower is None:
+                return Followed([], [])
+        followed = self._follower.read_new()
+        if isinstance(self._follower, SQLiteFollower):
+            self.run = self._follower.run
+        return followed
+
+    def close(self) -> None:
+        """Let go of the file (a SQLite connection); a later look opens it again."""
+        if isinstance(self._follower, SQLiteFollower):
+            self._follower.close()
+
+    def _opened(self) -> SQLiteFollower | JSONLFollower | CSVFollower | None:
+        try:
+            with open(self.path, "rb") as file:
+                first_line = file.readline(256)
+        except FileNotFoundError:
+            return None
+        if not first_line.endswith(b"\n") and not is_sqlite(first_line):
+            self._waiting = f"{self.path} has no first line yet"
+            return None
+        self._waiting = None
+        file_format = _format_for(self.path, self.run)
+        if file_format == "sqlite":
+            return SQLiteFollower(self.path, self.run)
+        if file_format == "csv":
+            return CSVFollower(self.path)
+        return JSONLFollower(self.path)
 
 
 def detect_format(path: Path) -> str:

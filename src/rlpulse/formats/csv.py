@@ -8,8 +8,9 @@ column (header ``wall_time,step,name,value``): it reads with its kinds
 guessed from the names, and is appended to in its own columns.
 
 This module writes rows (:func:`format_rows`), checks an existing file's
-header (:func:`has_kinds`), reads files (:func:`read_csv`) and finds where
-a record torn by a crash starts (:func:`record_end`).
+header (:func:`has_kinds`), reads files (:func:`read_csv`), follows one
+while it is written (:class:`CSVFollower`) and finds where a record torn
+by a crash starts (:func:`record_end`).
 """
 
 from __future__ import annotations
@@ -21,13 +22,20 @@ from pathlib import Path
 from typing import IO
 
 from rlpulse.formats.lines import LineReader, last_line_end, left_out, names_of
-from rlpulse.formats.records import Record, RunFileError, kind_named, kinds_completed
+from rlpulse.formats.records import (
+    Followed,
+    Record,
+    RunFileError,
+    kind_named,
+    kinds_completed,
+)
 from rlpulse.naming import Payload
 
 __all__ = [
     "CSV_FIELDS",
     "CSV_FIELDS_0_1",
     "HEADER",
+    "CSVFollower",
     "format_rows",
     "has_kinds",
     "read_csv",
@@ -286,3 +294,81 @@ def _csv_problem(row: list[str], width: int = len(CSV_FIELDS)) -> str:
             kind = "an integer" if parse is int else "a number"
             return f"{field} {text!r} is not {kind}"
     return "unreadable"
+
+
+# Following
+
+
+class CSVFollower:
+    """A CSV file followed while another process writes it: each look reads on from the byte offset the last one stopped at.
+
+    Only whole records are read: a last line without its newline, or a
+    record whose quoted name is still open, is left for a later look. At
+    most ``batch_bytes`` are read per look (:attr:`Followed.more` says when
+    more is waiting). A file that shrank was replaced: it is read again
+    from its start. CSV files store no events.
+
+    >>> import tempfile, pathlib
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "run.csv"
+    ...     _ = path.write_text(HEADER + '1.0,1,c/frames,1.0,counter\\n2.0,2,"c/fr')
+    ...     follower = CSVFollower(path)
+    ...     first = follower.read_new().records
+    ...     with open(path, "a") as file:
+    ...         _ = file.write('ames",2.0,counter\\n')
+    ...     second = follower.read_new().records
+    >>> [record.value for record in first], [record.value for record in second]
+    ([1.0], [2.0])
+    """
+
+    def __init__(self, path: Path, *, batch_bytes: int = 8 << 20) -> None:
+        self.path = path
+        self._batch_bytes = batch_bytes
+        self._offset = 0
+        self._line_number = 0
+        self._width: int | None = None
+
+    def read_new(self) -> Followed:
+        """The records completed since the last look (all of them at the first)."""
+        with open(self.path, "rb") as file:
+            if file.seek(0, 2) < self._offset:
+                self._offset = self._line_number = 0
+                self._width = None
+            file.seek(self._offset)
+            chunk = file.read(self._batch_bytes)
+        records: list[Record] = []
+        record_lines: list[bytes] = []
+        quotes = 0
+        consumed = 0
+        for raw_line in chunk.splitlines(keepends=True):
+            if not raw_line.endswith(b"\n"):
+                break  # still being written
+            record_lines.append(raw_line)
+            quotes += raw_line.count(b'"')
+            if quotes % 2:
+                continue  # a newline inside a quoted name
+            text = b"".join(record_lines).decode("utf-8", errors="replace")
+            first_line = self._line_number + 1
+            self._line_number += len(record_lines)
+            consumed += sum(len(line) for line in record_lines)
+            record_lines, quotes = [], 0
+            row = next(csv.reader([text]), [])
+            if self._width is None:
+                self._width = self._header_width(row)
+            elif any(field.strip() for field in row):
+                records.append(_csv_record(self.path, row, first_line, self._width))
+        if not consumed and len(chunk) == self._batch_bytes:
+            raise RunFileError(
+                f"{self.path} line {self._line_number + 1} is longer than "
+                f"{self._batch_bytes:,} bytes: not an rlpulse CSV row"
+            )
+        self._offset += consumed
+        return Followed(records, [], more=len(chunk) == self._batch_bytes)
+
+    def _header_width(self, header: list[str]) -> int:
+        if tuple(header) not in (CSV_FIELDS, CSV_FIELDS_0_1):
+            raise RunFileError(
+                f"{self.path} is not an rlpulse CSV file: its header is "
+                f"{','.join(header)!r}, expected {','.join(CSV_FIELDS)!r}"
+            )
+        return len(header)

@@ -11,8 +11,9 @@ as are those of any metric a file never declares. Blank lines are
 skipped, and a payload without ``"step"`` has none.
 
 This module writes lines (:func:`format_payloads`, :func:`format_event`),
-checks an existing file's first line (:func:`is_first_line`) and reads
-files (:func:`read_jsonl`, :func:`read_jsonl_events`).
+checks an existing file's first line (:func:`is_first_line`), reads
+files (:func:`read_jsonl`, :func:`read_jsonl_events`) and follows one
+while it is written (:class:`JSONLFollower`).
 """
 
 from __future__ import annotations
@@ -23,13 +24,21 @@ import math
 from collections.abc import Generator, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from pathlib import Path
+from typing import Any
 
 from rlpulse.formats.lines import LineReader, left_out, names_of
-from rlpulse.formats.records import Record, RunFileError, kind_named, kinds_completed
+from rlpulse.formats.records import (
+    Followed,
+    Record,
+    RunFileError,
+    kind_named,
+    kinds_completed,
+)
 from rlpulse.naming import Kind, Payload
 from rlpulse.runtime.events import Event
 
 __all__ = [
+    "JSONLFollower",
     "format_event",
     "format_payloads",
     "is_first_line",
@@ -154,20 +163,29 @@ def _events(path: Path) -> Generator[Event, None, None]:
                 continue
             try:
                 entry = json.loads(line)
-                if not isinstance(entry, dict) or "event" not in entry:
-                    continue
-                yield Event(
-                    float(entry["wall_time"]),
-                    str(entry["watch"]),
-                    str(entry["event"]),
-                    str(entry["message"]),
-                    float(entry["value"]),
-                )
-            except (ValueError, TypeError, KeyError) as error:
-                raise RunFileError(
-                    f"{path} line {lines.number} is not an rlpulse payload or "
-                    f"event: {error!r}"
-                ) from error
+            except ValueError as error:
+                raise _not_an_event(path, lines.number, error) from error
+            if isinstance(entry, dict) and "event" in entry:
+                yield _jsonl_event(path, entry, lines.number)
+
+
+def _jsonl_event(path: Path, entry: dict[str, Any], line_number: int) -> Event:
+    try:
+        return Event(
+            float(entry["wall_time"]),
+            str(entry["watch"]),
+            str(entry["event"]),
+            str(entry["message"]),
+            float(entry["value"]),
+        )
+    except (ValueError, TypeError, KeyError) as error:
+        raise _not_an_event(path, line_number, error) from error
+
+
+def _not_an_event(path: Path, line_number: int, error: Exception) -> RunFileError:
+    return RunFileError(
+        f"{path} line {line_number} is not an rlpulse payload or event: {error!r}"
+    )
 
 
 def _jsonl_payload(
@@ -182,6 +200,13 @@ def _jsonl_payload(
         raise _not_a_payload(path, line_number, f"not a JSON object: {line.strip()!r}")
     if "event" in payload:
         return []  # read_events() reads those
+    return _payload_records(path, payload, line_number, kinds)
+
+
+def _payload_records(
+    path: Path, payload: dict[str, Any], line_number: int, kinds: dict[str, Kind]
+) -> list[Record]:
+    """The records of one payload's object; the kinds it declares are added to ``kinds``."""
     for key in ("wall_time", "metrics"):
         if key not in payload:
             raise _not_a_payload(path, line_number, f'it has no "{key}"')
@@ -233,3 +258,70 @@ def _not_a_payload(path: Path, line_number: int, problem: str) -> RunFileError:
         f"{path} line {line_number} is not an rlpulse payload "
         f'{{"wall_time", "step", "metrics"}}: {problem}'
     )
+
+
+# Following
+
+
+class JSONLFollower:
+    """A JSON lines file followed while another process writes it: each look reads on from the byte offset the last one stopped at.
+
+    Only whole lines are read: a last line without its newline (still being
+    written) is left for a later look. At most ``batch_bytes`` are read per
+    look (:attr:`Followed.more` says when more is waiting). A file that
+    shrank was replaced: it is read again from its start.
+
+    >>> import tempfile, pathlib
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "run.jsonl"
+    ...     _ = path.write_text('{"wall_time": 1.0, "step": 1, "metrics": {"c/frames": 1.0}}\\n{"wall_ti')
+    ...     follower = JSONLFollower(path)
+    ...     first = follower.read_new().records
+    ...     with open(path, "a") as file:
+    ...         _ = file.write('me": 2.0, "step": 2, "metrics": {"c/frames": 2.0}}\\n')
+    ...     second = follower.read_new().records
+    >>> [record.value for record in first], [record.value for record in second]
+    ([1.0], [2.0])
+    """
+
+    def __init__(self, path: Path, *, batch_bytes: int = 8 << 20) -> None:
+        self.path = path
+        self._batch_bytes = batch_bytes
+        self._offset = 0
+        self._line_number = 0
+        self._kinds: dict[str, Kind] = {}
+
+    def read_new(self) -> Followed:
+        """The records and events of the lines completed since the last look (all of them at the first)."""
+        with open(self.path, "rb") as file:
+            if file.seek(0, 2) < self._offset:
+                self._offset = self._line_number = 0
+            file.seek(self._offset)
+            chunk = file.read(self._batch_bytes)
+        complete = chunk[: chunk.rfind(b"\n") + 1]
+        if not complete and len(chunk) == self._batch_bytes:
+            raise RunFileError(
+                f"{self.path} line {self._line_number + 1} is longer than "
+                f"{self._batch_bytes:,} bytes: not an rlpulse payload"
+            )
+        self._offset += len(complete)
+        records: list[Record] = []
+        events: list[Event] = []
+        for raw_line in complete.splitlines():
+            self._line_number += 1
+            if not raw_line.strip():
+                continue
+            number = self._line_number
+            try:
+                entry = json.loads(raw_line)
+            except ValueError as error:
+                raise _not_a_payload(self.path, number, f"not JSON ({error})") from None
+            if not isinstance(entry, dict):
+                raise _not_a_payload(
+                    self.path, number, f"not a JSON object: {raw_line.strip()!r}"
+                )
+            if "event" in entry:
+                events.append(_jsonl_event(self.path, entry, number))
+            else:
+                records += _payload_records(self.path, entry, number, self._kinds)
+        return Followed(records, events, more=len(chunk) == self._batch_bytes)

@@ -17,9 +17,11 @@ from typing import NamedTuple
 
 from rlpulse.distributions import Histogram
 from rlpulse.naming import Kind, Unit, inferred_kind, split, unit_of
+from rlpulse.runtime.events import Event
 
 __all__ = [
     "DistributionRecord",
+    "Followed",
     "Record",
     "RunFileError",
     "RunFileWarning",
@@ -124,6 +126,21 @@ def merge_distributions(records: Iterable[DistributionRecord]) -> dict[str, Hist
             histogram = merged[record.name] = Histogram()
         histogram.merge(record.histogram)
     return dict(sorted(merged.items()))
+
+
+class Followed(NamedTuple):
+    """What a run file gained since a follower last looked: its new records and events, in order.
+
+    ``more`` says that the follower stopped at its limit with more already
+    written: the next look goes on from there.
+
+    >>> Followed([], [], more=False).records
+    []
+    """
+
+    records: list[Record]
+    events: list[Event]
+    more: bool = False
 
 
 class RunFileError(ValueError):

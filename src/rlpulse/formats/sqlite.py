@@ -34,6 +34,7 @@ from pathlib import Path
 from rlpulse.distributions import SCALE, Histogram
 from rlpulse.formats.records import (
     DistributionRecord,
+    Followed,
     Record,
     RunFileError,
     RunInfo,
@@ -47,6 +48,7 @@ __all__ = [
     "SQLITE_FORMAT_VERSION",
     "SQLITE_MAGIC",
     "SQLITE_SCHEMA",
+    "SQLiteFollower",
     "check_tables",
     "create_tables",
     "insert_batch",
@@ -627,3 +629,161 @@ def _check_sqlite(path: Path) -> None:
         raise RunFileError(f"{path} is empty: no metrics were written to it")
     if not is_sqlite(head):
         raise RunFileError(f"{path} is not an rlpulse SQLite file, so it has no runs")
+
+
+# Following
+
+
+class SQLiteFollower:
+    """A run of a SQLite file followed while another process writes it: each look reads only the rows added since the last.
+
+    Metrics and events are read by ``rowid``, after the last one read, on a
+    read-only connection: in WAL mode (as ``SQLiteLogger`` writes) a reader
+    never blocks the writer, and each look is one short read transaction,
+    so checkpoints are not held back between looks. ``run`` names the run
+    (``None``: the latest when the file first has one). A file not yet
+    there, or without tables or that run yet, is waited for:
+    :meth:`read_new` returns nothing and :attr:`waiting` says why. A file
+    that is no rlpulse SQLite file raises ``RunFileError``. At most
+    ``batch_rows`` metrics and as many events are read per look
+    (:attr:`Followed.more` says when more are waiting).
+
+    >>> import tempfile, pathlib
+    >>> from rlpulse import SQLiteLogger
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "run.sqlite"
+    ...     follower = SQLiteFollower(path, None)
+    ...     print(len(follower.read_new().records), follower.waiting)
+    ...     with SQLiteLogger(path, run="live") as sink:
+    ...         sink.log_metrics({"c/frames": 1.0}, timestamp=100.0)
+    ...         first = follower.read_new().records
+    ...         sink.log_metrics({"c/frames": 2.0}, timestamp=101.0)
+    ...         second = follower.read_new().records
+    ...     follower.close()
+    0 ... does not exist yet
+    >>> [record.value for record in first], [record.value for record in second], follower.run
+    ([1.0], [2.0], 'live')
+    """
+
+    def __init__(
+        self, path: Path, run: str | None, *, batch_rows: int = 100_000
+    ) -> None:
+        self.path = path
+        self.run = run
+        self.waiting: str | None = f"{path} does not exist yet"
+        self._batch_rows = batch_rows
+        self._connection: sqlite3.Connection | None = None
+        self._run_id: int | None = None
+        self._last_metric = 0
+        self._last_event = 0
+        self._kinds: dict[str, Kind] = {}
+
+    def read_new(self) -> Followed:
+        """The records and events written since the last look (all of them at the first)."""
+        connection = self._connected()
+        if connection is None or (run_id := self._found_run(connection)) is None:
+            return Followed([], [])
+        try:
+            rows = connection.execute(
+                "SELECT rowid, wall_time, step, name, value FROM metrics"
+                " WHERE rowid > ? AND run = ? ORDER BY rowid LIMIT ?",
+                (self._last_metric, run_id, self._batch_rows),
+            ).fetchall()
+            events = self._new_events(connection, run_id)
+        except sqlite3.OperationalError as error:
+            if _busy(error):
+                return Followed([], [], more=True)  # the next look reads them
+            raise RunFileError(f"{self.path} cannot be read: {error}") from error
+        if rows:
+            self._last_metric = rows[-1][0]
+            if any(name not in self._kinds for _, _, _, name, _ in rows):
+                self._kinds.update(_sqlite_kinds(connection, run_id))
+        kinds = self._kinds
+        records = [
+            Record(
+                wall_time,
+                step,
+                name,
+                math.nan if value is None else value,
+                kinds.get(name),
+            )
+            for _, wall_time, step, name, value in rows
+        ]
+        more = len(rows) == self._batch_rows or len(events) == self._batch_rows
+        return Followed(records, events, more)
+
+    def close(self) -> None:
+        """Close the connection; a later look opens another."""
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+    def _connected(self) -> sqlite3.Connection | None:
+        if self._connection is not None:
+            return self._connection
+        if not self.path.exists():
+            self.waiting = f"{self.path} does not exist yet"
+            return None
+        with open(self.path, "rb") as file:
+            head = file.read(len(SQLITE_MAGIC))
+        if len(head) < len(SQLITE_MAGIC) and SQLITE_MAGIC.startswith(head):
+            self.waiting = f"{self.path} is being created"
+            return None
+        if not is_sqlite(head):
+            raise RunFileError(f"{self.path} is not an rlpulse SQLite file")
+        uri = self.path.resolve().as_uri() + "?mode=ro"
+        try:
+            self._connection = sqlite3.connect(uri, uri=True, timeout=0.05)
+        except sqlite3.Error as error:
+            raise RunFileError(
+                f"{self.path} is not a readable SQLite file: {error}"
+            ) from error
+        return self._connection
+
+    def _found_run(self, connection: sqlite3.Connection) -> int | None:
+        if self._run_id is not None:
+            return self._run_id
+        try:
+            runs = connection.execute(
+                "SELECT name, id FROM runs ORDER BY id"
+            ).fetchall()
+        except sqlite3.OperationalError as error:
+            if _busy(error) or "no such table" in str(error):
+                self.waiting = f"{self.path} has no runs yet"
+                return None
+            raise RunFileError(f"{self.path} cannot be read: {error}") from error
+        named = [(name, run_id) for name, run_id in runs if self.run in (None, name)]
+        if not named:
+            self.waiting = (
+                f"{self.path} has no runs yet"
+                if self.run is None
+                else f"{self.path} has no run named {self.run!r} yet"
+            )
+            return None
+        self.run, self._run_id = named[-1]
+        self.waiting = None
+        return self._run_id
+
+    def _new_events(self, connection: sqlite3.Connection, run_id: int) -> list[Event]:
+        try:
+            rows = connection.execute(
+                "SELECT rowid, wall_time, watch, kind, message, value FROM events"
+                " WHERE rowid > ? AND run = ? ORDER BY rowid LIMIT ?",
+                (self._last_event, run_id, self._batch_rows),
+            ).fetchall()
+        except sqlite3.OperationalError as error:
+            if "no such table" in str(error):
+                return []  # written before events were stored
+            raise
+        if rows:
+            self._last_event = rows[-1][0]
+        return [
+            Event(wall_time, watch, kind, message, math.nan if value is None else value)
+            for _, wall_time, watch, kind, message, value in rows
+        ]
+
+
+def _busy(error: sqlite3.OperationalError) -> bool:
+    # The writer holds a lock a reader must wait for (WAL recovery, a file
+    # not in WAL mode): nothing is lost by looking again later.
+    return "locked" in str(error) or "busy" in str(error)

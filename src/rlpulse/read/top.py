@@ -1,44 +1,81 @@
-"""``rlpulse top``: follow a run while another process writes it, in a terminal.
+"""``rlpulse top``: runs followed while other processes write them, in a terminal, as people use htop.
 
-Each frame is the run's summary as ``rlpulse show`` prints it (per metric
-the last, smallest and largest value and a counter's mean rate), narrowed
-with ``--match``, then the run's latest events. On a terminal the frame is
-redrawn every ``interval`` seconds on the terminal's alternate screen until
-``q`` (or Ctrl-C); elsewhere (a pipe, a file) or with ``--once`` one plain
-frame is printed. Terminal handling is the standard library's (``termios``,
-``select``): the frame is plain text, and the command needs no extra. Each
-frame reads the run afresh, as ``show`` does: for a long run, a longer
-``--interval``.
+Two ways to show a run. On a terminal, with ``rich`` installed
+(``rlpulse[top]``), the live view (:func:`follow`): a header that stays put
+(each run's name, age and whether data still comes, the monitor's own cost,
+the bottleneck verdict where a run logs one, a sink that fails) over a
+body that scrolls, a block per watch: its state from the run's events
+(running, stalled, hung, dropping), its counters' rates with a sparkline
+of the last minutes and their totals, its gauges (as bars where they fill
+a capacity), its percentiles, then the latest events. Several runs show
+side by side, the same watch's figures in adjacent columns. Each frame
+reads only what was written since the last (:class:`~rlpulse.formats.RunFollower`)
+into what the view keeps (:class:`~rlpulse.read.live.LiveRun`). Keys: ``q``
+quits, ``/`` filters watches or metrics, arrows or ``j``/``k`` scroll,
+``p`` pauses. Everywhere else (a pipe, a file, ``--once``, no ``rich``)
+one plain frame (:func:`frame`): the run's summary as ``rlpulse show``
+prints it, then its latest events.
+
+A frame is built as plain :class:`Segment` lines (:func:`frame_lines`),
+without ``rich``; :func:`render` hands them to ``rich``, the one module of
+rlpulse that imports it, and only when drawing.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import select
-import shutil
 import sys
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, NamedTuple
 
-from rlpulse.read.match import Match
+from rlpulse.formats import RunFollower
+from rlpulse.read.live import MONITOR_WATCH, Line, LiveRun, event_kind
+from rlpulse.read.match import Match, select_metrics
 from rlpulse.read.records import RunFileError, RunFileWarning, read_events
 from rlpulse.read.summary import (
     format_event,
     format_summary,
     narrow_summary,
+    run_letter,
     summarize_file,
 )
+from rlpulse.runtime.events import Event
+from rlpulse.text import format_duration, format_number
 
-__all__ = ["follow", "frame"]
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+__all__ = [
+    "QUIET_AFTER_S",
+    "Segment",
+    "TopView",
+    "follow",
+    "frame",
+    "frame_lines",
+    "keys_of",
+    "render",
+    "sparkline",
+]
+
+QUIET_AFTER_S = 5.0
+"""The shortest silence that reads as "no new data": longer for a run that logs less often."""
 
 _EVENTS_SHOWN = 5
-_ENTER_SCREEN = "\x1b[?1049h\x1b[?25l"  # alternate screen, cursor hidden
-_LEAVE_SCREEN = "\x1b[?25h\x1b[?1049l"
-_HOME_AND_CLEAR = "\x1b[H\x1b[2J"
+_SPARKS = "▁▂▃▄▅▆▇█"
+_VALUE_WIDTH = 9
+_NOTE_WIDTH = 14
+_LABEL_WIDTH = 24
+_READ_BUDGET_S = 0.25  # the most a frame spends catching up on a long run
+
+
+# One plain frame
 
 
 def frame(
@@ -49,13 +86,13 @@ def frame(
     *,
     exact: bool = False,
 ) -> str:
-    """One frame of ``rlpulse top``: the summary of the run's metrics ``match`` keeps, then its latest events.
+    """One plain frame of ``rlpulse top``: the summary of the run's metrics ``match`` keeps, then its latest events.
 
-    ``width`` cuts each line to that many characters (``0``: whole lines);
-    ``exact=True`` writes every value in full. Raises what
-    :func:`rlpulse.read` raises for a missing, empty or corrupt file, and
-    :class:`~rlpulse.read.match.MatchError` when ``match`` keeps none of the
-    run's metrics.
+    What a pipe, a file or ``--once`` gets. ``width`` cuts each line to
+    that many characters (``0``: whole lines); ``exact=True`` writes every
+    value in full. Raises what :func:`rlpulse.read` raises for a missing,
+    empty or corrupt file, and :class:`~rlpulse.read.match.MatchError` when
+    ``match`` keeps none of the run's metrics.
 
     >>> import tempfile, pathlib
     >>> from rlpulse import CSVLogger
@@ -86,65 +123,516 @@ def _latest_events(path: Path, run: str | None) -> list[str]:
     return [format_event(event) for event in events[-_EVENTS_SHOWN:]]
 
 
+# The live view's frame, without rich
+
+
+class Segment(NamedTuple):
+    """A stretch of a frame's line in one style (a ``rich`` style name; ``""`` plain)."""
+
+    text: str
+    style: str = ""
+
+
+@dataclass
+class TopView:
+    """What the person at the keyboard chose: the filter, the scroll position, a pause; :meth:`press` takes a key.
+
+    >>> view = TopView()
+    >>> for key in ["/", "b", "u", "f", "enter", "j", "j", "k", "p"]:
+    ...     quit = view.press(key)
+    >>> view.filter, view.scroll, view.paused, quit, view.press("q")
+    ('buf', 1, True, False, True)
+    """
+
+    filter: str = ""
+    typing: bool = False
+    scroll: int = 0
+    paused: bool = False
+    page: int = 10
+
+    def press(self, key: str) -> bool:
+        """Take one key (as :func:`keys_of` names it); whether it quits."""
+        if self.typing:
+            if key == "enter":
+                self.typing = False
+            elif key == "escape":
+                self.typing, self.filter = False, ""
+            elif key == "backspace":
+                self.filter = self.filter[:-1]
+            elif len(key) == 1 and key.isprintable():
+                self.filter += key
+            self.scroll = 0
+            return False
+        if key in ("q", "Q", "end of input"):
+            return True
+        if key == "/":
+            self.typing, self.filter, self.scroll = True, "", 0
+        elif key == "escape":
+            self.filter, self.scroll = "", 0
+        elif key in ("down", "j"):
+            self.scroll += 1
+        elif key in ("up", "k"):
+            self.scroll = max(0, self.scroll - 1)
+        elif key in ("page down", " "):
+            self.scroll += self.page
+        elif key == "page up":
+            self.scroll = max(0, self.scroll - self.page)
+        elif key in ("home", "g"):
+            self.scroll = 0
+        elif key in ("p", "P"):
+            self.paused = not self.paused
+        return False
+
+    def keeps(self, watch: str, label: str) -> bool:
+        """Whether the filter keeps ``label`` of ``watch``: a pattern as ``--match`` takes it, matched against the watch, the line, or both."""
+        if not self.filter:
+            return True
+        return bool(
+            select_metrics([watch], self.filter)
+            or select_metrics([label], self.filter)
+            or select_metrics([f"{watch}/{label}"], self.filter)
+        )
+
+
+_ESCAPES = {
+    "\x1b[A": "up",
+    "\x1b[B": "down",
+    "\x1bOA": "up",
+    "\x1bOB": "down",
+    "\x1b[5~": "page up",
+    "\x1b[6~": "page down",
+    "\x1b[H": "home",
+    "\x1b[C": "right",
+    "\x1b[D": "left",
+}
+
+
+def keys_of(data: bytes) -> list[str]:
+    """The keys in what the terminal sent at once: characters, and ``up``, ``down``, ``enter``, ``escape``, ``backspace``, ….
+
+    >>> keys_of(b"j\\x1b[Aq"), keys_of(b"\\x1b"), keys_of(b"\\r\\x7f")
+    (['j', 'up', 'q'], ['escape'], ['enter', 'backspace'])
+    """
+    text = data.decode("utf-8", errors="replace")
+    keys = []
+    index = 0
+    while index < len(text):
+        character = text[index]
+        if character == "\x1b":
+            for sequence, name in _ESCAPES.items():
+                if text.startswith(sequence, index):
+                    keys.append(name)
+                    index += len(sequence)
+                    break
+            else:
+                keys.append("escape")
+                index += 1
+            continue
+        if character in "\r\n":
+            keys.append("enter")
+        elif character in "\x7f\b":
+            keys.append("backspace")
+        else:
+            keys.append(character)
+        index += 1
+    return keys
+
+
+def sparkline(values: Sequence[float | None], width: int) -> str:
+    """``values`` drawn in ``width`` characters, from zero (or the lowest below it) to the highest (``None``: a gap).
+
+    >>> sparkline([0.0, 1.0, 2.0, 3.0, None], 5)
+    '▁▃▆█ '
+    >>> sparkline([5.0, 5.0], 2), sparkline([0.0, 0.0], 2)
+    ('██', '▁▁')
+    """
+    shown = [
+        value for value in values[-width:] if value is not None and math.isfinite(value)
+    ]
+    if not shown:
+        return " " * width
+    # From zero, as htop draws its graphs: a steady rate reads as steady.
+    low, high = min(0.0, *shown), max(shown)
+    marks = []
+    for value in values[-width:]:
+        if value is None or not math.isfinite(value):
+            marks.append(" ")
+        elif high == low:
+            marks.append(_SPARKS[3] if high else _SPARKS[0])
+        else:
+            level = (value - low) / (high - low)
+            marks.append(_SPARKS[round(level * (len(_SPARKS) - 1))])
+    return "".join(marks).ljust(width)
+
+
+def _bar(fill: float, width: int) -> str:
+    filled = round(fill * width)
+    return "█" * filled + "░" * (width - filled)
+
+
+class _Source(NamedTuple):
+    # A followed run: where it comes from, and what the view keeps of it.
+    follower: RunFollower
+    live: LiveRun
+
+
+def frame_lines(
+    runs: Sequence[tuple[RunFollower, LiveRun]],
+    view: TopView,
+    width: int,
+    height: int,
+    now: float,
+    *,
+    exact: bool = False,
+) -> list[list[Segment]]:
+    """The live view's frame, ``height`` lines of at most ``width`` characters: the header, the body scrolled as ``view`` says, the footer.
+
+    ``runs`` are each run's follower (its file, its run, what it waits for)
+    and what the view keeps of it; ``now`` the time (seconds since the
+    epoch) that ages and silences are counted to.
+    """
+    sources = [_Source(follower, live) for follower, live in runs]
+    header = _header(sources, width, now)
+    body = _body(sources, view, width, now, exact)
+    room = max(1, height - len(header) - 1)
+    view.page = room
+    view.scroll = max(0, min(view.scroll, len(body) - room))
+    shown = body[view.scroll : view.scroll + room]
+    footer = _footer(view, len(body), room, width)
+    lines = [*header, *shown]
+    lines += [[]] * (height - 1 - len(lines))
+    return [_cut(line, width) for line in [*lines[: height - 1], footer]]
+
+
+def _header(sources: Sequence[_Source], width: int, now: float) -> list[list[Segment]]:
+    lines: list[list[Segment]] = []
+    several = len(sources) > 1
+    for index, (follower, live) in enumerate(sources):
+        title = f"{run_letter(index)} " if several else ""
+        title += f"run {follower.run} in " if follower.run else ""
+        where = str(follower.path)
+        if len(title) + len(where) > width:  # the file's name, not the run's
+            where = "…" + where[len(title) + len(where) + 1 - width :]
+        lines.append([Segment(title, "bold"), Segment(where)])
+        lines.append(_run_status(follower, live, now))
+        if (verdict := _verdict(live)) is not None:
+            lines.append([Segment("  "), *verdict])
+        sinks = live.state("", now)
+        if not sinks.healthy:
+            latest = (*sinks.streaks, *sinks.recent)[0]
+            lines.append(
+                [
+                    Segment("  sinks: ", "bold"),
+                    Segment(f"{sinks.word}: {latest.message}", "bold red"),
+                ]
+            )
+    lines.append([Segment("─" * width, "dim")])
+    return lines
+
+
+def _run_status(follower: RunFollower, live: LiveRun, now: float) -> list[Segment]:
+    if follower.waiting is not None:
+        # The header's first line has the whole path.
+        waiting = follower.waiting.replace(str(follower.path), follower.path.name)
+        return [Segment("  waiting: ", "bold yellow"), Segment(waiting)]
+    if math.isnan(live.last_time):
+        return [Segment("  waiting for its first records", "yellow")]
+    line = [Segment(f"  age {format_duration(max(0.0, now - live.first_time))}")]
+    silent = now - live.last_time
+    if silent > live.quiet_after(QUIET_AFTER_S):
+        line.append(Segment(f"  no new data for {format_duration(silent)}", "bold red"))
+    else:
+        line.append(
+            Segment(f"  last data {format_duration(max(0.0, silent))} ago", "green")
+        )
+    cost = _monitor_cost(live)
+    if cost:
+        line.append(Segment("  monitor " + cost, "dim"))
+    return line
+
+
+def _monitor_cost(live: LiveRun) -> str:
+    # The monitor's own CPU time is a counter: its rate is the share of a core.
+    parts = []
+    cpu = live.series.get(f"{MONITOR_WATCH}/cpu_s")
+    if cpu is not None and math.isfinite(cpu.rate):
+        parts.append(f"{format_number(100 * cpu.rate)}% of a core")
+    for counter in ("dropped", "errors"):
+        count = live.value(f"{MONITOR_WATCH}/{counter}")
+        if count:
+            parts.append(f"{format_number(count)} {counter}")
+    return ", ".join(parts)
+
+
+def _verdict(live: LiveRun) -> list[Segment] | None:
+    # The bottleneck verdict where the run logs one: which side bounds the
+    # pipeline (-1 the producer, 0 neither, +1 the consumer) and what
+    # fixing it could gain. A short wording of its own until the verdict's
+    # sentence has a home to call.
+    bound = live.value("bottleneck/verdict")
+    if bound is None or not math.isfinite(bound):
+        return None
+    side = {-1: "producer-bound", 0: "balanced", 1: "consumer-bound"}.get(
+        round(bound), "unknown"
+    )
+    line = [Segment("bottleneck: ", "bold"), Segment(side, "bold magenta")]
+    speedup = live.value("bottleneck/speedup")
+    if speedup is not None and math.isfinite(speedup) and speedup > 1:
+        line.append(
+            Segment(f", fixing it could make it {format_number(speedup)}x faster")
+        )
+    return line
+
+
+def _body(
+    sources: Sequence[_Source], view: TopView, width: int, now: float, exact: bool
+) -> list[list[Segment]]:
+    watches = list(
+        dict.fromkeys(watch for source in sources for watch in source.live.watches())
+    )
+    label_width = _LABEL_WIDTH
+    cell_width = max(12, (width - label_width) // len(sources))
+    note_width = _NOTE_WIDTH if cell_width >= 34 else 0
+    graphic_width = max(1, cell_width - _VALUE_WIDTH - note_width - 3)
+    lines: list[list[Segment]] = []
+    for watch in watches:
+        blocks = [source.live.block(watch) for source in sources]
+        labels = list(
+            dict.fromkeys(
+                line.label
+                for block in blocks
+                for line in block
+                if view.keeps(watch, line.label)
+            )
+        )
+        if not labels:
+            continue
+        heading = [Segment(watch.ljust(label_width)[:label_width], "bold cyan")]
+        for index, source in enumerate(sources):
+            state = source.live.state(watch, now)
+            word = state.word if watch in source.live.watches() else "-"
+            if len(sources) > 1:
+                word = f"{run_letter(index)} {word}"
+            heading.append(
+                Segment(
+                    word.rjust(cell_width)[:cell_width]
+                    if len(sources) > 1
+                    else " " + word,
+                    "green" if state.healthy else "bold red",
+                )
+            )
+        lines.append(heading)
+        by_label = [{line.label: line for line in block} for block in blocks]
+        for label in labels:
+            line = [Segment("  " + label.ljust(label_width - 2)[: label_width - 2])]
+            for source, lines_of_run in zip(sources, by_label, strict=True):
+                cell = lines_of_run.get(label)
+                line += _cell(
+                    cell, source.live.last_time, graphic_width, note_width, exact
+                )
+            lines.append(line)
+        if len(sources) == 1:
+            for event in (
+                *sources[0].live.state(watch, now).streaks,
+                *sources[0].live.state(watch, now).recent,
+            ):
+                lines.append([Segment("  !! " + event.message, "red")])
+    events = [event for source in sources for event in source.live.events]
+    if events:
+        lines.append([Segment("latest events", "bold")])
+        latest = sorted(events, key=lambda event: event.wall_time)[-_EVENTS_SHOWN:]
+        for event in latest:
+            lines.append(
+                [Segment(format_event(event), "red" if not _good(event) else "green")]
+            )
+    return lines
+
+
+def _good(event: Event) -> bool:
+    kind = event_kind(event.kind)
+    return kind is not None and kind.good_news
+
+
+def _cell(
+    line: Line | None, until: float, graphic_width: int, note_width: int, exact: bool
+) -> list[Segment]:
+    number = format_number if not exact else (lambda value: f"{value!r}")
+    if line is None:
+        return [
+            Segment(
+                " " + "-".rjust(_VALUE_WIDTH) + " " * (graphic_width + note_width + 2)
+            )
+        ]
+    value = (
+        ""
+        if not math.isfinite(line.value)
+        else number(line.value) + ("/s" if line.per_second else "")
+    )
+    cell = [
+        Segment(" " + value.rjust(_VALUE_WIDTH)[-_VALUE_WIDTH:], "bold"),
+        Segment(" "),
+    ]
+    note = ""
+    if line.fill is not None:
+        cell.append(
+            Segment(
+                _bar(line.fill, graphic_width),
+                "green" if line.fill < 0.95 else "yellow",
+            )
+        )
+        note = f"{round(100 * line.fill)}% of {number(line.capacity or 0.0)}"
+    elif line.quantiles:
+        text = "  ".join(
+            f"{statistic} {number(value)}" for statistic, value in line.quantiles
+        )
+        cell.append(Segment(text.ljust(graphic_width)[:graphic_width]))
+    elif line.series is not None:
+        cell.append(
+            Segment(
+                sparkline(line.series.recent(graphic_width, until), graphic_width),
+                "cyan",
+            )
+        )
+    else:
+        cell.append(Segment(" " * graphic_width))
+    if line.total is not None:
+        note = number(line.total)
+    if note_width:
+        cell.append(Segment(" " + note.rjust(note_width)[-note_width:], "dim"))
+    return cell
+
+
+def _footer(view: TopView, body_lines: int, room: int, width: int) -> list[Segment]:
+    if view.typing:
+        return [
+            Segment("/" + view.filter, "bold reverse"),
+            Segment("  Enter keeps it, Esc clears it"),
+        ]
+    line = [Segment("q quit  / filter  ↑↓ j k scroll  p pause", "dim")]
+    if view.filter:
+        line.append(Segment(f"  filter: {view.filter}", "bold yellow"))
+    if view.paused:
+        line.append(Segment("  PAUSED", "bold reverse"))
+    if body_lines > room:
+        last = min(body_lines, view.scroll + room)
+        line.append(Segment(f"  lines {view.scroll + 1}-{last} of {body_lines}"))
+    line.append(Segment("  " + time.strftime("%H:%M:%S")))
+    return line
+
+
+def _cut(line: list[Segment], width: int) -> list[Segment]:
+    # A line no wider than the terminal: wider ones would wrap and push the
+    # header off the screen.
+    cut, left = [], width
+    for segment in line:
+        if left <= 0:
+            break
+        cut.append(Segment(segment.text[:left], segment.style))
+        left -= len(segment.text[:left])
+    return cut
+
+
+def plain(lines: Sequence[Sequence[Segment]]) -> str:
+    """A frame's lines as plain text, trailing spaces dropped."""
+    return "\n".join(
+        "".join(segment.text for segment in line).rstrip() for line in lines
+    )
+
+
+# Drawing with rich
+
+
+def render(lines: Sequence[Sequence[Segment]]) -> RenderableType:
+    """A frame's lines as ``rich`` draws them (needs ``rlpulse[top]``)."""
+    from rich.console import Group
+    from rich.text import Text
+
+    return Group(
+        *(
+            Text.assemble(
+                *((segment.text, segment.style) for segment in line),
+                no_wrap=True,
+                overflow="crop",
+            )
+            for line in lines
+        )
+    )
+
+
+def live_view_available() -> bool:
+    """Whether ``rich``, which draws the live view, is installed (``rlpulse[top]``)."""
+    try:
+        import rich  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def follow(
-    path: Path,
-    run: str | None,
+    runs: Sequence[tuple[Path, str | None]],
     *,
     match: Match = None,
     interval: float = 1.0,
-    stream: TextIO | None = None,
     exact: bool = False,
 ) -> None:
-    """Redraw :func:`frame` on the terminal every ``interval`` seconds until ``q`` or Ctrl-C.
+    """The live view of ``runs`` (each a file and a run, ``None`` its latest) on the terminal until ``q`` or Ctrl-C; the terminal is restored either way.
 
-    The first frame must be readable (errors as :func:`frame`'s); a later
-    one that cannot be read (the file being replaced, say) shows why and
-    is tried again at the next interval. A last line the writer has not
-    finished is waited for, without a :class:`~rlpulse.read.records.RunFileWarning`.
+    Every ``interval`` seconds each run's follower reads what was written
+    since the last frame; a key redraws at once. A file that is not there
+    yet is waited for, the header saying so. Needs ``rich``
+    (``rlpulse[top]``) and a terminal on standard input and output; a file
+    that is no rlpulse metrics file raises ``RunFileError``.
     """
-    out = sys.stdout if stream is None else stream
+    from rich.console import Console
+    from rich.live import Live
 
-    def current() -> str:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RunFileWarning)
-            return frame(path, run, match, _width(), exact=exact)
-
-    first = current()
-    with _keys() as pressed, _screen(out):
-        text = first
-        while True:
-            out.write(_HOME_AND_CLEAR + _footer(text, interval))
-            out.flush()
-            if pressed(interval):
-                return
-            try:
-                text = current()
-            except (OSError, RunFileError) as error:
-                text = f"rlpulse top: cannot read {path} now: {error}"
-
-
-def _footer(text: str, interval: float) -> str:
-    clock = time.strftime("%H:%M:%S")
-    return f"{text}\n\n{clock}  every {interval:g} s  q quits\n"
-
-
-def _width() -> int:
-    return shutil.get_terminal_size().columns
-
-
-@contextlib.contextmanager
-def _screen(out: TextIO) -> Iterator[None]:
-    out.write(_ENTER_SCREEN)
+    sources = [
+        (RunFollower(path, run), LiveRun(str(path), match=match)) for path, run in runs
+    ]
+    view = TopView()
+    console = Console()
     try:
-        yield
+        with (
+            _keys() as pressed,
+            Live(
+                console=console, screen=True, auto_refresh=False, redirect_stdout=False
+            ) as live,
+        ):
+            due = 0.0
+            while True:
+                if time.monotonic() >= due:
+                    if not view.paused:
+                        _read(sources)
+                    due = time.monotonic() + interval
+                width, height = console.size
+                lines = frame_lines(
+                    sources, view, width, height, time.time(), exact=exact
+                )
+                live.update(render(lines), refresh=True)
+                for key in pressed(max(0.0, due - time.monotonic())):
+                    if view.press(key):
+                        return
     finally:
-        out.write(_LEAVE_SCREEN)
-        out.flush()
+        for follower, _ in sources:
+            follower.close()
+
+
+def _read(sources: Sequence[tuple[RunFollower, LiveRun]]) -> None:
+    # What each run gained; a long run is caught up on over several frames.
+    deadline = time.monotonic() + _READ_BUDGET_S
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RunFileWarning)
+        for follower, live in sources:
+            while True:
+                followed = follower.read_new()
+                live.add(followed)
+                if not followed.more or time.monotonic() > deadline:
+                    break
 
 
 @contextlib.contextmanager
-def _keys() -> Iterator[Callable[[float], bool]]:
-    """Standard input a key at a time; the function waits up to a timeout and says whether ``q`` was pressed."""
+def _keys() -> Iterator[Callable[[float], list[str]]]:
+    """Standard input a key at a time (no echo, no line editing); the function waits up to a timeout for keys. The terminal's settings come back on exit."""
     import termios
     import tty
 
@@ -152,14 +640,12 @@ def _keys() -> Iterator[Callable[[float], bool]]:
     saved = termios.tcgetattr(fd)
     tty.setcbreak(fd)
 
-    def pressed(timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while (left := deadline - time.monotonic()) > 0:
-            readable, _, _ = select.select([fd], [], [], left)
-            # q quits; so does the end of input (the terminal gone).
-            if readable and os.read(fd, 1) in (b"q", b"Q", b""):
-                return True
-        return False
+    def pressed(timeout: float) -> list[str]:
+        readable, _, _ = select.select([fd], [], [], timeout)
+        if not readable:
+            return []
+        data = os.read(fd, 64)
+        return keys_of(data) if data else ["end of input"]  # the terminal gone
 
     try:
         yield pressed

@@ -1,0 +1,227 @@
+"""Following a run file while it is written (``rlpulse.formats.RunFollower``): each look reads only what is new.
+
+Real files written by the real sinks, and by another process at the same
+time; torn lines written by hand, as a crash or a write under way leaves
+them.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from rlpulse import CSVLogger, Event, JSONLLogger, SQLiteLogger
+from rlpulse.formats import RunFileError, RunFollower
+from rlpulse.formats.csv import HEADER
+from rlpulse.formats.sqlite import SQLiteFollower
+from rlpulse.naming import Kind, Payload
+
+
+def values(follower: RunFollower | SQLiteFollower) -> list[float]:
+    return [record.value for record in follower.read_new().records]
+
+
+@pytest.mark.parametrize(
+    ("logger", "name"),
+    [(SQLiteLogger, "run.sqlite"), (CSVLogger, "run.csv"), (JSONLLogger, "run.jsonl")],
+)
+def test_each_look_reads_only_what_was_written_since_the_last(
+    tmp_path: Path, logger: type, name: str
+) -> None:
+    follower = RunFollower(tmp_path / name)
+    with logger(tmp_path / name) as sink:
+        for value in (1.0, 2.0, 3.0):
+            sink.log_metrics({"c/frames": value}, step=1, timestamp=100.0 + value)
+        first = values(follower)
+        assert values(follower) == []
+        sink.log_metrics({"c/frames": 4.0, "b/size": 5.0}, step=2, timestamp=105.0)
+        second = follower.read_new().records
+    follower.close()
+
+    assert first == [1.0, 2.0, 3.0]
+    assert [(record.name, record.value) for record in second] == [
+        ("c/frames", 4.0),
+        ("b/size", 5.0),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("logger", "name"),
+    [(SQLiteLogger, "run.sqlite"), (CSVLogger, "run.csv"), (JSONLLogger, "run.jsonl")],
+)
+def test_records_carry_the_kinds_the_file_stores(
+    tmp_path: Path, logger: type, name: str
+) -> None:
+    follower = RunFollower(tmp_path / name)
+    with logger(tmp_path / name) as sink:
+        sink.log_payloads(
+            [
+                Payload(
+                    {"c/polls": 1.0, "c/size": 2.0}, 1, 100.0, {"c/polls": Kind.COUNTER}
+                )
+            ]
+        )
+        records = follower.read_new().records
+    follower.close()
+
+    assert {record.name: record.kind for record in records} == {
+        "c/polls": Kind.COUNTER,
+        "c/size": Kind.GAUGE,
+    }
+
+
+def test_a_store_that_does_not_exist_yet_is_waited_for_with_a_message(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "later" / "run.sqlite"
+    follower = RunFollower(path)
+
+    assert follower.read_new().records == []
+    assert follower.waiting == f"{path} does not exist yet"
+    with SQLiteLogger(path, run="late") as sink:
+        assert follower.read_new().records == []  # no records yet
+        sink.log_metrics({"c/frames": 7.0}, timestamp=100.0)
+        assert values(follower) == [7.0]
+    assert follower.waiting is None
+    assert follower.run == "late"
+    follower.close()
+
+
+def test_a_named_run_is_waited_for_until_it_is_created(tmp_path: Path) -> None:
+    path = tmp_path / "run.sqlite"
+    SQLiteLogger(path, run="first").close()
+    follower = RunFollower(path, "second")
+
+    assert values(follower) == []
+    assert follower.waiting == f"{path} has no run named 'second' yet"
+    with SQLiteLogger(path, run="second") as sink:
+        sink.log_metrics({"c/frames": 2.0}, timestamp=100.0)
+        assert values(follower) == [2.0]
+    follower.close()
+
+
+def test_sqlite_events_are_followed_as_they_come(tmp_path: Path) -> None:
+    path = tmp_path / "run.sqlite"
+    follower = RunFollower(path)
+    with SQLiteLogger(path) as sink:
+        sink.log_event(Event(100.0, "c", "stalled", "no progress", 30.0))
+        assert [event.kind for event in follower.read_new().events] == ["stalled"]
+        sink.log_event(Event(101.0, "c", "recovered", "moving", 31.0))
+        assert [event.kind for event in follower.read_new().events] == ["recovered"]
+    follower.close()
+
+
+def test_a_jsonl_line_still_being_written_is_read_at_the_next_look(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "run.jsonl"
+    path.write_text(
+        '{"wall_time": 1.0, "step": 1, "metrics": {"c/frames": 1.0}}\n'
+        '{"event": "stalled", "wall_time": 1.5, "watch": "c", "message": "m", "value": 3.0}\n'
+        '{"wall_time": 2.0, "step": 2, "metr'
+    )
+    follower = RunFollower(path)
+    first = follower.read_new()
+    with open(path, "a") as file:
+        file.write('ics": {"c/frames": 2.0}}\n')
+
+    assert [record.value for record in first.records] == [1.0]
+    assert [event.kind for event in first.events] == ["stalled"]
+    assert values(follower) == [2.0]
+
+
+def test_a_csv_record_torn_inside_a_quoted_name_is_read_once_whole(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "run.csv"
+    path.write_text(HEADER + '1.0,1,c/frames,1.0,counter\n2.0,2,"c/multi\nline')
+    follower = RunFollower(path)
+    first = values(follower)
+    with open(path, "a") as file:
+        file.write('",2.0,gauge\n3.0,3,c/frames,3.0,counter\n')
+
+    records = follower.read_new().records
+
+    assert first == [1.0]
+    assert [(record.name, record.value) for record in records] == [
+        ("c/multi\nline", 2.0),
+        ("c/frames", 3.0),
+    ]
+
+
+def test_a_file_still_without_its_first_line_is_waited_for(tmp_path: Path) -> None:
+    path = tmp_path / "run.csv"
+    path.write_text("wall_time,st")
+    follower = RunFollower(path)
+
+    assert values(follower) == []
+    assert follower.waiting == f"{path} has no first line yet"
+    path.write_text(HEADER + "1.0,1,c/frames,1.0,counter\n")
+    assert values(follower) == [1.0]
+
+
+def test_a_file_that_is_no_metrics_file_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text("hello\n")
+
+    with pytest.raises(RunFileError, match="not an rlpulse metrics file"):
+        RunFollower(path).read_new()
+
+
+def test_a_long_run_is_read_in_batches(tmp_path: Path) -> None:
+    path = tmp_path / "run.sqlite"
+    with SQLiteLogger(path) as sink:
+        for index in range(25):
+            sink.log_metrics({"c/frames": float(index)}, timestamp=100.0 + index)
+    follower = SQLiteFollower(path, None, batch_rows=10)
+
+    looks = [follower.read_new() for _ in range(4)]
+    follower.close()
+
+    assert [len(look.records) for look in looks] == [10, 10, 5, 0]
+    assert [look.more for look in looks] == [True, True, False, False]
+    assert [record.value for look in looks for record in look.records] == [
+        float(index) for index in range(25)
+    ]
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys, time
+    from rlpulse import SQLiteLogger
+    with SQLiteLogger(sys.argv[1], run="live") as sink:
+        for index in range(int(sys.argv[2])):
+            sink.log_metrics({"c/frames": float(index)}, step=index)
+            time.sleep(0.001)
+    """
+)
+
+
+@pytest.mark.timeout(60)
+def test_a_store_another_process_is_writing_is_read_whole_once_in_order(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "run.sqlite"
+    count = 2000
+    follower = RunFollower(path)
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(count)])
+    seen: list[float] = []
+    looks = 0
+    try:
+        deadline = time.monotonic() + 50
+        while len(seen) < count and time.monotonic() < deadline:
+            seen += values(follower)
+            looks += 1
+            time.sleep(0.01)
+    finally:
+        writer.wait(timeout=30)
+        follower.close()
+
+    assert writer.returncode == 0
+    assert seen == [float(index) for index in range(count)]
+    assert looks > 1  # it was followed while written, not read at the end

@@ -1,0 +1,326 @@
+"""``rlpulse top``'s live view: frames drawn through rich's recording console at 80x24, from real stores.
+
+Each test writes a store with ``SQLiteLogger``, follows it as ``top`` does
+(``RunFollower`` into ``LiveRun``), draws the frame as a terminal of 80
+columns and 24 lines would show it, and reads the text back.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from rlpulse import Event, SQLiteLogger
+from rlpulse.formats import RunFollower
+from rlpulse.naming import Kind, Payload
+from rlpulse.read.live import HISTORY_POINTS, LiveRun
+from rlpulse.read.top import TopView, frame_lines, keys_of, render
+
+START = 1_700_000_000.0
+COUNTER = Kind.COUNTER
+
+
+def store(
+    path: Path,
+    payloads: list[tuple[float, dict[str, float], dict[str, Kind]]],
+    events: tuple[Event, ...] = (),
+    run: str = "live",
+) -> Path:
+    with SQLiteLogger(path, run=run) as sink:
+        sink.log_payloads(
+            Payload(metrics, None, START + offset, kinds)
+            for offset, metrics, kinds in payloads
+        )
+        for event in events:
+            sink.log_event(event)
+    return path
+
+
+def pipeline(
+    seconds: int = 10,
+) -> list[tuple[float, dict[str, float], dict[str, Kind]]]:
+    # A collector at 100 frames/s into a buffer of 20,000, a learner's
+    # update times, the monitor's own cost.
+    return [
+        (
+            float(second),
+            {
+                "collector/frames": 100.0 * second,
+                "buffer/size": 1000.0 * second,
+                "buffer/capacity": 20_000.0,
+                "learner/update_s_p50": 0.002,
+                "learner/update_s_p99": 0.009,
+                "learner/loss_mean": 1.0 / (1 + second),
+                "monitor/cpu_s": 0.004 * second,
+            },
+            {"collector/frames": COUNTER, "monitor/cpu_s": COUNTER},
+        )
+        for second in range(seconds + 1)
+    ]
+
+
+def followed(*paths: Path) -> list[tuple[RunFollower, LiveRun]]:
+    runs = []
+    for path in paths:
+        follower = RunFollower(path)
+        live = LiveRun(str(path))
+        live.add(follower.read_new())
+        follower.close()
+        runs.append((follower, live))
+    return runs
+
+
+def screen(
+    runs: list[tuple[RunFollower, LiveRun]],
+    view: TopView | None = None,
+    now: float = START + 11.0,
+) -> str:
+    console = Console(record=True, width=80, height=24, color_system=None)
+    lines = frame_lines(runs, view or TopView(), 80, 24, now)
+    console.print(render(lines))
+    return console.export_text()
+
+
+def heading(text: str, watch: str) -> list[str]:
+    """The words of ``watch``'s heading: its name and its state in each run."""
+    [line] = [line for line in text.splitlines() if line.split()[:1] == [watch]]
+    return line.split()
+
+
+def test_a_frame_fits_80_by_24_with_the_run_named_at_the_top(tmp_path: Path) -> None:
+    text = screen(followed(store(tmp_path / "run.sqlite", pipeline())))
+    lines = text.splitlines()
+
+    assert len(lines) == 24
+    assert max(len(line) for line in lines) <= 80
+    assert lines[0].startswith("run live in ")
+    assert lines[0].endswith("/run.sqlite")
+    assert "age 11.0 s" in lines[1]
+    assert "q quit" in lines[-1]
+
+
+def test_a_counter_shows_its_rate_a_sparkline_and_its_total(tmp_path: Path) -> None:
+    text = screen(followed(store(tmp_path / "run.sqlite", pipeline())))
+    [frames] = [line for line in text.splitlines() if "frames" in line]
+
+    assert frames.split()[:2] == ["frames", "100/s"]
+    assert frames.split()[-1] == "1000"
+    assert "█" in frames
+
+
+def test_a_gauge_with_a_capacity_is_a_bar_and_its_capacity_no_line_of_its_own(
+    tmp_path: Path,
+) -> None:
+    text = screen(followed(store(tmp_path / "run.sqlite", pipeline())))
+    [size] = [line for line in text.splitlines() if "size" in line]
+
+    assert "10,000 █████" in size
+    assert "░" in size
+    assert size.endswith("50% of 20,000")
+    assert "capacity" not in text.split("─" * 80)[1]
+
+
+def test_percentiles_of_a_key_share_one_line(tmp_path: Path) -> None:
+    text = screen(followed(store(tmp_path / "run.sqlite", pipeline())))
+    [update] = [line for line in text.splitlines() if "update_s" in line]
+
+    assert update.split()[:3] == ["update_s", "p50", "0.002"]
+    assert "p99 0.009" in update
+
+
+def test_each_watch_is_a_block_headed_by_its_state(tmp_path: Path) -> None:
+    text = screen(followed(store(tmp_path / "run.sqlite", pipeline())))
+    headings = [line.split() for line in text.splitlines() if not line.startswith(" ")]
+
+    assert ["buffer", "running"] in headings
+    assert ["collector", "running"] in headings
+    assert ["learner", "running"] in headings
+
+
+def test_a_stalled_watch_is_marked_until_it_recovers(tmp_path: Path) -> None:
+    stalled = Event(
+        START + 5, "collector", "stalled", "no progress (frames) for 30.0s", 30.0
+    )
+    recovered = Event(START + 9, "collector", "recovered", "moving again", 4.0)
+    stalling = followed(store(tmp_path / "a.sqlite", pipeline(), (stalled,)))
+    moving = followed(store(tmp_path / "b.sqlite", pipeline(), (stalled, recovered)))
+
+    assert heading(screen(stalling), "collector") == ["collector", "stalled"]
+    assert "  !! no progress (frames) for 30.0s" in screen(stalling).splitlines()
+    assert heading(screen(moving), "collector") == ["collector", "running"]
+
+
+def test_hung_and_dropping_mark_their_watch_and_a_failing_sink_the_header(
+    tmp_path: Path,
+) -> None:
+    events = (
+        Event(START + 8, "learner", "hung", "stats() has not returned", 5.0),
+        Event(START + 9, "buffer", "dropping", "queue full", 3.0),
+        Event(START + 9, "", "sink_failing", "sink SQLiteLogger raised OSError", 0.0),
+    )
+    text = screen(followed(store(tmp_path / "run.sqlite", pipeline(), events)))
+
+    assert heading(text, "learner") == ["learner", "hung"]
+    assert heading(text, "buffer") == ["buffer", "dropping"]
+    assert "sinks: sink_failing: sink SQLiteLogger raised OSError" in text
+
+
+def test_a_dropping_watch_runs_again_a_minute_later(tmp_path: Path) -> None:
+    events = (Event(START + 9, "buffer", "dropping", "queue full", 3.0),)
+    runs = followed(store(tmp_path / "run.sqlite", pipeline(), events))
+
+    assert heading(screen(runs, now=START + 80), "buffer") == ["buffer", "running"]
+
+
+def test_a_writer_that_stopped_reads_as_no_new_data(tmp_path: Path) -> None:
+    runs = followed(store(tmp_path / "run.sqlite", pipeline()))
+
+    assert "last data 1.0 s ago" in screen(runs, now=START + 11)
+    assert "no new data for 40.0 s" in screen(runs, now=START + 50)
+
+
+def test_the_monitor_cost_is_in_the_header(tmp_path: Path) -> None:
+    text = screen(followed(store(tmp_path / "run.sqlite", pipeline())))
+
+    assert "monitor 0.4% of a core" in text.splitlines()[1]
+
+
+def test_the_bottleneck_verdict_has_a_line_under_the_run(tmp_path: Path) -> None:
+    payloads = [
+        (1.0, {"bottleneck/verdict": 1.0, "bottleneck/speedup": 1.8}, {}),
+    ]
+    text = screen(followed(store(tmp_path / "run.sqlite", payloads)), now=START + 2)
+
+    assert text.splitlines()[2] == (
+        "  bottleneck: consumer-bound, fixing it could make it 1.8x faster"
+    )
+
+
+def test_the_filter_keeps_a_watch_or_the_metrics_it_matches(tmp_path: Path) -> None:
+    runs = followed(store(tmp_path / "run.sqlite", pipeline()))
+    view = TopView()
+    for key in ["/", *"buffer", "enter"]:
+        view.press(key)
+
+    text = screen(runs, view)
+    assert "size" in text
+    assert "collector" not in text
+    assert "filter: buffer" in text.splitlines()[-1]
+
+    view.press("/")
+    for key in "loss":
+        view.press(key)
+    text = screen(runs, view)
+    assert "loss_mean" in text
+    assert "size" not in text
+    assert text.splitlines()[-1].startswith("/loss")
+
+    view.press("escape")
+    assert "size" in screen(runs, view)
+
+
+def test_the_body_scrolls_under_a_header_that_stays(tmp_path: Path) -> None:
+    payloads = [
+        (float(second), {f"w{index:02d}/size": float(index) for index in range(30)}, {})
+        for second in range(3)
+    ]
+    runs = followed(store(tmp_path / "run.sqlite", payloads))
+    view = TopView()
+
+    top = screen(runs, view, now=START + 3).splitlines()
+    for key in keys_of(b"jjj\x1b[B"):
+        view.press(key)
+    scrolled = screen(runs, view, now=START + 3).splitlines()
+
+    assert top[0] == scrolled[0]
+    assert top[0].startswith("run live in ")
+    assert top[3].startswith("w00")
+    assert scrolled[3] == top[7]
+    assert "lines 5-24 of 60" in scrolled[-1]
+    for key in ["page down"] * 10:
+        view.press(key)
+    assert "lines 41-60 of 60" in screen(runs, view, now=START + 3).splitlines()[-1]
+
+
+def test_several_runs_show_the_same_watch_side_by_side(tmp_path: Path) -> None:
+    slow = [
+        (
+            float(second),
+            {"collector/frames": 50.0 * second},
+            {"collector/frames": COUNTER},
+        )
+        for second in range(11)
+    ]
+    runs = followed(
+        store(tmp_path / "a.sqlite", pipeline(), run="fast"),
+        store(tmp_path / "b.sqlite", slow, run="slow"),
+    )
+    lines = screen(runs).splitlines()
+
+    assert lines[0].startswith("A run fast in ")
+    assert lines[2].startswith("B run slow in ")
+    [frames] = [line for line in lines if "frames" in line]
+    assert frames.split()[:2] == ["frames", "100/s"]
+    assert "50/s" in frames.split()
+    [size] = [line for line in lines if "size" in line]
+    assert size.split()[-1] == "-"  # run B has no buffer
+    assert heading("\n".join(lines), "collector") == [
+        "collector",
+        "A",
+        "running",
+        "B",
+        "running",
+    ]
+
+
+def test_a_sparkline_follows_the_rate_of_the_last_minutes(tmp_path: Path) -> None:
+    payloads = [
+        (float(second), {"c/frames": 10.0 * second * second}, {"c/frames": COUNTER})
+        for second in range(40)
+    ]
+    text = screen(followed(store(tmp_path / "run.sqlite", payloads)), now=START + 40)
+    [frames] = [line for line in text.splitlines() if "frames" in line]
+    spark = frames.split()[2]
+
+    assert spark[0] < spark[len(spark) // 2] < spark[-1] == "█"
+
+
+def test_what_a_run_keeps_is_bounded_whatever_its_length() -> None:
+    from rlpulse.formats.records import Followed, Record
+
+    live = LiveRun("long")
+    for second in range(5 * HISTORY_POINTS):
+        live.add(
+            Followed([Record(START + second / 10, None, "c/size", 1.0, Kind.GAUGE)], [])
+        )
+        live.add(Followed([], [Event(START, "c", "hung", "m", 1.0)]))
+
+    assert len(live.series["c/size"].history) == HISTORY_POINTS
+    assert len(live.events) == 100
+
+
+@pytest.mark.parametrize(
+    ("data", "keys"),
+    [
+        (b"q", ["q"]),
+        (b"/size\r", ["/", "s", "i", "z", "e", "enter"]),
+        (b"\x1b", ["escape"]),
+        (b"\x1b[A\x1b[B\x1b[5~\x1b[6~", ["up", "down", "page up", "page down"]),
+        (b"x\x7f", ["x", "backspace"]),
+    ],
+)
+def test_keys_are_read_as_the_terminal_sends_them(data: bytes, keys: list[str]) -> None:
+    assert keys_of(data) == keys
+
+
+def test_p_pauses_and_q_quits_but_not_while_typing_a_filter() -> None:
+    view = TopView()
+    assert view.press("p") is False
+    assert view.paused
+    view.press("/")
+    assert view.press("q") is False
+    assert view.filter == "q"
+    view.press("enter")
+    assert view.press("q") is True
