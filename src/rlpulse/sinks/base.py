@@ -21,8 +21,15 @@ from rlpulse.formats.lines import RecordEnd, open_line_file
 from rlpulse.formats.records import RunFileError, prepare_record_file
 from rlpulse.naming import Payload, inferred_kinds
 from rlpulse.runtime.events import Event
+from rlpulse.runtime.retry import TransientSinkError
 
-__all__ = ["BaseSink", "LineFileSink", "Payload", "RunExistsError"]
+__all__ = [
+    "BaseSink",
+    "LineFileSink",
+    "Payload",
+    "RunExistsError",
+    "TransientSinkError",
+]
 
 _FIRST_LINE_LIMIT = 1 << 20
 """How much of an existing line file's first line is read to check its format."""
