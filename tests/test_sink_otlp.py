@@ -690,3 +690,119 @@ def test_closing_retries_nothing(receiver: Receiver) -> None:
     assert "HTTP 503" in str(failure)
     assert "not retried: the exporter is closing" in str(failure)
     assert len(receiver.arrivals) == 1
+
+
+class Counting:
+    """A watched object whose frames go up by one at each poll: every payload is told by its frames."""
+
+    def __init__(self) -> None:
+        self.frames = 0
+
+    def stats(self) -> dict[str, float]:
+        self.frames += 1
+        return {"frames": self.frames}
+
+
+def frames_received(*receivers: Receiver) -> list[float]:
+    return [
+        value
+        for receiver in receivers
+        for name, _, _, value, _, _ in receiver.points()
+        if name == "rlpulse.frames"
+    ]
+
+
+def test_a_receiver_down_for_a_while_gets_every_payload_of_the_outage_in_order_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from rlpulse.testing import InMemorySink
+
+    first = Receiver()
+    port = first.server.server_address[1]
+    # The exporter gives a batch up quickly: its monitor's queue keeps it.
+    exporter = OTLPExporter(first.endpoint, timeout=0.3)
+    kept = InMemorySink()
+    monitor = LoggerMonitor([exporter, kept], poll_interval=0.02)
+    monitor.watch(Counting(), name="collector")
+    receivers = [first]
+    try:
+        with caplog.at_level(logging.WARNING, logger="rlpulse"), monitor:
+            assert wait_until(lambda: len(frames_received(first)) >= 3)
+            first.close()  # down: connections refused
+            time.sleep(2.5)
+            assert monitor.stats()["errors"] >= 1
+            receivers.append(Receiver(port))  # up again, at the same address
+            assert wait_until(
+                lambda: len(frames_received(*receivers)) >= len(kept.payloads) > 100
+            )
+        stats = monitor.stats()
+    finally:
+        exporter.close()
+        for receiver in receivers:
+            receiver.close()
+    # Every payload, the outage's included, in order, none twice.
+    assert frames_received(*receivers) == kept.values("collector/frames")
+    assert stats["dropped"] == 0
+    warnings = [r.getMessage() for r in caplog.records if r.name == "rlpulse"]
+    assert len(warnings) == 1
+    assert "cannot reach the OTLP receiver" in warnings[0]
+    assert "tried again" in warnings[0]
+
+
+def test_a_receiver_answering_503_with_retry_after_gets_the_batch_when_it_asked(
+    receiver: Receiver,
+) -> None:
+    from rlpulse.testing import InMemorySink
+
+    # Beyond the exporter's own timeout: the monitor's queue waits it out.
+    receiver.answers = [(503, {"Retry-After": "2"})]
+    exporter = OTLPExporter(receiver.endpoint, timeout=1)
+    kept = InMemorySink()
+    monitor = LoggerMonitor([exporter, kept], poll_interval=0.05)
+    monitor.watch(Counting(), name="collector")
+    with exporter, monitor:
+        assert wait_until(lambda: len(receiver.arrivals) >= 2)
+        assert wait_until(lambda: len(frames_received(receiver)) >= 5)
+    assert 1.9 <= receiver.arrivals[1] - receiver.arrivals[0] <= 2.9
+    assert frames_received(receiver) == kept.values("collector/frames")
+    assert monitor.stats()["errors"] == 1
+
+
+def test_a_400_is_counted_and_its_batch_not_sent_again_by_the_monitor(
+    receiver: Receiver,
+) -> None:
+    receiver.answers = [(400, {})]
+    exporter = OTLPExporter(receiver.endpoint)
+    monitor = LoggerMonitor(exporter, poll_interval=0.05)
+    monitor.watch(Counting(), name="collector")
+    with exporter, monitor:
+        assert wait_until(lambda: len(frames_received(receiver)) >= 3)
+    frames = frames_received(receiver)
+    assert frames[0] >= 2.0  # the first batch was refused for good
+    assert 1.0 not in frames
+    assert len(frames) == len(set(frames))
+    assert len(receiver.arrivals) == 1 + len(receiver.requests)
+    assert monitor.stats()["errors"] == 1
+
+
+def test_stop_with_a_receiver_that_hangs_is_bounded_and_says_what_was_not_delivered(
+    receiver: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    receiver.hang = True
+    exporter = OTLPExporter(receiver.endpoint, timeout=0.5, close_timeout=0.5)
+    monitor = LoggerMonitor(exporter, poll_interval=0.02, stop_timeout=1.0)
+    monitor.watch(Counting(), name="collector")
+    with caplog.at_level(logging.WARNING, logger="rlpulse"):
+        monitor.start()
+        assert wait_until(lambda: len(receiver.arrivals) >= 2)
+        started = time.monotonic()
+        monitor.stop()
+        took = time.monotonic() - started
+    exporter.close()
+    assert took < 1.6
+    [drained] = [
+        r.getMessage() for r in caplog.records if "without draining" in r.getMessage()
+    ]
+    dropped = monitor.stats()["dropped"]
+    assert dropped > 0
+    assert f"{dropped} payloads were not delivered" in drained
