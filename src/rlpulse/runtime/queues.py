@@ -114,14 +114,20 @@ class SinkQueue:
         self.retry_error: TransientSinkError | None = None
         self._tries = 0
         self._backing_off = False
-        # Ends a wait between tries early: closing begins, or gives up.
-        self._retry_now = threading.Event()
+        # Wakes a wait between tries: closing begins (then the sender tries
+        # again at once), gives up, or a flush is asked for.
+        self._interrupt = threading.Event()
+        self._retry_at_once = False
+        # Called once the sink has taken what was pending when each was asked for.
+        self._flush_answers: deque[Callable[[], None]] = deque()
+        # Set when the sender found the queue empty, waits to try again, or ended.
+        self._settled = threading.Event()
         # How many payloads the call under way holds (undelivered, if it hangs).
         self._in_call = 0
 
     def start(self) -> None:
         """Start the sender thread."""
-        self._thread = MonitorThread(f"rlpulse-sink-{self.sink.name}", self._send_loop)
+        self._thread = MonitorThread(f"rlpulse-sink-{self.sink.name}", self._run_sender)
         self._thread.start()
 
     def put_all(self, items: Sequence[Item]) -> None:
@@ -184,8 +190,38 @@ class SinkQueue:
         """
         if not self._closing:
             self._closing = True
-            self._retry_now.set()
+            self._retry_at_once = True
+            self._interrupt.set()
         self._wakeup.set()
+
+    def wait_for_room(self, count: int) -> None:
+        """Wait until the queue has room for ``count`` more payloads without dropping, or its sink is failing.
+
+        For a producer that would rather wait for a slow sink than drop
+        (the sink process's reader: the pipe in front of it then fills, and
+        its writer waits in turn); a sink that fails for a while (a
+        :class:`~rlpulse.runtime.retry.TransientSinkError`) is not waited
+        for, its queue dropping its oldest payloads once full.
+        """
+        pending = self.pending
+        while len(pending) + count > self.size and pending:
+            self._settled.clear()
+            if self.retry_error is not None or not self.busy:
+                return
+            if not pending:
+                return
+            self._settled.wait()
+
+    def flush_then(self, answer: Callable[[], None]) -> None:
+        """Have the sender flush the sink once it has delivered what is pending now, then call ``answer()``.
+
+        A sender waiting to try a failed call again calls ``answer()`` at
+        once, without flushing: what is pending waits for the sink, whose
+        failure was reported already.
+        """
+        self._flush_answers.append(answer)
+        self._wakeup.set()
+        self._interrupt.set()
 
     def close(self, deadline: float) -> int | None:
         """Drain what is pending, flush the sink, stop the sender; by ``deadline``.
@@ -206,7 +242,7 @@ class SinkQueue:
         if not thread.is_alive():
             return None
         self._abandoned = True
-        self._retry_now.set()
+        self._interrupt.set()
         # One at a time: the sender may still take one it then delivers.
         self.events.clear()
         discarded = self._in_call
@@ -217,6 +253,12 @@ class SinkQueue:
                 break
             discarded += 1
         return discarded
+
+    def _run_sender(self) -> None:
+        try:
+            self._send_loop()
+        finally:
+            self._settled.set()
 
     def _send_loop(self) -> None:
         pending = self.pending
@@ -243,14 +285,22 @@ class SinkQueue:
                 if self._abandoned:
                     return
             self.caught_up = True
+            self._settled.set()
             if self._abandoned:
                 return
-            if closing:
+            if self._flush_answers and (pending or self.events):
+                # Handed over before the flush was asked for, after the
+                # queue was found empty: sent first.
+                self._wakeup.set()
+                continue
+            if closing or self._flush_answers:
                 try:
                     sink.flush()
                 except Exception as err:
                     if self._on_failure is not None:
                         self._on_failure(sink, "", err)
+                self._answer_flushes()
+            if closing:
                 return
 
     def _send_each(self) -> None:
@@ -363,12 +413,28 @@ class SinkQueue:
 
     def _wait_to_retry(self) -> None:
         # The back-off before the next try; closing cuts it short once, and
-        # giving up on the sink (close() at its deadline) for good.
+        # giving up on the sink (close() at its deadline) for good. A flush
+        # asked for meanwhile is answered without waiting for the sink.
         error = self.retry_error
         asked = None if error is None else error.retry_after
-        if self._retry_now.wait(retry_delay(self._tries, asked)):
-            self._retry_now.clear()
+        until = time.monotonic() + retry_delay(self._tries, asked)
+        self._settled.set()
+        while not self._abandoned:
+            self._answer_flushes()
+            if self._retry_at_once:
+                self._retry_at_once = False
+                break
+            left = until - time.monotonic()
+            if left <= 0:
+                break
+            if self._interrupt.wait(left):
+                self._interrupt.clear()
         self._backing_off = False
+
+    def _answer_flushes(self) -> None:
+        answers = self._flush_answers
+        while answers:
+            answers.popleft()()
 
     def _failed(self, watch_name: str, err: Exception) -> None:
         if not isinstance(err, TransientSinkError):
