@@ -88,7 +88,12 @@ class SinkProcess:
     by then).
     A hosted sink that fails (a full disk) makes the next call raise
     :class:`SinkProcessError` naming it, until it writes again; the others
-    are fed all along. ``close()`` lets the child write what is pending and
+    are fed all along. Each hosted sink is fed from a queue of its own in
+    the child, as a monitor feeds its sinks: a call that fails with
+    :class:`~rlpulse.TransientSinkError` (a full disk) keeps its payloads
+    there, tried again after a back-off, up to ``queue_size`` payloads, the
+    oldest dropped past it (counted in :attr:`dropped`); a slow sink is
+    waited for once its queue is full. ``close()`` lets the child write what is pending and
     close its sinks, killing it after ``close_timeout`` seconds. If this
     process dies, even by ``kill -9``, the child still writes everything it
     was sent, then exits. Console specs print to this process's standard
