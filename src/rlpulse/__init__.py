@@ -18,6 +18,7 @@ from rlpulse.read.records import (
 )
 from rlpulse.runtime.events import Event
 from rlpulse.runtime.lifecycle import stop_on_sigterm
+from rlpulse.runtime.retry import TransientSinkError
 from rlpulse.schedules import AnyOf, Every
 from rlpulse.sinks import (
     ConsoleLogger,
@@ -50,6 +51,7 @@ __all__ = [
     "SinkProcessError",
     "SinkSpecError",
     "Tally",
+    "TransientSinkError",
     "__version__",
     "list_runs",
     "merge_distributions",

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import itertools
 import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import pytest
 
 from rlpulse.runtime.queues import Item, SinkQueue
+from rlpulse.runtime.retry import TransientSinkError
 from rlpulse.runtime.sinks import Sink
 
 pytestmark = pytest.mark.timeout(30)
@@ -362,3 +365,193 @@ def test_a_queue_falling_behind_again_is_warned_about_at_most_once_an_interval(
         assert len(warnings) == 3
         assert "; 2 dropped from it before" in warnings[1]
         assert "; 4 dropped from it before" in warnings[2]
+
+
+class _Flaky(_BatchRecorder):
+    """A batch recorder whose far end is away while ``away`` is set: its calls raise TransientSinkError and store nothing."""
+
+    def __init__(self, retry_after: float | None = 0.02) -> None:
+        super().__init__()
+        self.away = threading.Event()
+        self.retry_after = retry_after
+        self.failed_calls = 0
+
+    def log_batch(
+        self, payloads: list[tuple[Mapping[str, float], int | None, float | None]]
+    ) -> None:
+        if self.away.is_set():
+            self.failed_calls += 1
+            raise TransientSinkError("far end away", retry_after=self.retry_after)
+        super().log_batch(payloads)
+
+    def steps(self) -> list[int | None]:
+        return [step for batch in self.batches for _, step, _ in batch]
+
+
+def _item(step: int) -> Item:
+    return ({"w/x": float(step)}, step, 0.0, "w", {}, {})
+
+
+def test_a_transient_failure_keeps_its_payloads_and_sends_them_again_in_order() -> None:
+    failures: list[Exception] = []
+    sink = _Flaky()
+    queue = SinkQueue(
+        Sink(sink), size=100, on_failure=lambda s, w, error: failures.append(error)
+    )
+    queue.start()
+    try:
+        queue.put_all([_item(0)])
+        queue.wake()
+        _wait_for(lambda: sink.steps() == [0])
+        sink.away.set()
+        for step in range(1, 20):  # rounds go on while the far end is away
+            queue.put_all([_item(step)])
+            queue.wake()
+            time.sleep(0.005)
+        _wait_for(lambda: sink.failed_calls >= 3)
+        assert queue.retry_error is not None
+        sink.away.clear()
+        _wait_for(lambda: sink.steps()[-1:] == [19])
+    finally:
+        assert queue.close(deadline=time.monotonic() + 5) is None
+    # Every payload once, in order; every failed try reported.
+    assert sink.steps() == list(range(20))
+    assert len(failures) == sink.failed_calls
+    assert all(isinstance(error, TransientSinkError) for error in failures)
+    assert queue.dropped == 0
+    assert queue.retry_error is None
+
+
+def test_while_retrying_a_full_queue_drops_its_oldest_payloads() -> None:
+    sink = _Flaky()
+    sink.away.set()
+    queue = SinkQueue(Sink(sink), size=5)
+    queue.start()
+    try:
+        for step in range(12):
+            queue.put_all([_item(step)])
+            queue.wake()
+            _wait_for(lambda: sink.failed_calls >= 1)
+        assert queue.dropped >= 12 - 5 - 1  # one batch may be out in a try
+        sink.away.clear()
+        _wait_for(lambda: sink.steps()[-1:] == [11])
+    finally:
+        assert queue.close(deadline=time.monotonic() + 5) is None
+    # The newest kept, in order, each once: the oldest went first.
+    assert sink.steps() == list(range(12 - len(sink.steps()), 12))
+    assert len(sink.steps()) + queue.dropped == 12
+
+
+@pytest.mark.parametrize("retry_after", [0.05, None])
+def test_the_wait_between_tries_is_what_the_far_end_asks_else_a_backoff(
+    retry_after: float | None,
+) -> None:
+    tries: list[float] = []
+
+    class Refusing(_BatchRecorder):
+        def log_batch(self, payloads: list[Any]) -> None:
+            tries.append(time.monotonic())
+            if len(tries) < 3:
+                raise TransientSinkError("busy", retry_after=retry_after)
+            super().log_batch(payloads)
+
+    sink = Refusing()
+    queue = SinkQueue(Sink(sink), size=10)
+    queue.start()
+    try:
+        queue.put_all([_item(1)])
+        queue.wake()
+        _wait_for(lambda: len(sink.batches) == 1, seconds=20)
+    finally:
+        assert queue.close(deadline=time.monotonic() + 5) is None
+    waits = [later - earlier for earlier, later in itertools.pairwise(tries)]
+    if retry_after is not None:
+        assert all(0.045 <= wait < 0.5 for wait in waits)
+    else:  # 1 s then 2 s, each within 20 % either way
+        assert 0.75 <= waits[0] <= 1.35
+        assert 1.55 <= waits[1] <= 2.5
+
+
+def test_a_permanent_failure_after_transient_ones_is_not_retried() -> None:
+    calls: list[int] = []
+
+    class Refusing(_BatchRecorder):
+        def log_batch(self, payloads: list[Any]) -> None:
+            calls.append(len(payloads))
+            if len(calls) == 1:
+                raise TransientSinkError("away", retry_after=0.01)
+            if len(calls) == 2:
+                raise ValueError("a payload the backend refuses")
+            super().log_batch(payloads)
+
+    sink = Refusing()
+    queue = SinkQueue(Sink(sink), size=10)
+    queue.start()
+    try:
+        queue.put_all([_item(1)])
+        queue.wake()
+        _wait_for(lambda: len(calls) == 2)
+        queue.put_all([_item(2)])
+        queue.wake()
+        _wait_for(lambda: len(sink.batches) == 1)
+    finally:
+        assert queue.close(deadline=time.monotonic() + 5) is None
+    assert [[step for _, step, _ in batch] for batch in sink.batches] == [[2]]
+    assert queue.retry_error is None
+
+
+def test_closing_a_queue_whose_sink_keeps_failing_is_bounded_and_counts_what_is_left() -> (
+    None
+):
+    sink = _Flaky(retry_after=30.0)
+    sink.away.set()
+    queue = SinkQueue(Sink(sink), size=100)
+    queue.start()
+    queue.put_all([_item(step) for step in range(7)])
+    queue.wake()
+    _wait_for(lambda: sink.failed_calls == 1)
+    started = time.monotonic()
+    queue.begin_close()
+    # Closing tries once more at once, then waits out its back-off...
+    _wait_for(lambda: sink.failed_calls == 2, seconds=1)
+    discarded = queue.close(deadline=time.monotonic() + 0.3)
+    # ...until the deadline: the seven are counted, and the sender ends.
+    assert discarded == 7
+    assert time.monotonic() - started < 1.5
+    assert isinstance(queue.retry_error, TransientSinkError)
+    _wait_for(lambda: not queue.busy, seconds=2)
+    assert sink.failed_calls == 2
+
+
+def test_an_event_that_fails_transiently_is_kept_and_written_after_the_payloads() -> (
+    None
+):
+    from rlpulse.runtime.events import Event
+
+    written: list[str] = []
+    away = threading.Event()
+    away.set()
+
+    class Store(_BatchRecorder):
+        def log_batch(self, payloads: list[Any]) -> None:
+            if away.is_set():
+                raise TransientSinkError("disk full", retry_after=0.01)
+            written.extend(f"step {step}" for _, step, _ in payloads)
+
+        def log_event(self, event: Event) -> None:
+            if away.is_set():
+                raise TransientSinkError("disk full", retry_after=0.01)
+            written.append(event.kind)
+
+    queue = SinkQueue(Sink(Store()), size=10)
+    queue.start()
+    try:
+        queue.put_all([_item(1)])
+        queue.put_events([Event(0.0, "", "sink_failing", "disk full", 0.0)])
+        queue.wake()
+        time.sleep(0.1)
+        away.clear()
+        _wait_for(lambda: len(written) == 2)
+    finally:
+        assert queue.close(deadline=time.monotonic() + 5) is None
+    assert written == ["step 1", "sink_failing"]

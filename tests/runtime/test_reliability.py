@@ -249,6 +249,70 @@ def test_stop_returns_in_time_while_a_sink_blocks_forever(
     assert "source/frames_per_second" in final  # the final snapshot, with rates
 
 
+class Outage(Recorder):
+    """A sink of one's own whose far end goes away: while ``away`` is set its calls raise TransientSinkError and store nothing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.away = threading.Event()
+        self.failed_calls = 0
+
+    def log_metrics(
+        self, metrics: Mapping[str, float], step: int | None = None
+    ) -> None:
+        if self.away.is_set():
+            self.failed_calls += 1
+            raise rlpulse.TransientSinkError("far end away", retry_after=0.05)
+        super().log_metrics(metrics, step)
+
+
+def test_a_sink_that_fails_transiently_gets_every_payload_of_the_outage_in_order(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sink, other = Outage(), Recorder()
+    monitor = LoggerMonitor([sink, other], poll_interval=0.01, queue_size=10_000)
+    monitor.watch(Source(), name="source", step="frames")
+    with caplog.at_level(logging.WARNING), monitor:
+        assert wait_until(lambda: sink.count("source") >= 3)
+        sink.away.set()
+        assert wait_until(lambda: sink.failed_calls >= 5)
+        assert monitor.stats()["queued"] > 0  # kept, not dropped
+        sink.away.clear()
+        logged = monitor.stats()["logged"]
+        assert wait_until(lambda: sink.count("source") > logged)
+    stats = monitor.stats()
+    steps = [step for _, step in sink.calls]
+    assert steps == [step for _, step in other.calls]  # none lost, none twice
+    assert steps[:-1] == list(range(1, len(steps)))  # in order (the last is the final)
+    assert stats["dropped"] == 0
+    assert stats["errors"] == sink.failed_calls
+    [warning] = rlpulse_warnings(caplog)
+    assert "failed to log watch 'source' to sink Outage" in warning
+    assert "tried again" in warning
+
+
+def test_stop_while_a_sink_keeps_failing_transiently_is_bounded_and_says_what_was_lost(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sink = Outage()
+    monitor = LoggerMonitor(sink, poll_interval=0.01, stop_timeout=1.0)
+    monitor.watch(Source(), name="source")
+    with caplog.at_level(logging.WARNING):
+        monitor.start()
+        assert wait_until(lambda: sink.count("source") >= 3)
+        sink.away.set()
+        assert wait_until(lambda: sink.failed_calls >= 3)
+        started = time.monotonic()
+        monitor.stop()
+        took = time.monotonic() - started
+    assert took < 1.5
+    stats = monitor.stats()
+    assert stats["dropped"] > 0
+    [drained] = [m for m in rlpulse_warnings(caplog) if "without draining" in m]
+    assert "it was still failing (TransientSinkError('far end away'))" in drained
+    assert f"{stats['dropped']} payloads were not delivered" in drained
+
+
 @pytest.mark.parametrize("hangs_in", ["log_metrics", "flush"])
 def test_manual_stop_returns_in_time_while_a_sink_hangs(
     caplog: pytest.LogCaptureFixture, hangs_in: str

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.server
+import json
 import socket
 import threading
 import time
@@ -13,9 +14,11 @@ import pytest
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from rlpulse import LoggerMonitor, open_sink
+from rlpulse import LoggerMonitor, TransientSinkError, open_sink
 from rlpulse.sinks.mlflow import MLflowLogger
 from rlpulse.sinks.registry import SinkSpecError
+from rlpulse.testing import InMemorySink
+from tests.support import wait_until
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -283,3 +286,75 @@ def test_a_server_that_accepts_connections_is_left_to_mlflow() -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+class TrackingServer:
+    """A tracking server on 127.0.0.1 speaking the part of MLflow's REST API a logger given a run uses, whose ``log-batch`` answers 503 while ``away``."""
+
+    def __init__(self) -> None:
+        self.away = threading.Event()
+        self.refused = 0
+        self.steps: list[int] = []
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # runs/get
+                run = {"info": {"run_id": "r1", "experiment_id": "0"}, "data": {}}
+                self.answer(200, {"run": run})
+
+            def do_POST(self) -> None:  # runs/log-batch
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if server.away.is_set():
+                    server.refused += 1
+                    self.answer(503, {"error_code": "TEMPORARILY_UNAVAILABLE"})
+                    return
+                server.steps += [int(metric["step"]) for metric in body["metrics"]]
+                self.answer(200, {})
+
+            def answer(self, status: int, document: object) -> None:
+                data = json.dumps(document).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.uri = f"http://127.0.0.1:{self.http.server_address[1]}"
+        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.http.shutdown()
+        self.http.server_close()
+
+
+def test_a_tracking_server_away_for_a_while_gets_every_payload_once_it_is_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # MLflow's own tries would take minutes: none here, the monitor's queue retries.
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    server = TrackingServer()
+    try:
+        sink = MLflowLogger(run_id="r1", tracking_uri=server.uri)
+        server.away.set()
+        with pytest.raises(TransientSinkError, match="did not take 1 metric values"):
+            sink.log_metrics({"c/frames": 1.0}, step=1)
+        kept = InMemorySink()
+        monitor = LoggerMonitor([sink, kept], poll_interval=0.02)
+        buffer = Buffer()
+        monitor.watch(buffer, name="buffer", step="write_count")
+        with monitor:
+            for step in range(1, 30):
+                buffer.write_count = step
+                time.sleep(0.02)
+            server.away.clear()
+            assert wait_until(lambda: 29 in server.steps)
+        assert server.refused >= 2
+        # Every payload of the outage, in order, each once.
+        assert server.steps == [p.step for p in kept.payloads for _ in p.metrics]
+        assert monitor.stats()["dropped"] == 0
+    finally:
+        server.close()

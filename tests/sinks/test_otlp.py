@@ -9,7 +9,6 @@ with the answers a test scripts (a 503 with ``Retry-After``), or not at all
 
 from __future__ import annotations
 
-import gzip
 import http.server
 import logging
 import math
@@ -32,125 +31,10 @@ metrics_service_pb2 = pytest.importorskip(
 from opentelemetry.proto.metrics.v1 import metrics_pb2  # noqa: E402
 
 from rlpulse.sinks.otlp import OTLPExporter  # noqa: E402
-from tests.support import wait_until  # noqa: E402
+from tests.otlp_receiver import Receiver, frames_received  # noqa: E402
+from tests.support import Source, wait_until  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
-
-
-class Receiver:
-    """An OTLP/HTTP metrics receiver on 127.0.0.1: the requests it decoded, and how it answers.
-
-    ``answers`` are ``(status, headers)`` to give, one per request, before
-    answering ``status``; ``hang`` makes it keep each request unanswered
-    until the receiver closes.
-    """
-
-    def __init__(self, port: int = 0) -> None:
-        self.requests: list[Any] = []
-        self.paths: list[str] = []
-        self.content_types: list[str] = []
-        # Each request's headers (their names are case-insensitive).
-        self.headers: list[Any] = []
-        self.arrivals: list[float] = []
-        self.status = 200
-        self.answers: list[tuple[int, dict[str, str]]] = []
-        self.hang = False
-        self.released = threading.Event()
-        receiver = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                receiver.arrivals.append(time.monotonic())
-                receiver.paths.append(self.path)
-                receiver.content_types.append(self.headers["Content-Type"])
-                receiver.headers.append(self.headers)
-                if receiver.hang:
-                    receiver.released.wait(60)
-                    return
-                status, headers = (
-                    receiver.answers.pop(0)
-                    if receiver.answers
-                    else (receiver.status, {})
-                )
-                if status != 200:
-                    self.send_response(status)
-                    if 300 <= status < 400:
-                        self.send_header("Location", "/elsewhere")
-                    for name, value in headers.items():
-                        self.send_header(name, value)
-                    self.end_headers()
-                    self.wfile.write(b"collector overloaded")
-                    return
-                if self.headers.get("Content-Encoding") == "gzip":
-                    body = gzip.decompress(body)
-                receiver.requests.append(
-                    metrics_service_pb2.ExportMetricsServiceRequest.FromString(body)
-                )
-                answer = metrics_service_pb2.ExportMetricsServiceResponse()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.end_headers()
-                self.wfile.write(answer.SerializeToString())
-
-            def do_GET(self) -> None:  # a redirected POST would arrive as this
-                receiver.paths.append(f"GET {self.path}")
-                self.send_response(200)
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.server.daemon_threads = True
-        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def metrics(self) -> list[Any]:
-        """Every Metric received, in order."""
-        return [
-            metric
-            for request in self.requests
-            for resource in request.resource_metrics
-            for scope in resource.scope_metrics
-            for metric in scope.metrics
-        ]
-
-    def points(self) -> list[tuple[str, str, str, float, int, int]]:
-        """Every number received: (metric, kind, watch, value, time ns, start ns)."""
-        found = []
-        for metric in self.metrics():
-            kind = metric.WhichOneof("data")
-            if kind not in ("sum", "gauge"):
-                continue
-            for point in getattr(metric, kind).data_points:
-                watch = {a.key: a.value.string_value for a in point.attributes}
-                found.append(
-                    (
-                        metric.name,
-                        kind,
-                        watch["watch"],
-                        point.as_double,
-                        point.time_unix_nano,
-                        point.start_time_unix_nano,
-                    )
-                )
-        return found
-
-    def histogram_points(self, name: str) -> list[Any]:
-        """Every exponential histogram point received of metric ``name``."""
-        return [
-            point
-            for metric in self.metrics()
-            if metric.name == name and metric.HasField("exponential_histogram")
-            for point in metric.exponential_histogram.data_points
-        ]
-
-    def close(self) -> None:
-        self.released.set()
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture(autouse=True)
@@ -723,3 +607,99 @@ def test_each_metric_carries_the_unit_its_name_says(receiver: Receiver) -> None:
         "rlpulse.frames": "",
         "rlpulse.update_s": "s",
     }
+
+
+def test_a_receiver_down_for_a_while_gets_every_payload_of_the_outage_in_order_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from rlpulse.testing import InMemorySink
+
+    first = Receiver()
+    port = first.server.server_address[1]
+    # The exporter gives a batch up quickly: its monitor's queue keeps it.
+    exporter = OTLPExporter(first.endpoint, timeout=0.3)
+    kept = InMemorySink()
+    monitor = LoggerMonitor([exporter, kept], poll_interval=0.02)
+    monitor.watch(Source(), name="collector")
+    receivers = [first]
+    try:
+        with caplog.at_level(logging.WARNING, logger="rlpulse"), monitor:
+            assert wait_until(lambda: len(frames_received(first)) >= 3)
+            first.close()  # down: connections refused
+            time.sleep(2.5)
+            assert monitor.stats()["errors"] >= 1
+            receivers.append(Receiver(port))  # up again, at the same address
+            assert wait_until(
+                lambda: len(frames_received(*receivers)) >= len(kept.payloads) > 100
+            )
+        stats = monitor.stats()
+    finally:
+        exporter.close()
+        for receiver in receivers:
+            receiver.close()
+    # Every payload, the outage's included, in order, none twice.
+    assert frames_received(*receivers) == kept.values("collector/frames")
+    assert stats["dropped"] == 0
+    warnings = [r.getMessage() for r in caplog.records if r.name == "rlpulse"]
+    assert len(warnings) == 1
+    assert "cannot reach the OTLP receiver" in warnings[0]
+    assert "tried again" in warnings[0]
+
+
+def test_a_receiver_answering_503_with_retry_after_gets_the_batch_when_it_asked(
+    receiver: Receiver,
+) -> None:
+    from rlpulse.testing import InMemorySink
+
+    # Beyond the exporter's own timeout: the monitor's queue waits it out.
+    receiver.answers = [(503, {"Retry-After": "2"})]
+    exporter = OTLPExporter(receiver.endpoint, timeout=1)
+    kept = InMemorySink()
+    monitor = LoggerMonitor([exporter, kept], poll_interval=0.05)
+    monitor.watch(Source(), name="collector")
+    with exporter, monitor:
+        assert wait_until(lambda: len(receiver.arrivals) >= 2)
+        assert wait_until(lambda: len(frames_received(receiver)) >= 5)
+    assert 1.9 <= receiver.arrivals[1] - receiver.arrivals[0] <= 2.9
+    assert frames_received(receiver) == kept.values("collector/frames")
+    assert monitor.stats()["errors"] == 1
+
+
+def test_a_400_is_counted_and_its_batch_not_sent_again_by_the_monitor(
+    receiver: Receiver,
+) -> None:
+    receiver.answers = [(400, {})]
+    exporter = OTLPExporter(receiver.endpoint)
+    monitor = LoggerMonitor(exporter, poll_interval=0.05)
+    monitor.watch(Source(), name="collector")
+    with exporter, monitor:
+        assert wait_until(lambda: len(frames_received(receiver)) >= 3)
+    frames = frames_received(receiver)
+    assert frames[0] >= 2.0  # the first batch was refused for good
+    assert 1.0 not in frames
+    assert len(frames) == len(set(frames))
+    assert len(receiver.arrivals) == 1 + len(receiver.requests)
+    assert monitor.stats()["errors"] == 1
+
+
+def test_stop_with_a_receiver_that_hangs_is_bounded_and_says_what_was_not_delivered(
+    receiver: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    receiver.hang = True
+    exporter = OTLPExporter(receiver.endpoint, timeout=0.5, close_timeout=0.5)
+    monitor = LoggerMonitor(exporter, poll_interval=0.02, stop_timeout=1.0)
+    monitor.watch(Source(), name="collector")
+    with caplog.at_level(logging.WARNING, logger="rlpulse"):
+        monitor.start()
+        assert wait_until(lambda: len(receiver.arrivals) >= 2)
+        started = time.monotonic()
+        monitor.stop()
+        took = time.monotonic() - started
+    exporter.close()
+    assert took < 1.6
+    [drained] = [
+        r.getMessage() for r in caplog.records if "without draining" in r.getMessage()
+    ]
+    dropped = monitor.stats()["dropped"]
+    assert dropped > 0
+    assert f"{dropped} payloads were not delivered" in drained

@@ -203,8 +203,9 @@ class Delivery:
         """Drain and flush every sink by ``deadline``; return the error to raise under ``on_error="raise"``.
 
         Queued: every queue is closed at once and drained side by side; a
-        sink still stuck in a call at the deadline has its pending payloads
-        dropped (counted, warned) and gets no more calls. Inline: every sink
+        sink still stuck in a call at the deadline, or still failing
+        transiently, has its undelivered payloads dropped (counted, warned
+        in one line) and gets no more calls. Inline: every sink
         is flushed. Sinks are never closed.
         """
         with self._lock:
@@ -222,7 +223,9 @@ class Delivery:
         for queue in queues:
             discarded = queue.close(deadline.at)
             if discarded is not None:
-                self._reporter.not_drained(queue.sink, stop_timeout, discarded)
+                self._reporter.not_drained(
+                    queue.sink, stop_timeout, discarded, queue.retry_error
+                )
         error = self._reporter.take_sink_error()
         return error if self._reporter.on_error == "raise" else None
 

@@ -3,8 +3,10 @@
 At the end of each round the polling thread appends the round's payloads
 to every sink's queue and wakes its sender; a sender thread per sink
 delivers them in order. A slow or hung sink delays only its own queue. A
-full queue drops its oldest payloads, counted, so memory stays bounded
-whatever the sink does.
+call that fails with a :class:`~rlpulse.runtime.retry.TransientSinkError`
+leaves its payloads at the head of the queue, to be sent again after a
+back-off. A full queue drops its oldest payloads, counted, so memory stays
+bounded whatever the sink does.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 from rlpulse.naming import Kind, Payload
 from rlpulse.runtime.events import Event
+from rlpulse.runtime.retry import TransientSinkError, retry_delay
 from rlpulse.runtime.sinks import Sink
 from rlpulse.runtime.threads import MonitorThread
 
@@ -49,6 +52,14 @@ class SinkQueue:
     thread when the sink raises, ``on_success(sink)`` when it delivers
     again after a failure, and ``on_drop(queue, count)`` from the producer when
     the queue overflows and drops ``count`` payloads.
+
+    A call that raises :class:`~rlpulse.runtime.retry.TransientSinkError`
+    puts its payloads (or its event) back at the head of the queue; the
+    sender waits :func:`~rlpulse.runtime.retry.retry_delay` and calls the
+    sink again with them and whatever queued up behind them, until a call
+    succeeds, fails for good, or the queue is closed. Meanwhile the
+    producer keeps queueing, dropping the oldest once the queue is full.
+    Any other error is final for the payloads of that call.
 
     Examples:
         >>> class Printer:
@@ -97,10 +108,26 @@ class SinkQueue:
         # Set when close() gave up on a stuck sink: the sender must not call it again.
         self._abandoned = False
         self._thread: threading.Thread | None = None
+        # The last error of a streak of transient failures (None once a
+        # call succeeds or fails for good), how many tries in a row failed
+        # so, and whether the sender is to wait before the next.
+        self.retry_error: TransientSinkError | None = None
+        self._tries = 0
+        self._backing_off = False
+        # Wakes a wait between tries: closing begins (then the sender tries
+        # again at once), gives up, or a flush is asked for.
+        self._interrupt = threading.Event()
+        self._retry_at_once = False
+        # Called once the sink has taken what was pending when each was asked for.
+        self._flush_answers: deque[Callable[[], None]] = deque()
+        # Set when the sender found the queue empty, waits to try again, or ended.
+        self._settled = threading.Event()
+        # How many payloads the call under way holds (undelivered, if it hangs).
+        self._in_call = 0
 
     def start(self) -> None:
         """Start the sender thread."""
-        self._thread = MonitorThread(f"rlpulse-sink-{self.sink.name}", self._send_loop)
+        self._thread = MonitorThread(f"rlpulse-sink-{self.sink.name}", self._run_sender)
         self._thread.start()
 
     def put_all(self, items: Sequence[Item]) -> None:
@@ -156,18 +183,55 @@ class SinkQueue:
         return self._thread is not None and self._thread.is_alive()
 
     def begin_close(self) -> None:
-        """Have the sender drain what is pending, flush the sink and exit, without waiting for it."""
-        self._closing = True
+        """Have the sender drain what is pending, flush the sink and exit, without waiting for it.
+
+        A sender waiting to try a failed call again tries it at once, then
+        waits its back-off again if it fails again.
+        """
+        if not self._closing:
+            self._closing = True
+            self._retry_at_once = True
+            self._interrupt.set()
         self._wakeup.set()
+
+    def wait_for_room(self, count: int) -> None:
+        """Wait until the queue has room for ``count`` more payloads without dropping, or its sink is failing.
+
+        For a producer that would rather wait for a slow sink than drop
+        (the sink process's reader: the pipe in front of it then fills, and
+        its writer waits in turn); a sink that fails for a while (a
+        :class:`~rlpulse.runtime.retry.TransientSinkError`) is not waited
+        for, its queue dropping its oldest payloads once full.
+        """
+        pending = self.pending
+        while len(pending) + count > self.size and pending:
+            self._settled.clear()
+            if self.retry_error is not None or not self.busy:
+                return
+            if not pending:
+                return
+            self._settled.wait()
+
+    def flush_then(self, answer: Callable[[], None]) -> None:
+        """Have the sender flush the sink once it has delivered what is pending now, then call ``answer()``.
+
+        A sender waiting to try a failed call again calls ``answer()`` at
+        once, without flushing: what is pending waits for the sink, whose
+        failure was reported already.
+        """
+        self._flush_answers.append(answer)
+        self._wakeup.set()
+        self._interrupt.set()
 
     def close(self, deadline: float) -> int | None:
         """Drain what is pending, flush the sink, stop the sender; by ``deadline``.
 
         Returns ``None`` when the sender finished in time. Otherwise the
-        sink is stuck in a call: the payloads still pending are discarded
-        (their number is returned), and the sender, whenever the sink's call
-        returns, exits without calling the sink again. The sink is never
-        closed.
+        sink is stuck in a call, or its calls keep failing transiently
+        (:attr:`retry_error`): the payloads not delivered are discarded
+        (their number is returned, those of a call under way included), and
+        the sender, whenever the sink's call returns, exits without calling
+        the sink again. The sink is never closed.
         """
         self.begin_close()
         thread = self._thread
@@ -178,9 +242,10 @@ class SinkQueue:
         if not thread.is_alive():
             return None
         self._abandoned = True
+        self._interrupt.set()
         # One at a time: the sender may still take one it then delivers.
         self.events.clear()
-        discarded = 0
+        discarded = self._in_call
         while self.pending:
             try:
                 self.pending.popleft()
@@ -188,6 +253,12 @@ class SinkQueue:
                 break
             discarded += 1
         return discarded
+
+    def _run_sender(self) -> None:
+        try:
+            self._send_loop()
+        finally:
+            self._settled.set()
 
     def _send_loop(self) -> None:
         pending = self.pending
@@ -207,19 +278,29 @@ class SinkQueue:
                     self._send_batch(sink.log_batch)
                 elif pending:
                     self._send_each()
-                if self.events and not self._abandoned:
+                if self.events and not self._abandoned and not self._backing_off:
                     self._send_events()
+                if self._backing_off and not self._abandoned:
+                    self._wait_to_retry()
                 if self._abandoned:
                     return
             self.caught_up = True
+            self._settled.set()
             if self._abandoned:
                 return
-            if closing:
+            if self._flush_answers and (pending or self.events):
+                # Handed over before the flush was asked for, after the
+                # queue was found empty: sent first.
+                self._wakeup.set()
+                continue
+            if closing or self._flush_answers:
                 try:
                     sink.flush()
                 except Exception as err:
                     if self._on_failure is not None:
                         self._on_failure(sink, "", err)
+                self._answer_flushes()
+            if closing:
                 return
 
     def _send_each(self) -> None:
@@ -234,17 +315,27 @@ class SinkQueue:
         wants_timestamp = sink.wants_timestamp
         while pending:
             item = popleft()
-            release(item)
+            self._in_call = 1
             try:
                 if wants_timestamp:
                     log_metrics(item[0], step=item[1], timestamp=item[2])
                 else:
                     log_metrics(item[0], step=item[1])
+            except TransientSinkError as err:
+                self._in_call = 0
+                if not self._abandoned:
+                    pending.appendleft(item)
+                    self._retry_later(item[3], err)
+                return
             except Exception as err:
+                self._in_call = 0
+                release(item)
                 if self._abandoned:
                     return
                 self._failed(item[3], err)
                 continue
+            self._in_call = 0
+            release(item)
             self._succeeded()
             if self._abandoned:
                 return
@@ -270,13 +361,27 @@ class SinkQueue:
         batch: list[Item] = []
         while pending:
             batch.append(popleft())
-        self.delivered.extend(batch)
+        self._in_call = len(batch)
         try:
             send(list(map(convert, batch)))
+        except TransientSinkError as err:
+            self._in_call = 0
+            if not self._abandoned:
+                # Back at the head, in order, in one step: extendleft() of a
+                # list's reversed iterator runs without letting go of the
+                # GIL, so the producer finds the queue with all of them or
+                # none of them.
+                pending.extendleft(reversed(batch))
+                self._retry_later(batch[0][3], err)
+            return
         except Exception as err:
+            self._in_call = 0
+            self.delivered.extend(batch)
             if not self._abandoned:
                 self._failed(batch[0][3], err)
             return
+        self._in_call = 0
+        self.delivered.extend(batch)
         self._succeeded()
 
     def _send_events(self) -> None:
@@ -288,15 +393,58 @@ class SinkQueue:
             event = events.popleft()
             try:
                 log_event(event)
+            except TransientSinkError as err:
+                if not self._abandoned:
+                    events.appendleft(event)
+                    self._retry_later(event.watch, err)
+                return
             except Exception as err:
                 if self._abandoned:
                     return
                 self._failed(event.watch, err)
 
+    def _retry_later(self, watch_name: str, err: TransientSinkError) -> None:
+        # A call failed for a while: counted and reported as any failure,
+        # its payloads back at the head of the queue for the next try.
+        self.retry_error = err
+        self._tries += 1
+        self._backing_off = True
+        self._failed(watch_name, err)
+
+    def _wait_to_retry(self) -> None:
+        # The back-off before the next try; closing cuts it short once, and
+        # giving up on the sink (close() at its deadline) for good. A flush
+        # asked for meanwhile is answered without waiting for the sink.
+        error = self.retry_error
+        asked = None if error is None else error.retry_after
+        until = time.monotonic() + retry_delay(self._tries, asked)
+        self._settled.set()
+        while not self._abandoned:
+            self._answer_flushes()
+            if self._retry_at_once:
+                self._retry_at_once = False
+                break
+            left = until - time.monotonic()
+            if left <= 0:
+                break
+            if self._interrupt.wait(left):
+                self._interrupt.clear()
+        self._backing_off = False
+
+    def _answer_flushes(self) -> None:
+        answers = self._flush_answers
+        while answers:
+            answers.popleft()()
+
     def _failed(self, watch_name: str, err: Exception) -> None:
+        if not isinstance(err, TransientSinkError):
+            self._tries = 0
+            self.retry_error = None
         if self._on_failure is not None:
             self._on_failure(self.sink, watch_name, err)
 
     def _succeeded(self) -> None:
+        self._tries = 0
+        self.retry_error = None
         if self.sink.failing and self._on_success is not None:
             self._on_success(self.sink)

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Literal
 
 from rlpulse.runtime.events import Event, EventBus, EventKind
+from rlpulse.runtime.retry import MAX_BACKOFF_S, TransientSinkError
 
 if TYPE_CHECKING:
     from rlpulse.runtime.queues import SinkQueue
@@ -156,7 +157,9 @@ class Reporter:
         """Count a failed sink call (``watch_name`` empty for a flush); warn once per streak.
 
         A queued sink's error under ``on_error="raise"`` is kept for the
-        polling thread to raise (:meth:`take_sink_error`).
+        polling thread to raise (:meth:`take_sink_error`). A queued sink's
+        :class:`~rlpulse.runtime.retry.TransientSinkError` is tried again
+        by its queue, and the warning says so.
         """
         self.add(errors=1)
         if self.on_error == "raise" and queued:
@@ -169,19 +172,23 @@ class Reporter:
         self.events.emit(
             "", EventKind.SINK_FAILING, f"sink {sink.name} failed: {error!r}"
         )
-        if self.on_error == "warn":
-            if watch_name:
-                _log.warning(
-                    "LoggerMonitor failed to log watch %r to sink %s: %r. Further "
-                    "errors of this sink will be silent until it recovers.",
-                    watch_name,
-                    sink.name,
-                    error,
-                )
-            else:
-                _log.warning(
-                    "LoggerMonitor failed to flush sink %s: %r.", sink.name, error
-                )
+        if self.on_error != "warn":
+            return
+        if not watch_name:
+            _log.warning("LoggerMonitor failed to flush sink %s: %r.", sink.name, error)
+            return
+        retried = queued and isinstance(error, TransientSinkError)
+        _log.warning(
+            "LoggerMonitor failed to log watch %r to sink %s: %r. %s Further "
+            "errors of this sink will be silent until it recovers.",
+            watch_name,
+            sink.name,
+            error,
+            f"Its payloads stay queued and are tried again, waiting up to "
+            f"{MAX_BACKOFF_S:g} s between tries; its queue drops the oldest only once full."
+            if retried
+            else "Those payloads are not sent again.",
+        )
 
     def sink_recovered(self, sink: Sink) -> None:
         """A failing sink took a call again: its failure streak ends."""
@@ -225,14 +232,20 @@ class Reporter:
         queue.warned_at = now
         what = "payload" if count == 1 else f"payloads, {count} of them,"
         earlier = queue.dropped - count
+        why = (
+            "the sink keeps failing, and its payloads wait to be tried again"
+            if queue.retry_error is not None
+            else "the sink is slower than the polls"
+        )
         _log.warning(
             "LoggerMonitor dropped the oldest pending %s of sink %s: its "
-            "queue of %d is full (the sink is slower than the polls)%s. Further "
+            "queue of %d is full (%s)%s. Further "
             "drops are counted silently until the sink catches up; one that "
             "falls behind again is warned about at most once a minute.",
             what,
             queue.sink.name,
             queue.size,
+            why,
             f"; {earlier} dropped from it before" if earlier > 0 else "",
         )
 
@@ -354,14 +367,26 @@ class Reporter:
             stop_timeout,
         )
 
-    def not_drained(self, sink: Sink, stop_timeout: float, discarded: int) -> None:
-        """Count and warn about the payloads of a sink that did not return in time at stop."""
+    def not_drained(
+        self,
+        sink: Sink,
+        stop_timeout: float,
+        discarded: int,
+        failing: BaseException | None = None,
+    ) -> None:
+        """Count and warn, in one line, about the payloads a sink had not taken at stop: stuck in a call, or ``failing`` still."""
         self.add(dropped=discarded)
+        why = (
+            f"it was still failing ({failing!r})"
+            if failing is not None
+            else "it did not return"
+        )
         _log.warning(
-            "LoggerMonitor stopped without draining sink %s: it did "
-            "not return within stop_timeout=%ss; %d pending payloads "
-            "were dropped, and it gets no more calls until the monitor is started again.",
+            "LoggerMonitor stopped without draining sink %s: %s within "
+            "stop_timeout=%ss; %d payloads were not delivered (counted in "
+            "dropped), and it gets no more calls until the monitor is started again.",
             sink.name,
+            why,
             stop_timeout,
             discarded,
         )

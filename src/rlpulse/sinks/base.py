@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import errno
 import os
 import threading
 import time
@@ -21,14 +22,24 @@ from rlpulse.formats.lines import RecordEnd, open_line_file
 from rlpulse.formats.records import RunFileError, prepare_record_file
 from rlpulse.naming import Payload, inferred_kinds
 from rlpulse.runtime.events import Event
+from rlpulse.runtime.retry import TransientSinkError
 
-__all__ = ["BaseSink", "LineFileSink", "Payload", "RunExistsError"]
+__all__ = [
+    "BaseSink",
+    "LineFileSink",
+    "Payload",
+    "RunExistsError",
+    "TransientSinkError",
+]
 
 _FIRST_LINE_LIMIT = 1 << 20
 """How much of an existing line file's first line is read to check its format."""
 
 
 _SinkT = TypeVar("_SinkT", bound="BaseSink")
+
+_NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT})
+"""The errors of a write its file system has no room for: they pass once room is made."""
 
 
 class RunExistsError(RunFileError):
@@ -261,7 +272,10 @@ class LineFileSink(BaseSink):
     Each batch is one write of ``_format(payloads)``, straight to the file
     (no buffer in between), before the call returns. A write that fails (a
     full disk) leaves the file as it was: what part of the batch got written
-    is truncated away, and the call raises ``OSError`` naming the file.
+    is truncated away, and the call raises ``OSError`` naming the file: a
+    :class:`~rlpulse.TransientSinkError` when its file system is full
+    (``ENOSPC``, or a quota: ``EDQUOT``), so that a monitor's queue keeps
+    the payloads and writes them once there is room.
 
     >>> import tempfile, pathlib
     >>> class NameLines(LineFileSink):
@@ -346,7 +360,8 @@ class LineFileSink(BaseSink):
             self._torn = True
             with contextlib.suppress(OSError):
                 file.truncate(self._size)
-            raise type(error)(
+            no_room = error.errno in _NO_ROOM
+            raise (TransientSinkError if no_room else type(error))(
                 error.errno,
                 f"cannot write metrics to {self.path}: {error.strerror or error}; "
                 "nothing of this call was written (the file is left as it was), "

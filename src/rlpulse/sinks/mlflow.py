@@ -16,6 +16,7 @@ import urllib.request
 from collections.abc import Sequence
 from typing import Any
 
+from rlpulse.runtime.retry import TransientSinkError
 from rlpulse.sinks.base import BaseSink, Payload
 
 __all__ = ["MLflowLogger"]
@@ -27,6 +28,8 @@ _DEFAULT_METRICS_PER_BATCH = 1000
 _INVALID_KEY_CHARACTERS = re.compile(r"[^/\w.\- ]")
 # How long a tracking server is given to accept a connection.
 _CONNECT_TIMEOUT_S = 10.0
+# The answers of a tracking server that is busy or away for a while.
+_RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
 
 
 class MLflowLogger(BaseSink):
@@ -165,11 +168,22 @@ class MLflowLogger(BaseSink):
             for name, value in metrics.items()
         ]
         for start in range(0, len(entries), self._metrics_per_batch):
-            self.client.log_batch(
-                self.run_id,
-                metrics=entries[start : start + self._metrics_per_batch],
-                synchronous=True,
-            )
+            try:
+                self.client.log_batch(
+                    self.run_id,
+                    metrics=entries[start : start + self._metrics_per_batch],
+                    synchronous=True,
+                )
+            except Exception as error:
+                # Transient only while nothing of the call is stored: sent
+                # again, a stored part would be stored twice.
+                if start or not _server_away(error):
+                    raise
+                raise TransientSinkError(
+                    f"the MLflow tracking server at {self.tracking_uri} did not "
+                    f"take {len(entries)} metric values, after MLflow's own tries: "
+                    f"{error}"
+                ) from error
 
     def _close(self) -> None:
         if self._owns_run:
@@ -243,6 +257,38 @@ class _Backend:
         except ImportError:  # pragma: no cover - present in every MLflow 2 and 3
             MAX_METRICS_PER_BATCH = _DEFAULT_METRICS_PER_BATCH
         self.metrics_per_batch = int(MAX_METRICS_PER_BATCH)
+
+
+def _server_away(error: BaseException) -> bool:
+    """Whether MLflow's ``error`` says its tracking server is away or busy for a while.
+
+    MLflow raises ``MlflowException`` from the ``requests`` error it met:
+    a connection refused or reset, a timeout, or retries exhausted on a
+    retryable answer; or with the server's retryable status.
+
+    >>> _server_away(ValueError("bad metric"))
+    False
+    """
+    import requests
+
+    passing = (
+        requests.exceptions.ConnectionError,
+        requests.exceptions.Timeout,
+        requests.exceptions.RetryError,
+        ConnectionError,
+        TimeoutError,
+    )
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, passing):
+            return True
+        status = getattr(cause, "get_http_status_code", None)
+        if callable(status) and status() in _RETRYABLE_STATUSES:
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def _import_backend() -> Any:

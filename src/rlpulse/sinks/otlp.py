@@ -16,7 +16,6 @@ import gzip
 import http.client
 import math
 import os
-import random
 import re
 import ssl
 import threading
@@ -31,6 +30,7 @@ from typing import Any, NamedTuple
 from rlpulse.distributions import SCALE, Histogram
 from rlpulse.naming import Kind, split, unit_of
 from rlpulse.runtime.deadline import check_timeout
+from rlpulse.runtime.retry import TransientSinkError, backoff
 from rlpulse.runtime.threads import MonitorThread
 from rlpulse.sinks.base import BaseSink, Payload
 
@@ -45,11 +45,6 @@ _ENVIRONMENT_PREFIX = "OTEL_EXPORTER_OTLP_"
 # The answers OTLP/HTTP's specification says to retry; every other error
 # answer (a 400 above all) is final.
 _RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
-# Back-off between tries, as opentelemetry-python's exporter waits: 1 s,
-# doubling, each within 20 % either way; capped.
-_FIRST_BACKOFF_S = 1.0
-_MAX_BACKOFF_S = 32.0
-_JITTER = 0.2
 # OpenTelemetry's instrument name syntax.
 _INSTRUMENT_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_./-]{0,254}")
 _NOT_IN_A_NAME = re.compile(r"[^A-Za-z0-9_./-]")
@@ -89,10 +84,14 @@ class OTLPExporter(BaseSink):
     after the receiver's ``Retry-After``, for as long as ``timeout`` allows
     from the batch's first try; any other error answer is final. A batch
     not delivered makes the call raise ``OSError`` naming the receiver and
-    its answer: a monitor counts and warns, and the next batch is tried as
-    usual. :meth:`close` waits for a request in flight at most
-    ``close_timeout`` seconds, then abandons it (that call raises
-    ``OSError``), and retries nothing once closing.
+    its answer: a :class:`~rlpulse.TransientSinkError` when trying later
+    may deliver it (a retryable answer, or none), which a monitor's queue
+    keeps at its head and sends again, with what queued up behind it, once
+    the receiver takes it; a plain ``OSError`` for a final answer (a 400),
+    whose batch a monitor counts and does not send again.
+    :meth:`close` waits for a request in flight at most ``close_timeout``
+    seconds, then abandons it (that call raises ``OSError``), and retries
+    nothing once closing.
 
     Args:
         endpoint: the receiver's base URL, ``http://HOST:PORT`` (4318 is
@@ -170,15 +169,21 @@ class OTLPExporter(BaseSink):
         self._close_by = math.inf
 
     def _write_batch(self, payloads: Sequence[Payload]) -> None:
-        request, points = self._request(payloads)
+        request, points, interval_ends = self._request(payloads)
         if points:
             self._post(request.SerializeToString(), points)
+        # Only once delivered: a batch sent again covers the same intervals.
+        self._interval_ends.update(interval_ends)
 
-    def _request(self, payloads: Sequence[Payload]) -> tuple[Any, int]:
-        # The request of ``payloads``, and how many points it holds.
+    def _request(
+        self, payloads: Sequence[Payload]
+    ) -> tuple[Any, int, dict[tuple[str, str], int]]:
+        # The request of ``payloads``, how many points it holds, and where
+        # each histogram series' next interval starts once it is delivered.
         proto = self._proto
         metrics: dict[str, Any] = {}
         points = 0
+        interval_ends: dict[tuple[str, str], int] = {}
 
         def data_of(instrument: _Instrument) -> Any:
             entry = metrics.get(instrument.name)
@@ -216,11 +221,12 @@ class OTLPExporter(BaseSink):
                 point = data_of(instrument).data_points.add()
                 _fill_histogram_point(point, histogram)
                 series = (instrument.name, watch)
-                point.start_time_unix_nano = min(
-                    self._interval_ends.get(series, self._created_ns), at
+                start = interval_ends.get(series) or self._interval_ends.get(
+                    series, self._created_ns
                 )
+                point.start_time_unix_nano = min(start, at)
                 point.time_unix_nano = at
-                self._interval_ends[series] = at
+                interval_ends[series] = at
                 _set_watch(point, watch)
                 points += 1
         request = proto.ExportMetricsServiceRequest()
@@ -231,7 +237,7 @@ class OTLPExporter(BaseSink):
         scope_metrics = resource_metrics.scope_metrics.add()
         scope_metrics.scope.name = "rlpulse"
         scope_metrics.metrics.extend(metrics.values())
-        return request, points
+        return request, points, interval_ends
 
     def _start_of(self, series: tuple[str, str], value: float, at: int) -> int:
         # A counter's series counts from the exporter's creation, or from
@@ -263,13 +269,14 @@ class OTLPExporter(BaseSink):
                 )
             wait = answer.retry_after
             if wait is None:
-                wait = _backoff(tries)
+                wait = backoff(tries)
             if time.monotonic() + wait > deadline:
                 asked = "" if answer.retry_after is None else ", as the receiver asked"
-                raise OSError(
+                raise TransientSinkError(
                     f"{answer.failure(self.url, counted)}; gave up after {spent}: "
                     f"the next try, {wait:.1f} s later{asked}, would pass the "
-                    f"exporter's timeout ({self.timeout:g} s)"
+                    f"exporter's timeout ({self.timeout:g} s)",
+                    retry_after=answer.retry_after,
                 )
             if self._wait(time.monotonic() + wait, self._closing):
                 raise OSError(
@@ -438,16 +445,6 @@ def _retry_after(value: str | None) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
-
-
-def _backoff(tries: int) -> float:
-    """The seconds to wait after try number ``tries`` failed: 1, 2, 4, ... up to 32, each within 20 % either way.
-
-    >>> all(0.8 <= _backoff(1) <= 1.2 and 3.2 <= _backoff(3) <= 4.8 for _ in range(100))
-    True
-    """
-    base = min(_FIRST_BACKOFF_S * 2.0 ** (tries - 1), _MAX_BACKOFF_S)
-    return base * random.uniform(1 - _JITTER, 1 + _JITTER)
 
 
 class _Instrument(NamedTuple):

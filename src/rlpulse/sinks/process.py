@@ -12,7 +12,7 @@ The pipe protocol is ours, not a library's: frames of a 4-byte length and a
 ``marshal`` body, between two processes of the same interpreter (``marshal``
 is the standard library's fastest encoder of the dicts, floats and strings a
 payload is made of, and its format is stable within one Python version).
-Parent to child: ``("open", specs)`` once, then ``("batch", payloads)``,
+Parent to child: ``("open", specs, queue_size, close_timeout)`` once, then ``("batch", payloads)``,
 ``("payloads", new kinds, payloads)`` (a monitor's payloads, each naming its
 metrics' kinds by a number, a new kinds mapping sent once with its number),
 ``("event", fields)`` and ``("flush",)``; end of file means close. Child to parent: ``("ready",
@@ -24,6 +24,7 @@ writes again, and ``("flushed",)`` for each flush.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import marshal
 import operator
@@ -37,14 +38,17 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from rlpulse.distributions import Histogram
-from rlpulse.naming import Kind, Payload
+from rlpulse.naming import Kind, Payload, inferred_kinds
 from rlpulse.runtime.deadline import check_timeout
 from rlpulse.runtime.events import Event
+from rlpulse.runtime.queues import Item, SinkQueue
+from rlpulse.runtime.retry import TransientSinkError
+from rlpulse.runtime.sinks import Sink
 from rlpulse.sinks.registry import SinkSpecError, open_sink
 
 __all__ = ["SinkProcess", "SinkProcessError"]
@@ -84,7 +88,12 @@ class SinkProcess:
     by then).
     A hosted sink that fails (a full disk) makes the next call raise
     :class:`SinkProcessError` naming it, until it writes again; the others
-    are fed all along. ``close()`` lets the child write what is pending and
+    are fed all along. Each hosted sink is fed from a queue of its own in
+    the child, as a monitor feeds its sinks: a call that fails with
+    :class:`~rlpulse.TransientSinkError` (a full disk) keeps its payloads
+    there, tried again after a back-off, up to ``queue_size`` payloads, the
+    oldest dropped past it (counted in :attr:`dropped`); a slow sink is
+    waited for once its queue is full. ``close()`` lets the child write what is pending and
     close its sinks, killing it after ``close_timeout`` seconds. If this
     process dies, even by ``kill -9``, the child still writes everything it
     was sent, then exits. Console specs print to this process's standard
@@ -105,12 +114,20 @@ class SinkProcess:
         *specs: str,
         start_timeout: float = 30.0,
         close_timeout: float = 10.0,
+        queue_size: int = 1000,
     ) -> None:
         _check_arguments(
-            specs, start_timeout=start_timeout, close_timeout=close_timeout
+            specs,
+            start_timeout=start_timeout,
+            close_timeout=close_timeout,
+            queue_size=queue_size,
         )
         self.specs = specs
         self.close_timeout = float(close_timeout)
+        self.queue_size = queue_size
+        """The most payloads each sink in the child keeps while it cannot take them."""
+        self.dropped = 0
+        """Payloads the child's sinks' queues dropped, oldest first, being full (as far as the child has said)."""
         self._lock = threading.Lock()
         self._closed = False
         self._pid = os.getpid()
@@ -136,7 +153,7 @@ class SinkProcess:
             raise
 
     def _open_sinks(self, start_timeout: float) -> list[str]:
-        self._send(("open", list(self.specs)))
+        self._send(("open", list(self.specs), self.queue_size, self.close_timeout))
         reply = self._receive(time.monotonic() + start_timeout)
         if reply is not None and reply[0] == "ready":
             return list(reply[1])
@@ -336,6 +353,8 @@ class SinkProcess:
             self._failing.pop(message[1], None)
         elif message[0] == "flushed":
             self._flushes_answered += 1
+        elif message[0] == "dropped":
+            self.dropped += message[2]
         return message
 
     def _read_news(self, deadline: float) -> None:
@@ -496,7 +515,11 @@ os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def _check_arguments(
-    specs: tuple[str, ...], *, start_timeout: float, close_timeout: float
+    specs: tuple[str, ...],
+    *,
+    start_timeout: float,
+    close_timeout: float,
+    queue_size: int,
 ) -> None:
     if not specs:
         raise ValueError(
@@ -520,6 +543,15 @@ def _check_arguments(
             )
     check_timeout("start_timeout", start_timeout, optional=False)
     check_timeout("close_timeout", close_timeout, optional=False)
+    if (
+        isinstance(queue_size, bool)
+        or not isinstance(queue_size, int)
+        or queue_size < 1
+    ):
+        raise ValueError(
+            f"SinkProcess(queue_size={queue_size!r}) must be a whole number of "
+            "payloads, at least 1"
+        )
 
 
 def _spawn() -> tuple[subprocess.Popen[bytes], int, int]:
@@ -675,18 +707,22 @@ def _histograms_received(sent: Mapping[str, tuple[Any, ...]]) -> dict[str, Histo
 
 def _serve(inbox: BinaryIO, outbox: BinaryIO) -> int:
     """The child's side: open the sinks, feed them every batch until end of file, close them."""
+    telling = threading.Lock()
 
     def tell(message: Any) -> None:
         # A parent gone (killed, or closed) hears nothing: write on regardless.
-        with contextlib.suppress(OSError):
+        with telling, contextlib.suppress(OSError):
             outbox.write(_frame(message))
 
     request = _read_message(inbox)
     if request is None:
         return 1
+    specs: list[str] = request[1]
+    queue_size: int = request[2]
+    close_timeout: float = request[3]
     sinks = []
     try:
-        for spec in request[1]:
+        for spec in specs:
             sinks.append(open_sink(spec))
     except SinkSpecError as error:
         tell(("refused", str(error)))
@@ -694,65 +730,147 @@ def _serve(inbox: BinaryIO, outbox: BinaryIO) -> int:
             sink.close()
         return 1
     tell(("ready", [repr(sink) for sink in sinks]))
-    failing = [False] * len(sinks)
+    hosted = _Hosted(sinks, tell, queue_size)
     # The kinds mappings the parent sent, by number.
     kinds_sent: dict[int, dict[str, Kind]] = {}
-
-    def each_sink(call: str, *arguments: Any) -> None:
-        # Only a write ends a failure streak: a flush may succeed with
-        # nothing to write while the sink still cannot.
-        for index, sink in enumerate(sinks):
-            method = getattr(sink, call, None)
-            given = arguments
-            if method is None and call == "log_payloads":
-                # A sink that takes no kinds takes the triples.
-                method = getattr(sink, "log_batch", None)
-                given = ([payload[:3] for payload in arguments[0]],)
-            if method is None:
-                continue  # an event, for a sink that stores none
-            try:
-                method(*given)
-            except Exception as error:
-                if not failing[index]:
-                    failing[index] = True
-                    tell(("failing", index, f"{type(error).__name__}: {error}"))
-                continue
-            if failing[index] and call in ("log_batch", "log_payloads"):
-                failing[index] = False
-                tell(("recovered", index))
-
     try:
         while (message := _read_message(inbox)) is not None:
             if message[0] == "batch":
-                each_sink("log_batch", message[1])
+                hosted.put(
+                    [
+                        (metrics, step, wall_time, "", inferred_kinds(metrics), {})
+                        for metrics, step, wall_time in message[1]
+                    ]
+                )
             elif message[0] == "payloads":
                 for number, kinds in message[1]:
                     kinds_sent[number] = {
                         name: Kind(kind) for name, kind in kinds.items()
                     }
-                each_sink(
-                    "log_payloads",
+                hosted.put(
                     [
-                        Payload(
+                        (
                             metrics,
                             step,
                             wall_time,
+                            "",
                             kinds_sent[number],
                             _histograms_received(histograms),
                         )
                         for metrics, step, wall_time, number, histograms in message[2]
-                    ],
+                    ]
                 )
             elif message[0] == "event":
-                each_sink("log_event", Event(*message[1]))
+                hosted.put_event(Event(*message[1]))
             else:
-                each_sink("flush")
-                tell(("flushed",))
+                hosted.flush(lambda: tell(("flushed",)))
     finally:
-        for sink in sinks:
-            with contextlib.suppress(Exception):
-                sink.close()
+        hosted.close(close_timeout)
     return 0
+
+
+class _Hosted:
+    """The child's sinks, each fed from a queue of its own, as a monitor feeds its sinks.
+
+    A sink that is slow or fails for a while (a full disk) holds up neither
+    the pipe nor the other sinks: its queue keeps what it could not take
+    yet, tries it again (:class:`~rlpulse.runtime.queues.SinkQueue`), and
+    drops its oldest payloads once full. The parent hears ``("failing",
+    index, message)`` when a sink starts failing, ``("recovered", index)``
+    when it writes again, and ``("dropped", index, count)``.
+    """
+
+    def __init__(
+        self, sinks: Sequence[Any], tell: Callable[[Any], None], queue_size: int
+    ) -> None:
+        self._sinks = list(sinks)
+        self._tell = tell
+        self._queues = [
+            SinkQueue(
+                Sink(sink),
+                size=queue_size,
+                on_failure=functools.partial(self._failed, index),
+                on_success=functools.partial(self._recovered, index),
+                on_drop=functools.partial(self._dropped, index),
+            )
+            for index, sink in enumerate(sinks)
+        ]
+        for queue in self._queues:
+            queue.start()
+
+    def put(self, items: Sequence[Item]) -> None:
+        # A slow sink is waited for (the pipe fills, and the parent's calls
+        # wait: its monitor's queue drops, counted); one failing for a while
+        # is not, its queue keeping what it can.
+        for queue in self._queues:
+            queue.wait_for_room(len(items))
+            queue.put_all(items)
+            queue.wake()
+
+    def put_event(self, event: Event) -> None:
+        for queue in self._queues:
+            queue.put_events((event,))
+            queue.wake()
+
+    def flush(self, answer: Callable[[], None]) -> None:
+        """Flush every sink once it has taken what was sent before (one that is failing: at once), then ``answer()``."""
+        left = [len(self._queues)]
+        counting = threading.Lock()
+
+        def flushed() -> None:
+            with counting:
+                left[0] -= 1
+                if left[0]:
+                    return
+            answer()
+
+        for queue in self._queues:
+            queue.flush_then(flushed)
+
+    def close(self, close_timeout: float) -> None:
+        """Deliver what is queued and close the sinks, within most of the parent's ``close_timeout``; say in one line each what a sink did not take."""
+        # The parent kills this process close_timeout after telling it to end.
+        deadline = time.monotonic() + 0.8 * close_timeout
+        for queue in self._queues:
+            queue.begin_close()
+        for queue, sink in zip(self._queues, self._sinks, strict=True):
+            discarded = queue.close(deadline)
+            if discarded is None:
+                with contextlib.suppress(Exception):
+                    sink.close()
+                continue
+            # Stuck in a call, it would not let go of its lock: left open.
+            why = (
+                "it did not return"
+                if queue.retry_error is None
+                else f"it was still failing ({queue.retry_error!r})"
+            )
+            print(
+                f"rlpulse: the sink process stopped without draining {sink!r}: "
+                f"{why} within {0.8 * close_timeout:g} s; {discarded} payloads "
+                "were not delivered",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def _failed(
+        self, index: int, sink: Sink, watch_name: str, error: Exception
+    ) -> None:
+        if not sink.failing:
+            sink.failing = True
+            kept = (
+                "; its payloads are kept and tried again in the sink process"
+                if isinstance(error, TransientSinkError)
+                else ""
+            )
+            self._tell(("failing", index, f"{type(error).__name__}: {error}{kept}"))
+
+    def _recovered(self, index: int, sink: Sink) -> None:
+        sink.failing = False
+        self._tell(("recovered", index))
+
+    def _dropped(self, index: int, queue: SinkQueue, count: int) -> None:
+        self._tell(("dropped", index, count))
 
 
 def _main() -> None:

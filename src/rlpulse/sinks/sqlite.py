@@ -10,12 +10,13 @@ import shutil
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from rlpulse.formats import sqlite as sqlite_format
 from rlpulse.formats.records import RunFileError, prepare_record_file
 from rlpulse.runtime.events import Event
+from rlpulse.runtime.retry import TransientSinkError
 from rlpulse.runtime.threads import MonitorThread
 from rlpulse.sinks.base import BaseSink, Payload, RunExistsError
 
@@ -222,9 +223,10 @@ class SQLiteLogger(BaseSink):
         ...         sink.log_metrics({"buffer/size": 10.0, "buffer/writes": 4.0})
         """
         connection = self._connection
-        rows = sqlite_format.insert_batch(
-            connection, self._run_id, payloads, self._kinded
-        )
+        with self._no_room_is_transient():
+            rows = sqlite_format.insert_batch(
+                connection, self._run_id, payloads, self._kinded
+            )
         if self._checkpointer.wrote(rows):
             with contextlib.suppress(sqlite3.Error):  # the next one, or close()
                 connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
@@ -243,7 +245,25 @@ class SQLiteLogger(BaseSink):
         self._log_event(self._write_event, event)
 
     def _write_event(self, event: Event) -> None:
-        sqlite_format.insert_event(self._connection, self._run_id, event)
+        with self._no_room_is_transient():
+            sqlite_format.insert_event(self._connection, self._run_id, event)
+
+    @contextlib.contextmanager
+    def _no_room_is_transient(self) -> Iterator[None]:
+        # A write its file system has no room for, rolled back whole, may
+        # succeed once there is: a monitor's queue keeps it and tries again.
+        try:
+            yield
+        except sqlite3.OperationalError as error:
+            if not _no_room(self.path, str(error)):
+                raise
+            raise TransientSinkError(
+                errno.ENOSPC,
+                f"cannot store metrics in {self.path}: its file system is full "
+                f"(SQLite: {error}); nothing of this call was stored, and it can "
+                "be stored once there is room (free space there)",
+                str(self.path),
+            ) from error
 
     def _close(self) -> None:
         self._checkpointer.close()
@@ -355,9 +375,7 @@ def _open_failure(path: Path, error: BaseException) -> BaseException | None:
             "transaction left open, as a database browser may hold one); close "
             "that connection, or log to another path"
         )
-    if "full" in reason or (
-        "disk I/O error" in reason and _free_bytes(path) < _NEARLY_FULL_BYTES
-    ):
+    if _no_room(path, reason):
         return OSError(
             errno.ENOSPC,
             f"cannot store metrics in {path}: its file system is full "
@@ -367,6 +385,17 @@ def _open_failure(path: Path, error: BaseException) -> BaseException | None:
     return RunFileError(
         f"cannot store metrics in {path}: {reason}; "
         "give the path of an rlpulse SQLite file or of a new file"
+    )
+
+
+def _no_room(path: Path, reason: str) -> bool:
+    """Whether SQLite's error ``reason`` for the store at ``path`` means its file system is full.
+
+    SQLite says "database or disk is full", or, when it cannot grow the
+    shared-memory file beside the store, "disk I/O error".
+    """
+    return "full" in reason or (
+        "disk I/O error" in reason and _free_bytes(path) < _NEARLY_FULL_BYTES
     )
 
 

@@ -1,0 +1,80 @@
+"""Failures that pass: the error a sink raises for one, and how long to wait before trying again.
+
+A sink whose far end is away for a while (a collector restarting, a server
+redeploying, a full disk) raises :class:`TransientSinkError`; its queue then
+keeps the payloads and calls the sink again after :func:`retry_delay`.
+Any other error is final for the payloads of that call.
+"""
+
+from __future__ import annotations
+
+import random
+
+__all__ = ["MAX_BACKOFF_S", "TransientSinkError", "backoff", "retry_delay"]
+
+FIRST_BACKOFF_S = 1.0
+"""The wait after a first failed try."""
+MAX_BACKOFF_S = 32.0
+"""The longest wait between two tries, whatever the far end asks."""
+JITTER = 0.2
+"""Each wait is within this fraction of its base either way: senders that failed together try again apart."""
+
+
+class TransientSinkError(OSError):
+    """A sink call that failed for a reason that passes; the same call may succeed later.
+
+    rlpulse's sinks raise it when their far end is away: a receiver or
+    server that refuses connections, does not answer in time or answers a
+    retryable status (429, 502, 503, 504), and a file system with no room
+    left (``ENOSPC``). Behind a background
+    :class:`~rlpulse.LoggerMonitor` the payloads of that call stay at the
+    head of the sink's queue and are handed to it again after a back-off
+    (:func:`retry_delay`), in order, with whatever queued up meanwhile.
+    Any other exception is final: the payloads of that call are not sent
+    again.
+
+    A sink of your own opts in by raising it (an ``OSError``: what catches
+    those catches it), as a rule ``from`` the error it stands for;
+    ``retry_after`` is the seconds the far end asked to wait, if it said.
+    The sink must leave nothing of a failed call behind, or the payloads
+    are stored twice once it succeeds.
+
+    >>> import errno
+    >>> error = TransientSinkError(errno.ENOSPC, "disk full", retry_after=None)
+    >>> isinstance(error, OSError), error.errno == errno.ENOSPC, error.retry_after
+    (True, True, None)
+    >>> TransientSinkError("collector restarting", retry_after=5.0).retry_after
+    5.0
+    """
+
+    def __init__(self, *args: object, retry_after: float | None = None) -> None:
+        super().__init__(*args)
+        self.retry_after = retry_after
+        """The seconds the far end asked to wait before the next try (``None``: it did not say)."""
+
+
+def backoff(tries: int) -> float:
+    """The seconds to wait after try number ``tries`` failed: 1, 2, 4, ... up to 32, each within 20 % either way.
+
+    The exponential back-off with jitter of OpenTelemetry's OTLP exporters.
+
+    >>> all(0.8 <= backoff(1) <= 1.2 and 3.2 <= backoff(3) <= 4.8 for _ in range(100))
+    True
+    >>> backoff(30) <= MAX_BACKOFF_S
+    True
+    """
+    base = FIRST_BACKOFF_S * 2.0 ** min(tries - 1, 16)
+    return min(base * random.uniform(1 - JITTER, 1 + JITTER), MAX_BACKOFF_S)
+
+
+def retry_delay(tries: int, retry_after: float | None = None) -> float:
+    """The seconds to wait after try number ``tries`` failed: what the far end asked (``retry_after``), else :func:`backoff`; at most :data:`MAX_BACKOFF_S`.
+
+    >>> retry_delay(1, retry_after=3.0), retry_delay(1, retry_after=600.0)
+    (3.0, 32.0)
+    >>> 0.8 <= retry_delay(1) <= 1.2
+    True
+    """
+    if retry_after is None:
+        return backoff(tries)
+    return min(max(retry_after, 0.0), MAX_BACKOFF_S)
