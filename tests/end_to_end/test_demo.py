@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -13,7 +14,13 @@ import pytest
 
 from rlpulse import Record, SQLiteLogger, read
 from rlpulse._demo.common import DemoResult, DemoSinks, chart_path
-from rlpulse._demo.synthetic import Consumer, Producer, RingBuffer, run_demo
+from rlpulse._demo.synthetic import (
+    Consumer,
+    Producer,
+    RingBuffer,
+    SimulatedEpisodes,
+    run_demo,
+)
 from rlpulse.read.records import list_runs
 from rlpulse.sinks.registry import SCHEMES, SinkSpecError
 
@@ -255,6 +262,35 @@ def test_started_consumer_samples_from_a_filling_buffer(
     assert buffer.stats()["sample_calls"] == consumer.stats()["updates"]
 
 
+# SimulatedEpisodes
+
+
+def test_simulated_episodes_return_rises_with_the_learners_updates() -> None:
+    buffer: RingBuffer[int] = RingBuffer(capacity=100)
+    buffer.extend(range(100))
+    learner = Consumer(buffer, batch_size=10)
+    episodes = SimulatedEpisodes(learner, updates_to_learn=100, seed=0)
+    episodes.advance(2000)
+    untrained = episodes.stats()["episode_return_mean"]
+
+    for _ in range(300):
+        learner.update()
+    episodes.advance(20_000)
+
+    assert untrained < 40
+    assert episodes.stats()["episode_return_mean"] > 3 * untrained
+
+
+def test_simulated_episodes_pay_one_point_a_frame() -> None:
+    learner = Consumer(RingBuffer(capacity=10))
+    episodes = SimulatedEpisodes(learner, seed=1)
+
+    episodes.advance(5000)
+
+    stats = episodes.tally.stats()
+    assert 0 < 5000 - stats["episode_return_sum"] < 30  # the episode under way
+
+
 # The monitored demo
 
 
@@ -303,6 +339,18 @@ class DemoOutcome:
 
     def last_wall_time(self, watch: str) -> float:
         return max(r.wall_time for r in self.records if r.name.startswith(watch))
+
+
+def frame_rate(outcome: DemoOutcome) -> float:
+    """The frames the demo's collector wrote per second of the demo."""
+    return outcome.result.frames / outcome.result.seconds
+
+
+def mean_rate(outcome: DemoOutcome, name: str) -> float:
+    """The mean of a rate over the run, without the final snapshot (taken once the pipeline stopped)."""
+    rates = outcome.values(name)[:-1]
+    assert rates, f"{name} was logged at most once"
+    return sum(rates) / len(rates)
 
 
 @pytest.fixture(scope="module")
@@ -364,6 +412,72 @@ def test_demo_steps_the_buffer_by_its_write_count(demo_outcome: DemoOutcome) -> 
 @pytest.mark.timeout(60)
 def test_demo_logs_the_learner_update_rate(demo_outcome: DemoOutcome) -> None:
     assert demo_outcome.values("learner/updates_per_second")
+
+
+@pytest.mark.timeout(60)
+def test_demo_records_the_episodes_the_collector_finishes(
+    demo_outcome: DemoOutcome,
+) -> None:
+    means = demo_outcome.values("episodes/episode_return_mean")
+
+    assert demo_outcome.values("episodes/episodes")[-1] > 0
+    assert means
+    assert all(mean >= 1 for mean in means)
+
+
+@pytest.mark.timeout(60)
+def test_demo_env_cost_lowers_the_frame_rate(
+    demo_outcome: DemoOutcome, tmp_path: Path
+) -> None:
+    # 1 ms a frame: at most 1000 frames/s where the demo paces itself to 4000.
+    expensive = DemoOutcome.record(
+        run_demo, tmp_path, 1.5, "jsonl", poll_interval=0.1, env_cost=0.001, chart=False
+    )
+
+    assert frame_rate(expensive) < 0.5 * frame_rate(demo_outcome)
+
+
+@pytest.mark.timeout(60)
+def test_demo_learner_cost_lowers_the_update_rate(
+    demo_outcome: DemoOutcome, tmp_path: Path
+) -> None:
+    # 100 ms an update: at most 10 updates/s where the demo paces itself to 50.
+    expensive = DemoOutcome.record(
+        run_demo,
+        tmp_path,
+        1.5,
+        "jsonl",
+        poll_interval=0.1,
+        learner_cost=0.1,
+        chart=False,
+    )
+
+    assert expensive.values("learner/updates")[-1] <= 16
+    assert demo_outcome.values("learner/updates")[-1] >= 40
+
+
+@pytest.mark.timeout(60)
+def test_demo_command_makes_the_side_it_names_expensive(tmp_path: Path) -> None:
+    path = tmp_path / "demo.sqlite"
+    command = [sys.executable, "-m", "rlpulse", "demo", "--synthetic"]
+    options = ["--seconds", "1", "--out", str(path), "--learner-cost", "0.2"]
+
+    subprocess.run([*command, *options], check=True, capture_output=True, timeout=50)
+
+    updates = [r.value for r in read(path) if r.name == "learner/updates"]
+    assert 0 < updates[-1] <= 8
+
+
+@pytest.mark.parametrize(
+    ("cost", "value"), [("env_cost", -0.001), ("learner_cost", float("nan"))]
+)
+def test_demo_refuses_a_cost_that_is_not_zero_or_more_seconds(
+    tmp_path: Path, cost: str, value: float
+) -> None:
+    with pytest.raises(ValueError, match=f"{cost} must be a finite number"):
+        run_demo(1.0, tmp_path / "demo.sqlite", **{cost: value})
+
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.mark.timeout(60)
@@ -614,19 +728,55 @@ def torchrl_demo_outcome(tmp_path_factory: pytest.TempPathFactory) -> DemoOutcom
     outcome = DemoOutcome.record(
         run_torchrl_demo,
         tmp_path_factory.mktemp("torchrl_demo"),
-        4.0,
+        TORCHRL_DEMO_SECONDS,
         "csv",
-        frames_per_batch=50,
-        collector_every=200,
-        buffer_every=0.5,
-        poll_interval=0.1,
-        batch_size=16,
-        warmup_frames=100,
-        frames_per_update=8,
-        progress_every=1.0,
+        **TORCHRL_SETTINGS,
     )
     assert torch.get_num_threads() == threads_before
     return outcome
+
+
+# Long enough for CartPole's return to climb, with exploration falling to its
+# floor within the first 3,000 frames rather than the demo's 10,000.
+TORCHRL_DEMO_SECONDS = 10.0
+TORCHRL_SETTINGS: dict[str, float] = {
+    "frames_per_batch": 50,
+    "collector_every": 200,
+    "buffer_every": 0.5,
+    "poll_interval": 0.1,
+    "warmup_frames": 500,
+    "annealing_frames": 3000,
+    "progress_every": 1.0,
+}
+FRAMES_PER_UPDATE = 4  # the demo's default
+
+
+def torchrl_cost_outcome(directory: Path, **costs: float) -> DemoOutcome:
+    """A short TorchRL demo with the settings of ``torchrl_demo_outcome`` and ``costs``, learning from the first 100 frames."""
+    from rlpulse._demo.torchrl_pipeline import run_torchrl_demo
+
+    settings = {**TORCHRL_SETTINGS, "warmup_frames": 100}
+    return DemoOutcome.record(
+        run_torchrl_demo, directory, 4.0, "jsonl", chart=False, **settings, **costs
+    )
+
+
+@pytest.fixture(scope="module")
+def torchrl_env_cost_outcome(tmp_path_factory: pytest.TempPathFactory) -> DemoOutcome:
+    pytest.importorskip("torchrl")
+    # 10 ms a step: at most 100 frames/s, several times fewer than without.
+    return torchrl_cost_outcome(tmp_path_factory.mktemp("env_cost"), env_cost=0.01)
+
+
+@pytest.fixture(scope="module")
+def torchrl_learner_cost_outcome(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> DemoOutcome:
+    pytest.importorskip("torchrl")
+    # 50 ms an update: at most 20 updates/s, several times fewer than without.
+    return torchrl_cost_outcome(
+        tmp_path_factory.mktemp("learner_cost"), learner_cost=0.05
+    )
 
 
 @pytest.mark.timeout(120)
@@ -706,7 +856,7 @@ def test_torchrl_demo_learner_trains_on_sampled_batches(
     sampled = torchrl_demo_outcome.values("learner/frames_sampled")
 
     assert updates[-1] > 0
-    assert sampled[-1] == 16 * updates[-1]
+    assert sampled[-1] == 64 * updates[-1]
     assert all(loss >= 0 for loss in torchrl_demo_outcome.values("learner/loss_mean"))
 
 
@@ -717,7 +867,78 @@ def test_torchrl_demo_learner_keeps_to_its_replay_ratio(
     updates = torchrl_demo_outcome.values("learner/updates")[-1]
     frames = torchrl_demo_outcome.result.frames
 
-    assert updates <= frames / 8 + 1
+    assert updates <= frames / FRAMES_PER_UPDATE + 1
+
+
+@pytest.mark.timeout(120)
+def test_torchrl_demo_episode_return_rises_as_the_learner_learns(
+    torchrl_demo_outcome: DemoOutcome,
+) -> None:
+    means = torchrl_demo_outcome.values("episodes/episode_return_mean")
+
+    # A random policy keeps CartPole up for about 20 steps; the collector acts
+    # with the learner's Q-network, so the latest episodes last far longer.
+    assert len(means) >= 4
+    assert means[0] < 40
+    assert max(means[-2:]) > 2 * means[0]
+
+
+@pytest.mark.timeout(120)
+def test_torchrl_demo_explores_less_as_frames_are_collected(
+    torchrl_demo_outcome: DemoOutcome,
+) -> None:
+    epsilon = torchrl_demo_outcome.values("learner/epsilon")
+
+    assert epsilon == sorted(epsilon, reverse=True)
+    assert epsilon[0] > 0.5
+    assert epsilon[-1] == pytest.approx(0.05, rel=1e-4)
+
+
+@pytest.mark.timeout(120)
+def test_torchrl_demo_env_cost_lowers_the_frame_rate(
+    torchrl_demo_outcome: DemoOutcome, torchrl_env_cost_outcome: DemoOutcome
+) -> None:
+    rate = "collector/frames_per_second"
+
+    assert mean_rate(torchrl_env_cost_outcome, rate) < 0.5 * mean_rate(
+        torchrl_demo_outcome, rate
+    )
+    assert "each env step +10 ms" in torchrl_env_cost_outcome.stdout.splitlines()[0]
+
+
+@pytest.mark.timeout(120)
+def test_torchrl_demo_with_an_expensive_env_has_its_learner_wait_for_frames(
+    torchrl_env_cost_outcome: DemoOutcome,
+) -> None:
+    updates = torchrl_env_cost_outcome.values("learner/updates")[-1]
+    frames = torchrl_env_cost_outcome.result.frames
+
+    # The learner keeps up: it takes every batch the frames written allow,
+    # bar those of the last batches the collector wrote as the demo ended.
+    assert (frames - 2 * 50) / FRAMES_PER_UPDATE <= updates
+    assert updates <= frames / FRAMES_PER_UPDATE + 1
+
+
+@pytest.mark.timeout(120)
+def test_torchrl_demo_learner_cost_lowers_the_update_rate(
+    torchrl_demo_outcome: DemoOutcome, torchrl_learner_cost_outcome: DemoOutcome
+) -> None:
+    rate = "learner/updates_per_second"
+
+    assert mean_rate(torchrl_learner_cost_outcome, rate) < 0.5 * mean_rate(
+        torchrl_demo_outcome, rate
+    )
+    assert "each update +50 ms" in torchrl_learner_cost_outcome.stdout.splitlines()[0]
+
+
+@pytest.mark.timeout(120)
+def test_torchrl_demo_with_an_expensive_learner_falls_behind_its_collector(
+    torchrl_learner_cost_outcome: DemoOutcome,
+) -> None:
+    updates = torchrl_learner_cost_outcome.values("learner/updates")[-1]
+    frames = torchrl_learner_cost_outcome.result.frames
+
+    assert updates < 0.5 * frames / FRAMES_PER_UPDATE
 
 
 @pytest.mark.timeout(120)
@@ -778,7 +999,7 @@ def test_torchrl_demo_prints_each_payload_on_the_console(
 def test_torchrl_demo_runs_for_about_the_requested_time(
     torchrl_demo_outcome: DemoOutcome,
 ) -> None:
-    assert 4.0 <= torchrl_demo_outcome.result.seconds < 90
+    assert TORCHRL_DEMO_SECONDS <= torchrl_demo_outcome.result.seconds < 90
     assert not torchrl_demo_outcome.result.interrupted
 
 
@@ -802,6 +1023,91 @@ def test_torchrl_demo_with_a_bad_sink_spec_records_nothing(tmp_path: Path) -> No
     assert list(tmp_path.iterdir()) == []
 
 
+def test_dqn_learner_refuses_a_negative_cost() -> None:
+    pytest.importorskip("torchrl")
+    from torchrl.data import OneHot
+
+    from rlpulse._demo.torchrl_pipeline import DQNLearner
+
+    with pytest.raises(ValueError, match="cost must be a finite number of seconds"):
+        DQNLearner(OneHot(2), observation_size=4, cost=-0.1)
+
+
+def test_dqn_learner_stats_have_no_loss_before_the_first_update() -> None:
+    pytest.importorskip("torchrl")
+    from torchrl.data import OneHot
+
+    from rlpulse._demo.torchrl_pipeline import DQNLearner
+
+    learner = DQNLearner(OneHot(2), observation_size=4, eps_init=0.5)
+
+    assert learner.stats() == {"updates": 0, "frames_sampled": 0, "epsilon": 0.5}
+
+
+def test_dqn_learner_policy_takes_its_q_networks_best_action_without_exploration() -> (
+    None
+):
+    torch = pytest.importorskip("torch")
+    from tensordict import TensorDict
+    from torchrl.data import OneHot
+
+    from rlpulse._demo.torchrl_pipeline import DQNLearner
+
+    learner = DQNLearner(OneHot(2), observation_size=4, eps_init=0.0, eps_end=0.0)
+    observations = TensorDict({"observation": torch.randn(32, 4)}, batch_size=[32])
+
+    acted = learner.policy(observations)
+
+    assert torch.equal(acted["action"].argmax(-1), acted["action_value"].argmax(-1))
+
+
+def test_dqn_learner_explores_less_as_frames_are_collected() -> None:
+    pytest.importorskip("torchrl")
+    from torchrl.data import OneHot
+
+    from rlpulse._demo.torchrl_pipeline import DQNLearner
+
+    learner = DQNLearner(OneHot(2), observation_size=4, annealing_frames=100)
+    learner.explore_less(50)
+    halfway = learner.stats()["epsilon"]
+    learner.explore_less(500)
+
+    assert halfway == pytest.approx(0.525, rel=1e-4)
+    assert learner.stats()["epsilon"] == pytest.approx(0.05, rel=1e-4)
+
+
+def sampled_from(
+    written: int, *, warmup_frames: int, frames_per_update: float, checks: int = 50
+) -> int:
+    """How many batches ``sampled_batches`` yields from a buffer of ``written`` frames."""
+    torch = pytest.importorskip("torch")
+    from tensordict import TensorDict
+    from torchrl.data import LazyTensorStorage, ReplayBuffer
+
+    from rlpulse._demo.torchrl_pipeline import sampled_batches
+
+    buffer = ReplayBuffer(storage=LazyTensorStorage(1000))
+    buffer.extend(TensorDict({"x": torch.arange(written)}, batch_size=[written]))
+    running = iter([True] * checks + [False])
+    batches = sampled_batches(
+        buffer,
+        8,
+        warmup_frames=warmup_frames,
+        frames_per_update=frames_per_update,
+        running=lambda: next(running),
+        poll_interval=0,
+    )
+    return sum(1 for _ in batches)
+
+
+def test_sampled_batches_wait_for_the_warmup_frames() -> None:
+    assert sampled_from(99, warmup_frames=100, frames_per_update=4) == 0
+
+
+def test_sampled_batches_keep_to_one_batch_per_frames_per_update_frames() -> None:
+    assert sampled_from(100, warmup_frames=100, frames_per_update=4) == 25
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
@@ -809,30 +1115,47 @@ def test_torchrl_demo_with_a_bad_sink_spec_records_nothing(tmp_path: Path) -> No
         ({"frames_per_update": 0}, "frames_per_update must be positive"),
     ],
 )
-def test_dqn_learner_rejects_bad_settings(
+def test_sampled_batches_refuse_bad_settings(
     kwargs: dict[str, float], message: str
 ) -> None:
     pytest.importorskip("torchrl")
-    from torchrl.data import LazyTensorStorage, OneHot, ReplayBuffer
+    from torchrl.data import LazyTensorStorage, ReplayBuffer
 
-    from rlpulse._demo.torchrl_pipeline import DQNLearner
+    from rlpulse._demo.torchrl_pipeline import sampled_batches
 
-    buffer = ReplayBuffer(storage=LazyTensorStorage(10))
-    with pytest.raises(ValueError, match=message):
-        DQNLearner(buffer, OneHot(2), observation_size=4, **kwargs)  # type: ignore[arg-type]
-
-
-def test_dqn_learner_stats_have_no_loss_before_the_first_update() -> None:
-    pytest.importorskip("torchrl")
-    from torchrl.data import LazyTensorStorage, OneHot, ReplayBuffer
-
-    from rlpulse._demo.torchrl_pipeline import DQNLearner
-
-    learner = DQNLearner(
-        ReplayBuffer(storage=LazyTensorStorage(10)), OneHot(2), observation_size=4
+    settings = {"batch_size": 8, "frames_per_update": 4.0, **kwargs}
+    batches = sampled_batches(
+        ReplayBuffer(storage=LazyTensorStorage(10)),
+        int(settings["batch_size"]),
+        warmup_frames=0,
+        frames_per_update=settings["frames_per_update"],
+        running=lambda: True,
     )
+    with pytest.raises(ValueError, match=message):
+        next(batches)
 
-    assert learner.stats() == {"updates": 0, "frames_sampled": 0}
+
+def test_step_cost_makes_every_environment_step_slower() -> None:
+    pytest.importorskip("torchrl")
+    from torchrl.envs import GymEnv, TransformedEnv
+
+    from rlpulse._demo.torchrl_pipeline import ENV_NAME, StepCost
+
+    env = TransformedEnv(GymEnv(ENV_NAME), StepCost(0.02))
+    started = time.monotonic()
+    env.rollout(10, break_when_any_done=False)
+
+    assert time.monotonic() - started >= 10 * 0.02
+
+
+def test_torchrl_demo_refuses_a_negative_cost_before_recording(tmp_path: Path) -> None:
+    pytest.importorskip("torchrl")
+    from rlpulse._demo.torchrl_pipeline import run_torchrl_demo
+
+    with pytest.raises(ValueError, match="env_cost must be a finite number"):
+        run_torchrl_demo(1.0, tmp_path / "demo.sqlite", env_cost=-1)
+
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_episode_stats_of_an_empty_tally_count_no_episodes() -> None:

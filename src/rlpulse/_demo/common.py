@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import math
 import os
 import shlex
 import sys
@@ -25,19 +26,30 @@ from rlpulse.read.summary import format_duration, format_summary, summarize_file
 from rlpulse.sinks import ConsoleLogger, SQLiteLogger
 from rlpulse.sinks.prometheus import PrometheusExporter
 from rlpulse.sinks.registry import MetricSink, open_sink
+from rlpulse.sources.tally import Tally
 
 __all__ = [
     "DEFAULT_OUT",
+    "EPISODE_WINDOW",
+    "RETURN_KEY",
     "DemoPipeline",
     "DemoResult",
     "DemoSinks",
     "chart_path",
+    "check_cost",
+    "episode_stats",
     "record_demo",
     "report",
 ]
 
 DEFAULT_OUT = Path("runs") / "demo.sqlite"
 """Where ``rlpulse demo`` records its runs unless told otherwise."""
+
+RETURN_KEY = "episode_return"
+"""The key a demo's tally observes each finished episode's return under."""
+
+EPISODE_WINDOW = 20
+"""How many of the latest episodes the ``episodes`` watch's mean, smallest and largest return cover: few enough that the mean follows the learning."""
 
 
 @dataclass(frozen=True)
@@ -193,6 +205,44 @@ class DemoPipeline(abc.ABC):
     @abc.abstractmethod
     def frames(self) -> int:
         """The number of frames the pipeline's collector wrote in all (0 before it started)."""
+
+
+def episode_stats(tally: Tally) -> dict[str, float]:
+    """Return the episode view of a tally of episode returns (``RETURN_KEY``), as the demos' ``episodes`` watch logs it.
+
+    ``episodes`` finished so far and the mean, smallest and largest return
+    of the latest ones. CartPole pays one point per step, so an episode's
+    length equals its return and is left out.
+
+    >>> tally = Tally()
+    >>> for episode_return in (12.0, 30.0):
+    ...     tally.observe("episode_return", episode_return)
+    ...     tally.observe("episode_length", episode_return)
+    >>> episode_stats(tally)
+    {'episodes': 2, 'episode_return_mean': 21.0, 'episode_return_min': 12.0, 'episode_return_max': 30.0}
+    """
+    stats = tally.stats()
+    view = {"episodes": stats.get(f"{RETURN_KEY}_count", 0)}
+    for part in ("mean", "min", "max"):
+        key = f"{RETURN_KEY}_{part}"
+        if key in stats:
+            view[key] = stats[key]
+    return view
+
+
+def check_cost(name: str, seconds: float) -> None:
+    """Refuse a cost (``env_cost``, ``learner_cost``) that is not a finite number of seconds, zero or more.
+
+    >>> check_cost("env_cost", 0.002)
+    >>> check_cost("learner_cost", -1)
+    Traceback (most recent call last):
+    ...
+    ValueError: learner_cost must be a finite number of seconds, zero or more, got -1
+    """
+    if not (seconds >= 0 and math.isfinite(seconds)):
+        raise ValueError(
+            f"{name} must be a finite number of seconds, zero or more, got {seconds!r}"
+        )
 
 
 def record_demo(

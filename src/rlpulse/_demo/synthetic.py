@@ -7,7 +7,9 @@ data pipeline, each with a TorchRL-style ``stats()`` snapshot:
 - :class:`Producer` plays a data collector: a thread writing frames in
   batches, at a steady rate, into
 - :class:`RingBuffer`, a bounded replay buffer, from which
-- :class:`Consumer` plays a learner: a thread sampling batches.
+- :class:`Consumer` plays a learner: a thread sampling batches;
+- :class:`SimulatedEpisodes` plays the episodes the collector finishes,
+  their return rising with the learner's updates.
 
 :func:`run_demo` wires them to a background :class:`~rlpulse.LoggerMonitor`
 recording into the demo's sinks (see :class:`~rlpulse._demo.common.DemoSinks`)
@@ -17,6 +19,7 @@ for a while and prints the summary of the recorded run.
 from __future__ import annotations
 
 import abc
+import math
 import os
 import random
 import threading
@@ -26,16 +29,21 @@ from typing import Generic, TextIO, TypeVar
 
 from rlpulse._demo.common import (
     DEFAULT_OUT,
+    EPISODE_WINDOW,
+    RETURN_KEY,
     DemoPipeline,
     DemoResult,
     DemoSinks,
+    check_cost,
+    episode_stats,
     record_demo,
 )
 from rlpulse.monitor import LoggerMonitor
 from rlpulse.read.summary import format_duration, format_number
 from rlpulse.schedules import Every
+from rlpulse.sources.tally import Tally
 
-__all__ = ["Consumer", "Producer", "RingBuffer", "run_demo"]
+__all__ = ["Consumer", "Producer", "RingBuffer", "SimulatedEpisodes", "run_demo"]
 
 Item = TypeVar("Item")
 
@@ -130,7 +138,11 @@ class RingBuffer(Generic[Item]):
 
 
 class _PacedThread(abc.ABC):
-    """A daemon thread moving batches of ``batch_size`` frames into or out of ``buffer``, one ``_work()`` every ``interval`` seconds, until stopped."""
+    """A daemon thread moving batches of ``batch_size`` frames into or out of ``buffer``, one ``_work()`` every ``interval`` seconds, until stopped.
+
+    Each ``_work()`` takes ``cost`` seconds more (a wait): work that costs
+    more than ``interval`` sets the pace instead.
+    """
 
     def __init__(
         self,
@@ -138,11 +150,13 @@ class _PacedThread(abc.ABC):
         batch_size: int,
         interval: float,
         thread_name: str,
+        cost: float = 0.0,
     ) -> None:
         _check_batch_size(batch_size)
         self.buffer = buffer
         self.batch_size = batch_size
         self._interval = interval
+        self._cost = cost
         self._thread_name = thread_name
         self._stop_event = threading.Event()
         self._thread: threading.Thread | None = None
@@ -201,6 +215,8 @@ class _PacedThread(abc.ABC):
     def _work_at_pace(self) -> None:
         next_due = time.monotonic()
         while not self._stop_event.is_set():
+            if self._cost:
+                self._stop_event.wait(self._cost)
             self._work()
             next_due += self._interval
             delay = next_due - time.monotonic()
@@ -217,7 +233,10 @@ class Producer(_PacedThread):
 
     Each :meth:`collect` writes one batch of ``batch_size`` frames (numbered
     from 0) into ``buffer``; :meth:`start` does so from a thread, paced to
-    ``frames_per_second``, until :meth:`stop`. Its ``stats()`` has a TorchRL
+    ``frames_per_second``, until :meth:`stop`, each frame costing that
+    thread ``env_cost`` seconds (an expensive environment; the pace is the
+    slower of the two). Each batch also plays on the ``episodes`` given
+    (:meth:`SimulatedEpisodes.advance`). Its ``stats()`` has a TorchRL
     collector's cumulative counters ``frames`` and ``batches``.
 
     >>> buffer = RingBuffer(capacity=1000)
@@ -234,11 +253,19 @@ class Producer(_PacedThread):
         *,
         frames_per_second: float = 4000.0,
         batch_size: int = 100,
+        env_cost: float = 0.0,
+        episodes: SimulatedEpisodes | None = None,
     ) -> None:
         _check_positive("frames_per_second", frames_per_second)
+        check_cost("env_cost", env_cost)
         super().__init__(
-            buffer, batch_size, batch_size / frames_per_second, "rlpulse-demo-producer"
+            buffer,
+            batch_size,
+            batch_size / frames_per_second,
+            "rlpulse-demo-producer",
+            cost=batch_size * env_cost,
         )
+        self.episodes = episodes
         self._frames = 0
         self._batches = 0
 
@@ -253,6 +280,8 @@ class Producer(_PacedThread):
         self.buffer.extend(range(first, first + self.batch_size))
         self._frames += self.batch_size
         self._batches += 1
+        if self.episodes is not None:
+            self.episodes.advance(self.batch_size)
         return self.batch_size
 
     def _work(self) -> None:
@@ -272,8 +301,10 @@ class Consumer(_PacedThread):
 
     Each :meth:`update` samples one batch of ``batch_size`` frames, once the
     buffer holds that many; :meth:`start` does so from a thread, paced to
-    ``updates_per_second``, until :meth:`stop`. Its ``stats()`` counts
-    ``updates`` and ``frames_sampled``.
+    ``updates_per_second``, until :meth:`stop`, each update costing that
+    thread ``learner_cost`` seconds (an expensive learner; the pace is the
+    slower of the two). Its ``stats()`` counts ``updates`` and
+    ``frames_sampled``.
 
     >>> buffer = RingBuffer(capacity=1000, seed=0)
     >>> consumer = Consumer(buffer, batch_size=32)
@@ -292,10 +323,16 @@ class Consumer(_PacedThread):
         *,
         batch_size: int = 256,
         updates_per_second: float = 50.0,
+        learner_cost: float = 0.0,
     ) -> None:
         _check_positive("updates_per_second", updates_per_second)
+        check_cost("learner_cost", learner_cost)
         super().__init__(
-            buffer, batch_size, 1 / updates_per_second, "rlpulse-demo-consumer"
+            buffer,
+            batch_size,
+            1 / updates_per_second,
+            "rlpulse-demo-consumer",
+            cost=learner_cost,
         )
         self._updates = 0
         self._frames_sampled = 0
@@ -325,6 +362,70 @@ class Consumer(_PacedThread):
         return {"updates": self._updates, "frames_sampled": self._frames_sampled}
 
 
+class SimulatedEpisodes:
+    """Stand-in episodes whose return rises as a learner updates: what the synthetic collector plays.
+
+    :meth:`advance` plays frames: each episode lasts about
+    :meth:`expected_return` frames of the ``learner``'s updates when it
+    starts (from half to one and a half times that, at random), and, as in
+    CartPole, pays one point a frame. That expected return climbs from
+    ``first_return`` towards ``best_return``, two thirds of the way after
+    ``updates_to_learn`` updates: a learner made slower learns slower.
+    Each finished episode's return is observed in ``tally`` (under
+    ``"episode_return"``); ``stats()`` is the demo's episode view (see
+    :func:`~rlpulse._demo.common.episode_stats`).
+
+    >>> learner = Consumer(RingBuffer(capacity=10))
+    >>> episodes = SimulatedEpisodes(learner, seed=0)
+    >>> round(episodes.expected_return())
+    20
+    >>> episodes.advance(1000)
+    >>> stats = episodes.stats()
+    >>> stats["episodes"] > 10, 10 <= stats["episode_return_mean"] <= 30
+    (True, True)
+    """
+
+    def __init__(
+        self,
+        learner: Consumer,
+        *,
+        tally: Tally | None = None,
+        first_return: float = 20.0,
+        best_return: float = 200.0,
+        updates_to_learn: float = 500.0,
+        seed: int | None = None,
+    ) -> None:
+        _check_positive("updates_to_learn", updates_to_learn)
+        self.learner = learner
+        self.tally = Tally(window=EPISODE_WINDOW) if tally is None else tally
+        self.first_return = first_return
+        self.best_return = best_return
+        self.updates_to_learn = updates_to_learn
+        self._random = random.Random(seed)
+        self._frames_left = self._new_episode()
+        self._length = self._frames_left
+
+    def expected_return(self) -> float:
+        """The mean return of an episode started now, after the learner's updates so far."""
+        learned = 1 - math.exp(-self.learner.stats()["updates"] / self.updates_to_learn)
+        return self.first_return + (self.best_return - self.first_return) * learned
+
+    def advance(self, frames: int) -> None:
+        """Play ``frames`` more frames, recording each episode that ends in them."""
+        while frames >= self._frames_left:
+            frames -= self._frames_left
+            self.tally.observe(RETURN_KEY, self._length)
+            self._frames_left = self._length = self._new_episode()
+        self._frames_left -= frames
+
+    def stats(self) -> dict[str, float]:
+        """Return the episodes finished so far and the mean, smallest and largest return of the latest ones."""
+        return episode_stats(self.tally)
+
+    def _new_episode(self) -> int:
+        return max(1, round(self.expected_return() * self._random.uniform(0.5, 1.5)))
+
+
 def _check_batch_size(batch_size: int) -> None:
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size!r}")
@@ -339,10 +440,22 @@ def _check_positive(name: str, value: float) -> None:
 class _SyntheticPipeline(DemoPipeline):
     """A producer filling a ring buffer that a consumer samples from, watched by one monitor."""
 
-    def __init__(self, frames_per_second: float, poll_interval: float) -> None:
+    def __init__(
+        self,
+        frames_per_second: float,
+        poll_interval: float,
+        env_cost: float = 0.0,
+        learner_cost: float = 0.0,
+    ) -> None:
         self.buffer: RingBuffer[int] = RingBuffer(_BUFFER_CAPACITY)
-        self.producer = Producer(self.buffer, frames_per_second=frames_per_second)
-        self.consumer = Consumer(self.buffer)
+        self.consumer = Consumer(self.buffer, learner_cost=learner_cost)
+        self.episodes = SimulatedEpisodes(self.consumer)
+        self.producer = Producer(
+            self.buffer,
+            frames_per_second=frames_per_second,
+            env_cost=env_cost,
+            episodes=self.episodes,
+        )
         self.frames_per_second = frames_per_second
         self.poll_interval = poll_interval
 
@@ -384,6 +497,13 @@ class _SyntheticPipeline(DemoPipeline):
             step="updates",
             rate_keys=("updates", "frames_sampled"),
         )
+        monitor.watch(
+            self.episodes,
+            name="episodes",
+            schedule=_LEARNER_SCHEDULE,
+            step="episodes",
+            rate_keys=("episodes",),
+        )
         # What monitoring costs: monitor/cpu_s_per_second, a share of a core.
         monitor.watch(
             monitor, name="monitor", schedule=_LEARNER_SCHEDULE, rate_keys=("cpu_s",)
@@ -398,6 +518,8 @@ def run_demo(
     sinks: Sequence[str] = (),
     poll_interval: float = 0.25,
     frames_per_second: float = 4000.0,
+    env_cost: float = 0.0,
+    learner_cost: float = 0.0,
     chart: bool = True,
     stdout: TextIO | None = None,
     console: TextIO | None = None,
@@ -405,11 +527,15 @@ def run_demo(
     """Drive the synthetic demo pipeline (standard library only) for ``seconds``, then print the summary of its run.
 
     A :class:`Producer` fills a :class:`RingBuffer` that a :class:`Consumer`
-    samples from, while a background :class:`~rlpulse.LoggerMonitor`
+    samples from (each frame ``env_cost`` seconds of the producer's
+    time, each update ``learner_cost`` of the consumer's, see
+    :class:`Producer` and :class:`Consumer`), while a background
+    :class:`~rlpulse.LoggerMonitor`
     (polling every ``poll_interval`` seconds) logs them as ``collector``
     (every 10,000 frames, and at least every 5 s), ``buffer`` (every second,
-    at step ``write_count``) and ``learner`` (every 2 s) into a new run of the
-    SQLite file ``out``, onto ``console`` (standard error by default) and into
+    at step ``write_count``), ``learner`` and ``episodes`` (every 2 s; the
+    return rising with the learner's updates, see :class:`SimulatedEpisodes`)
+    into a new run of the SQLite file ``out``, onto ``console`` (standard error by default) and into
     every extra sink opened from the ``sinks`` specs (see
     :class:`~rlpulse._demo.common.DemoSinks`). A progress line, the run's
     summary, the chart (``chart=True``, drawn next to ``out`` when matplotlib
@@ -432,7 +558,7 @@ def run_demo(
     True
     """
     return record_demo(
-        _SyntheticPipeline(frames_per_second, poll_interval),
+        _SyntheticPipeline(frames_per_second, poll_interval, env_cost, learner_cost),
         seconds,
         out,
         sinks=sinks,

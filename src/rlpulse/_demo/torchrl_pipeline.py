@@ -5,15 +5,23 @@ never by ``import rlpulse``.
 
 :func:`run_torchrl_demo` runs, in one process:
 
-- a TorchRL ``Collector`` stepping gymnasium's ``CartPole-v1`` with a random
-  policy, from its own thread (``collector.start()``), writing every batch
-  into
+- a TorchRL ``Collector`` stepping gymnasium's ``CartPole-v1`` from its own
+  thread (``collector.start()``) with the learner's epsilon-greedy policy,
+  writing every batch into
 - a TorchRL ``ReplayBuffer``, from which
-- a :class:`DQNLearner` samples batches in the main thread and fits a small
-  Q-network to them with TorchRL's ``DQNLoss``;
+- a :class:`DQNLearner` samples batches in the main thread
+  (:func:`sampled_batches`) and trains its Q-network on them with TorchRL's
+  ``DQNLoss`` and a target network; after each batch the collector writes,
+  the collector's copy of the policy takes the learner's weights
+  (``collector.update_policy_weights_``), so the episode return rises as
+  the learner learns;
 - an :class:`~rlpulse.sources.torchrl.EpisodeTally`, the collector's
   ``post_collect_hook``, records every finished episode's return in a
   :class:`~rlpulse.Tally`.
+
+``env_cost`` and ``learner_cost`` make an environment step or an update
+that much slower (a sleep), to show a pipeline held back by its collector
+or by its learner.
 
 A background :class:`~rlpulse.LoggerMonitor` watches all four, as in the
 README's quickstart, into the SQLite store, the console and any extra sinks.
@@ -22,29 +30,37 @@ README's quickstart, into the SQLite store, the console and any extra sinks.
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import logging
 import os
 import signal
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, TextIO
 
 import torch
+from tensordict import TensorDict, TensorDictBase
+from tensordict.nn import TensorDictSequential
 from torchrl.collectors import Collector
 from torchrl.data import LazyTensorStorage, ReplayBuffer
-from torchrl.envs import GymEnv
-from torchrl.modules import MLP, QValueActor
+from torchrl.envs import EnvBase, GymEnv, TransformedEnv
+from torchrl.envs.transforms import Transform
+from torchrl.modules import MLP, EGreedyModule, QValueActor
 from torchrl.objectives import DQNLoss, SoftUpdate
 
 from rlpulse._demo.common import (
     DEFAULT_OUT,
+    EPISODE_WINDOW,
+    RETURN_KEY,
     DemoPipeline,
     DemoResult,
     DemoSinks,
+    check_cost,
+    episode_stats,
     record_demo,
 )
 from rlpulse.monitor import LoggerMonitor
@@ -53,104 +69,115 @@ from rlpulse.schedules import Every
 from rlpulse.sources.tally import Tally
 from rlpulse.sources.torchrl import EpisodeTally
 
-__all__ = ["ENV_NAME", "DQNLearner", "episode_stats", "run_torchrl_demo"]
+__all__ = [
+    "ENV_NAME",
+    "DQNLearner",
+    "StepCost",
+    "episode_stats",
+    "run_torchrl_demo",
+    "sampled_batches",
+]
 
 ENV_NAME = "CartPole-v1"
 """The gymnasium environment the demo collects from."""
 
-_RETURN_KEY = "episode_return"
-
 
 class DQNLearner:
-    """A small learner: fits a Q-network to batches sampled from a TorchRL replay buffer with ``DQNLoss``.
+    """A small DQN learner: a Q-network trained with TorchRL's ``DQNLoss``, and the epsilon-greedy policy that acts with it.
 
-    Each :meth:`update` samples one batch of ``batch_size`` transitions and
-    takes one Adam step on TorchRL's DQN loss, then moves the target network
-    a little towards the trained one (``SoftUpdate``). It updates only once
-    the buffer holds ``warmup_frames`` transitions, and at most once per
-    ``frames_per_update`` frames written to the buffer, so that a learner in
-    the main thread leaves the collector's thread its share of the
-    interpreter. Its ``stats()`` counts ``updates`` and ``frames_sampled``
-    and gives ``loss_mean``, the mean loss of the last 100 updates.
+    :attr:`policy` is what a collector acts with: TorchRL's ``QValueActor``
+    (the action of the highest Q-value) followed by an ``EGreedyModule``
+    that picks a random action instead with probability ``epsilon``, which
+    falls from ``eps_init`` to ``eps_end`` over ``annealing_frames`` frames
+    as :meth:`explore_less` is told of them. Each :meth:`update` takes one
+    Adam step of TorchRL's DQN loss on a batch of transitions, against a
+    target network that follows the trained one slowly (``SoftUpdate``,
+    ``target_tau`` of the way each update), then spends ``cost`` seconds
+    more (a sleep: a learner made expensive on purpose). :attr:`weights`
+    are the policy's parameters and buffers (``epsilon`` included), as a
+    collector's ``update_policy_weights_`` takes them. Its ``stats()``
+    counts ``updates`` and ``frames_sampled`` and gives ``epsilon`` and
+    ``loss_mean``, the mean loss of the last 100 updates.
 
     >>> import torch
     >>> from tensordict import TensorDict
-    >>> from torchrl.data import LazyTensorStorage, OneHot, ReplayBuffer
-    >>> buffer = ReplayBuffer(storage=LazyTensorStorage(100))
-    >>> learner = DQNLearner(buffer, OneHot(2), observation_size=4,
-    ...                      batch_size=8, warmup_frames=8, frames_per_update=1)
-    >>> learner.update()  # nothing to learn from yet
-    False
-    >>> def step(n):
-    ...     return TensorDict({
-    ...         "observation": torch.zeros(n, 4),
-    ...         "action": torch.nn.functional.one_hot(torch.zeros(n, dtype=torch.long), 2),
-    ...         "next": {"observation": torch.zeros(n, 4), "reward": torch.ones(n, 1),
-    ...                  "done": torch.zeros(n, 1, dtype=torch.bool),
-    ...                  "terminated": torch.zeros(n, 1, dtype=torch.bool)},
-    ...     }, batch_size=[n])
-    >>> _ = buffer.extend(step(16))
-    >>> learner.update()
+    >>> from torchrl.data import OneHot
+    >>> learner = DQNLearner(OneHot(2), observation_size=4, annealing_frames=100)
+    >>> batch = TensorDict({
+    ...     "observation": torch.zeros(8, 4),
+    ...     "action": torch.nn.functional.one_hot(torch.zeros(8, dtype=torch.long), 2),
+    ...     "next": {"observation": torch.zeros(8, 4), "reward": torch.ones(8, 1),
+    ...              "done": torch.zeros(8, 1, dtype=torch.bool),
+    ...              "terminated": torch.zeros(8, 1, dtype=torch.bool)},
+    ... }, batch_size=[8])
+    >>> learner.update(batch) > 0
     True
+    >>> learner.explore_less(50)
     >>> stats = learner.stats()
-    >>> stats["updates"], stats["frames_sampled"], stats["loss_mean"] > 0
-    (1, 8, True)
+    >>> stats["updates"], stats["frames_sampled"], round(stats["epsilon"], 3)
+    (1, 8, 0.525)
     """
 
     def __init__(
         self,
-        buffer: ReplayBuffer,
         action_spec: Any,
         *,
         observation_size: int,
-        batch_size: int = 128,
-        warmup_frames: int = 1_000,
-        frames_per_update: float = 32.0,
-        learning_rate: float = 1e-3,
+        num_cells: Sequence[int] = (64, 64),
+        learning_rate: float = 2.5e-3,
+        gamma: float = 0.99,
+        target_tau: float = 0.01,
+        eps_init: float = 1.0,
+        eps_end: float = 0.05,
+        annealing_frames: int = 10_000,
+        cost: float = 0.0,
     ) -> None:
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, got {batch_size!r}")
-        if not frames_per_update > 0:
-            raise ValueError(
-                f"frames_per_update must be positive, got {frames_per_update!r}"
-            )
-        self.buffer = buffer
-        self.batch_size = batch_size
-        self.warmup_frames = max(warmup_frames, batch_size)
-        self.frames_per_update = frames_per_update
-        q_network = MLP(
-            in_features=observation_size,
-            out_features=action_spec.space.n,
-            num_cells=[64, 64],
+        check_cost("cost", cost)
+        self.cost = cost
+        self.q_network = QValueActor(
+            MLP(
+                in_features=observation_size,
+                out_features=action_spec.space.n,
+                num_cells=list(num_cells),
+            ),
+            in_keys=["observation"],
+            spec=action_spec,
         )
-        value_network = QValueActor(
-            q_network, in_keys=["observation"], spec=action_spec
+        self.exploration = EGreedyModule(
+            action_spec,
+            eps_init=eps_init,
+            eps_end=eps_end,
+            annealing_num_steps=annealing_frames,
         )
-        self.loss = DQNLoss(value_network, action_space=action_spec, delay_value=True)
-        self.loss.make_value_estimator(gamma=0.99)
-        self.target_update = SoftUpdate(self.loss, eps=0.99)
+        self.policy = TensorDictSequential(self.q_network, self.exploration)
+        self.weights = TensorDict.from_module(self.policy)
+        self.loss = DQNLoss(self.q_network, action_space=action_spec, delay_value=True)
+        self.loss.make_value_estimator(gamma=gamma)
+        self.target_update = SoftUpdate(self.loss, tau=target_tau)
         self.optimizer = torch.optim.Adam(self.loss.parameters(), lr=learning_rate)
         self._tally = Tally(window=100)
 
-    def update(self) -> bool:
-        """Take one training step when the buffer allows it; return whether it did."""
-        written = self.buffer.write_count
-        updates = self._tally.stats().get("updates", 0)
-        if written < self.warmup_frames or updates >= written / self.frames_per_update:
-            return False
-        batch = self.buffer.sample(self.batch_size)
+    def update(self, batch: TensorDictBase) -> float:
+        """Take one training step on ``batch``; return its loss."""
         loss = self.loss(batch)["loss"]
         self.optimizer.zero_grad()
         loss.backward()
         self.optimizer.step()
         self.target_update.step()
+        if self.cost:
+            time.sleep(self.cost)
+        value = float(loss.item())
         self._tally.inc("updates")
         self._tally.inc("frames_sampled", batch.numel())
-        self._tally.observe("loss", loss.item())
-        return True
+        self._tally.observe("loss", value)
+        return value
+
+    def explore_less(self, frames: int) -> None:
+        """Lower ``epsilon`` by its share of ``frames`` more frames collected."""
+        self.exploration.step(frames)
 
     def stats(self) -> dict[str, float]:
-        """Return the updates made, the frames sampled and the recent mean loss.
+        """Return the updates made, the frames sampled, the exploration rate and the recent mean loss.
 
         ``loss_mean`` is absent before the first update.
         """
@@ -158,34 +185,82 @@ class DQNLearner:
         snapshot = {
             "updates": stats.get("updates", 0),
             "frames_sampled": stats.get("frames_sampled", 0),
+            "epsilon": float(self.exploration.eps),
         }
         if "loss_mean" in stats:
             snapshot["loss_mean"] = stats["loss_mean"]
         return snapshot
 
 
-def episode_stats(tally: Tally) -> dict[str, float]:
-    """Return the episode view of an :class:`~rlpulse.sources.torchrl.EpisodeTally`'s tally.
+def sampled_batches(
+    buffer: ReplayBuffer,
+    batch_size: int,
+    *,
+    warmup_frames: int,
+    frames_per_update: float,
+    running: Callable[[], bool],
+    poll_interval: float = 0.005,
+) -> Iterator[TensorDictBase]:
+    """Yield batches of ``batch_size`` transitions sampled from ``buffer``, each once its writes allow it, while ``running()``.
 
-    ``episodes`` finished so far and the mean, smallest and largest return
-    of the latest ones: the demo's ``episodes`` watch. CartPole pays one
-    point per step, so an episode's length equals its return and is left
-    out.
+    The first batch comes once the buffer holds ``warmup_frames``
+    transitions, then one for every ``frames_per_update`` frames written: a
+    replay ratio of ``batch_size / frames_per_update`` samples per frame.
+    A learner faster than its collector waits here for data, checking
+    every ``poll_interval`` seconds; a slower one finds its next batch at
+    once.
 
-    >>> tally = Tally()
-    >>> for episode_return in (12.0, 30.0):
-    ...     tally.observe("episode_return", episode_return)
-    ...     tally.observe("episode_length", episode_return)
-    >>> episode_stats(tally)
-    {'episodes': 2, 'episode_return_mean': 21.0, 'episode_return_min': 12.0, 'episode_return_max': 30.0}
+    >>> import torch
+    >>> from tensordict import TensorDict
+    >>> from torchrl.data import LazyTensorStorage, ReplayBuffer
+    >>> buffer = ReplayBuffer(storage=LazyTensorStorage(100))
+    >>> _ = buffer.extend(TensorDict({"x": torch.arange(40)}, batch_size=[40]))
+    >>> checks = iter([True] * 10 + [False])
+    >>> batches = sampled_batches(buffer, 4, warmup_frames=20, frames_per_update=10,
+    ...                           running=lambda: next(checks))
+    >>> [batch.numel() for batch in batches]  # 40 frames written: 4 batches
+    [4, 4, 4, 4]
     """
-    stats = tally.stats()
-    view = {"episodes": stats.get(f"{_RETURN_KEY}_count", 0)}
-    for part in ("mean", "min", "max"):
-        key = f"{_RETURN_KEY}_{part}"
-        if key in stats:
-            view[key] = stats[key]
-    return view
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size!r}")
+    if not frames_per_update > 0:
+        raise ValueError(
+            f"frames_per_update must be positive, got {frames_per_update!r}"
+        )
+    warmup_frames = max(warmup_frames, batch_size)
+    sampled = 0
+    while running():
+        written = buffer.write_count
+        if written >= warmup_frames and sampled < written / frames_per_update:
+            sampled += 1
+            yield buffer.sample(batch_size)
+        else:
+            time.sleep(poll_interval)
+
+
+class StepCost(Transform):  # type: ignore[misc]
+    """An environment transform that makes every step ``seconds`` slower (a sleep): an expensive environment.
+
+    >>> env = TransformedEnv(GymEnv(ENV_NAME), StepCost(0.01))
+    >>> started = time.monotonic()
+    >>> _ = env.rollout(5, break_when_any_done=False)
+    >>> time.monotonic() - started >= 0.05
+    True
+    """
+
+    def __init__(self, seconds: float) -> None:
+        check_cost("seconds", seconds)
+        super().__init__(in_keys=[], out_keys=[])
+        self.seconds = seconds
+
+    def _step(
+        self, tensordict: TensorDictBase, next_tensordict: TensorDictBase
+    ) -> TensorDictBase:
+        time.sleep(self.seconds)
+        return next_tensordict
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(seconds={self.seconds!r})"
 
 
 def run_torchrl_demo(
@@ -193,14 +268,18 @@ def run_torchrl_demo(
     out: str | os.PathLike[str] = DEFAULT_OUT,
     *,
     sinks: Sequence[str] = (),
-    frames_per_batch: int = 200,
+    env_cost: float = 0.0,
+    learner_cost: float = 0.0,
+    frames_per_batch: int = 50,
     collector_every: int = 10_000,
     buffer_every: float = 5.0,
     poll_interval: float = 1.0,
     buffer_capacity: int = 100_000,
-    batch_size: int = 128,
+    batch_size: int = 64,
     warmup_frames: int = 1_000,
-    frames_per_update: float = 32.0,
+    frames_per_update: float = 4.0,
+    annealing_frames: int = 10_000,
+    seed: int | None = 0,
     progress_every: float = 5.0,
     chart: bool = True,
     stdout: TextIO | None = None,
@@ -208,10 +287,19 @@ def run_torchrl_demo(
 ) -> DemoResult:
     """Drive the monitored TorchRL pipeline for ``seconds``, then print the summary of its run and draw it.
 
-    A ``Collector`` on ``CartPole-v1`` (random policy, ``frames_per_batch``
-    frames a batch) fills a ``ReplayBuffer`` of ``buffer_capacity``
-    transitions from its own thread; a :class:`DQNLearner` trains on it in
-    this thread; an ``EpisodeTally`` records episode returns. A background
+    A ``Collector`` on ``CartPole-v1`` (``frames_per_batch`` frames a
+    batch; each step ``env_cost`` seconds slower, see :class:`StepCost`)
+    fills a ``ReplayBuffer`` of ``buffer_capacity`` transitions from its own
+    thread, acting with the epsilon-greedy policy of a :class:`DQNLearner`
+    (epsilon from 1 to 0.05 over ``annealing_frames`` frames). The learner
+    trains in this thread on batches of ``batch_size`` (see
+    :func:`sampled_batches`: after ``warmup_frames``, one per
+    ``frames_per_update`` frames written), each update ``learner_cost``
+    seconds slower; after each batch the collector writes, the collector's
+    policy takes the learner's weights (``update_policy_weights_``). An
+    ``EpisodeTally`` records episode returns. ``seed`` seeds torch and the
+    environment (``None``: unseeded); the collector's thread makes a run
+    vary a little all the same. A background
     :class:`~rlpulse.LoggerMonitor` polling every ``poll_interval`` seconds
     logs:
 
@@ -246,6 +334,8 @@ def run_torchrl_demo(
     True
     """
     pipeline = _TorchRLPipeline(
+        env_cost=env_cost,
+        learner_cost=learner_cost,
         frames_per_batch=frames_per_batch,
         collector_every=collector_every,
         buffer_every=buffer_every,
@@ -254,6 +344,8 @@ def run_torchrl_demo(
         batch_size=batch_size,
         warmup_frames=warmup_frames,
         frames_per_update=frames_per_update,
+        annealing_frames=annealing_frames,
+        seed=seed,
         progress_every=progress_every,
     )
     return record_demo(
@@ -281,6 +373,8 @@ class _Parts:
 class _TorchRLPipeline(DemoPipeline):
     """The settings of the TorchRL pipeline and, once driven, its collector."""
 
+    env_cost: float
+    learner_cost: float
     frames_per_batch: int
     collector_every: int
     buffer_every: float
@@ -289,8 +383,14 @@ class _TorchRLPipeline(DemoPipeline):
     batch_size: int
     warmup_frames: int
     frames_per_update: float
+    annealing_frames: int
+    seed: int | None
     progress_every: float
     collector: Collector | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        check_cost("env_cost", self.env_cost)
+        check_cost("learner_cost", self.learner_cost)
 
     def drive(self, sinks: DemoSinks, seconds: float, stdout: TextIO) -> bool:
         deadline = time.monotonic() + seconds
@@ -300,7 +400,8 @@ class _TorchRLPipeline(DemoPipeline):
             with LoggerMonitor(sinks.all, poll_interval=self.poll_interval) as monitor:
                 self._watch(monitor, parts)
                 print(
-                    f"rlpulse demo: TorchRL Collector on {ENV_NAME} (random policy) "
+                    f"rlpulse demo: TorchRL Collector on {ENV_NAME} "
+                    f"(epsilon-greedy from the learner's Q-network{self._costs()}) "
                     f"-> ReplayBuffer -> DQN learner for {format_duration(seconds)}, "
                     f"monitored into {sinks.describe()}; Ctrl-C stops early",
                     file=stdout,
@@ -309,7 +410,10 @@ class _TorchRLPipeline(DemoPipeline):
                 parts.collector.start()
                 try:
                     with _ctrl_c_stops() as stop:
-                        _train(parts, deadline, self.progress_every, stdout, stop)
+                        clock = _TrainingClock(
+                            parts, deadline, self.progress_every, stdout, stop
+                        )
+                        self._train(parts, clock)
                     return stop.is_set()
                 finally:
                     # The pipeline stops first, so the final snapshots (logged
@@ -321,29 +425,69 @@ class _TorchRLPipeline(DemoPipeline):
             return 0
         return int(self.collector.stats().get("frames", 0))
 
+    def _costs(self) -> str:
+        costs = [
+            f"{what} +{cost * 1000:g} ms"
+            for what, cost in (
+                ("each env step", self.env_cost),
+                ("each update", self.learner_cost),
+            )
+            if cost
+        ]
+        return "".join(f"; {cost}" for cost in costs)
+
     def _build(self) -> _Parts:
-        env = GymEnv(ENV_NAME)
-        buffer = ReplayBuffer(
-            storage=LazyTensorStorage(self.buffer_capacity), batch_size=self.batch_size
+        if self.seed is not None:
+            torch.manual_seed(self.seed)
+        env: EnvBase = GymEnv(ENV_NAME)
+        if self.env_cost:
+            env = TransformedEnv(env, StepCost(self.env_cost))
+        if self.seed is not None:
+            env.set_seed(self.seed)
+        buffer = ReplayBuffer(storage=LazyTensorStorage(self.buffer_capacity))
+        learner = DQNLearner(
+            env.action_spec,
+            observation_size=env.observation_spec["observation"].shape[-1],
+            annealing_frames=self.annealing_frames,
+            cost=self.learner_cost,
         )
-        episodes = Tally()
+        episodes = Tally(window=EPISODE_WINDOW)
         collector = Collector(
             env,
-            None,
+            # The collector acts with a copy of the learner's policy, which
+            # takes the learner's weights when the training loop hands them
+            # over, as it would in another process or on another device.
+            copy.deepcopy(learner.policy),
             frames_per_batch=self.frames_per_batch,
             total_frames=-1,
             replay_buffer=buffer,
-            post_collect_hook=EpisodeTally(episodes, return_key=_RETURN_KEY),
-        )
-        learner = DQNLearner(
-            buffer,
-            env.action_spec,
-            observation_size=env.observation_spec["observation"].shape[-1],
-            batch_size=self.batch_size,
-            warmup_frames=self.warmup_frames,
-            frames_per_update=self.frames_per_update,
+            post_collect_hook=EpisodeTally(episodes, return_key=RETURN_KEY),
+            # The policy keeps no state between steps: no transform to add.
+            auto_register_policy_transforms=False,
         )
         return _Parts(collector, buffer, episodes, learner)
+
+    def _train(self, parts: _Parts, clock: _TrainingClock) -> None:
+        learner, collector = parts.learner, parts.collector
+        handed_over = 0
+        batches = sampled_batches(
+            parts.buffer,
+            self.batch_size,
+            warmup_frames=self.warmup_frames,
+            frames_per_update=self.frames_per_update,
+            running=clock.running,
+        )
+        # The learner waits for data in this loop's iteration and is busy in
+        # its body: two places, timed apart, tell a collector-bound pipeline
+        # from a learner-bound one.
+        for batch in batches:
+            learner.update(batch)
+            written = parts.buffer.write_count
+            if written - handed_over >= self.frames_per_batch:
+                # Once per batch collected, as TorchRL's DQN examples do.
+                learner.explore_less(written - handed_over)
+                collector.update_policy_weights_(learner.weights)
+                handed_over = written
 
     def _watch(self, monitor: LoggerMonitor, parts: _Parts) -> None:
         monitor.watch(
@@ -420,26 +564,38 @@ def _ctrl_c_stops() -> Iterator[threading.Event]:
         signal.signal(signal.SIGINT, previous)
 
 
-def _train(
-    parts: _Parts,
-    deadline: float,
-    progress_every: float,
-    stdout: TextIO,
-    stop: threading.Event,
-) -> None:
-    started = time.monotonic()
-    next_progress = started + progress_every
-    while (now := time.monotonic()) < deadline and not stop.is_set():
-        if not parts.collector.is_running():
+class _TrainingClock:
+    """Whether training goes on (before the deadline, not stopped, the collector alive); prints progress when due."""
+
+    def __init__(
+        self,
+        parts: _Parts,
+        deadline: float,
+        progress_every: float,
+        stdout: TextIO,
+        stop: threading.Event,
+    ) -> None:
+        self.parts = parts
+        self.deadline = deadline
+        self.progress_every = progress_every
+        self.stdout = stdout
+        self.stop = stop
+        self.started = time.monotonic()
+        self.next_progress = self.started + progress_every
+
+    def running(self) -> bool:
+        now = time.monotonic()
+        if now >= self.deadline or self.stop.is_set():
+            return False
+        if not self.parts.collector.is_running():
             raise RuntimeError(
                 "TorchRL's collector thread stopped on its own; its error is "
                 "printed above"
             )
-        if not parts.learner.update():
-            time.sleep(0.005)
-        if now >= next_progress:
-            next_progress += progress_every
-            print(_progress(now - started, parts), file=stdout)
+        if now >= self.next_progress:
+            self.next_progress += self.progress_every
+            print(_progress(now - self.started, self.parts), file=self.stdout)
+        return True
 
 
 def _progress(elapsed: float, parts: _Parts) -> str:

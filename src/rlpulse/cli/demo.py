@@ -9,6 +9,7 @@ import signal
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from rlpulse import stop_on_sigterm
 from rlpulse._demo.common import DEFAULT_OUT
@@ -23,11 +24,18 @@ DESCRIPTION = f"""\
 Run a monitored reinforcement-learning data pipeline and record it.
 
 With TorchRL installed (pip install 'rlpulse[torchrl]'): a TorchRL Collector
-steps gymnasium's CartPole-v1 with a random policy from its own thread into
-a ReplayBuffer, a small DQN learner trains on batches sampled from it, and an
-EpisodeTally records episode returns. Without TorchRL, or with
---synthetic, a standard-library stand-in runs instead: a collector thread,
-a ring buffer and a learner thread.
+steps gymnasium's CartPole-v1 from its own thread into a ReplayBuffer,
+acting epsilon-greedily with the Q-network of a small DQN learner that
+trains on batches sampled from the buffer and hands the collector its
+weights after each batch collected; an EpisodeTally records episode
+returns, which rise from about 20 to 150 or more within the first 15 s or
+so. Without TorchRL, or with --synthetic, a standard-library stand-in runs
+instead: a collector thread, a ring buffer and a learner thread.
+
+--env-cost and --learner-cost make one side expensive on purpose (a sleep
+per environment step or per update), so that the pipeline is held back by
+its collector or by its learner: frames per second fall with the first,
+updates per second with the second.
 
 A background LoggerMonitor polls their stats() into a new run of a SQLite
 file (--out), prints each payload on standard error and feeds any extra
@@ -44,19 +52,34 @@ examples:
   rlpulse demo --seconds 5 --out {DEFAULT_OUT}
   rlpulse demo --sink csv:runs/demo.csv --sink tensorboard:runs/tensorboard
   rlpulse demo --synthetic --seconds 10
+  rlpulse demo --env-cost 0.005      # the collector holds the learner back
+  rlpulse demo --learner-cost 0.05   # the learner falls behind the collector
 """
 
 
-def _positive_seconds(text: str) -> float:
+def _seconds(text: str) -> float:
     try:
-        seconds = float(text)
+        return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"expected a number of seconds, got {text!r}"
         ) from None
+
+
+def _positive_seconds(text: str) -> float:
+    seconds = _seconds(text)
     if not (seconds > 0 and math.isfinite(seconds)):
         raise argparse.ArgumentTypeError(
             f"the demo needs a positive, finite number of seconds, got {text!r}"
+        )
+    return seconds
+
+
+def _cost_seconds(text: str) -> float:
+    seconds = _seconds(text)
+    if not (seconds >= 0 and math.isfinite(seconds)):
+        raise argparse.ArgumentTypeError(
+            f"a cost is a finite number of seconds, 0 or more, got {text!r}"
         )
     return seconds
 
@@ -90,6 +113,23 @@ def add(commands: common.Commands) -> None:
         "--synthetic",
         action="store_true",
         help="run the standard-library pipeline even when TorchRL is installed",
+    )
+    demo.add_argument(
+        "--env-cost",
+        type=_cost_seconds,
+        default=0.0,
+        metavar="SECONDS",
+        help="make every environment step SECONDS slower (a sleep), as an "
+        "expensive simulator would: the collector becomes the bottleneck "
+        "(default: %(default)g)",
+    )
+    demo.add_argument(
+        "--learner-cost",
+        type=_cost_seconds,
+        default=0.0,
+        metavar="SECONDS",
+        help="make every learner update SECONDS slower (a sleep), as a bigger "
+        "network would: the learner becomes the bottleneck (default: %(default)g)",
     )
 
 
@@ -138,7 +178,16 @@ def _run_demo(args: argparse.Namespace) -> int:
                 flush=True,
             )
         else:
-            run_torchrl_demo(args.seconds, args.out, sinks=args.sinks)
+            run_torchrl_demo(args.seconds, args.out, **_settings(args))
             return 0
-    run_demo(args.seconds, args.out, sinks=args.sinks)
+    run_demo(args.seconds, args.out, **_settings(args))
     return 0
+
+
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    """What either pipeline takes from the command line besides its length and store."""
+    return {
+        "sinks": args.sinks,
+        "env_cost": args.env_cost,
+        "learner_cost": args.learner_cost,
+    }
