@@ -11,7 +11,14 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import AsyncGenerator, Awaitable, Callable, Generator
+from collections.abc import (
+    AsyncGenerator,
+    Awaitable,
+    Callable,
+    Generator,
+    Iterable,
+    Iterator,
+)
 from time import perf_counter
 from types import TracebackType
 from typing import Any, ParamSpec, SupportsFloat, TypeVar, cast
@@ -37,6 +44,10 @@ _NONE_OUTER: list[float] = []
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
+_T = TypeVar("_T")
+
+# What a timer does with the seconds it measured: observe or add them.
+_Record = Callable[[str, float], None]
 
 
 class _Window:
@@ -324,7 +335,47 @@ class Tally:
         """
         if key not in self._windows:
             self._check_claim(key, "observed key", _OBSERVED_SUFFIXES)
-        return _Timer(self, key)
+        return _Timer(self.observe, key)
+
+    def busy(self, key: str = "busy_s") -> _Timer:
+        """Add to the counter ``key`` (default ``busy_s``) the seconds a block or a function takes: the time this side works.
+
+        A context manager and a decorator, as :meth:`time` is; the counter
+        exists, at 0, from this call. With :meth:`waiting`, the stage
+        timing a bottleneck verdict reads
+        (:meth:`rlpulse.LoggerMonitor.bottleneck`).
+
+        Examples:
+            >>> tally = Tally()
+            >>> with tally.busy():
+            ...     pass
+            >>> tally.stats()["busy_s"] >= 0, tally.metric_kinds()["busy_s"]
+            (True, <Kind.COUNTER: 'counter'>)
+        """
+        self._start_counter(key)
+        return _Timer(self.inc, key)
+
+    def waiting(self, iterable: Iterable[_T], key: str = "wait_s") -> Iterator[_T]:
+        """Iterate ``iterable``, adding to the counter ``key`` (default ``wait_s``) the seconds each next item takes to come: the time this side waits.
+
+        Wraps any iterable or iterator (a collector, a data loader, a
+        queue's iterator) without changing what it yields; the counter
+        exists, at 0, from this call.
+
+        Examples:
+            >>> tally = Tally()
+            >>> for batch in tally.waiting(range(3)):
+            ...     with tally.busy():
+            ...         pass
+            >>> sorted(tally.stats())
+            ['busy_s', 'wait_s']
+        """
+        self._start_counter(key)
+        return _waited(iter(iterable), self.inc, key)
+
+    def _start_counter(self, key: str) -> None:
+        if key not in self._counters:
+            self.inc(key, 0)
 
     def __repr__(self) -> str:
         return (
@@ -354,13 +405,26 @@ class Tally:
                 )
 
 
+def _waited(iterator: Iterator[_T], record: _Record, key: str) -> Iterator[_T]:
+    """``iterator``'s items, recording the seconds each one takes to come (and the end)."""
+    while True:
+        start = perf_counter()
+        try:
+            item = next(iterator)
+        except StopIteration:
+            record(key, perf_counter() - start)
+            return
+        record(key, perf_counter() - start)
+        yield item
+
+
 class _Timer:
-    """Observes the seconds a ``with`` block or each call of a decorated function takes."""
+    """Records the seconds a ``with`` block or each call of a decorated function takes."""
 
-    __slots__ = ("_key", "_outer", "_start", "_tally")
+    __slots__ = ("_key", "_outer", "_record", "_start")
 
-    def __init__(self, tally: Tally, key: str) -> None:
-        self._tally = tally
+    def __init__(self, record: _Record, key: str) -> None:
+        self._record = record
         self._key = key
         # NaN while not entered; the starts of enclosing entries of this
         # same timer wait in _outer, made when first needed.
@@ -384,65 +448,65 @@ class _Timer:
     ) -> None:
         elapsed = perf_counter() - self._start
         self._start = self._outer.pop() if self._outer else _NOT_STARTED
-        self._tally.observe(self._key, elapsed)
+        self._record(self._key, elapsed)
 
     def __call__(self, function: Callable[_P, _R]) -> Callable[_P, _R]:
-        tally, key = self._tally, self._key
+        record, key = self._record, self._key
         # Called, a coroutine or generator function returns at once: what
         # takes the time is awaiting or iterating what it returned.
         if inspect.iscoroutinefunction(function):
-            return cast("Callable[_P, _R]", _timed_coroutine(function, tally, key))
+            return cast("Callable[_P, _R]", _timed_coroutine(function, record, key))
         if inspect.isasyncgenfunction(function):
             return cast(
-                "Callable[_P, _R]", _timed_async_generator(function, tally, key)
+                "Callable[_P, _R]", _timed_async_generator(function, record, key)
             )
         if inspect.isgeneratorfunction(function):
-            return cast("Callable[_P, _R]", _timed_generator(function, tally, key))
+            return cast("Callable[_P, _R]", _timed_generator(function, record, key))
 
         @functools.wraps(function)
         def timed(*args: _P.args, **kwargs: _P.kwargs) -> _R:
             # A timer per call: calls on several threads, or recursive ones,
             # each time themselves.
-            with _Timer(tally, key):
+            with _Timer(record, key):
                 return function(*args, **kwargs)
 
         return timed
 
 
 def _timed_coroutine(
-    function: Callable[..., Awaitable[Any]], tally: Tally, key: str
+    function: Callable[..., Awaitable[Any]], record: _Record, key: str
 ) -> Callable[..., Awaitable[Any]]:
     """``function``, each call timed from its start to the end of its await."""
 
     @functools.wraps(function)
     async def timed(*args: Any, **kwargs: Any) -> Any:
-        with _Timer(tally, key):
+        with _Timer(record, key):
             return await function(*args, **kwargs)
 
     return timed
 
 
 def _timed_generator(
-    function: Callable[..., Generator[Any, Any, Any]], tally: Tally, key: str
+    function: Callable[..., Generator[Any, Any, Any]], record: _Record, key: str
 ) -> Callable[..., Generator[Any, Any, Any]]:
     """``function``, each generator it returns timed from its first item to its end (or close)."""
 
     @functools.wraps(function)
     def timed(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
-        with _Timer(tally, key):
+        with _Timer(record, key):
             return (yield from function(*args, **kwargs))
 
     return timed
 
 
 def _timed_async_generator(
-    function: Callable[..., AsyncGenerator[Any, Any]], tally: Tally, key: str
+    function: Callable[..., AsyncGenerator[Any, Any]], record: _Record, key: str
 ) -> Callable[..., AsyncGenerator[Any, Any]]:
     """``function``, each asynchronous generator it returns timed from its first item to its end (or close)."""
 
     @functools.wraps(function)
     async def timed(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, Any]:
-        with _Timer(tally, key):
+        with _Timer(record, key):
             generator = function(*args, **kwargs)
             try:
                 sent = None
