@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple
 
 __all__ = [
     "BALANCE_MARGIN",
+    "VERDICT_METRICS",
     "Bound",
     "Hysteresis",
     "Reading",
@@ -34,9 +35,12 @@ __all__ = [
     "Window",
     "describe",
     "describe_metrics",
+    "format_split",
+    "is_verdict_metric",
     "judge",
     "label_of",
     "measure",
+    "run_verdict",
     "split_of",
 ]
 
@@ -575,6 +579,43 @@ def _sides(metrics: Mapping[str, float]) -> tuple[str, str]:
             elif value > 0:
                 consumer = name[len(_SIDE_PREFIX) :]
     return producer, consumer
+
+
+VERDICT_METRICS = frozenset(
+    {"window_s", "verdict_known", "verdict", "speedup", *_METRIC_NAMES.values()}
+)
+"""The metrics a bottleneck watch logs, besides its ``side/<watch>`` entries."""
+
+
+def is_verdict_metric(metric: str) -> bool:
+    """Whether ``metric`` (without its watch's name) may be one a bottleneck watch logs.
+
+    >>> is_verdict_metric("consumer_wait_share"), is_verdict_metric("side/learner"), is_verdict_metric("frames")
+    (True, True, False)
+    """
+    return metric in VERDICT_METRICS or metric.startswith(_SIDE_PREFIX)
+
+
+def run_verdict(windows: Sequence[Mapping[str, float]]) -> tuple[str, str] | None:
+    """What a run's bottleneck windows (each its logged metrics, in order) say: the last judged window's sentence, and the split over the run (:func:`format_split`).
+
+    ``None`` when they are no bottleneck watch's.
+
+    >>> windows = [{"window_s": 30.0, "consumer_busy_share": 0.9, "consumer_wait_share": 0.1,
+    ...             "verdict_known": 1.0, "verdict": 1.0, "side/c": -1.0, "side/l": 1.0}] * 3
+    >>> last, split = run_verdict(windows)
+    >>> print(last)
+    l-bound: the c was busy 10% and the l 90% of the last 30 s; a faster c gains nothing, a faster l up to 10.0x before the c limits
+    >>> split
+    'l-bound 100% of 3 windows'
+    """
+    windows = [metrics for metrics in windows if "verdict_known" in metrics]
+    if not windows:
+        return None
+    known = [metrics for metrics in windows if metrics["verdict_known"]]
+    last = describe_metrics((known or windows)[-1])
+    counts, _, _ = split_of(windows)
+    return last or "", format_split(counts)
 
 
 def split_of(windows: Iterable[Mapping[str, float]]) -> tuple[dict[str, int], str, str]:
