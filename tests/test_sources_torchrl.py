@@ -734,7 +734,8 @@ def test_sample_counter_counts_calls_samples_and_seconds_and_returns_what_the_bu
     buffer.extend(TensorDict({"obs": torch.zeros(20, 3)}, batch_size=[20]))
     counted = SampleCounter(buffer)
     batch, info = buffer.sample(return_info=True)
-    assert batch.batch_size == torch.Size([8]) and "index" in info
+    assert batch.batch_size == torch.Size([8])
+    assert "index" in info
     assert buffer.sample(4)["obs"].shape == (4, 3)
     stats = counted.stats()
     assert (stats["sample_calls"], stats["samples"], stats["write_count"]) == (
@@ -742,7 +743,8 @@ def test_sample_counter_counts_calls_samples_and_seconds_and_returns_what_the_bu
         12,
         20,
     )
-    assert stats["sample_s"] > 0 and stats["capacity"] == 50
+    assert stats["sample_s"] > 0
+    assert stats["capacity"] == 50
     counted.close()
     buffer.sample()
     assert counted.stats()["sample_calls"] == 2  # the buffer's own sample again
