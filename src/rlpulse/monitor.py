@@ -224,8 +224,8 @@ class LoggerMonitor:
         balanced, +1 consumer-bound; left out when unknown, with
         ``verdict_known`` 0), ``speedup`` (what fixing the bottleneck gains
         at most) and ``side/<watch>`` (-1 the producer, +1 the consumer).
-        A verdict that changes and holds for two windows is a ``bottleneck``
-        event, its sentence the message (:func:`rlpulse.verdict.describe`).
+        Only whole windows are logged (none at :meth:`stop`). A verdict that
+        changes and holds for two windows is a ``bottleneck`` event, its sentence the message (:func:`rlpulse.verdict.describe`).
         The rules: docs/finding-the-bottleneck.md.
 
         Examples:
@@ -289,6 +289,7 @@ class LoggerMonitor:
             schedule=Every.seconds(window),
             rate_keys=(),
             log_on_start=False,
+            log_on_close=False,  # a window cut short by stop() judges nothing
         )
 
     def unwatch(self, name: str) -> None:

@@ -35,13 +35,13 @@ COSTS = {
 
 
 def verdicts(sink: InMemorySink) -> list[float | None]:
-    """Each logged window's verdict, ``None`` where unknown; not the last, short one of stop()."""
+    """Each logged window's verdict, ``None`` where unknown."""
     found: list[float | None] = []
     for payload in sink.payloads:
         metrics = payload.metrics
         if "bottleneck/verdict_known" in metrics:
             found.append(metrics.get("bottleneck/verdict"))
-    return found[:-1]
+    return found
 
 
 def right_share(found: list[float | None], expected: Bound) -> float:
