@@ -1,8 +1,10 @@
-"""Histograms: the cost of ``Tally.observe`` and ``Tally.time()`` against prometheus_client's ``Histogram``.
+"""Histograms: the cost of ``Tally.observe`` and ``Tally.time()`` against prometheus_client's ``Histogram``; and of stage timing.
 
 Both record one latency into a histogram on the training loop's hot path;
 prometheus_client's is the usual choice in Python. Side by side in one
-process, rounds interleaving the four measurements.
+process, rounds interleaving the measurements. Beside them, what stage
+timing costs per recorded interval (``Tally.busy()``, ``Tally.waiting()``),
+against ``Tally.time()``.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import random
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import rlpulse
 from benchmarks import machine, progress, reflow
@@ -55,6 +57,8 @@ class HistogramResult:
     tally_observe: list[float]
     prometheus_time: list[float]
     tally_time: list[float]
+    tally_busy: list[float] = field(default_factory=list)
+    tally_waiting: list[float] = field(default_factory=list)
 
     @property
     def observe_ratio(self) -> float:
@@ -105,11 +109,23 @@ def _loops(
             with timer("step_s"):
                 pass
 
+    def tally_busy() -> None:
+        busy = tally.busy
+        for _ in values:
+            with busy():
+                pass
+
+    def tally_waiting() -> None:
+        for _ in tally.waiting(values):
+            pass
+
     return {
         "prometheus_observe": prometheus_observe,
         "tally_observe": tally_observe,
         "prometheus_time": prometheus_time,
         "tally_time": tally_time,
+        "tally_busy": tally_busy,
+        "tally_waiting": tally_waiting,
     }
 
 
@@ -130,7 +146,7 @@ def measure(settings: Settings) -> HistogramResult:
     loops = _loops(values)
     for loop in loops.values():  # warm up: buckets made, code paths taken
         loop()
-    result = HistogramResult([], [], [], [])
+    result = HistogramResult([], [], [], [], [], [])
     names = list(loops)
     for round_index in range(settings.rounds):
         order = names if round_index % 2 == 0 else names[::-1]
@@ -180,6 +196,22 @@ def render(result: HistogramResult, settings: Settings) -> str:
             f"| {label} | {statistics.median(theirs):,.0f} | "
             f"{statistics.median(ours):,.0f} | {ratio:.2f} | <= {budget:.2f} | {verdict} |"
         )
+    time_ns = statistics.median(result.tally_time)
+    lines += [
+        "",
+        "Stage timing, what a bottleneck verdict reads "
+        "(docs/finding-the-bottleneck.md): seconds added to a counter per "
+        "recorded interval, against `with tally.time(key):`, in the same rounds.",
+        "",
+        "| call | rlpulse, ns | against `time()` |",
+        "|---|---:|---:|",
+    ]
+    for label, ours in (
+        ("`with busy():` an empty block", result.tally_busy),
+        ("`for item in waiting(items):` one item", result.tally_waiting),
+    ):
+        median = statistics.median(ours)
+        lines.append(f"| {label} | {median:,.0f} | {median / time_ns:.2f}x |")
     lines += ["", machine("prometheus_client")]
     return reflow("\n".join(lines))
 

@@ -29,6 +29,7 @@ CORE = (
     "distributions",
     "text",
     "naming",
+    "verdict",
     "watch",
     "runtime",
     "monitor",

@@ -30,6 +30,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "rlpulse.distributions",
         "rlpulse.text",
         "rlpulse.naming",
+        "rlpulse.verdict",
     ),
     ("rlpulse.watch",),
     ("rlpulse.runtime",),

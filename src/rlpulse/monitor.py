@@ -19,10 +19,11 @@ from rlpulse.runtime.engine import Engine
 from rlpulse.runtime.events import Event, as_callbacks
 from rlpulse.runtime.reporting import OnError, Reporter
 from rlpulse.runtime.sinks import as_sinks
-from rlpulse.schedules import Every, Schedule  # noqa: F401  (Every: doctests)
+from rlpulse.schedules import Every, Schedule
 from rlpulse.targets import refuse_in_background
 from rlpulse.text import plural
 from rlpulse.watch import Watch, Watches, WatchSpec, provider_of
+from rlpulse.watch.bottleneck import Bottleneck
 
 __all__ = ["LoggerMonitor"]
 
@@ -197,6 +198,99 @@ class LoggerMonitor:
             )
         self._engine.nudge()  # the new watch is polled within an interval
         return watch.name
+
+    def bottleneck(
+        self,
+        producer: str = "collector",
+        consumer: str = "learner",
+        *,
+        buffer: str | None = None,
+        target_ratio: float | None = None,
+        window: float = 30.0,
+        name: str = "bottleneck",
+    ) -> str:
+        """Judge, every ``window`` seconds, which side of a pipeline holds it back; return the watch's name.
+
+        ``producer`` and ``consumer`` name watches already registered (a
+        collector's, a learner's ``Tally``), ``buffer`` the watch of the
+        replay buffer or queue between them, if any. Each window a derived
+        watch reads them and logs, as ``<name>/<metric>``, each side's
+        ``<side>_busy_share`` and ``<side>_wait_share`` (from their
+        ``busy_s`` and ``wait_s`` counters: :meth:`rlpulse.Tally.busy`,
+        :meth:`rlpulse.Tally.waiting`), the ``replay_ratio`` (samples per
+        frame) and ``replay_ratio_target`` (``target_ratio``), the buffer's
+        ``fill``, ``fill_trend`` and ``dropped``, ``policy_lag``, each where
+        the pipeline reports it; ``verdict`` (-1 producer-bound, 0
+        balanced, +1 consumer-bound; left out when unknown, with
+        ``verdict_known`` 0), ``speedup`` (what fixing the bottleneck gains
+        at most) and ``side/<watch>`` (-1 the producer, +1 the consumer).
+        Only whole windows are logged (none at :meth:`stop`). A verdict that
+        changes and holds for two windows is a ``bottleneck`` event, its sentence the message (:func:`rlpulse.verdict.describe`).
+        The rules: docs/finding-the-bottleneck.md.
+
+        Examples:
+            >>> from rlpulse import Tally
+            >>> class Null:
+            ...     def log_metrics(self, metrics, step=None):
+            ...         pass
+            >>> monitor = LoggerMonitor(Null(), background=False)
+            >>> learner = Tally()
+            >>> monitor.watch(learner, name="learner")
+            'learner'
+            >>> monitor.bottleneck("learner", "learner", window=5.0)
+            Traceback (most recent call last):
+            ...
+            ValueError: bottleneck() needs two different watches, the producer and the consumer; got 'learner' for both.
+            >>> monitor.watch(Tally(), name="collector")
+            'collector'
+            >>> monitor.bottleneck("collector", "learner", window=5.0)
+            'bottleneck'
+        """
+        if producer == consumer:
+            raise ValueError(
+                "bottleneck() needs two different watches, the producer and the "
+                f"consumer; got {producer!r} for both."
+            )
+        if not (isinstance(window, (int, float)) and 0 < window < float("inf")):
+            raise ValueError(
+                f"bottleneck(window=...) must be a positive, finite number of "
+                f"seconds, got {window!r}."
+            )
+        if target_ratio is not None and not (
+            isinstance(target_ratio, (int, float)) and 0 < target_ratio < float("inf")
+        ):
+            raise ValueError(
+                "bottleneck(target_ratio=...) is the samples drawn per frame "
+                f"collected that the pipeline aims at, a positive number; got {target_ratio!r}."
+            )
+        with self._lock:
+            watches = {watch.name: watch for watch in self._watches.all}
+        sides = {"producer": producer, "consumer": consumer}
+        if buffer is not None:
+            sides["buffer"] = buffer
+        for role, watch_name in sides.items():
+            if watch_name not in watches:
+                raise KeyError(
+                    f"bottleneck({role}={watch_name!r}): no watch of that name; "
+                    f"watch() it first (watches: {sorted(watches)})."
+                )
+        judged = Bottleneck(
+            watches[producer].call,
+            watches[consumer].call,
+            None if buffer is None else watches[buffer].call,
+            names=(producer, consumer),
+            window=float(window),
+            target_ratio=target_ratio,
+            on_change=lambda verdict: self._reporter.bottleneck(name, verdict),
+        )
+        return self.watch(
+            judged,
+            name=name,
+            schedule=Every.seconds(window),
+            rate_keys=(),
+            log_on_start=False,
+            log_on_close=False,  # a window cut short by stop() judges nothing
+        )
 
     def unwatch(self, name: str) -> None:
         """Stop monitoring watch ``name``: once this returns, nothing more is logged for it.

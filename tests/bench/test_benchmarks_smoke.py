@@ -351,6 +351,8 @@ def test_histograms_benchmark_times_rlpulse_and_prometheus_client_side_by_side()
         result.tally_observe,
         result.prometheus_time,
         result.tally_time,
+        result.tally_busy,
+        result.tally_waiting,
     ):
         assert len(figures) == 2
         # Liveness only: a call takes some time, and less than a millisecond.
@@ -360,3 +362,4 @@ def test_histograms_benchmark_times_rlpulse_and_prometheus_client_side_by_side()
     assert markdown.count("| pass |") + markdown.count("| OVER BUDGET |") == 2
     assert "| <= 0.35 |" in markdown
     assert "| <= 0.50 |" in markdown
+    assert "| `with busy():` an empty block |" in markdown

@@ -1024,3 +1024,57 @@ def test_the_demo_runs_from_a_thread_that_cannot_handle_signals(tmp_path: Path) 
 
     assert codes == [0]
     assert any(r.name == "collector/frames" for r in read(tmp_path / "d.db"))
+
+
+def _write_pipeline_run(path: Path, run: str, learner_busy: float) -> None:
+    """A run of a monitor with a bottleneck watch: four windows of a learner busy ``learner_busy`` of the time."""
+    from rlpulse import LoggerMonitor, Tally
+
+    learner = Tally()
+    sink = SQLiteLogger(path, run=run)
+    monitor = LoggerMonitor(sink, background=False)
+    monitor.watch(Tally(), name="collector")
+    monitor.watch(learner, name="learner")
+    monitor.bottleneck(window=0.01)
+    monitor.step()
+    for _ in range(4):
+        learner.inc("busy_s", learner_busy)
+        learner.inc("wait_s", 1.0 - learner_busy)
+        time.sleep(0.02)
+        monitor.step()
+    sink.close()
+
+
+def test_show_ends_with_the_runs_bottleneck_verdict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "metrics.db"
+    _write_pipeline_run(path, "slow-env", learner_busy=0.37)
+
+    assert main(["show", str(path)]) == 0
+
+    out = capsys.readouterr().out.splitlines()
+    assert re.fullmatch(
+        r"bottleneck, the last window: collector-bound: the learner waited 63% of "
+        r"the last [0-9.]+ s for data; a faster learner gains nothing, a faster "
+        r"collector up to 2\.7x before the learner limits",
+        out[-2],
+    )
+    assert out[-1] == "bottleneck over the run: collector-bound 100% of 4 windows"
+
+
+def test_compare_has_a_verdict_row_per_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "metrics.db"
+    _write_pipeline_run(path, "slow-env", learner_busy=0.37)
+    _write_pipeline_run(path, "slow-learner", learner_busy=0.9)
+
+    assert main(["compare", f"{path}:slow-env", f"{path}:slow-learner"]) == 0
+
+    out = capsys.readouterr().out.splitlines()
+    assert out[-3:] == [
+        "run  bottleneck over the run",
+        "A    collector-bound 100% of 4 windows",
+        "B    learner-bound 100% of 4 windows",
+    ]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rlpulse import ConsoleLogger
+from rlpulse import ConsoleLogger, LoggerMonitor, Tally
 from rlpulse.naming import Kind, Payload
 from rlpulse.read.summary import format_number
 from rlpulse.sinks.console import DEFAULT_WIDTH, format_payload
@@ -387,3 +387,18 @@ def test_a_stream_with_only_write_and_flush_gets_the_default_width(
 def test_a_stream_without_write_is_refused_at_once(stream: object) -> None:
     with pytest.raises(TypeError, match="takes a text stream"):
         ConsoleLogger(stream)  # type: ignore[arg-type]
+
+
+def test_a_bottleneck_watch_s_payload_is_followed_by_its_verdict_in_words() -> None:
+    stream = io.StringIO()
+    monitor = LoggerMonitor(ConsoleLogger(stream, width=1000), background=False)
+    learner = Tally()
+    monitor.watch(Tally(), name="collector")
+    monitor.watch(learner, name="learner")
+    monitor.bottleneck(window=0.01)
+    monitor.step()
+    learner.inc("busy_s", 0.37)
+    learner.inc("wait_s", 0.63)
+    time.sleep(0.02)
+    monitor.step()
+    assert "=> bottleneck: collector-bound: the learner waited" in stream.getvalue()

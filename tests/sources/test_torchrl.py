@@ -719,3 +719,51 @@ def test_episode_tally_as_a_multiprocess_collectors_hook_is_refused_before_worke
 
 def cartpole() -> GymEnv:
     return GymEnv("CartPole-v1")
+
+
+def test_sample_counter_counts_calls_samples_and_seconds_and_returns_what_the_buffer_does() -> (
+    None
+):
+    import torch
+    from tensordict import TensorDict
+    from torchrl.data import LazyTensorStorage, ReplayBuffer
+
+    from rlpulse.sources.torchrl import SampleCounter
+
+    buffer = ReplayBuffer(storage=LazyTensorStorage(50), batch_size=8)
+    buffer.extend(TensorDict({"obs": torch.zeros(20, 3)}, batch_size=[20]))
+    counted = SampleCounter(buffer)
+    batch, info = buffer.sample(return_info=True)
+    assert batch.batch_size == torch.Size([8])
+    assert "index" in info
+    assert buffer.sample(4)["obs"].shape == (4, 3)
+    stats = counted.stats()
+    assert (stats["sample_calls"], stats["samples"], stats["write_count"]) == (
+        2,
+        12,
+        20,
+    )
+    assert stats["sample_s"] > 0
+    assert stats["capacity"] == 50
+    counted.close()
+    buffer.sample()
+    assert counted.stats()["sample_calls"] == 2  # the buffer's own sample again
+
+
+def test_a_monitor_watching_a_sample_counter_logs_its_counters_as_counters() -> None:
+    import torch
+    from torchrl.data import LazyTensorStorage, ReplayBuffer
+
+    from rlpulse import LoggerMonitor
+    from rlpulse.sources.torchrl import SampleCounter
+    from rlpulse.testing import InMemorySink
+
+    buffer = ReplayBuffer(storage=LazyTensorStorage(50))
+    buffer.extend(torch.arange(10))
+    sink = InMemorySink()
+    monitor = LoggerMonitor(sink, background=False)
+    monitor.watch(SampleCounter(buffer), name="buffer")
+    buffer.sample(5)
+    monitor.step()
+    assert sink.values("buffer/samples") == [5.0]
+    assert str(sink.kind("buffer/sample_s")) == "counter"

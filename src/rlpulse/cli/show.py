@@ -11,6 +11,7 @@ from rlpulse.read.records import RunFileError, read_events, run_infos
 from rlpulse.read.summary import (
     format_events,
     format_summary,
+    format_verdicts,
     narrow_summary,
     summarize_file,
 )
@@ -23,7 +24,9 @@ DESCRIPTION = f"""\
 Summarize a recorded run: per metric the last, smallest and largest value,
 and for cumulative counters the mean rate per second over the run; then the
 run's events (a stall, a hung call, a failing sink, drops), one a line, as
-SQLiteLogger and JSONLLogger store them.
+SQLiteLogger and JSONLLogger store them; last, for a run with a bottleneck
+watch (LoggerMonitor.bottleneck), its verdict over the last window in
+words, and how the verdict split over the run's windows.
 
 RUN is a file written by SQLiteLogger, CSVLogger or JSONLLogger, or by
 hand in their formats (blank lines are skipped; a JSON lines payload
@@ -72,6 +75,9 @@ def run(args: argparse.Namespace) -> int:
     if events := _events_of(path, args.run):
         print()
         print(events)
+    if verdicts := format_verdicts(summary):
+        print()
+        print(verdicts)
     return 0
 
 

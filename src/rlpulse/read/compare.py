@@ -8,7 +8,9 @@ counter when its records say so (as :func:`rlpulse.read` gives their
 kinds: a monitor's ``polls``, a ``SharedCounters``' counters), whatever its
 name. A distribution a SQLite run stores the histograms of (a watched
 ``Tally``'s observed key) gets two rows more, its p50 and p99 over the
-whole run. Ratios are to the first run, the baseline.
+whole run. A run with a bottleneck watch (``LoggerMonitor.bottleneck``)
+gets a verdict row: how its verdict split over the run. Ratios are to the
+first run, the baseline.
 """
 
 from __future__ import annotations
@@ -70,6 +72,8 @@ class Figures:
     run: str
     metrics: dict[str, tuple[str, float]]
     distributions: dict[str, dict[str, float]] = field(default_factory=dict)
+    verdicts: dict[str, str] = field(default_factory=dict)
+    """By bottleneck watch, how its verdict split over the run (``learner-bound 80%, unknown 20% of 5 windows``)."""
 
 
 def figures_of(
@@ -118,7 +122,8 @@ def figures_of(
         }
         for distribution in summary.distributions
     }
-    return Figures(label, run, metrics, quantiles)
+    verdicts = {verdict.watch: verdict.split for verdict in summary.verdicts}
+    return Figures(label, run, metrics, quantiles, verdicts)
 
 
 def run_argument(text: str) -> tuple[Path, str | None]:
@@ -211,6 +216,16 @@ def format_comparison(runs: Sequence[Figures], *, exact: bool = False) -> str:
     metric      figure     A     B    B/A
     l/update_s  p50     0.01  0.01  1.00x
     l/update_s  p99     0.04  0.02  0.50x
+
+    Runs with a bottleneck watch end with a row each: how its verdict
+    split over the run.
+
+    >>> a = Figures("a.sqlite", "r1", {}, verdicts={"bottleneck": "learner-bound 100% of 9 windows"})
+    >>> b = Figures("b.sqlite", "r2", {}, verdicts={"bottleneck": "collector-bound 90%, balanced 10% of 10 windows"})
+    >>> print(format_comparison([a, b]).split(chr(10) * 2)[-1])
+    run  bottleneck over the run
+    A    learner-bound 100% of 9 windows
+    B    collector-bound 90%, balanced 10% of 10 windows
     """
     letters = [run_letter(index) for index in range(len(runs))]
     legend = [
@@ -245,7 +260,15 @@ def format_comparison(runs: Sequence[Figures], *, exact: bool = False) -> str:
                 ((name, label), _row(name, label, figures_of_quantile, number))
             )
     rows += [row for _, row in sorted(keyed_rows)]
-    return "\n".join([*legend, "", format_table(rows, left=2)])
+    lines = [*legend, "", format_table(rows, left=2)]
+    for watch in sorted({watch for figures in runs for watch in figures.verdicts}):
+        verdict_rows = [("run", f"{watch} over the run")]
+        verdict_rows += [
+            (letter, figures.verdicts.get(watch, "-"))
+            for letter, figures in zip(letters, runs, strict=True)
+        ]
+        lines += ["", format_table(verdict_rows, left=2)]
+    return "\n".join(lines)
 
 
 def _row(

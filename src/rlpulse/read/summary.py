@@ -39,16 +39,19 @@ from rlpulse.text import (
     format_table,
     plural,
 )
+from rlpulse.verdict import is_verdict_metric, run_verdict
 
 __all__ = [
     "DistributionSummary",
     "MetricSummary",
     "RunSummary",
+    "VerdictSummary",
     "format_duration",
     "format_event",
     "format_events",
     "format_number",
     "format_summary",
+    "format_verdicts",
     "is_counter",
     "narrow_summary",
     "read_run",
@@ -140,6 +143,19 @@ class DistributionSummary:
 
 
 @dataclass(frozen=True)
+class VerdictSummary:
+    """What a bottleneck watch (``LoggerMonitor.bottleneck``) said over a run: its last judged window in words, and how its windows split.
+
+    >>> VerdictSummary("bottleneck", "learner-bound: ...", "learner-bound 80%, unknown 20% of 5 windows").split
+    'learner-bound 80%, unknown 20% of 5 windows'
+    """
+
+    watch: str
+    last: str
+    split: str
+
+
+@dataclass(frozen=True)
 class RunSummary:
     """One run in numbers: its name, where it is stored, its records and its metrics.
 
@@ -163,6 +179,7 @@ class RunSummary:
     end_wall_time: float | None
     metrics: tuple[MetricSummary, ...]
     distributions: tuple[DistributionSummary, ...] = field(default=())
+    verdicts: tuple[VerdictSummary, ...] = field(default=())
 
     @property
     def span(self) -> float:
@@ -263,6 +280,8 @@ def summarize(
     10.0
     """
     accumulators: dict[str, _Accumulator] = {}
+    # A bottleneck watch's windows: by watch, by time, its metrics.
+    windows: dict[str, dict[float, dict[str, float]]] = {}
     count = 0
     start_wall_time = math.inf
     end_wall_time = -math.inf
@@ -274,6 +293,10 @@ def summarize(
         if accumulator is None:
             accumulator = accumulators[record.name] = _Accumulator(record)
         accumulator.add(record)
+        metric = record.metric
+        if is_verdict_metric(metric):
+            window = windows.setdefault(record.watch, {})
+            window.setdefault(record.wall_time, {})[metric] = record.value
     names = accumulators.keys()
     metrics = tuple(
         _metric_summary(name, accumulators[name], _kind(name, accumulators, names))
@@ -287,7 +310,19 @@ def summarize(
         end_wall_time=end_wall_time if count else None,
         metrics=metrics,
         distributions=summarize_distributions(distributions),
+        verdicts=_verdicts(windows),
     )
+
+
+def _verdicts(
+    windows: Mapping[str, Mapping[float, Mapping[str, float]]],
+) -> tuple[VerdictSummary, ...]:
+    verdicts = []
+    for watch, by_time in sorted(windows.items()):
+        said = run_verdict([by_time[when] for when in sorted(by_time)])
+        if said is not None:
+            verdicts.append(VerdictSummary(watch, *said))
+    return tuple(verdicts)
 
 
 def summarize_distributions(
@@ -509,6 +544,7 @@ def format_summary(summary: RunSummary, *, exact: bool = False) -> str:
     each one's count of observations and its quantiles over all of them.
     Numbers are written as :func:`rlpulse.text.format_number` writes them,
     or in full with ``exact=True`` (:func:`rlpulse.text.format_exact`).
+    A run's bottleneck verdicts are :func:`format_verdicts`'s.
 
     >>> records = [
     ...     Record(1700000000.0, 0, "collector/frames", 0.0),
@@ -568,6 +604,22 @@ def format_summary(summary: RunSummary, *, exact: bool = False) -> str:
             _distributions_table(summary.distributions, number),
         ]
     return "\n".join(lines)
+
+
+def format_verdicts(summary: RunSummary) -> str:
+    """The verdict of each bottleneck watch of a run, as ``rlpulse show`` ends: the last judged window's sentence, and how the verdict split over the run; ``""`` for none.
+
+    >>> verdict = VerdictSummary("bottleneck", "learner-bound: ...", "learner-bound 80%, unknown 20% of 5 windows")
+    >>> summary = dataclasses.replace(summarize([], run="r", source="r.db"), verdicts=(verdict,))
+    >>> print(format_verdicts(summary))
+    bottleneck, the last window: learner-bound: ...
+    bottleneck over the run: learner-bound 80%, unknown 20% of 5 windows
+    """
+    return "\n".join(
+        f"{format_name(verdict.watch)}, the last window: {verdict.last}\n"
+        f"{format_name(verdict.watch)} over the run: {verdict.split}"
+        for verdict in summary.verdicts
+    )
 
 
 def _distributions_table(

@@ -99,8 +99,8 @@ class EventKind(str, enum.Enum):
     )
     BOTTLENECK = (
         "bottleneck",
-        "a pipeline's bottleneck verdict changes",
-        "the new verdict",
+        "a pipeline's bottleneck verdict changes and holds for two windows",
+        "the new verdict: -1 producer-bound, 0 balanced, +1 consumer-bound",
         False,
     )
 
@@ -119,7 +119,8 @@ class Event(NamedTuple):
     ``kind`` one of :data:`EVENT_KINDS`; ``value`` the number the kind is
     about: the seconds without progress (``stalled``), the ``poll_timeout``
     overrun (``hung``), the payloads dropped (``dropping``), the workers
-    still alive (``worker_lost``), or ``0.0``.
+    still alive (``worker_lost``), the new verdict (``bottleneck``: -1
+    producer-bound, 0 balanced, +1 consumer-bound), or ``0.0``.
 
     Examples:
         >>> event = Event(1700000000.0, "collector", "stalled", "no progress (frames) for 30.0s", 30.0)

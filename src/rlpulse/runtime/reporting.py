@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Literal
 
 from rlpulse.runtime.events import Event, EventBus, EventKind
 from rlpulse.runtime.retry import MAX_BACKOFF_S, TransientSinkError
+from rlpulse.verdict import Verdict, describe
 
 if TYPE_CHECKING:
     from rlpulse.runtime.queues import SinkQueue
@@ -308,6 +309,11 @@ class Reporter:
             f"{lost:g} worker{'s' if lost != 1 else ''} lost: {alive:g} of {before:g} alive",
             alive,
         )
+
+    def bottleneck(self, watch: str, verdict: Verdict) -> None:
+        """The verdict of bottleneck watch ``watch`` changed to ``verdict`` (and held): its sentence, its side as the value."""
+        bound = 0.0 if verdict.bound is None else float(verdict.bound)
+        self.events.emit(watch, EventKind.BOTTLENECK, describe(verdict), bound)
 
     def stalled(self, watch: Watch, stalled: bool, seconds: float) -> None:
         """``watch`` has made no progress for ``seconds`` (``stalled``), or moves again after ``seconds`` without."""

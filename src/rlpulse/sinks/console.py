@@ -1,4 +1,4 @@
-"""Human-readable lines per payload, and a highlighted line per event, on a text stream (standard error by default)."""
+"""Human-readable lines per payload (and a bottleneck verdict's sentence), and a highlighted line per event, on a text stream (standard error by default)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from rlpulse.naming import Kind, inferred_kinds, split
 from rlpulse.runtime.events import Event, EventKind, format_event
 from rlpulse.sinks.base import BaseSink, Payload
 from rlpulse.text import format_number
+from rlpulse.verdict import describe_metrics
 
-__all__ = ["ConsoleLogger", "format_payload", "line_width"]
+__all__ = ["ConsoleLogger", "format_payload", "format_verdicts", "line_width"]
 
 # The kinds that end a streak; the others start one (or, a bottleneck, say
 # where it moved).
@@ -93,6 +94,27 @@ def format_payload(
         return head + "".join(map(operator.add, layout.pieces, numbers))
     prefixes = _wrapped(layout, len(head), lengths, width)
     return head + "".join(map(operator.add, prefixes, numbers))
+
+
+def format_verdicts(metrics: Mapping[str, float], wall_time: float) -> str:
+    """The sentence of each bottleneck verdict among ``metrics`` (:func:`rlpulse.verdict.describe_metrics`), a line each after ``=>``; ``""`` for none.
+
+    >>> noon = time.mktime((2024, 5, 1, 12, 3, 4, 0, 0, -1))
+    >>> print(format_verdicts({"bottleneck/window_s": 30.0, "bottleneck/consumer_wait_share": 0.63,
+    ...     "bottleneck/consumer_busy_share": 0.37, "bottleneck/verdict_known": 1.0,
+    ...     "bottleneck/side/collector": -1.0, "bottleneck/side/learner": 1.0}, noon), end="")
+    12:03:04 => bottleneck: collector-bound: the learner waited 63% of the last 30 s for data; a faster learner gains nothing, a faster collector up to 2.7x before the learner limits
+    """
+    watches: dict[str, dict[str, float]] = {}
+    for name, value in metrics.items():
+        watch, metric = split(name)
+        watches.setdefault(watch, {})[metric] = value
+    lines = []
+    for watch, own in watches.items():
+        sentence = describe_metrics(own)
+        if sentence is not None:
+            lines.append(f"{_clock(int(wall_time))} => {watch}: {sentence}\n")
+    return "".join(lines)
 
 
 def line_width(stream: TextIO) -> int:
@@ -260,7 +282,9 @@ class ConsoleLogger(BaseSink):
         width = line_width(stream) if self._width is None else self._width
         text = "".join(
             [
-                format_payload(metrics, step, wall_time, width, kinds) + "\n"
+                format_payload(metrics, step, wall_time, width, kinds)
+                + "\n"
+                + format_verdicts(metrics, wall_time)
                 for metrics, step, wall_time, kinds, *_ in payloads
             ]
         )

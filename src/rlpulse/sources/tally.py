@@ -19,6 +19,8 @@ from collections.abc import (
     Callable,
     Collection,
     Generator,
+    Iterable,
+    Iterator,
 )
 from time import perf_counter
 from types import TracebackType
@@ -45,6 +47,14 @@ _NONE_OUTER: list[float] = []
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
+_T = TypeVar("_T")
+
+# What a timer does with the seconds it measured: hand them over as an
+# observation, or add them to a counter.
+_Record = Callable[[float], None]
+# A timer's window, or else its record: what each of a decorated function's
+# calls is timed into.
+_Recording = tuple["_Window | None", "_Record | None"]
 
 
 # How many observations of one key may wait for a reader before the writer
@@ -396,6 +406,55 @@ class Tally:
             self._claim(key, "observed key", _OBSERVED_SUFFIXES)
             return _Timer(self._windows.setdefault(key, _Window(self._window)))
 
+    def busy(self, key: str = "busy_s") -> _Timer:
+        """Add to the counter ``key`` (default ``busy_s``) the seconds a block or a function takes: the time this side works.
+
+        A context manager and a decorator, as :meth:`time` is; the counter
+        exists, at 0, from this call. With :meth:`waiting`, the stage
+        timing a bottleneck verdict reads
+        (:meth:`rlpulse.LoggerMonitor.bottleneck`).
+
+        Examples:
+            >>> tally = Tally()
+            >>> with tally.busy():
+            ...     pass
+            >>> tally.stats()["busy_s"] >= 0, tally.metric_kinds()["busy_s"]
+            (True, <Kind.COUNTER: 'counter'>)
+        """
+        self._start_counter(key)
+        return _Timer(None, self._adder(key))
+
+    def waiting(self, iterable: Iterable[_T], key: str = "wait_s") -> Iterator[_T]:
+        """Iterate ``iterable``, adding to the counter ``key`` (default ``wait_s``) the seconds each next item takes to come: the time this side waits.
+
+        Wraps any iterable or iterator (a collector, a data loader, a
+        queue's iterator) without changing what it yields; the counter
+        exists, at 0, from this call.
+
+        Examples:
+            >>> tally = Tally()
+            >>> for batch in tally.waiting(range(3)):
+            ...     with tally.busy():
+            ...         pass
+            >>> sorted(tally.stats())
+            ['busy_s', 'wait_s']
+        """
+        self._start_counter(key)
+        return _waited(iter(iterable), self._adder(key))
+
+    def _start_counter(self, key: str) -> None:
+        if key not in self._counters:
+            self.inc(key, 0)
+
+    def _adder(self, key: str) -> _Record:
+        """What adds seconds to the counter ``key``."""
+        inc = self.inc
+
+        def add(seconds: float) -> None:
+            inc(key, seconds)
+
+        return add
+
     def __repr__(self) -> str:
         return (
             f"Tally(window={self._window}, counters={len(self._counters)}, "
@@ -424,13 +483,28 @@ class Tally:
                 )
 
 
+def _waited(iterator: Iterator[_T], record: _Record) -> Iterator[_T]:
+    """``iterator``'s items, recording the seconds each one takes to come (and the end)."""
+    while True:
+        start = perf_counter()
+        try:
+            item = next(iterator)
+        except StopIteration:
+            record(perf_counter() - start)
+            return
+        record(perf_counter() - start)
+        yield item
+
+
 class _Timer:
-    """Observes the seconds a ``with`` block or each call of a decorated function takes."""
+    """Records the seconds a ``with`` block or each call of a decorated function takes."""
 
-    __slots__ = ("_outer", "_start", "_window")
+    __slots__ = ("_outer", "_record", "_start", "_window")
 
-    def __init__(self, window: _Window) -> None:
+    def __init__(self, window: _Window | None, record: _Record | None = None) -> None:
+        # Observes into ``window`` (time()), or calls ``record`` (busy()).
         self._window = window
+        self._record = record
         # NaN while not entered; the starts of enclosing entries of this
         # same timer wait in _outer, made when first needed.
         self._start = _NOT_STARTED
@@ -453,66 +527,73 @@ class _Timer:
     ) -> None:
         elapsed = perf_counter() - self._start
         self._start = self._outer.pop() if self._outer else _NOT_STARTED
-        pending = self._window.pending
+        window = self._window
+        if window is None:
+            record = self._record
+            if record is not None:
+                record(elapsed)
+            return
+        # Window.hand_over, inline: this is the training loop's hot path.
+        pending = window.pending
         pending.append(elapsed)
-        if len(pending) >= _FILE_AT:  # no reader lately
-            self._window.hand_over_done()
+        if len(pending) >= _FILE_AT:
+            window.hand_over_done()
 
     def __call__(self, function: Callable[_P, _R]) -> Callable[_P, _R]:
-        window = self._window
+        record = self._window, self._record
         # Called, a coroutine or generator function returns at once: what
         # takes the time is awaiting or iterating what it returned.
         if inspect.iscoroutinefunction(function):
-            return cast("Callable[_P, _R]", _timed_coroutine(function, window))
+            return cast("Callable[_P, _R]", _timed_coroutine(function, record))
         if inspect.isasyncgenfunction(function):
-            return cast("Callable[_P, _R]", _timed_async_generator(function, window))
+            return cast("Callable[_P, _R]", _timed_async_generator(function, record))
         if inspect.isgeneratorfunction(function):
-            return cast("Callable[_P, _R]", _timed_generator(function, window))
+            return cast("Callable[_P, _R]", _timed_generator(function, record))
 
         @functools.wraps(function)
         def timed(*args: _P.args, **kwargs: _P.kwargs) -> _R:
             # A timer per call: calls on several threads, or recursive ones,
             # each time themselves.
-            with _Timer(window):
+            with _Timer(*record):
                 return function(*args, **kwargs)
 
         return timed
 
 
 def _timed_coroutine(
-    function: Callable[..., Awaitable[Any]], window: _Window
+    function: Callable[..., Awaitable[Any]], record: _Recording
 ) -> Callable[..., Awaitable[Any]]:
     """``function``, each call timed from its start to the end of its await."""
 
     @functools.wraps(function)
     async def timed(*args: Any, **kwargs: Any) -> Any:
-        with _Timer(window):
+        with _Timer(*record):
             return await function(*args, **kwargs)
 
     return timed
 
 
 def _timed_generator(
-    function: Callable[..., Generator[Any, Any, Any]], window: _Window
+    function: Callable[..., Generator[Any, Any, Any]], record: _Recording
 ) -> Callable[..., Generator[Any, Any, Any]]:
     """``function``, each generator it returns timed from its first item to its end (or close)."""
 
     @functools.wraps(function)
     def timed(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
-        with _Timer(window):
+        with _Timer(*record):
             return (yield from function(*args, **kwargs))
 
     return timed
 
 
 def _timed_async_generator(
-    function: Callable[..., AsyncGenerator[Any, Any]], window: _Window
+    function: Callable[..., AsyncGenerator[Any, Any]], record: _Recording
 ) -> Callable[..., AsyncGenerator[Any, Any]]:
     """``function``, each asynchronous generator it returns timed from its first item to its end (or close)."""
 
     @functools.wraps(function)
     async def timed(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, Any]:
-        with _Timer(window):
+        with _Timer(*record):
             generator = function(*args, **kwargs)
             try:
                 sent = None

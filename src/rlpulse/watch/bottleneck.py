@@ -1,0 +1,108 @@
+"""The target of a bottleneck watch: each window, the producer's and consumer's snapshots, judged.
+
+:meth:`rlpulse.LoggerMonitor.bottleneck` watches a :class:`Bottleneck` like
+any other target, on a time schedule of one window: each ``stats()`` call
+reads the other watches' providers itself (so the pipeline's own stages
+stay as they are), measures the window since the last call and judges it
+(:mod:`rlpulse.verdict`). When a new verdict has held for two windows it
+calls ``on_change`` with it: the monitor's ``bottleneck`` event.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from rlpulse.metrics import snapshot_of
+from rlpulse.naming import Kind
+from rlpulse.verdict import Hysteresis, Reading, Verdict, judge, measure
+
+__all__ = ["Bottleneck"]
+
+_Provider = Callable[[], Any]
+
+
+class Bottleneck:
+    """Judges, at each ``stats()`` call, the window since the last one: which side held the pipeline back.
+
+    ``producer``, ``consumer`` and ``buffer`` are the providers of the
+    watches of each side (what their polls call); ``names`` the producer's
+    and the consumer's watch names, for the verdict's words. The first call
+    only takes the first reading (``{}``); a window shorter than half of
+    ``window`` seconds is judged unknown.
+
+    Examples:
+        >>> from rlpulse.verdict import describe
+        >>> learner = {"busy_s": 0.0, "wait_s": 0.0}
+        >>> clock = iter([0.0, 30.0])
+        >>> said = []
+        >>> judged = Bottleneck(dict, lambda: learner, names=("collector", "learner"),
+        ...                     window=30.0, on_change=said.append, hold=1,
+        ...                     clock=lambda: next(clock))
+        >>> judged.stats()
+        {}
+        >>> learner.update(busy_s=11.1, wait_s=18.9)
+        >>> judged.stats()["verdict"]
+        -1.0
+        >>> print(describe(said[0]))
+        collector-bound: the learner waited 63% of the last 30 s for data; a faster learner gains nothing, a faster collector up to 2.7x before the learner limits
+    """
+
+    def __init__(
+        self,
+        producer: _Provider,
+        consumer: _Provider,
+        buffer: _Provider | None = None,
+        *,
+        names: tuple[str, str],
+        window: float,
+        target_ratio: float | None = None,
+        on_change: Callable[[Verdict], object] | None = None,
+        hold: int = 2,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._producer = producer
+        self._consumer = consumer
+        self._buffer = buffer
+        self._names = names
+        self._window = window
+        self._target_ratio = target_ratio
+        self._on_change = on_change
+        self._hysteresis = Hysteresis(hold)
+        self._clock = clock
+        self._last: Reading | None = None
+        self._held: Verdict | None = None
+
+    @property
+    def current(self) -> Verdict | None:
+        """The last verdict that held (announced), ``None`` before any."""
+        return self._held
+
+    def stats(self) -> dict[str, float]:
+        """Read both sides (and the buffer), judge the window since the last call, and return its figures and verdict."""
+        reading = Reading(
+            self._clock(),
+            snapshot_of(self._producer()),
+            snapshot_of(self._consumer()),
+            None if self._buffer is None else snapshot_of(self._buffer()),
+        )
+        before, self._last = self._last, reading
+        if before is None:
+            return {}
+        window = measure(before, reading, self._target_ratio)
+        producer, consumer = self._names
+        verdict = judge(window, producer, consumer, minimum_s=self._window / 2)
+        if self._hysteresis.update(verdict.bound):
+            self._held = verdict
+            if self._on_change is not None:
+                self._on_change(verdict)
+        return verdict.metrics()
+
+    def metric_kinds(self) -> dict[str, Kind]:
+        """None of its entries is a counter: each is a window's share, ratio or verdict."""
+        return {}
+
+    def __repr__(self) -> str:
+        producer, consumer = self._names
+        return f"Bottleneck({producer!r} -> {consumer!r}, window={self._window:g})"

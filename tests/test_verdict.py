@@ -1,0 +1,244 @@
+"""The bottleneck verdict's rules, hysteresis and words (rlpulse.verdict), and the Bottleneck target that judges each window."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlpulse import LoggerMonitor, Tally
+from rlpulse.testing import InMemorySink
+from rlpulse.verdict import (
+    Bound,
+    Hysteresis,
+    Reading,
+    Window,
+    describe,
+    describe_metrics,
+    judge,
+    measure,
+)
+from rlpulse.watch.bottleneck import Bottleneck
+
+P, B, C = Bound.PRODUCER, Bound.BALANCED, Bound.CONSUMER
+
+# (case, window, expected bound or None for unknown, expected speed-up or None)
+RULES = [
+    # Stage timing: a synchronous loop (the producer busy while the consumer waits).
+    (
+        "sync: the learner waits 63%",
+        Window(30, consumer_busy=0.37, consumer_wait=0.63),
+        P,
+        1 / 0.37,
+    ),
+    (
+        "sync: the learner busy 80%",
+        Window(30, consumer_busy=0.8, consumer_wait=0.2),
+        C,
+        1 / 0.2,
+    ),
+    (
+        "sync: within 15%",
+        Window(30, consumer_busy=0.52, consumer_wait=0.48),
+        B,
+        1 / 0.48,
+    ),
+    # Stage timing: both sides timed (a thread or process each).
+    ("async: the learner waits", Window(30, 1.0, 0.0, 0.4, 0.6), P, 1 / 0.4),
+    ("async: the collector waits", Window(30, 0.5, 0.5, 1.0, 0.0), C, 2.0),
+    ("async: neither waits", Window(30, 0.95, 0.05, 1.0, 0.0), B, 1 / 0.95),
+    (
+        "async: only waits recorded",
+        Window(30, producer_wait=0.5, consumer_wait=0.0),
+        C,
+        2.0,
+    ),
+    # Replay ratio against its target (Reverb's rate limiter).
+    (
+        "ratio below target",
+        Window(30, replay_ratio=4.0, replay_ratio_target=8.0),
+        C,
+        2.0,
+    ),
+    (
+        "ratio above target",
+        Window(30, replay_ratio=16.0, replay_ratio_target=8.0),
+        P,
+        2.0,
+    ),
+    (
+        "ratio on target",
+        Window(30, replay_ratio=8.5, replay_ratio_target=8.0),
+        B,
+        8.5 / 8,
+    ),
+    (
+        "ratio decides where both are busy",
+        Window(30, 1.0, 0.0, 1.0, 0.0, 4.0, 8.0),
+        C,
+        2.0,
+    ),
+    ("a ratio without a target", Window(30, replay_ratio=4.0), None, None),
+    # A bounded queue (RLlib).
+    ("queue full", Window(30, fill=1.0), C, None),
+    ("queue dropping", Window(30, fill=0.5, dropped=3.0), C, None),
+    (
+        "queue empty, learner waiting",
+        Window(30, consumer_wait=0.6, fill=0.0),
+        P,
+        1 / 0.4,
+    ),
+    ("queue half full", Window(30, fill=0.5), None, None),
+    (
+        "a sampled buffer's fill is no queue",
+        Window(30, replay_ratio=8, fill=1.0),
+        None,
+        None,
+    ),
+    (
+        "stage timing over the full queue",
+        Window(30, 0.95, 0.05, 1.0, 0.0, fill=1.0),
+        B,
+        1 / 0.95,
+    ),
+    # Unknown: missing or disagreeing signals, never a guess.
+    ("nothing reported", Window(30), None, None),
+    ("nobody busy", Window(30, 0.0, 0.0, 0.0, 0.0), None, None),
+    ("ratio and timing disagree", Window(30, 1.0, 0.0, 0.3, 0.7, 4.0, 8.0), None, None),
+    ("queue and timing disagree", Window(30, 1.0, 0.0, 0.3, 0.7, fill=1.0), None, None),
+]
+
+
+@pytest.mark.parametrize(
+    ("window", "bound", "speedup"),
+    [case[1:] for case in RULES],
+    ids=[case[0] for case in RULES],
+)
+def test_each_rule_gives_its_verdict_and_speedup(
+    window: Window, bound: Bound | None, speedup: float | None
+) -> None:
+    verdict = judge(window, "collector", "learner")
+    assert verdict.bound == bound
+    assert verdict.speedup == (None if speedup is None else pytest.approx(speedup))
+
+
+def test_a_window_shorter_than_the_minimum_is_unknown() -> None:
+    window = Window(0.5, consumer_busy=0.37, consumer_wait=0.63)
+    assert judge(window, minimum_s=15.0).bound is None
+    assert judge(window, minimum_s=15.0).rule == "window too short"
+
+
+def test_hysteresis_announces_a_verdict_only_once_it_held_for_two_windows() -> None:
+    held = Hysteresis(hold=2)
+    windows = [C, C, P, C, P, P, None, B, None, B]
+    announced = [held.update(bound) for bound in windows]
+    assert announced == [False, True, False, False, False, True] + [False] * 4
+    assert held.current is P  # B never held two windows in a row
+
+
+def test_hysteresis_refuses_a_hold_of_no_windows() -> None:
+    with pytest.raises(ValueError, match="hold must be a whole number"):
+        Hysteresis(hold=0)
+
+
+def test_measure_takes_shares_of_the_window_and_the_replay_ratio() -> None:
+    before = Reading(
+        0.0,
+        {"busy_s": 0.0, "wait_s": 0.0, "frames": 0.0, "policy_version": 3.0},
+        {"busy_s": 0.0, "wait_s": 0.0, "policy_version": 5.0},
+        {"samples": 0.0, "size": 50.0, "capacity": 100.0, "dropped": 1.0},
+    )
+    after = Reading(
+        10.0,
+        {"busy_s": 9.0, "wait_s": 1.0, "frames": 1000.0, "policy_version": 3.0},
+        {"busy_s": 4.0, "wait_s": 6.0, "policy_version": 7.0},
+        {"samples": 4000.0, "size": 75.0, "capacity": 100.0, "dropped": 4.0},
+    )
+    window = measure(before, after, target_ratio=8.0)
+    assert window == Window(10.0, 0.9, 0.1, 0.4, 0.6, 4.0, 8.0, 0.75, 0.25, 3.0, 4.0)
+
+
+def test_several_workers_summed_give_shares_of_all_their_time() -> None:
+    # Four workers over 10 s: 40 s recorded, 30 of them busy.
+    before = Reading(0.0, {"busy_s": 0.0, "wait_s": 0.0}, {})
+    after = Reading(10.0, {"busy_s": 30.0, "wait_s": 10.0}, {})
+    window = measure(before, after)
+    assert (window.producer_busy, window.producer_wait) == (0.75, 0.25)
+
+
+def test_the_sentence_names_the_sides_and_the_gain() -> None:
+    verdict = judge(
+        Window(30, consumer_busy=0.37, consumer_wait=0.63), "collector", "learner"
+    )
+    assert describe(verdict) == (
+        "collector-bound: the learner waited 63% of the last 30 s for data; a faster "
+        "learner gains nothing, a faster collector up to 2.7x before the learner limits"
+    )
+
+
+@pytest.mark.parametrize(
+    "window", [case[1] for case in RULES], ids=[case[0] for case in RULES]
+)
+def test_the_logged_metrics_give_the_same_sentence(window: Window) -> None:
+    verdict = judge(window, "collector", "learner")
+    assert describe_metrics(verdict.metrics()) == describe(verdict)
+
+
+def test_a_window_logged_as_too_short_reads_back_as_too_short() -> None:
+    verdict = judge(
+        Window(1.0, consumer_busy=0.4, consumer_wait=0.6), "c", "l", minimum_s=5
+    )
+    sentence = describe_metrics(verdict.metrics())
+    assert sentence == "unknown: a window of 1 s is too short to judge"
+
+
+def test_the_bottleneck_target_judges_the_window_between_its_calls() -> None:
+    learner = {"busy_s": 0.0, "wait_s": 0.0}
+    times = iter([0.0, 10.0, 20.0, 30.0])
+    said = []
+    judged = Bottleneck(
+        dict,
+        lambda: learner,
+        names=("collector", "learner"),
+        window=10.0,
+        on_change=said.append,
+        clock=lambda: next(times),
+    )
+    assert judged.stats() == {}
+    for busy in (8.0, 16.0, 24.0):
+        learner.update(busy_s=busy, wait_s=30.0 - busy - 20.0 + busy / 4)
+        assert judged.stats()["verdict"] == 1.0
+    assert [verdict.bound for verdict in said] == [C]  # once it held two windows
+
+
+def test_monitor_bottleneck_refuses_a_watch_it_does_not_know() -> None:
+    monitor = LoggerMonitor(InMemorySink(), background=False)
+    monitor.watch(Tally(), name="learner")
+    with pytest.raises(KeyError, match=r"producer='collector'.*watch\(\) it first"):
+        monitor.bottleneck("collector", "learner")
+
+
+@pytest.mark.parametrize("window", [0, -1.0, float("inf")])
+def test_monitor_bottleneck_refuses_a_window_that_is_no_time(window: float) -> None:
+    monitor = LoggerMonitor(InMemorySink(), background=False)
+    monitor.watch(Tally(), name="collector")
+    monitor.watch(Tally(), name="learner")
+    with pytest.raises(ValueError, match="positive, finite number of seconds"):
+        monitor.bottleneck(window=window)
+
+
+def test_the_bottleneck_watch_logs_gauges_under_its_name() -> None:
+    sink = InMemorySink()
+    monitor = LoggerMonitor(sink, background=False)
+    learner = Tally()
+    monitor.watch(Tally(), name="collector")
+    monitor.watch(learner, name="learner")
+    assert monitor.bottleneck(window=0.01) == "bottleneck"
+    monitor.step()
+    learner.inc("busy_s", 1.0)
+    learner.inc("wait_s", 3.0)
+    import time
+
+    time.sleep(0.02)
+    monitor.step()
+    assert sink.values("bottleneck/verdict") == [-1.0]
+    assert str(sink.kind("bottleneck/consumer_wait_share")) == "gauge"
+    assert sink.values("bottleneck/side/collector") == [-1.0]
