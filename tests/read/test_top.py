@@ -187,15 +187,35 @@ def test_the_monitor_cost_is_in_the_header(tmp_path: Path) -> None:
     assert "monitor 0.4% of a core" in text.splitlines()[1]
 
 
-def test_the_bottleneck_verdict_has_a_line_under_the_run(tmp_path: Path) -> None:
-    payloads = [
-        (1.0, {"bottleneck/verdict": 1.0, "bottleneck/speedup": 1.8}, {}),
-    ]
-    text = screen(followed(store(tmp_path / "run.sqlite", payloads)), now=START + 2)
-
-    assert text.splitlines()[2] == (
-        "  bottleneck: consumer-bound, fixing it could make it 1.8x faster"
+def test_the_bottleneck_verdict_is_said_under_the_run_as_show_says_it(
+    tmp_path: Path,
+) -> None:
+    window = {
+        "bottleneck/window_s": 30.0,
+        "bottleneck/consumer_busy_share": 0.37,
+        "bottleneck/consumer_wait_share": 0.63,
+        "bottleneck/verdict_known": 1.0,
+        "bottleneck/verdict": -1.0,
+        "bottleneck/side/collector": -1.0,
+        "bottleneck/side/learner": 1.0,
+    }
+    unknown = {"bottleneck/verdict_known": 0.0, "bottleneck/window_s": 30.0}
+    text = screen(
+        followed(store(tmp_path / "a.sqlite", [(1.0, window, {})])), now=START + 2
     )
+
+    lines = text.splitlines()
+    assert lines[2].startswith("  collector-bound: the learner waited 63% of the last")
+    said = " ".join(line.strip() for line in lines[2:5])
+    assert "a faster collector up to 2.7x before the learner limits" in said
+    assert all(len(line) <= 80 for line in lines)
+
+    later = screen(
+        followed(store(tmp_path / "b.sqlite", [(1.0, window, {}), (2.0, unknown, {})])),
+        now=START + 3,
+    )
+    assert "collector-bound" not in later
+    assert later.splitlines()[2].startswith("  unknown")
 
 
 def test_the_filter_keeps_a_watch_or_the_metrics_it_matches(tmp_path: Path) -> None:

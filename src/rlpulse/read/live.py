@@ -300,6 +300,28 @@ class LiveRun:
             tuple(sorted(recent, key=lambda event: -event.wall_time)),
         )
 
+    def latest(self, watch: str) -> dict[str, float]:
+        """The metrics of watch ``watch``'s latest payload, by name within the watch.
+
+        >>> from rlpulse.formats.records import Followed, Record
+        >>> run = LiveRun("live")
+        >>> run.add(Followed([Record(1.0, None, "b/verdict", -1.0), Record(1.0, None, "b/speedup", 2.0)], []))
+        >>> run.add(Followed([Record(2.0, None, "b/verdict_known", 0.0)], []))
+        >>> run.latest("b")
+        {'verdict_known': 0.0}
+        """
+        kept = {
+            split(name)[1]: series
+            for name, series in self.series.items()
+            if split(name)[0] == watch
+        }
+        newest = max((series.last_time for series in kept.values()), default=math.nan)
+        return {
+            metric: series.last
+            for metric, series in kept.items()
+            if series.last_time == newest
+        }
+
     def value(self, name: str) -> float | None:
         """The last value of metric ``name`` (``None`` when it was not logged)."""
         series = self.series.get(name)

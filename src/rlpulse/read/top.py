@@ -28,6 +28,7 @@ import math
 import os
 import select
 import sys
+import textwrap
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -48,6 +49,7 @@ from rlpulse.read.summary import (
 )
 from rlpulse.runtime.events import Event
 from rlpulse.text import format_duration, format_number
+from rlpulse.verdict import describe_metrics
 
 if TYPE_CHECKING:
     from rich.console import RenderableType
@@ -315,8 +317,7 @@ def _header(sources: Sequence[_Source], width: int, now: float) -> list[list[Seg
             where = "…" + where[len(title) + len(where) + 1 - width :]
         lines.append([Segment(title, "bold"), Segment(where)])
         lines.append(_run_status(follower, live, now))
-        if (verdict := _verdict(live)) is not None:
-            lines.append([Segment("  "), *verdict])
+        lines += _verdicts(live, width)
         sinks = live.state("", now)
         if not sinks.healthy:
             latest = (*sinks.streaks, *sinks.recent)[0]
@@ -364,24 +365,26 @@ def _monitor_cost(live: LiveRun) -> str:
     return ", ".join(parts)
 
 
-def _verdict(live: LiveRun) -> list[Segment] | None:
-    # The bottleneck verdict where the run logs one: which side bounds the
-    # pipeline (-1 the producer, 0 neither, +1 the consumer) and what
-    # fixing it could gain. A short wording of its own until the verdict's
-    # sentence has a home to call.
-    bound = live.value("bottleneck/verdict")
-    if bound is None or not math.isfinite(bound):
-        return None
-    side = {-1: "producer-bound", 0: "balanced", 1: "consumer-bound"}.get(
-        round(bound), "unknown"
-    )
-    line = [Segment("bottleneck: ", "bold"), Segment(side, "bold magenta")]
-    speedup = live.value("bottleneck/speedup")
-    if speedup is not None and math.isfinite(speedup) and speedup > 1:
-        line.append(
-            Segment(f", fixing it could make it {format_number(speedup)}x faster")
+def _verdicts(live: LiveRun, width: int) -> list[list[Segment]]:
+    # The sentence of each bottleneck watch's latest window, as the console
+    # and ``rlpulse show`` say it (rlpulse.verdict), wrapped to the width.
+    lines: list[list[Segment]] = []
+    for watch in live.watches():
+        if live.value(f"{watch}/verdict_known") is None:
+            continue
+        sentence = describe_metrics(live.latest(watch))
+        if sentence is None:
+            continue
+        side, _, rest = sentence.partition(": ")
+        wrapped = textwrap.wrap(
+            f"{side}: {rest}", width - 4, initial_indent="  ", subsequent_indent="    "
         )
-    return line
+        first = wrapped[0][len("  ") + len(side) + 1 :]
+        lines.append(
+            [Segment("  "), Segment(f"{side}:", "bold magenta"), Segment(first)]
+        )
+        lines += [[Segment(line)] for line in wrapped[1:]]
+    return lines
 
 
 def _body(
