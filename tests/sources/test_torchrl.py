@@ -738,7 +738,7 @@ def test_sample_counter_counts_calls_samples_and_seconds_and_returns_what_the_bu
     assert "index" in info
     assert buffer.sample(4)["obs"].shape == (4, 3)
     stats = counted.stats()
-    assert (stats["sample_calls"], stats["samples"], stats["write_count"]) == (
+    assert (stats["sample_calls"], stats["samples_returned"], stats["write_count"]) == (
         2,
         12,
         20,
@@ -765,5 +765,5 @@ def test_a_monitor_watching_a_sample_counter_logs_its_counters_as_counters() -> 
     monitor.watch(SampleCounter(buffer), name="buffer")
     buffer.sample(5)
     monitor.step()
-    assert sink.values("buffer/samples") == [5.0]
+    assert sink.values("buffer/samples_returned") == [5.0]
     assert str(sink.kind("buffer/sample_s")) == "counter"

@@ -355,8 +355,10 @@ class SampleCounter:
     Watch it instead of the buffer: its ``stats()`` are the buffer's
     (``size``, ``write_count``: the frames written through ``add`` and
     ``extend``, ``capacity``, ``utilization``) and ``sample_calls``,
-    ``samples`` (the batch's first dimension, its ``numel()`` for a
-    TensorDict) and ``sample_s``, all three counters. It wraps ``sample``
+    ``samples_returned`` (the batch's first dimension, its ``numel()`` for a
+    TensorDict) and ``sample_s``, all three counters (the first two named as
+    TorchRL's monitor knows them: their rates are ``samples_per_second`` and
+    ``samples_returned_per_second``). It wraps ``sample``
     on this buffer instance only (iterating the buffer samples through it
     too), returning exactly what the buffer returns; the learner's loop does
     not change. :meth:`close` gives the buffer its own ``sample`` back.
@@ -370,7 +372,7 @@ class SampleCounter:
         >>> buffer.sample(4).shape
         torch.Size([4])
         >>> stats = counted.stats()
-        >>> stats["sample_calls"], stats["samples"], stats["write_count"], stats["sample_s"] > 0
+        >>> stats["sample_calls"], stats["samples_returned"], stats["write_count"], stats["sample_s"] > 0
         (1, 4, 10, True)
         >>> counted.close()
     """
@@ -403,17 +405,18 @@ class SampleCounter:
         buffer.sample = sample
 
     def stats(self) -> dict[str, Any]:
-        """The buffer's ``stats()`` and ``sample_calls``, ``samples``, ``sample_s``."""
+        """The buffer's ``stats()`` and ``sample_calls``, ``samples_returned``, ``sample_s``."""
         stats = dict(self.buffer.stats())
         stats["sample_calls"] = self.calls
-        stats["samples"] = self.samples
+        stats["samples_returned"] = self.samples
         stats["sample_s"] = self.seconds
         return stats
 
     def metric_kinds(self) -> dict[str, Kind]:
         """The counters: the three it adds and the buffer's ``write_count``."""
         return dict.fromkeys(
-            ("sample_calls", "samples", "sample_s", "write_count"), Kind.COUNTER
+            ("sample_calls", "samples_returned", "sample_s", "write_count"),
+            Kind.COUNTER,
         )
 
     def close(self) -> None:
