@@ -23,13 +23,14 @@ import pytest
 
 import rlpulse
 from rlpulse import Every, LoggerMonitor
+from rlpulse.testing import InMemorySink
 from tests.support import Blocking, Source, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
 
 class Recorder:
-    """A thread-safe sink keeping every payload."""
+    """A plain, thread-safe sink keeping every call: the base of the sinks here that fail, stall or time their calls."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -41,13 +42,10 @@ class Recorder:
         with self.lock:
             self.calls.append((dict(metrics), step))
 
-    def names(self) -> set[str]:
-        with self.lock:
-            return {key.split("/")[0] for metrics, _ in self.calls for key in metrics}
 
-    def count(self, watch: str) -> int:
-        with self.lock:
-            return sum(1 for metrics, _ in self.calls if f"{watch}/frames" in metrics)
+def frames_logged(sink: Recorder | InMemorySink, watch: str) -> int:
+    """How many payloads of watch ``watch`` (each with its ``frames``) ``sink`` was given."""
+    return sum(1 for metrics, _ in sink.calls if f"{watch}/frames" in metrics)
 
 
 def rlpulse_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -57,7 +55,7 @@ def rlpulse_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
 def test_a_stats_call_that_blocks_forever_stalls_no_other_watch(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    sink = Recorder()
+    sink = InMemorySink()
     hung = Blocking(block_after=1)
     monitor = LoggerMonitor(sink, poll_interval=0.02, poll_timeout=0.2, stop_timeout=2)
     monitor.watch(hung, name="hung")
@@ -65,8 +63,10 @@ def test_a_stats_call_that_blocks_forever_stalls_no_other_watch(
     with caplog.at_level(logging.WARNING):
         monitor.start()
         assert wait_until(lambda: monitor.stats()["hung"] == 1)
-        logged_when_hung = sink.count("healthy")
-        assert wait_until(lambda: sink.count("healthy") >= logged_when_hung + 20)
+        logged_when_hung = frames_logged(sink, "healthy")
+        assert wait_until(
+            lambda: frames_logged(sink, "healthy") >= logged_when_hung + 20
+        )
         started = time.monotonic()
         monitor.stop()
         stop_took = time.monotonic() - started
@@ -86,7 +86,7 @@ def test_a_stats_call_that_blocks_forever_stalls_no_other_watch(
 def test_a_final_call_that_hangs_is_warned_once_and_the_watches_after_it_get_theirs(
     caplog: pytest.LogCaptureFixture, background: bool, poll_timeout: float | None
 ) -> None:
-    sink = Recorder()
+    sink = InMemorySink()
     hung = Blocking()
     monitor = LoggerMonitor(
         sink,
@@ -105,7 +105,7 @@ def test_a_final_call_that_hangs_is_warned_once_and_the_watches_after_it_get_the
         stop_took = time.monotonic() - started
     hung.release.set()
     assert stop_took < 2.5
-    assert sink.count("healthy") == 1  # its final snapshot
+    assert frames_logged(sink, "healthy") == 1  # its final snapshot
     messages = rlpulse_warnings(caplog)
     assert len(messages) == 1, messages
     assert "no final snapshot of watch 'hung'" in messages[0]
@@ -114,7 +114,7 @@ def test_a_final_call_that_hangs_is_warned_once_and_the_watches_after_it_get_the
 
 def test_the_hung_watch_is_not_polled_again_while_its_call_is_outstanding() -> None:
     hung = Blocking(block_after=1)
-    monitor = LoggerMonitor(Recorder(), poll_interval=0.01, poll_timeout=0.1)
+    monitor = LoggerMonitor(InMemorySink(), poll_interval=0.01, poll_timeout=0.1)
     monitor.watch(hung, name="hung")
     with monitor:
         assert wait_until(lambda: monitor.stats()["hung"] == 1)
@@ -126,7 +126,7 @@ def test_the_hung_watch_is_not_polled_again_while_its_call_is_outstanding() -> N
 def test_a_stats_call_that_blocks_for_twice_the_timeout_then_recovers(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    sink = Recorder()
+    sink = InMemorySink()
     slow = Blocking(seconds=0.4, block_after=1)
     monitor = LoggerMonitor(sink, poll_interval=0.02, poll_timeout=0.2)
     monitor.watch(slow, name="slow")
@@ -137,13 +137,13 @@ def test_a_stats_call_that_blocks_for_twice_the_timeout_then_recovers(
         calls_at_recovery = slow.calls
         assert wait_until(lambda: slow.calls >= calls_at_recovery + 5)
         assert wait_until(lambda: monitor.stats()["hung"] == 0)
-    assert sink.count("slow") >= 5
+    assert frames_logged(sink, "slow") >= 5
     assert monitor.stats()["timeouts"] == 1
 
 
 def test_a_per_watch_poll_timeout_overrides_the_monitor_one() -> None:
     slow = Blocking(seconds=0.3, block_after=1)
-    monitor = LoggerMonitor(Recorder(), poll_interval=0.02, poll_timeout=5.0)
+    monitor = LoggerMonitor(InMemorySink(), poll_interval=0.02, poll_timeout=5.0)
     monitor.watch(slow, name="slow", poll_timeout=0.05)
     with monitor:
         assert wait_until(lambda: monitor.stats()["timeouts"] >= 1)
@@ -151,7 +151,7 @@ def test_a_per_watch_poll_timeout_overrides_the_monitor_one() -> None:
 
 def test_no_timeout_when_poll_timeout_is_none() -> None:
     slow = Blocking(seconds=0.3, block_after=1)
-    monitor = LoggerMonitor(Recorder(), poll_interval=0.02, poll_timeout=None)
+    monitor = LoggerMonitor(InMemorySink(), poll_interval=0.02, poll_timeout=None)
     monitor.watch(slow, name="slow")
     with monitor:
         assert wait_until(lambda: slow.returned >= 2)
@@ -168,11 +168,11 @@ def test_a_slow_sink_delays_neither_polls_nor_the_fast_sink() -> None:
             self.calls += 1
             time.sleep(1.0)
 
-    sleepy, fast = Sleepy(), Recorder()
+    sleepy, fast = Sleepy(), InMemorySink()
     monitor = LoggerMonitor([sleepy, fast], poll_interval=0.01, stop_timeout=3)
     monitor.watch(Source(), name="source")
     with monitor:
-        assert wait_until(lambda: fast.count("source") >= 50, timeout=10)
+        assert wait_until(lambda: frames_logged(fast, "source") >= 50, timeout=10)
         assert sleepy.calls <= 3
 
 
@@ -185,11 +185,11 @@ def test_a_sink_that_raises_every_call_warns_once_and_others_get_everything(
         ) -> None:
             raise RuntimeError("sink exploded")
 
-    good = Recorder()
+    good = InMemorySink()
     monitor = LoggerMonitor([Broken(), good], poll_interval=0.01)
     monitor.watch(Source(), name="source")
     with caplog.at_level(logging.WARNING), monitor:
-        assert wait_until(lambda: good.count("source") >= 20)
+        assert wait_until(lambda: frames_logged(good, "source") >= 20)
     warnings = [m for m in rlpulse_warnings(caplog) if "sink exploded" in m]
     assert len(warnings) == 1
     assert "Broken" in warnings[0]
@@ -208,7 +208,7 @@ def test_a_full_queue_drops_the_oldest_payload_and_counts_it(
             gate.wait()
 
     monitor = LoggerMonitor(
-        [Stuck(), Recorder()], poll_interval=0.005, queue_size=5, stop_timeout=1
+        [Stuck(), InMemorySink()], poll_interval=0.005, queue_size=5, stop_timeout=1
     )
     monitor.watch(Source(), name="source")
     with caplog.at_level(logging.WARNING):
@@ -233,12 +233,12 @@ def test_stop_returns_in_time_while_a_sink_blocks_forever(
         ) -> None:
             gate.wait()
 
-    good = Recorder()
+    good = InMemorySink()
     monitor = LoggerMonitor([Frozen(), good], poll_interval=0.01, stop_timeout=1.0)
     monitor.watch(Source(), name="source")
     with caplog.at_level(logging.WARNING):
         monitor.start()
-        assert wait_until(lambda: good.count("source") >= 3)
+        assert wait_until(lambda: frames_logged(good, "source") >= 3)
         started = time.monotonic()
         monitor.stop()
         took = time.monotonic() - started
@@ -269,17 +269,17 @@ class Outage(Recorder):
 def test_a_sink_that_fails_transiently_gets_every_payload_of_the_outage_in_order(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    sink, other = Outage(), Recorder()
+    sink, other = Outage(), InMemorySink()
     monitor = LoggerMonitor([sink, other], poll_interval=0.01, queue_size=10_000)
     monitor.watch(Source(), name="source", step="frames")
     with caplog.at_level(logging.WARNING), monitor:
-        assert wait_until(lambda: sink.count("source") >= 3)
+        assert wait_until(lambda: frames_logged(sink, "source") >= 3)
         sink.away.set()
         assert wait_until(lambda: sink.failed_calls >= 5)
         assert monitor.stats()["queued"] > 0  # kept, not dropped
         sink.away.clear()
         logged = monitor.stats()["logged"]
-        assert wait_until(lambda: sink.count("source") > logged)
+        assert wait_until(lambda: frames_logged(sink, "source") > logged)
     stats = monitor.stats()
     steps = [step for _, step in sink.calls]
     assert steps == [step for _, step in other.calls]  # none lost, none twice
@@ -299,7 +299,7 @@ def test_stop_while_a_sink_keeps_failing_transiently_is_bounded_and_says_what_wa
     monitor.watch(Source(), name="source")
     with caplog.at_level(logging.WARNING):
         monitor.start()
-        assert wait_until(lambda: sink.count("source") >= 3)
+        assert wait_until(lambda: frames_logged(sink, "source") >= 3)
         sink.away.set()
         assert wait_until(lambda: sink.failed_calls >= 3)
         started = time.monotonic()
@@ -351,7 +351,7 @@ def test_manual_stop_returns_in_time_while_a_sink_hangs(
 
 
 def test_stop_logs_final_snapshots_of_every_watch_that_is_not_hung() -> None:
-    sink = Recorder()
+    sink = InMemorySink()
     hung = Blocking(block_after=1)
     monitor = LoggerMonitor(sink, poll_interval=0.02, poll_timeout=0.1, stop_timeout=2)
     monitor.watch(Source(), name="first")
@@ -359,17 +359,17 @@ def test_stop_logs_final_snapshots_of_every_watch_that_is_not_hung() -> None:
     monitor.watch(Source(), name="last")
     monitor.start()
     assert wait_until(lambda: monitor.stats()["hung"] == 1)
-    before = {name: sink.count(name) for name in ("first", "last")}
+    before = {name: frames_logged(sink, name) for name in ("first", "last")}
     monitor.stop()
     hung.release.set()
-    assert sink.count("first") > before["first"]
-    assert sink.count("last") > before["last"]
+    assert frames_logged(sink, "first") > before["first"]
+    assert frames_logged(sink, "last") > before["last"]
 
 
 def test_a_final_snapshot_that_hangs_at_stop_does_not_block_the_others(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    sink = Recorder()
+    sink = InMemorySink()
     hangs_at_stop = Blocking(block_after=1)
     monitor = LoggerMonitor(sink, background=False, poll_timeout=0.2, stop_timeout=3)
     monitor.watch(hangs_at_stop, name="stuck")
@@ -381,14 +381,14 @@ def test_a_final_snapshot_that_hangs_at_stop_does_not_block_the_others(
         took = time.monotonic() - started
     hangs_at_stop.release.set()
     assert took < 3.5
-    assert sink.count("after") == 2
+    assert frames_logged(sink, "after") == 2
     assert any("'stuck'" in m for m in rlpulse_warnings(caplog))
 
 
 def test_once_unwatch_returns_nothing_more_is_logged_for_that_watch() -> None:
     # Payloads carry the source's call count: one produced by a call made
     # after unwatch() returned would carry more frames than seen then.
-    sink = Recorder()
+    sink = InMemorySink()
     monitor = LoggerMonitor(sink, poll_interval=0.001)
     with monitor:
         sources = []
@@ -399,15 +399,12 @@ def test_once_unwatch_returns_nothing_more_is_logged_for_that_watch() -> None:
             monitor.unwatch(name)
             sources.append((name, source.frames))
     for name, frames_at_unwatch in sources:
-        with sink.lock:
-            logged = [
-                m[f"{name}/frames"] for m, _ in sink.calls if f"{name}/frames" in m
-            ]
+        logged = sink.values(f"{name}/frames")
         assert all(frames <= frames_at_unwatch for frames in logged), name
 
 
 def test_four_threads_churning_watch_and_unwatch_during_fast_polling() -> None:
-    sink = Recorder()
+    sink = InMemorySink()
     monitor = LoggerMonitor(sink, poll_interval=0.001)
     errors: list[BaseException] = []
     stop_at = time.monotonic() + 2.0
@@ -433,7 +430,7 @@ def test_four_threads_churning_watch_and_unwatch_during_fast_polling() -> None:
             thread.join(30)
     assert errors == []
     assert monitor.stats()["watches"] == 1
-    assert sink.count("steady") > 10
+    assert frames_logged(sink, "steady") > 10
 
 
 def _step_until(monitor: LoggerMonitor, stopped: threading.Event) -> None:
@@ -460,7 +457,7 @@ def test_a_step_on_another_thread_during_stop_never_polls_beside_the_final_snaps
 
     for _ in range(5):
         source = OneAtATime()
-        monitor = LoggerMonitor(Recorder(), poll_interval=0.02, stop_timeout=5)
+        monitor = LoggerMonitor(InMemorySink(), poll_interval=0.02, stop_timeout=5)
         monitor.watch(source, name="s")
         monitor.start()
         stopped = threading.Event()
@@ -480,7 +477,7 @@ def test_step_from_another_thread_polls_on_the_monitor_thread() -> None:
         seen.append(threading.current_thread().name)
         return {"frames": 1}
 
-    monitor = LoggerMonitor(Recorder(), poll_interval=3600)
+    monitor = LoggerMonitor(InMemorySink(), poll_interval=3600)
     monitor.watch(object(), name="w", stats_fn=provider)
     with monitor:
         logged = monitor.step()
@@ -517,7 +514,7 @@ def test_a_dropped_monitor_is_collected() -> None:
     import gc
     import weakref
 
-    monitor = LoggerMonitor(Recorder(), background=False)
+    monitor = LoggerMonitor(InMemorySink(), background=False)
     monitor.watch(Source())
     reference = weakref.ref(monitor)
     del monitor
@@ -589,25 +586,25 @@ def test_the_final_snapshot_at_exit_reaches_a_sink_process_from_shared_counters(
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_a_forked_child_inherits_an_inert_monitor_that_can_start_again() -> None:
-    sink = Recorder()
+    sink = InMemorySink()
     monitor = LoggerMonitor(sink, poll_interval=0.001)
     monitor.watch(Source(), name="s")
     monitor.start()
-    assert wait_until(lambda: sink.count("s") > 5)
+    assert wait_until(lambda: frames_logged(sink, "s") > 5)
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child
         code = 1
         try:
-            child_sink = Recorder()
+            child_sink = InMemorySink()
             inert = repr(monitor).endswith("idle)")
-            monitor._sinks[0].target.calls.clear()
+            monitor._sinks[0].target.clear()
             time.sleep(0.05)
-            quiet = sink.count("s") == 0
+            quiet = frames_logged(sink, "s") == 0
             monitor.stop()  # nothing to stop: inert
             monitor._engine.delivery.sinks = (rlpulse.runtime.sinks.Sink(child_sink),)
             monitor.start()
-            started = wait_until(lambda: child_sink.count("s") > 2, timeout=10)
+            started = wait_until(lambda: frames_logged(child_sink, "s") > 2, timeout=10)
             monitor.stop()
             code = 0 if (inert and quiet and started) else 3
             os.write(write_end, f"{inert} {quiet} {started}".encode())
@@ -634,11 +631,11 @@ def test_a_child_forked_while_a_polling_thread_ends_a_round_polls_on_its_own() -
     if pid:
         held.release()  # the child's copy stays held
     else:  # pragma: no cover - runs in the child
-        child_sink = Recorder()
+        child_sink = InMemorySink()
         child = LoggerMonitor(child_sink, poll_interval=0.001)
         child.watch(Source(), name="c")
         child.start()
-        polled = wait_until(lambda: child_sink.count("c") > 5, timeout=5)
+        polled = wait_until(lambda: frames_logged(child_sink, "c") > 5, timeout=5)
         os._exit(0 if polled else 3)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
@@ -646,18 +643,18 @@ def test_a_child_forked_while_a_polling_thread_ends_a_round_polls_on_its_own() -
 
 def test_bad_timeouts_and_queue_sizes_are_refused() -> None:
     with pytest.raises(ValueError, match="poll_timeout"):
-        LoggerMonitor(Recorder(), poll_timeout=0)
+        LoggerMonitor(InMemorySink(), poll_timeout=0)
     with pytest.raises(ValueError, match="stop_timeout"):
-        LoggerMonitor(Recorder(), stop_timeout=-1)
+        LoggerMonitor(InMemorySink(), stop_timeout=-1)
     with pytest.raises(ValueError, match="queue_size"):
-        LoggerMonitor(Recorder(), queue_size=0)
-    monitor = LoggerMonitor(Recorder(), background=False)
+        LoggerMonitor(InMemorySink(), queue_size=0)
+    monitor = LoggerMonitor(InMemorySink(), background=False)
     with pytest.raises(ValueError, match="poll_timeout"):
         monitor.watch(Source(), poll_timeout=float("inf"))
 
 
 def test_monitor_stats_show_queues_and_hung_watches() -> None:
-    stats: dict[str, Any] = LoggerMonitor(Recorder(), background=False).stats()
+    stats: dict[str, Any] = LoggerMonitor(InMemorySink(), background=False).stats()
     assert {"timeouts", "dropped", "hung", "queued"} <= set(stats)
 
 
@@ -668,7 +665,7 @@ def test_a_seconds_schedule_in_background_is_polled_once_per_interval() -> None:
         calls.append(time.monotonic())
         return {"frames": len(calls)}
 
-    monitor = LoggerMonitor(Recorder(), poll_interval=0.005)
+    monitor = LoggerMonitor(InMemorySink(), poll_interval=0.005)
     monitor.watch(object(), name="w", stats_fn=provider, schedule=Every.seconds(0.2))
     with monitor:
         time.sleep(0.7)
@@ -736,7 +733,7 @@ def test_on_error_raise_a_failing_final_snapshot_is_raised_after_draining() -> N
     monitor.watch(failing, name="failing")
     monitor.watch(Source(), name="after")
     monitor.start()
-    assert wait_until(lambda: sink.count("after") >= 3)
+    assert wait_until(lambda: frames_logged(sink, "after") >= 3)
     failing.failing = True
     with pytest.raises(RuntimeError, match="stats failed at stop"):
         monitor.stop()
@@ -752,7 +749,7 @@ def test_a_provider_that_always_overruns_is_warned_once_per_streak(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     slow = Blocking(seconds=0.15)
-    monitor = LoggerMonitor(Recorder(), poll_interval=0.01, poll_timeout=0.05)
+    monitor = LoggerMonitor(InMemorySink(), poll_interval=0.01, poll_timeout=0.05)
     monitor.watch(slow, name="slow")
     with caplog.at_level(logging.WARNING), monitor:
         assert wait_until(lambda: monitor.stats()["timeouts"] >= 3)
@@ -804,7 +801,7 @@ def test_step_after_the_polling_thread_ended_polls_on_the_calling_thread() -> No
 def test_a_slow_call_holds_the_others_up_for_about_a_poll_interval_not_poll_timeout(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    sink = Recorder()
+    sink = InMemorySink()
     stuck = Blocking()
     monitor = LoggerMonitor(sink, poll_interval=0.02, poll_timeout=30, stop_timeout=2)
     monitor.watch(stuck, name="stuck")
@@ -812,7 +809,7 @@ def test_a_slow_call_holds_the_others_up_for_about_a_poll_interval_not_poll_time
     with caplog.at_level(logging.WARNING):
         monitor.start()
         # Far sooner than poll_timeout, the round has moved on without it.
-        assert wait_until(lambda: sink.count("healthy") >= 20, timeout=15)
+        assert wait_until(lambda: frames_logged(sink, "healthy") >= 20, timeout=15)
         assert stuck.calls == 1
         assert monitor.stats()["timeouts"] == 0
         assert monitor.stats()["hung"] == 0  # not hung: within poll_timeout
@@ -829,7 +826,7 @@ def test_a_slow_call_holds_the_others_up_for_about_a_poll_interval_not_poll_time
 def test_a_slow_call_that_returns_within_poll_timeout_is_logged_without_a_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    sink = Recorder()
+    sink = InMemorySink()
     slow = Blocking(seconds=0.5, block_after=1)
     monitor = LoggerMonitor(sink, poll_interval=0.02, poll_timeout=10)
     monitor.watch(slow, name="slow")
@@ -838,7 +835,7 @@ def test_a_slow_call_that_returns_within_poll_timeout_is_logged_without_a_warnin
         assert wait_until(lambda: slow.returned >= 2)  # the slow call returned
         slow.release.set()  # from now on its calls return at once
         assert wait_until(lambda: slow.returned >= 6)
-    assert sink.count("slow") >= 6  # the late snapshot and the ones after it
+    assert frames_logged(sink, "slow") >= 6  # the late snapshot and the ones after it
     assert monitor.stats()["timeouts"] == 0
     assert not any("skipped watch" in m for m in rlpulse_warnings(caplog))
 
@@ -869,7 +866,7 @@ def test_calls_returning_just_as_the_round_moves_on_never_overlap_or_get_stuck()
             return {"frames": self.calls}
 
     jittery = Jittery()
-    sink = Recorder()
+    sink = InMemorySink()
     monitor = LoggerMonitor(sink, poll_interval=0.01, poll_timeout=5, stop_timeout=3)
     monitor.watch(jittery, name="jittery")
     monitor.watch(Source(), name="healthy")
@@ -906,7 +903,7 @@ def test_on_error_raise_from_a_call_left_behind_still_ends_polling() -> None:
     threading.excepthook = lambda args: raised.append(args.exc_value)
     try:
         monitor = LoggerMonitor(
-            Recorder(), poll_interval=0.05, poll_timeout=5, on_error="raise"
+            InMemorySink(), poll_interval=0.05, poll_timeout=5, on_error="raise"
         )
         monitor.watch(slow, name="slow")
         monitor.watch(Source(), name="healthy")
@@ -1033,7 +1030,7 @@ def test_on_error_raise_from_the_part_of_a_round_handed_over_ends_polling() -> N
     threading.excepthook = lambda args: raised.append(args.exc_value)
     try:
         monitor = LoggerMonitor(
-            Recorder(), poll_interval=0.1, poll_timeout=5.0, on_error="raise"
+            InMemorySink(), poll_interval=0.1, poll_timeout=5.0, on_error="raise"
         )
         monitor.watch(None, name="slow", stats_fn=slow_then_flaky)
         monitor.watch(None, name="flaky", stats_fn=flaky)
@@ -1073,7 +1070,7 @@ def test_stop_waits_for_a_slow_call_within_poll_timeout_for_its_final_snapshot(
     monitor.watch(slow, name="slow")
     with caplog.at_level(logging.WARNING):
         monitor.start()
-        assert wait_until(lambda: sink.count("slow") >= 2)
+        assert wait_until(lambda: frames_logged(sink, "slow") >= 2)
         monitor.stop()
     sink.closed = True
     final, _ = sink.calls[-1]
@@ -1103,7 +1100,7 @@ def test_a_call_left_behind_across_a_restart_is_still_marked_hung(
 ) -> None:
     hung = Blocking()
     monitor = LoggerMonitor(
-        Recorder(), poll_interval=0.02, poll_timeout=0.6, stop_timeout=0.5
+        InMemorySink(), poll_interval=0.02, poll_timeout=0.6, stop_timeout=0.5
     )
     monitor.watch(hung, name="hung")
     with caplog.at_level(logging.WARNING):
@@ -1206,19 +1203,19 @@ def test_sigterm_reaches_the_handler_installed_before_once(tmp_path: Path) -> No
 
 def test_an_ignored_sigterm_stays_ignored_and_stops_nothing() -> None:
     previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    sink = Recorder()
+    sink = InMemorySink()
     monitor = LoggerMonitor(sink, poll_interval=3600)
     monitor.watch(Source(), name="s", schedule=Every.seconds(3600))
     try:
         rlpulse.stop_on_sigterm()
         monitor.start()
         signal.raise_signal(signal.SIGTERM)
-        assert sink.count("s") == 0
+        assert frames_logged(sink, "s") == 0
         assert repr(monitor).endswith("running)")
     finally:
         signal.signal(signal.SIGTERM, previous)
         monitor.stop()
-    assert sink.count("s") == 1
+    assert frames_logged(sink, "s") == 1
 
 
 def test_sigterm_in_process_stops_running_monitors_before_the_previous_handler() -> (
@@ -1228,10 +1225,10 @@ def test_sigterm_in_process_stops_running_monitors_before_the_previous_handler()
         pass
 
     seen: list[int] = []
-    sink = Recorder()
+    sink = InMemorySink()
 
     def earlier(signum: int, frame: object) -> None:
-        seen.append(sink.count("s"))
+        seen.append(frames_logged(sink, "s"))
         raise Terminated
 
     previous = signal.signal(signal.SIGTERM, earlier)
@@ -1249,7 +1246,7 @@ def test_sigterm_in_process_stops_running_monitors_before_the_previous_handler()
         signal.signal(signal.SIGTERM, previous)
         monitor.stop()
     assert seen == [1]  # the final snapshot was logged before it was called
-    assert sink.count("s") == 1  # and the monitor was stopped
+    assert frames_logged(sink, "s") == 1  # and the monitor was stopped
 
 
 def test_sigterm_while_the_main_thread_holds_a_monitor_lock_still_ends_in_time() -> (
@@ -1323,7 +1320,7 @@ def test_stop_on_sigterm_from_another_thread_says_to_call_it_in_the_main_thread(
 def test_a_previous_handler_that_returns_lets_the_process_go_on() -> None:
     calls: list[int] = []
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: calls.append(signum))
-    sink = Recorder()
+    sink = InMemorySink()
     monitor = LoggerMonitor(sink, poll_interval=3600)
     monitor.watch(Source(), name="s", schedule=Every.seconds(3600))
     try:
@@ -1333,10 +1330,10 @@ def test_a_previous_handler_that_returns_lets_the_process_go_on() -> None:
     finally:
         signal.signal(signal.SIGTERM, previous)
     assert calls == [signal.SIGTERM]
-    assert sink.count("s") == 1  # the final snapshot
+    assert frames_logged(sink, "s") == 1  # the final snapshot
     assert repr(monitor).endswith("idle)")  # stopped; the caller goes on
     monitor.stop()
-    assert sink.count("s") == 1
+    assert frames_logged(sink, "s") == 1
 
 
 def test_a_watch_left_in_a_round_under_way_is_not_called_after_unwatch_returned() -> (
@@ -1354,7 +1351,7 @@ def test_a_watch_left_in_a_round_under_way_is_not_called_after_unwatch_returned(
         calls_of_b.append(time.monotonic())
         return {"y": 1}
 
-    monitor = LoggerMonitor(Recorder(), poll_interval=1.0, poll_timeout=5.0)
+    monitor = LoggerMonitor(InMemorySink(), poll_interval=1.0, poll_timeout=5.0)
     monitor.watch(None, name="slow", stats_fn=slow, log_on_start=False)
     monitor.watch(None, name="b", stats_fn=b, log_on_start=False)
     monitor.start()
