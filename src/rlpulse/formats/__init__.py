@@ -29,17 +29,22 @@ the line and what is wrong.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 from rlpulse.formats.csv import CSV_FIELDS, CSV_FIELDS_0_1, read_csv
 from rlpulse.formats.jsonl import read_jsonl, read_jsonl_events
 from rlpulse.formats.records import (
     DistributionRecord,
+    Downsampled,
+    MetricAggregate,
     Record,
+    RunAggregate,
     RunFileError,
     RunFileWarning,
     RunInfo,
+    aggregate,
+    downsample,
     merge_distributions,
     prepare_record_file,
 )
@@ -50,7 +55,9 @@ from rlpulse.formats.sqlite import (
     is_sqlite,
     list_runs,
     read_sqlite,
+    read_sqlite_aggregate,
     read_sqlite_distributions,
+    read_sqlite_downsampled,
     read_sqlite_events,
     run_infos,
 )
@@ -63,15 +70,22 @@ __all__ = [
     "SQLITE_MAGIC",
     "SQLITE_SCHEMA",
     "DistributionRecord",
+    "Downsampled",
+    "MetricAggregate",
     "Record",
+    "RunAggregate",
     "RunFileError",
     "RunFileWarning",
     "RunInfo",
+    "aggregate",
+    "downsample",
     "list_runs",
     "merge_distributions",
     "prepare_record_file",
     "read",
+    "read_aggregate",
     "read_distributions",
+    "read_downsampled",
     "read_events",
     "run_infos",
 ]
@@ -115,6 +129,61 @@ def read(path: str | os.PathLike[str], run: str | None = None) -> Iterator[Recor
     if file_format == "csv":
         return read_csv(path)
     return read_jsonl(path)
+
+
+def read_aggregate(
+    path: str | os.PathLike[str], run: str | None = None
+) -> RunAggregate:
+    """The records of a run (as :func:`read` reads them) in aggregate: each metric's first, last, extremes, growth and mean.
+
+    Computed where the data is: SQLite aggregates a run itself; a CSV or
+    JSON lines file is read once, keeping a few figures per metric
+    (:func:`aggregate`). ``run`` and the errors as for :func:`read`.
+
+    >>> import tempfile, pathlib
+    >>> from rlpulse import SQLiteLogger
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     with SQLiteLogger(pathlib.Path(tmp) / "run.db") as sink:
+    ...         for second in range(3):
+    ...             sink.log_metrics({"c/frames": 100.0 * second}, step=second, timestamp=10.0 + second)
+    ...     (frames,) = read_aggregate(sink.path).metrics
+    >>> frames.kind, frames.last, frames.growth / frames.growth_s
+    (<Kind.COUNTER: 'counter'>, 200.0, 100.0)
+    """
+    path = Path(path)
+    if _format_for(path, run) == "sqlite":
+        return read_sqlite_aggregate(path, run)
+    return aggregate(read(path, run))
+
+
+def read_downsampled(
+    path: str | os.PathLike[str],
+    run: str | None = None,
+    *,
+    buckets: int,
+    names: Collection[str] | None = None,
+) -> Downsampled:
+    """The records of a run (as :func:`read` reads them) downsampled to about ``buckets`` buckets of time per metric, as :func:`downsample` does it.
+
+    ``names`` keeps the points of those metrics only (``None``: all).
+    SQLite downsamples a long run itself; a CSV or JSON lines file is read
+    once, keeping a few points per bucket. ``run`` and the errors as for
+    :func:`read`.
+
+    >>> import tempfile, pathlib
+    >>> from rlpulse import JSONLLogger
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     with JSONLLogger(pathlib.Path(tmp) / "run.jsonl") as sink:
+    ...         for second in range(1000):
+    ...             sink.log_metrics({"b/size": float(second % 10)}, timestamp=float(second))
+    ...     run = read_downsampled(sink.path, buckets=50)
+    >>> run.records, len(run.points["b/size"]) <= 100, max(p.value for p in run.points["b/size"])
+    (1000, True, 9.0)
+    """
+    path = Path(path)
+    if _format_for(path, run) == "sqlite":
+        return read_sqlite_downsampled(path, run, names, buckets)
+    return downsample(read(path, run), buckets, names)
 
 
 def read_events(
