@@ -780,9 +780,13 @@ def test_step_axis_of_a_run_without_steps_is_a_plot_error() -> None:
         plot_run(_records((0, None, "buffer/size", 1.0)), run="stepless", x="step")
 
 
-def test_an_unknown_x_axis_is_a_value_error() -> None:
-    with pytest.raises(ValueError, match="x must be 'time' or 'step'"):
-        plot_run(_records((0, None, "buffer/size", 1.0)), run="r", x="frames")  # type: ignore[arg-type]
+def test_an_x_axis_that_is_no_counter_of_the_run_is_a_plot_error_naming_its_counters() -> (
+    None
+):
+    records = _records((0, None, "buffer/size", 1.0), (0, None, "c/frames", 1.0))
+
+    with pytest.raises(PlotError, match=r"no counter 'frames'.*counters: c/frames"):
+        plot_run(records, run="r", x="frames")
 
 
 # Choosing metrics

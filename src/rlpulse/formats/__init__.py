@@ -29,7 +29,7 @@ the line and what is wrong.
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 
 from rlpulse.formats.csv import CSV_FIELDS, CSV_FIELDS_0_1, read_csv
@@ -161,11 +161,13 @@ def read_downsampled(
     run: str | None = None,
     *,
     buckets: int,
-    names: Collection[str] | None = None,
+    keep: Callable[[Collection[str]], Collection[str]] | None = None,
 ) -> Downsampled:
     """The records of a run (as :func:`read` reads them) downsampled to about ``buckets`` buckets of time per metric, as :func:`downsample` does it.
 
-    ``names`` keeps the points of those metrics only (``None``: all).
+    ``keep``, given the run's metric names, returns those whose points to
+    keep (``None``: all); SQLite asks it of the metrics whose kind it
+    stores, and keeps the points of the others too.
     SQLite downsamples a long run itself; a CSV or JSON lines file is read
     once, keeping a few points per bucket. ``run`` and the errors as for
     :func:`read`.
@@ -182,8 +184,8 @@ def read_downsampled(
     """
     path = Path(path)
     if _format_for(path, run) == "sqlite":
-        return read_sqlite_downsampled(path, run, names, buckets)
-    return downsample(read(path, run), buckets, names)
+        return read_sqlite_downsampled(path, run, keep, buckets)
+    return downsample(read(path, run), buckets, keep)
 
 
 def read_events(

@@ -537,9 +537,11 @@ def _keep(cell: list[Record | None], record: Record) -> None:
 
 
 def downsample(
-    records: Iterable[Record], buckets: int, names: Collection[str] | None = None
+    records: Iterable[Record],
+    buckets: int,
+    keep: Callable[[Collection[str]], Collection[str]] | None = None,
 ) -> Downsampled:
-    """Downsample ``records`` in one pass to about ``buckets`` buckets of time per metric (see :class:`Downsampled`); keep the points of ``names`` only, when given.
+    """Downsample ``records`` in one pass to about ``buckets`` buckets of time per metric (see :class:`Downsampled`); keep the points of the names ``keep(names)`` returns, when given.
 
     Memory stays within a few points per bucket and metric, whatever the
     run's length: buckets that grow too many are merged in pairs.
@@ -559,16 +561,15 @@ def downsample(
             record.kind is not kind and (kind is None or record.kind is Kind.COUNTER)
         ):
             kinds[name] = record.kind
-        if names is not None and name not in names:
-            continue
         reducer = reducers.get(name)
         if reducer is None:
             reducer = reducers[name] = _Reducer(buckets)
         reducer.add(record)
+    kept = reducers.keys() if keep is None else set(keep(reducers.keys()))
     return Downsampled(
         count,
         start_wall_time,
         end_wall_time,
         kinds,
-        {name: reducer.points() for name, reducer in reducers.items()},
+        {name: reducer.points() for name, reducer in reducers.items() if name in kept},
     )

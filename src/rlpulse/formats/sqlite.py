@@ -797,13 +797,16 @@ def _growth(
 
 
 def read_sqlite_downsampled(
-    path: Path, run: str | None, names: Collection[str] | None, buckets: int
+    path: Path,
+    run: str | None,
+    keep: Callable[[Collection[str]], Collection[str]] | None,
+    buckets: int,
 ) -> Downsampled:
     """Run ``run`` (``None``: the latest) of a SQLite file downsampled as :func:`~rlpulse.formats.records.downsample` does it; the run is checked first.
 
-    A long run is downsampled by SQLite, grouping the rows of ``names``
-    (all for ``None``) and of every metric whose kind the file does not
-    store by metric and bucket of time: each bucket's smallest and largest
+    A long run is downsampled by SQLite, grouping the rows of the metrics
+    ``keep`` returns of those whose kind the file stores (all for ``None``)
+    and of every other metric by metric and bucket of time: each bucket's smallest and largest
     value at their times, a NaN where it holds one.
     """
     run_id = _run_id(path, run)
@@ -814,10 +817,12 @@ def read_sqlite_downsampled(
             (run_id,),
         ).fetchone()
         if count <= _DOWNSAMPLED_IN_PYTHON_UP_TO:
-            return downsample(read_sqlite(path, run), buckets, names)
+            return downsample(read_sqlite(path, run), buckets, keep)
         stored = _sqlite_kinds(connection, run_id)
         width = (end - start) / buckets or 1.0
-        wanted = list(stored) if names is None else [n for n in names if n in stored]
+        wanted = (
+            list(stored) if keep is None else sorted(set(keep(stored)) & stored.keys())
+        )
         points = _buckets(connection, run_id, start, width, wanted, stored)
     kinds: dict[str, Kind | None] = dict(stored)
     unstored = [name for name in points if name not in stored]
