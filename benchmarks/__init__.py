@@ -32,6 +32,7 @@ SECTIONS: dict[str, str] = {
     "histograms": "benchmarks.histograms",
     "reliability": "benchmarks.reliability",
     "scale_out": "benchmarks.scale_out",
+    "long_runs": "benchmarks.long_runs",
 }
 """Section name (as given to ``--only``) → module implementing ``run()``, in document order."""
 
