@@ -14,6 +14,7 @@ run.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -21,6 +22,7 @@ import random
 import sqlite3
 import subprocess
 import sys
+import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -177,9 +179,8 @@ def _baseline_sources(directory: Path) -> Path:
         capture_output=True,
         check=True,
     )
-    subprocess.run(
-        ["tar", "-x", "-C", str(directory)], input=archive.stdout, check=True
-    )
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as sources:
+        sources.extractall(directory)
     return directory / "src"
 
 
