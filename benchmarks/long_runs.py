@@ -264,7 +264,8 @@ bucket's smallest and largest value. "before" is the code at commit
 sources in the same run; each figure is one fresh process's (the call's
 seconds, the process's peak resident memory). The last row of each command
 is today's code on a run a quarter as long: memory does not grow with the
-run. Budgets: {budgets}. {verdict}
+run, and neither does much of the time: what remains of `plot` is
+matplotlib laying out and drawing twelve panels. Budgets: {budgets}. {verdict}
 
 {chr(10).join(rows)}
 
