@@ -33,6 +33,7 @@ SECTIONS: dict[str, str] = {
     "reliability": "benchmarks.reliability",
     "scale_out": "benchmarks.scale_out",
     "top_follow": "benchmarks.top_follow",
+    "long_runs": "benchmarks.long_runs",
 }
 """Section name (as given to ``--only``) → module implementing ``run()``, in document order."""
 

@@ -50,8 +50,8 @@ def snapshots() -> SnapshotResult:
     return measure_snapshots(TINY, report=_quiet)
 
 
-def test_the_section_is_registered_last() -> None:
-    assert list(SECTIONS)[-1] == "scale_out"
+def test_the_section_is_registered() -> None:
+    assert "scale_out" in SECTIONS
     assert SECTIONS["scale_out"] == "benchmarks.scale_out"
 
 

@@ -24,11 +24,13 @@ from rlpulse import (
     Record,
     SQLiteLogger,
     Tally,
+    formats,
     read,
 )
 from rlpulse.cli import main
 from rlpulse.naming import Kind, Payload
 from rlpulse.read.plot import (
+    BUCKETS,
     INSTALL_HINT,
     MAX_LINES,
     MAX_PANELS,
@@ -780,9 +782,13 @@ def test_step_axis_of_a_run_without_steps_is_a_plot_error() -> None:
         plot_run(_records((0, None, "buffer/size", 1.0)), run="stepless", x="step")
 
 
-def test_an_unknown_x_axis_is_a_value_error() -> None:
-    with pytest.raises(ValueError, match="x must be 'time' or 'step'"):
-        plot_run(_records((0, None, "buffer/size", 1.0)), run="r", x="frames")  # type: ignore[arg-type]
+def test_an_x_axis_that_is_no_counter_of_the_run_is_a_plot_error_naming_its_counters() -> (
+    None
+):
+    records = _records((0, None, "buffer/size", 1.0), (0, None, "c/frames", 1.0))
+
+    with pytest.raises(PlotError, match=r"no counter 'frames'.*counters: c/frames"):
+        plot_run(records, run="r", x="frames")
 
 
 # Choosing metrics
@@ -1287,3 +1293,151 @@ def test_every_panel_draws_the_same_time_from_the_first_point_of_any_watch() -> 
     low, high = limits.pop()
     assert low <= 0.0
     assert high >= 9.0
+
+
+# Long runs, counters on the x axis, smoothing, bands
+
+
+def _spiky_run(path: Path, payloads: int) -> None:
+    """A gauge between 0 and 1 but for one spike to 50 and one dip to -7, and a counter."""
+    with SQLiteLogger(path, run="long") as sink:
+        sink.log_payloads(
+            [
+                Payload(
+                    {
+                        "learner/loss": 50.0
+                        if index == payloads // 3
+                        else -7.0
+                        if index == 2 * payloads // 3
+                        else (index % 10) / 10,
+                        "collector/frames": 100.0 * index,
+                    },
+                    index,
+                    START + index * 0.5,
+                    {"collector/frames": Kind.COUNTER},
+                )
+                for index in range(payloads)
+            ]
+        )
+
+
+@pytest.mark.parametrize("source", ["sqlite", "records"])
+def test_a_long_lines_points_are_downsampled_keeping_each_spike(
+    tmp_path: Path, source: str
+) -> None:
+    path = tmp_path / "long.sqlite"
+    _spiky_run(path, 40_000)  # 80,000 records: SQLite downsamples them itself
+    if source == "sqlite":
+        image = plot_file(path, tmp_path / "long.png")
+        assert image.exists()
+        data = formats.read_downsampled(path, buckets=BUCKETS)
+        ys = [point.value for point in data.points["learner/loss"]]
+    else:
+        figure = plot_run(read(path), run="long", match="learner/*")
+        (line,) = _panels(figure)["learner"].get_lines()
+        ys = list(line.get_ydata())
+
+    assert len(ys) <= 2 * BUCKETS + 2
+    assert max(ys) == 50.0
+    assert min(ys) == -7.0
+
+
+def test_a_downsampled_sqlite_run_keeps_the_extremes_a_line_file_keeps(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "long.sqlite"
+    _spiky_run(path, 30_000)
+
+    from_sql = formats.read_downsampled(path, buckets=200)
+    from_records = formats.downsample(read(path), buckets=200)
+
+    for name in ("learner/loss", "collector/frames"):
+        sql_values = [point.value for point in from_sql.points[name]]
+        python_values = [point.value for point in from_records.points[name]]
+        assert (min(sql_values), max(sql_values)) == (
+            min(python_values),
+            max(python_values),
+        )
+    assert from_sql.kinds == from_records.kinds
+    assert from_sql.records == from_records.records == 60_000
+
+
+def _tensorboard_smoothing(values: list[float], weight: float) -> list[float]:
+    # TensorBoard's scalar smoothing (vz_line_chart2), written out here.
+    last, smoothed = 0.0, []
+    for accumulated, value in enumerate(values, start=1):
+        last = last * weight + (1 - weight) * value
+        smoothed.append(last / (1 - weight**accumulated))
+    return smoothed
+
+
+def test_smoothing_draws_tensorboards_moving_average_over_the_faint_line_as_logged() -> (
+    None
+):
+    records = _records(
+        *(
+            (second, second, "learner/loss", 1.0 / (1 + second) + (second % 3) * 0.1)
+            for second in range(60)
+        )
+    )
+
+    figure = plot_run(records, run="r", smooth=0.9)
+
+    faint, drawn = _panels(figure)["learner"].get_lines()
+    assert faint.get_alpha() == 0.25
+    assert list(faint.get_ydata()) == [record.value for record in records]
+    assert list(drawn.get_ydata()) == pytest.approx(
+        _tensorboard_smoothing(list(faint.get_ydata()), 0.9)
+    )
+    assert drawn.get_label() == "loss"
+
+
+def test_a_distributions_p50_is_drawn_with_a_band_to_its_p99() -> None:
+    rows = []
+    for second in range(20):
+        rows += [
+            (second, None, "learner/update_s_p50", 0.010 + second / 1000),
+            (second, None, "learner/update_s_p90", 0.020 + second / 1000),
+            (second, None, "learner/update_s_p99", 0.040 + second / 1000),
+        ]
+
+    figure = plot_run(_records(*rows), run="r")
+
+    axes = _panels(figure)["learner"]
+    assert _labels(axes) == ["update_s_p50", "update_s_p90"]
+    (band,) = axes.collections
+    assert band.get_label() == "update_s p50–p99"
+    (path,) = band.get_paths()
+    assert path.vertices[:, 1].max() == pytest.approx(0.040 + 19 / 1000)
+    assert path.vertices[:, 1].min() == pytest.approx(0.010)
+
+
+def test_a_counter_on_the_x_axis_places_every_watch_at_its_value_at_their_time() -> (
+    None
+):
+    records = _records(
+        (0, None, "collector/frames", 0.0),
+        (10, None, "collector/frames", 1000.0),
+        (20, None, "collector/frames", 3000.0),
+        (5, None, "buffer/size", 7.0),
+        (15, None, "buffer/size", 9.0),
+        (20, None, "buffer/size", 9.0),
+    )
+
+    figure = plot_run(records, run="r", x="collector/frames")
+
+    (size,) = _panels(figure)["buffer"].get_lines()
+    assert list(size.get_xdata()) == [500.0, 2000.0, 3000.0]
+    assert figure.axes[-1].get_xlabel() == "collector/frames"
+
+
+def test_plot_with_a_smoothing_weight_of_one_or_more_is_refused_with_the_range(
+    pipeline_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(
+            ["plot", str(pipeline_run), "-o", str(tmp_path / "x.png"), "--smooth", "1"]
+        )
+
+    assert exit_info.value.code == 2
+    assert "from 0 (none) to below 1" in capsys.readouterr().err

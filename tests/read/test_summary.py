@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 
 from rlpulse.distributions import RELATIVE_ERROR
 from rlpulse.naming import Kind, Payload
-from rlpulse.read.records import Record, RunFileError
+from rlpulse.read.records import Record, RunFileError, read
 from rlpulse.read.summary import (
     MetricSummary,
     RunSummary,
@@ -513,3 +514,89 @@ def test_a_match_keeps_the_distributions_it_names(
     assert [d.name for d in kept.distributions] == ["learner/loss"]
     assert others.distributions == ()
     assert "distribution" not in format_summary(others)
+
+
+# Long runs: summarised where the data is
+
+
+def _long_run(path: Path, payloads: int, *, nan_every: int = 997) -> None:
+    """A run of six metrics per payload: a counter reset once, a rate, gauges with NaN now and then."""
+    with SQLiteLogger(path, run="long") as sink:
+        for index in range(payloads):
+            frames = 1000.0 * (
+                index if index < payloads // 2 else index - payloads // 2
+            )
+            value = math.nan if index % nan_every == 0 else math.sin(index) * 3.5
+            sink.log_payloads(
+                [
+                    Payload(
+                        {
+                            "collector/frames": frames,
+                            "collector/frames_per_second": 1000.0 + index % 7,
+                            "collector/busy_s": 0.37 * index,
+                            "buffer/size": float(index % 1000),
+                            "learner/loss": value,
+                            "learner/episode_return_mean": math.log1p(index) / 3,
+                        },
+                        index,
+                        1_700_000_000.0 + index * 0.731,
+                        {
+                            "collector/frames": Kind.COUNTER,
+                            "collector/busy_s": Kind.COUNTER,
+                        },
+                    )
+                ]
+            )
+
+
+def test_a_long_sqlite_runs_summary_from_sql_equals_the_one_from_its_records(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "long.sqlite"
+    _long_run(path, 12_000)
+
+    from_sql = summarize_file(path)
+    from_records = summarize(read(path), run="long", source=str(path))
+
+    assert from_sql == from_records
+    assert from_sql.records == 72_000
+    assert format_summary(from_sql, exact=True) == format_summary(
+        from_records, exact=True
+    )
+
+
+def test_a_long_runs_counter_reset_and_nan_values_summarise_as_from_the_records(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "long.sqlite"
+    _long_run(path, 3_000, nan_every=2)
+
+    frames = _metric(summarize_file(path), "collector/frames")
+    loss = _metric(summarize_file(path), "learner/loss")
+
+    assert frames.mean_rate == pytest.approx(1000.0 / 0.731)
+    assert math.isnan(loss.first)
+    assert not math.isnan(loss.minimum)
+    assert loss == _metric(summarize(read(path), run="long", source=""), "learner/loss")
+
+
+def test_a_long_line_files_summary_is_read_in_one_pass_without_keeping_its_records(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "long.jsonl"
+    with JSONLLogger(path) as sink:
+        for index in range(20_000):
+            sink.log_metrics(
+                {"c/frames": 10.0 * index}, step=index, timestamp=float(index)
+            )
+    tracemalloc.start()
+    try:
+        summary = summarize_file(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+    assert summary.records == 20_000
+    assert _metric(summary, "c/frames").mean_rate == 10.0
+    # 20,000 records held at once would take several megabytes.
+    assert peak < 1_000_000

@@ -8,6 +8,7 @@ from pathlib import Path
 from rlpulse.cli import common
 from rlpulse.read.compare import run_argument
 from rlpulse.read.plot import (
+    BUCKETS,
     MAX_LINES,
     MAX_PANELS,
     plot_files,
@@ -18,13 +19,23 @@ SUMMARY = "draw recorded runs into an image"
 
 DESCRIPTION = f"""\
 Draw a recorded run into an image: one panel per watch (the part of a metric
-name before the first '/'), over the time since the run started, or over the
-logged step with --x step (watches without a step are left out, and named).
+name before the first '/'), over the time since the run started, over the
+logged step with --x step (watches without a step are left out, and named),
+or over any counter of the run with --x COUNTER (--x collector/frames: every
+watch's points placed at the counter's value at their time, interpolated
+between its records, so that watches logged at different times line up).
 A panel has one axis per unit: rates (per second, solid lines), then bytes,
 percent, seconds and plain gauges (dashed). A cumulative counter is drawn as
 its rate (itself too with --cumulative); metrics that never changed are
 listed above their panel. Axes whose lines differ widely in size are
-logarithmic. A chart draws at most {MAX_PANELS} watches of {MAX_LINES} lines each and
+logarithmic. A distribution's p50 (a Tally's observed key) is drawn with a
+shaded band between two of its quantiles, where they were logged: p10 to
+p90, else p50 to p99. --smooth WEIGHT smooths every line as TensorBoard's
+smoothing slider does (an exponential moving average, debiased at its
+start: 0 none, 0.9 strong), the line as logged kept faint beneath. A long
+run is drawn as a chart can show it: each line downsampled to about
+{BUCKETS} buckets of time, each keeping its smallest and largest value, so
+that spikes survive. A chart draws at most {MAX_PANELS} watches of {MAX_LINES} lines each and
 says what it left out: narrow it with --match.
 
 RUN is a file written by SQLiteLogger, CSVLogger or JSONLLogger; --run picks
@@ -42,6 +53,7 @@ examples:
   rlpulse plot runs/demo.sqlite -o collector.png --match 'collector/*'
   rlpulse plot runs/demo.sqlite -o two.png --match 'collector/*' --match 'buffer/*'
   rlpulse plot metrics.csv -o rates.png --match _per_second --x step
+  rlpulse plot runs/demo.sqlite -o frames.png --x collector/frames --smooth 0.9
   rlpulse plot runs/baseline.sqlite runs/new.sqlite -o both.png --match 'collector/*'
 """
 
@@ -69,10 +81,19 @@ def add(commands: common.Commands) -> None:
     )
     plot.add_argument(
         "--x",
-        choices=("time", "step"),
         default="time",
-        help="the x axis: time since the start of the run, or the logged step "
-        "(default: %(default)s)",
+        metavar="AXIS",
+        help="the x axis: 'time' since the start of the run, 'step' (the logged "
+        "step), or the name of a counter, as in collector/frames (default: "
+        "%(default)s)",
+    )
+    plot.add_argument(
+        "--smooth",
+        type=_weight,
+        default=0.0,
+        metavar="WEIGHT",
+        help="smooth each line as TensorBoard does, from 0 (none) to below 1 "
+        "(0.9: strong), the line as logged drawn faint (default: none)",
     )
     common.add_run_option(plot, "draw")
 
@@ -90,9 +111,27 @@ def run(args: argparse.Namespace) -> int:
             return common.fail(problem)
     try:
         written = plot_files(
-            runs, args.output, match=args.match, x=args.x, cumulative=args.cumulative
+            runs,
+            args.output,
+            match=args.match,
+            x=args.x,
+            cumulative=args.cumulative,
+            smooth=args.smooth,
         )
     except ImportError as error:
         return common.fail(str(error))
     print(f"wrote {written}")
     return 0
+
+
+def _weight(text: str) -> float:
+    try:
+        weight = float(text)
+    except ValueError:
+        weight = -1.0
+    if not 0.0 <= weight < 1.0:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is no smoothing weight: give a number from 0 (none) to "
+            "below 1, as 0.9"
+        )
+    return weight

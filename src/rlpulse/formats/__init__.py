@@ -29,18 +29,23 @@ the line and what is wrong.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 
 from rlpulse.formats.csv import CSV_FIELDS, CSV_FIELDS_0_1, CSVFollower, read_csv
 from rlpulse.formats.jsonl import JSONLFollower, read_jsonl, read_jsonl_events
 from rlpulse.formats.records import (
     DistributionRecord,
+    Downsampled,
     Followed,
+    MetricAggregate,
     Record,
+    RunAggregate,
     RunFileError,
     RunFileWarning,
     RunInfo,
+    aggregate,
+    downsample,
     merge_distributions,
     prepare_record_file,
 )
@@ -52,7 +57,9 @@ from rlpulse.formats.sqlite import (
     is_sqlite,
     list_runs,
     read_sqlite,
+    read_sqlite_aggregate,
     read_sqlite_distributions,
+    read_sqlite_downsampled,
     read_sqlite_events,
     run_infos,
 )
@@ -65,23 +72,35 @@ __all__ = [
     "SQLITE_MAGIC",
     "SQLITE_SCHEMA",
     "DistributionRecord",
+    "Downsampled",
     "Followed",
+    "MetricAggregate",
     "Record",
+    "RunAggregate",
     "RunFileError",
     "RunFileWarning",
     "RunFollower",
     "RunInfo",
+    "aggregate",
+    "downsample",
     "list_runs",
     "merge_distributions",
     "prepare_record_file",
     "read",
+    "read_aggregate",
     "read_distributions",
+    "read_downsampled",
     "read_events",
     "run_infos",
 ]
 
 
-def read(path: str | os.PathLike[str], run: str | None = None) -> Iterator[Record]:
+def read(
+    path: str | os.PathLike[str],
+    run: str | None = None,
+    *,
+    names: Collection[str] | None = None,
+) -> Iterator[Record]:
     """Iterate over the records of a metrics file written by any rlpulse file sink.
 
     The format comes from the file's content (the SQLite header, the CSV
@@ -93,7 +112,9 @@ def read(path: str | os.PathLike[str], run: str | None = None) -> Iterator[Recor
     0.1.0) the one :func:`rlpulse.naming.inferred_kind` guesses from the
     run's names. CSV and JSON lines files
     are read as people write them too: blank lines are skipped, and a JSON
-    lines payload without ``"step"`` has step ``None``. A last line cut short
+    lines payload without ``"step"`` has step ``None``. ``names``, where
+    given, keeps only the records of those metrics (for SQLite, in the
+    query). A last line cut short
     (a write a crash interrupted, or one still under way: no newline at its
     end, or a row without all its fields) is left out with a
     :class:`RunFileWarning`.
@@ -115,10 +136,69 @@ def read(path: str | os.PathLike[str], run: str | None = None) -> Iterator[Recor
     path = Path(path)
     file_format = _format_for(path, run)
     if file_format == "sqlite":
-        return read_sqlite(path, run)
-    if file_format == "csv":
-        return read_csv(path)
-    return read_jsonl(path)
+        return read_sqlite(path, run, names)
+    records = read_csv(path) if file_format == "csv" else read_jsonl(path)
+    if names is None:
+        return records
+    wanted = frozenset(names)
+    return (record for record in records if record.name in wanted)
+
+
+def read_aggregate(
+    path: str | os.PathLike[str], run: str | None = None
+) -> RunAggregate:
+    """The records of a run (as :func:`read` reads them) in aggregate: each metric's first, last, extremes, growth and mean.
+
+    Computed where the data is: SQLite aggregates a run itself; a CSV or
+    JSON lines file is read once, keeping a few figures per metric
+    (:func:`aggregate`). ``run`` and the errors as for :func:`read`.
+
+    >>> import tempfile, pathlib
+    >>> from rlpulse import SQLiteLogger
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     with SQLiteLogger(pathlib.Path(tmp) / "run.db") as sink:
+    ...         for second in range(3):
+    ...             sink.log_metrics({"c/frames": 100.0 * second}, step=second, timestamp=10.0 + second)
+    ...     (frames,) = read_aggregate(sink.path).metrics
+    >>> frames.kind, frames.last, frames.growth / frames.growth_s
+    (<Kind.COUNTER: 'counter'>, 200.0, 100.0)
+    """
+    path = Path(path)
+    if _format_for(path, run) == "sqlite":
+        return read_sqlite_aggregate(path, run)
+    return aggregate(read(path, run))
+
+
+def read_downsampled(
+    path: str | os.PathLike[str],
+    run: str | None = None,
+    *,
+    buckets: int,
+    keep: Callable[[Collection[str]], Collection[str]] | None = None,
+) -> Downsampled:
+    """The records of a run (as :func:`read` reads them) downsampled to about ``buckets`` buckets of time per metric, as :func:`downsample` does it.
+
+    ``keep``, given the run's metric names, returns those whose points to
+    keep (``None``: all); SQLite asks it of the metrics whose kind it
+    stores, and keeps the points of the others too.
+    SQLite downsamples a long run itself; a CSV or JSON lines file is read
+    once, keeping a few points per bucket. ``run`` and the errors as for
+    :func:`read`.
+
+    >>> import tempfile, pathlib
+    >>> from rlpulse import JSONLLogger
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     with JSONLLogger(pathlib.Path(tmp) / "run.jsonl") as sink:
+    ...         for second in range(1000):
+    ...             sink.log_metrics({"b/size": float(second % 10)}, timestamp=float(second))
+    ...     run = read_downsampled(sink.path, buckets=50)
+    >>> run.records, len(run.points["b/size"]) <= 100, max(p.value for p in run.points["b/size"])
+    (1000, True, 9.0)
+    """
+    path = Path(path)
+    if _format_for(path, run) == "sqlite":
+        return read_sqlite_downsampled(path, run, keep, buckets)
+    return downsample(read(path, run), buckets, keep)
 
 
 def read_events(

@@ -6,12 +6,19 @@ A record is one metric value as a file sink stored it, with its kind
 (:func:`kinds_completed`). A :class:`DistributionRecord` is one logged
 interval's histogram of a distribution; :func:`merge_distributions` adds
 intervals up into the histogram of any span of a run.
+
+What the readers that summarise and draw a run need of it, each format
+gives where its data is: a :class:`RunAggregate` (each metric's first,
+last, extremes, growth and mean: :func:`aggregate` streams records into
+one, the SQLite format asks SQL) and a :class:`Downsampled` run (each
+metric's points, at most about two a bucket of time: :func:`downsample`).
 """
 
 from __future__ import annotations
 
+import math
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -21,11 +28,16 @@ from rlpulse.runtime.events import Event
 
 __all__ = [
     "DistributionRecord",
+    "Downsampled",
     "Followed",
+    "MetricAggregate",
     "Record",
+    "RunAggregate",
     "RunFileError",
     "RunFileWarning",
     "RunInfo",
+    "aggregate",
+    "downsample",
     "kind_named",
     "kinds_completed",
     "merge_distributions",
@@ -276,3 +288,305 @@ def kinds_completed(
                 run_names = set(names())
             kind = guessed[record.name] = inferred_kind(record.name, run_names)
         yield Record(record.wall_time, record.step, record.name, record.value, kind)
+
+
+# Summarising and downsampling a run
+
+
+class MetricAggregate(NamedTuple):
+    """One metric over a run, in the figures a summary needs: how many records, the first and last value, the extremes, its growth, its mean.
+
+    ``first``, ``last`` and their wall times are those of its first and last
+    record in the order they were written; NaN values count in ``records``
+    and may be ``first`` or ``last``, never the extremes (NaN when every
+    value is). ``growth`` is what the metric grew by from each non-NaN
+    value to the next, leaving out where it went down (a counter's reset),
+    and ``growth_s`` the seconds over which it grew: a counter's mean rate
+    is their ratio (a format that knows the kinds before reading, SQLite,
+    computes them for counters only: 0 for the rest). ``finite_sum`` and ``finite_count`` are the sum and the
+    number of its finite values. ``kind`` is what its records say (a
+    counter if any says so), ``None`` when none says.
+
+    >>> (frames,) = aggregate([Record(10.0, 0, "c/frames", 0.0), Record(12.0, 1, "c/frames", 500.0)]).metrics
+    >>> frames.growth / frames.growth_s, frames.finite_sum / frames.finite_count
+    (250.0, 250.0)
+    """
+
+    name: str
+    kind: Kind | None
+    records: int
+    first: float
+    last: float
+    minimum: float
+    maximum: float
+    first_wall_time: float
+    last_wall_time: float
+    growth: float
+    growth_s: float
+    finite_sum: float
+    finite_count: int
+
+
+class RunAggregate(NamedTuple):
+    """A run in aggregate: how many records, from when to when, and each metric's :class:`MetricAggregate`, sorted by name.
+
+    ``start_wall_time`` and ``end_wall_time`` are ``None`` without records.
+
+    >>> aggregate([]).records, aggregate([]).start_wall_time
+    (0, None)
+    """
+
+    records: int
+    start_wall_time: float | None
+    end_wall_time: float | None
+    metrics: tuple[MetricAggregate, ...]
+
+
+class _Accumulator:
+    """The running aggregate of one metric while the records stream past."""
+
+    __slots__ = (
+        "count",
+        "finite_count",
+        "finite_sum",
+        "first",
+        "first_wall_time",
+        "growth",
+        "growth_s",
+        "kind",
+        "last",
+        "last_wall_time",
+        "maximum",
+        "minimum",
+        "previous",
+        "previous_wall_time",
+    )
+
+    def __init__(self, record: Record) -> None:
+        self.count = 0
+        self.first = record.value
+        self.first_wall_time = record.wall_time
+        self.last = record.value
+        self.last_wall_time = record.wall_time
+        self.minimum = math.nan
+        self.maximum = math.nan
+        self.growth = 0.0
+        self.growth_s = 0.0
+        self.finite_sum = 0.0
+        self.finite_count = 0
+        self.previous = math.nan
+        self.previous_wall_time = record.wall_time
+        self.kind = record.kind
+
+    def add(self, record: Record) -> None:
+        value = record.value
+        self.count += 1
+        if record.kind is not self.kind and (
+            self.kind is None or record.kind is Kind.COUNTER
+        ):
+            self.kind = record.kind
+        self.last = value
+        self.last_wall_time = record.wall_time
+        if math.isnan(value):
+            return
+        if math.isfinite(value):
+            self.finite_sum += value
+            self.finite_count += 1
+        if value >= self.previous:
+            self.growth += value - self.previous
+            self.growth_s += record.wall_time - self.previous_wall_time
+        self.previous = value
+        self.previous_wall_time = record.wall_time
+        # NaN compares false with everything, so a NaN extreme is replaced at
+        # once by the first real value.
+        if not value >= self.minimum:
+            self.minimum = value
+        if not value <= self.maximum:
+            self.maximum = value
+
+    def aggregate(self, name: str) -> MetricAggregate:
+        return MetricAggregate(
+            name,
+            self.kind,
+            self.count,
+            self.first,
+            self.last,
+            self.minimum,
+            self.maximum,
+            self.first_wall_time,
+            self.last_wall_time,
+            self.growth,
+            self.growth_s,
+            self.finite_sum,
+            self.finite_count,
+        )
+
+
+def aggregate(records: Iterable[Record]) -> RunAggregate:
+    """Aggregate ``records`` in one pass, keeping nothing but a few figures per metric.
+
+    >>> run = aggregate([Record(1.0, None, "b/size", 3.0), Record(2.0, None, "b/size", math.nan)])
+    >>> run.records, run.metrics[0].records, run.metrics[0].last, run.metrics[0].maximum
+    (2, 2, nan, 3.0)
+    """
+    accumulators: dict[str, _Accumulator] = {}
+    count = 0
+    start_wall_time = math.inf
+    end_wall_time = -math.inf
+    for record in records:
+        count += 1
+        start_wall_time = min(start_wall_time, record.wall_time)
+        end_wall_time = max(end_wall_time, record.wall_time)
+        accumulator = accumulators.get(record.name)
+        if accumulator is None:
+            accumulator = accumulators[record.name] = _Accumulator(record)
+        accumulator.add(record)
+    return RunAggregate(
+        count,
+        start_wall_time if count else None,
+        end_wall_time if count else None,
+        tuple(accumulators[name].aggregate(name) for name in sorted(accumulators)),
+    )
+
+
+class Downsampled(NamedTuple):
+    """A run as a chart can show it: its records' count and span, every metric's kind, and some metrics' points, downsampled.
+
+    ``points`` holds, by metric name, its records in time order: all of
+    them when there are at most twice as many as buckets, else, in each
+    of about that many buckets of time, the record of its smallest and of
+    its largest value (so that spikes survive) and one NaN record where
+    the bucket holds any (a gap in the line). ``kinds`` has every
+    metric of the run, ``points`` those asked for (and, in a SQLite file,
+    any whose kind the file does not store).
+
+    >>> records = [Record(float(t), t, "c/x", float(t % 7)) for t in range(10_000)]
+    >>> run = downsample(records, buckets=100)
+    >>> points = run.points["c/x"]
+    >>> len(points) <= 200, min(p.value for p in points), max(p.value for p in points)
+    (True, 0.0, 6.0)
+    """
+
+    records: int
+    start_wall_time: float
+    end_wall_time: float
+    kinds: dict[str, Kind | None]
+    points: dict[str, list[Record]]
+
+
+class _Reducer:
+    """One metric's points while the records stream past: raw while few, then each bucket's extremes (and a NaN)."""
+
+    __slots__ = ("buckets", "cells", "origin", "raw", "width")
+
+    def __init__(self, buckets: int) -> None:
+        self.buckets = buckets
+        self.raw: list[Record] | None = []
+        self.cells: dict[int, list[Record | None]] = {}
+        self.origin = 0.0
+        self.width = 0.0
+
+    def add(self, record: Record) -> None:
+        if self.raw is not None:
+            self.raw.append(record)
+            if len(self.raw) > 2 * self.buckets:
+                self._start_bucketing()
+            return
+        self._put(record)
+
+    def _start_bucketing(self) -> None:
+        raw, self.raw = self.raw or [], None
+        times = [record.wall_time for record in raw]
+        self.origin = min(times)
+        # The points so far fill the buckets (the last one's end inclusive).
+        self.width = (max(times) - self.origin) / max(self.buckets - 1, 1) or 1e-9
+        for record in raw:
+            self._put(record)
+
+    def _put(self, record: Record) -> None:
+        index = math.floor((record.wall_time - self.origin) / self.width)
+        cell = self.cells.get(index)
+        if cell is None:
+            self.cells[index] = cell = [None, None, None]
+            if len(self.cells) > self.buckets:
+                self._coarsen()
+                cell = self.cells.setdefault(index // 2, [None, None, None])
+        _keep(cell, record)
+
+    def _coarsen(self) -> None:
+        # Buckets twice as wide: each pair of neighbours merged.
+        self.width *= 2
+        cells: dict[int, list[Record | None]] = {}
+        for index, cell in self.cells.items():
+            merged = cells.setdefault(index // 2, [None, None, None])
+            for record in cell:
+                if record is not None:
+                    _keep(merged, record)
+        self.cells = cells
+
+    def points(self) -> list[Record]:
+        if self.raw is not None:
+            kept = self.raw
+        else:
+            kept = list(
+                {
+                    id(record): record
+                    for index in sorted(self.cells)
+                    for record in self.cells[index]
+                    if record is not None
+                }.values()
+            )
+        return sorted(kept, key=lambda record: record.wall_time)
+
+
+def _keep(cell: list[Record | None], record: Record) -> None:
+    # cell: [the smallest value's record, the largest's, a NaN's]
+    value = record.value
+    if math.isnan(value):
+        if cell[2] is None:
+            cell[2] = record
+        return
+    low, high = cell[0], cell[1]
+    if low is None or value < low.value:
+        cell[0] = record
+    if high is None or value > high.value:
+        cell[1] = record
+
+
+def downsample(
+    records: Iterable[Record],
+    buckets: int,
+    keep: Callable[[Collection[str]], Collection[str]] | None = None,
+) -> Downsampled:
+    """Downsample ``records`` in one pass to about ``buckets`` buckets of time per metric (see :class:`Downsampled`); keep the points of the names ``keep(names)`` returns, when given.
+
+    Memory stays within a few points per bucket and metric, whatever the
+    run's length: buckets that grow too many are merged in pairs.
+    """
+    reducers: dict[str, _Reducer] = {}
+    kinds: dict[str, Kind | None] = {}
+    count = 0
+    start_wall_time = math.inf
+    end_wall_time = -math.inf
+    for record in records:
+        count += 1
+        start_wall_time = min(start_wall_time, record.wall_time)
+        end_wall_time = max(end_wall_time, record.wall_time)
+        name = record.name
+        kind = kinds.get(name)
+        if name not in kinds or (
+            record.kind is not kind and (kind is None or record.kind is Kind.COUNTER)
+        ):
+            kinds[name] = record.kind
+        reducer = reducers.get(name)
+        if reducer is None:
+            reducer = reducers[name] = _Reducer(buckets)
+        reducer.add(record)
+    kept = reducers.keys() if keep is None else set(keep(reducers.keys()))
+    return Downsampled(
+        count,
+        start_wall_time,
+        end_wall_time,
+        kinds,
+        {name: reducer.points() for name, reducer in reducers.items() if name in kept},
+    )

@@ -28,20 +28,26 @@ import json
 import math
 import os
 import sqlite3
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from rlpulse.distributions import SCALE, Histogram
 from rlpulse.formats.records import (
     DistributionRecord,
+    Downsampled,
     Followed,
+    MetricAggregate,
     Record,
+    RunAggregate,
     RunFileError,
     RunInfo,
+    downsample,
     kind_named,
     kinds_completed,
 )
-from rlpulse.naming import Kind, Payload
+from rlpulse.naming import Kind, Payload, inferred_kind
 from rlpulse.runtime.events import Event
 
 __all__ = [
@@ -55,7 +61,9 @@ __all__ = [
     "insert_event",
     "list_runs",
     "read_sqlite",
+    "read_sqlite_aggregate",
     "read_sqlite_distributions",
+    "read_sqlite_downsampled",
     "read_sqlite_events",
     "run_infos",
     "stored_kind_names",
@@ -448,11 +456,13 @@ def _runs(path: Path, connection: sqlite3.Connection) -> list[tuple[str, int]]:
         raise RunFileError(f"{path} has an unreadable 'runs' table: {error}") from error
 
 
-def read_sqlite(path: Path, run: str | None) -> Iterator[Record]:
-    """The records of run ``run`` (``None``: the latest) of a SQLite file, in order; the run is checked before this returns."""
+def read_sqlite(
+    path: Path, run: str | None, names: Collection[str] | None = None
+) -> Iterator[Record]:
+    """The records of run ``run`` (``None``: the latest) of a SQLite file, in order, only those of ``names`` where given; the run is checked before this returns."""
     run_id = _run_id(path, run)
     return kinds_completed(
-        _sqlite_records(path, run_id), lambda: _sqlite_names(path, run_id)
+        _sqlite_records(path, run_id, names), lambda: _sqlite_names(path, run_id)
     )
 
 
@@ -487,14 +497,25 @@ def _sqlite_events(path: Path, run_id: int) -> Iterator[Event]:
             )
 
 
-def _sqlite_records(path: Path, run_id: int) -> Iterator[Record]:
+def _sqlite_records(
+    path: Path, run_id: int, names: Collection[str] | None = None
+) -> Iterator[Record]:
     with contextlib.closing(_connect_for_reading(path)) as connection:
         kinds = _sqlite_kinds(connection, run_id)
-        rows = connection.execute(
-            "SELECT wall_time, step, name, value FROM metrics"
-            " WHERE run = ? ORDER BY rowid",
-            (run_id,),
-        )
+        if names is None:
+            rows = connection.execute(
+                "SELECT wall_time, step, name, value FROM metrics"
+                " WHERE run = ? ORDER BY rowid",
+                (run_id,),
+            )
+        else:
+            wanted = sorted(names)
+            rows = connection.execute(
+                "SELECT wall_time, step, name, value FROM metrics"
+                f" WHERE run = ? AND name IN ({', '.join('?' * len(wanted))})"
+                " ORDER BY rowid",
+                (run_id, *wanted),
+            )
         for wall_time, step, name, value in rows:
             yield Record(
                 wall_time,
@@ -787,3 +808,246 @@ def _busy(error: sqlite3.OperationalError) -> bool:
     # The writer holds a lock a reader must wait for (WAL recovery, a file
     # not in WAL mode): nothing is lost by looking again later.
     return "locked" in str(error) or "busy" in str(error)
+
+
+# Summarising and downsampling where the data is
+
+# A run with at most this many records is downsampled from its rows, as a
+# line file is: the same points, whichever format stored them.
+_DOWNSAMPLED_IN_PYTHON_UP_TO = 50_000
+# Names bound as parameters of one statement: below SQLite's smallest limit.
+_NAMES_PER_STATEMENT = 500
+
+
+def read_sqlite_aggregate(path: Path, run: str | None) -> RunAggregate:
+    """Run ``run`` (``None``: the latest) of a SQLite file in aggregate, computed by SQLite; the run is checked first.
+
+    The same figures :func:`~rlpulse.formats.records.aggregate` computes
+    from the run's records, each metric's kind as :func:`read_sqlite` gives
+    it, without handing every row to Python: one grouped scan, and one
+    pass over the counters for their growth.
+    """
+    run_id = _run_id(path, run)
+    with contextlib.closing(_connect_for_reading(path)) as connection:
+        stored = _sqlite_kinds(connection, run_id)
+        # The stored counters' growth on a thread of its own, beside the
+        # grouped scan: SQLite runs each query without holding the GIL.
+        stored_counters = [n for n, kind in stored.items() if kind is Kind.COUNTER]
+        growing = _Background(lambda: _counters_growth(path, run_id, stored_counters))
+        rows = connection.execute(
+            "SELECT name, COUNT(*), MIN(value), MAX(value), MIN(rowid), MAX(rowid),"
+            " MIN(wall_time), MAX(wall_time),"
+            " SUM(CASE WHEN value > -9e999 AND value < 9e999 THEN value END),"
+            " COUNT(CASE WHEN value > -9e999 AND value < 9e999 THEN 1 END)"
+            " FROM metrics WHERE run = ? GROUP BY name",
+            (run_id,),
+        ).fetchall()
+        names = [row[0] for row in rows]
+        ends = _rows_by_id(
+            connection, [rowid for row in rows for rowid in (row[4], row[5])]
+        )
+    kinds = {
+        name: stored[name] if name in stored else inferred_kind(name, names)
+        for name in names
+    }
+    growth = growing.result()
+    growth.update(
+        _counters_growth(
+            path,
+            run_id,
+            [n for n in names if n not in stored and kinds[n] is Kind.COUNTER],
+        )
+    )
+    if not rows:
+        return RunAggregate(0, None, None, ())
+    metrics = []
+    for name, count, low, high, first_id, last_id, *_, total, finite in rows:
+        first, first_wall_time = ends[first_id]
+        last, last_wall_time = ends[last_id]
+        grew, grew_s = growth.get(name, (0.0, 0.0))
+        metrics.append(
+            MetricAggregate(
+                name,
+                kinds[name],
+                count,
+                first,
+                last,
+                math.nan if low is None else low,
+                math.nan if high is None else high,
+                first_wall_time,
+                last_wall_time,
+                grew,
+                grew_s,
+                0.0 if total is None else total,
+                finite,
+            )
+        )
+    return RunAggregate(
+        sum(row[1] for row in rows),
+        min(row[6] for row in rows),
+        max(row[7] for row in rows),
+        tuple(metrics),
+    )
+
+
+_T = TypeVar("_T")
+
+
+class _Background(Generic[_T]):
+    """A function's result computed on a thread of its own (its exception raised by :meth:`result`)."""
+
+    def __init__(self, function: Callable[[], _T]) -> None:
+        self._outcome: list[_T] = []
+        self._error: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                self._outcome.append(function())
+            except BaseException as error:
+                self._error.append(error)
+
+        self._thread = threading.Thread(target=run, name="rlpulse-read", daemon=True)
+        self._thread.start()
+
+    def result(self) -> _T:
+        self._thread.join()
+        if self._error:
+            raise self._error[0]
+        return self._outcome[0]
+
+
+def _rows_by_id(
+    connection: sqlite3.Connection, rowids: list[int]
+) -> dict[int, tuple[float, float]]:
+    # The value (NaN for NULL) and wall time of each of the metrics rows `rowids`.
+    found: dict[int, tuple[float, float]] = {}
+    for start in range(0, len(rowids), _NAMES_PER_STATEMENT):
+        chunk = rowids[start : start + _NAMES_PER_STATEMENT]
+        marks = ", ".join("?" * len(chunk))
+        for rowid, value, wall_time in connection.execute(
+            f"SELECT rowid, value, wall_time FROM metrics WHERE rowid IN ({marks})",
+            chunk,
+        ):
+            found[rowid] = (math.nan if value is None else value, wall_time)
+    return found
+
+
+def _counters_growth(
+    path: Path, run_id: int, counters: list[str]
+) -> dict[str, tuple[float, float]]:
+    # Each counter's growth from each value to the next (NaN left out) where
+    # it did not go down, and the seconds it took: `aggregate`'s, in SQL.
+    growth: dict[str, tuple[float, float]] = {}
+    if not counters:
+        return growth
+    with contextlib.closing(_connect_for_reading(path)) as connection:
+        for start in range(0, len(counters), _NAMES_PER_STATEMENT):
+            growth.update(
+                _growth(
+                    connection, run_id, counters[start : start + _NAMES_PER_STATEMENT]
+                )
+            )
+    return growth
+
+
+def _growth(
+    connection: sqlite3.Connection, run_id: int, chunk: list[str]
+) -> Iterator[tuple[str, tuple[float, float]]]:
+    marks = ", ".join("?" * len(chunk))
+    rows = connection.execute(
+        "SELECT name, TOTAL(CASE WHEN grew >= 0 THEN grew END),"
+        " TOTAL(CASE WHEN grew >= 0 THEN seconds END) FROM ("
+        "  SELECT name, value - LAG(value) OVER in_order AS grew,"
+        "   wall_time - LAG(wall_time) OVER in_order AS seconds"
+        "  FROM metrics WHERE run = ? AND value IS NOT NULL"
+        f"  AND name IN ({marks})"
+        "  WINDOW in_order AS (PARTITION BY name ORDER BY rowid)"
+        ") GROUP BY name",
+        (run_id, *chunk),
+    )
+    for name, grew, seconds in rows:
+        yield name, (grew, seconds)
+
+
+def read_sqlite_downsampled(
+    path: Path,
+    run: str | None,
+    keep: Callable[[Collection[str]], Collection[str]] | None,
+    buckets: int,
+) -> Downsampled:
+    """Run ``run`` (``None``: the latest) of a SQLite file downsampled as :func:`~rlpulse.formats.records.downsample` does it; the run is checked first.
+
+    A long run is downsampled by SQLite, grouping the rows of the metrics
+    ``keep`` returns of those whose kind the file stores (all for ``None``)
+    and of every other metric by metric and bucket of time: each bucket's smallest and largest
+    value at their times, a NaN where it holds one.
+    """
+    run_id = _run_id(path, run)
+    with contextlib.closing(_connect_for_reading(path)) as connection:
+        count, start, end = connection.execute(
+            "SELECT COUNT(*), MIN(wall_time), MAX(wall_time) FROM metrics"
+            " WHERE run = ?",
+            (run_id,),
+        ).fetchone()
+        if count <= _DOWNSAMPLED_IN_PYTHON_UP_TO:
+            return downsample(read_sqlite(path, run), buckets, keep)
+        stored = _sqlite_kinds(connection, run_id)
+        width = (end - start) / buckets or 1.0
+        wanted = (
+            list(stored) if keep is None else sorted(set(keep(stored)) & stored.keys())
+        )
+        points = _buckets(connection, run_id, start, width, wanted, stored)
+    kinds: dict[str, Kind | None] = dict(stored)
+    unstored = [name for name in points if name not in stored]
+    for name in unstored:
+        kinds[name] = inferred_kind(name, kinds.keys())
+    points = {
+        name: [record._replace(kind=kinds[name]) for record in records]
+        for name, records in points.items()
+    }
+    return Downsampled(count, start, end, kinds, points)
+
+
+def _buckets(
+    connection: sqlite3.Connection,
+    run_id: int,
+    start: float,
+    width: float,
+    names: list[str],
+    stored: dict[str, Kind],
+) -> dict[str, list[Record]]:
+    # Each metric's extremes by bucket, in time order: one grouped query for
+    # the smallest values and one for the largest (a bare column comes from
+    # the row of the one MIN or MAX of its query).
+    chosen = "1"
+    parameters: list[object] = [run_id, start, width]
+    if stored.keys() - set(names) and len(names) < _NAMES_PER_STATEMENT:
+        # The names asked for, and those whose kind is not stored: guessed
+        # from every name.
+        marks = ", ".join(f"?{4 + index}" for index in range(len(names)))
+        chosen = "name NOT IN (SELECT name FROM kinds WHERE run = ?1)"
+        if names:
+            chosen = f"({chosen} OR name IN ({marks}))"
+        parameters += names
+    cells: dict[tuple[str, int], dict[int, Record]] = {}
+    for extreme in ("MIN", "MAX"):
+        rows = connection.execute(
+            f"SELECT name, CAST((wall_time - ?2) / ?3 AS INTEGER) AS bucket,"
+            f" {extreme}(value), wall_time, step, rowid, COUNT(value) < COUNT(*)"
+            f" FROM metrics WHERE run = ?1 AND {chosen} GROUP BY name, bucket",
+            parameters,
+        )
+        for name, bucket, value, wall_time, step, rowid, has_nan in rows:
+            cell = cells.setdefault((name, bucket), {})
+            if value is None:
+                value = math.nan
+            cell[rowid] = Record(wall_time, step, name, value)
+            if has_nan and -1 not in cell:
+                middle = start + (bucket + 0.5) * width
+                cell[-1] = Record(middle, None, name, math.nan)
+    points: dict[str, list[Record]] = {}
+    for (name, _), cell in cells.items():
+        points.setdefault(name, []).extend(cell.values())
+    for records in points.values():
+        records.sort(key=lambda record: record.wall_time)
+    return points

@@ -18,10 +18,12 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rlpulse import formats
+from rlpulse.formats import RunAggregate
 from rlpulse.read.match import (
     Match,
     MatchError,
@@ -31,10 +33,13 @@ from rlpulse.read.match import (
 )
 from rlpulse.read.records import DistributionRecord, Record
 from rlpulse.read.summary import (
-    read_run,
+    VerdictSummary,
+    aggregate_and_verdicts,
+    file_verdicts,
     run_distributions,
     run_letter,
-    summarize,
+    run_name,
+    summary_of,
 )
 from rlpulse.text import format_exact, format_name, format_number, format_table
 
@@ -94,26 +99,39 @@ def figures_of(
     >>> figures_of(polls, label="a.db", run="r").metrics
     {'m/polls': ('rate/s', 2.0)}
     """
-    sums: dict[str, list[float]] = {}
+    run_aggregate, verdicts = aggregate_and_verdicts(records)
+    return _figures(
+        run_aggregate,
+        label=label,
+        run=run,
+        distributions=distributions,
+        verdicts=verdicts,
+    )
 
-    def tapped() -> Iterator[Record]:
-        # The gauges' means, in the same pass as the summary's.
-        for record in records:
-            if math.isfinite(record.value):
-                total = sums.setdefault(record.name, [0.0, 0.0])
-                total[0] += record.value
-                total[1] += 1
-            yield record
 
-    summary = summarize(tapped(), run=run, source=label, distributions=distributions)
+def _figures(
+    run_aggregate: RunAggregate,
+    *,
+    label: str,
+    run: str,
+    distributions: Iterable[DistributionRecord],
+    verdicts: Iterable[VerdictSummary] = (),
+) -> Figures:
+    summary = summary_of(
+        run_aggregate, run=run, source=label, distributions=distributions
+    )
+    means = {
+        metric.name: metric.finite_sum / metric.finite_count
+        for metric in run_aggregate.metrics
+        if metric.finite_count
+    }
     metrics: dict[str, tuple[str, float]] = {}
     for metric in summary.metrics:
         if metric.is_counter:
             if metric.mean_rate is not None:
                 metrics[metric.name] = ("rate/s", metric.mean_rate)
-        elif metric.name in sums:
-            total, count = sums[metric.name]
-            metrics[metric.name] = ("mean", total / count)
+        elif metric.name in means:
+            metrics[metric.name] = ("mean", means[metric.name])
     quantiles = {
         distribution.name: {
             label: distribution.quantiles[label]
@@ -122,8 +140,8 @@ def figures_of(
         }
         for distribution in summary.distributions
     }
-    verdicts = {verdict.watch: verdict.split for verdict in summary.verdicts}
-    return Figures(label, run, metrics, quantiles, verdicts)
+    splits = {verdict.watch: verdict.split for verdict in verdicts}
+    return Figures(label, run, metrics, quantiles, splits)
 
 
 def run_argument(text: str) -> tuple[Path, str | None]:
@@ -154,14 +172,15 @@ def compare_files(
     """
     compared = []
     for path, run in runs:
-        name, records = read_run(path, run)
         label = str(path) if run is None else f"{path}:{run}"
+        run_aggregate = formats.read_aggregate(path, run)
         compared.append(
-            figures_of(
-                records,
+            _figures(
+                run_aggregate,
                 label=label,
-                run=name,
+                run=run_name(path, run),
                 distributions=run_distributions(path, run),
+                verdicts=file_verdicts(path, run, run_aggregate),
             )
         )
     if match is None:

@@ -43,15 +43,17 @@ prints on standard error.
 
 from __future__ import annotations
 
+import bisect
 import math
 import os
 import textwrap
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from rlpulse.formats import Downsampled, downsample, read_downsampled
 from rlpulse.naming import (
     RATE_SUFFIX,
     Kind,
@@ -70,7 +72,7 @@ from rlpulse.read.match import (
     some_names,
 )
 from rlpulse.read.records import Record
-from rlpulse.read.summary import read_run, run_letter
+from rlpulse.read.summary import run_letter, run_name
 from rlpulse.text import format_duration, format_number, plural
 
 if TYPE_CHECKING:
@@ -78,6 +80,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure, SubFigure
 
 __all__ = [
+    "BUCKETS",
     "INSTALL_HINT",
     "MAX_LINES",
     "MAX_PANELS",
@@ -88,6 +91,7 @@ __all__ = [
     "plot_run",
     "plot_runs",
     "select_metrics",
+    "smoothed",
 ]
 
 INSTALL_HINT = "pip install 'rlpulse[plot]'"
@@ -99,7 +103,14 @@ MAX_PANELS = 12
 MAX_LINES = 8
 """The most lines one panel draws: rates first, then what a run learns (returns), then the other gauges, then cumulative counters."""
 
-XAxis = Literal["time", "step"]
+XAxis = str
+"""The x axis: ``"time"`` (since the run's start), ``"step"``, or the name of a counter of the run (``"collector/frames"``)."""
+
+BUCKETS = 1000
+"""The buckets of time each line is downsampled to: about the width of a panel in pixels."""
+
+_BANDS = (("p10", "p90"), ("p50", "p99"))
+# A distribution's band: the first pair of quantiles it logged, around its p50.
 
 _Unit = Literal["rate", "bytes", "percent", "seconds", "value", "total"]
 # The axes of a panel, top to bottom, and their labels.
@@ -208,6 +219,9 @@ class _Line:
     # (its colour).
     run: int | None = None
     metric: str = ""
+    # A distribution's p50 line: the band between two of its quantiles,
+    # its label and its bounds' values at xs.
+    band: tuple[str, list[float], list[float]] | None = None
 
     @property
     def constant(self) -> float | None:
@@ -236,16 +250,29 @@ def plot_run(
     match: Match = None,
     x: XAxis = "time",
     cumulative: bool = False,
+    smooth: float = 0.0,
 ) -> Figure:
     """Draw the records of one run and return the matplotlib figure, one panel per watch.
 
     ``x="time"`` puts the time since the run's first record on the x axis
     (seconds, or minutes or hours for long runs); ``x="step"`` puts each
     record's step there and leaves out records without one (a
-    :class:`PlotWarning` names the watches left out). ``match`` keeps only
-    some metrics (see :func:`select_metrics`). ``cumulative=True`` draws
-    each cumulative counter itself too, beside its rate. The title names
-    ``run`` and, when given, ``source`` (the file it came from).
+    :class:`PlotWarning` names the watches left out); the name of a
+    counter (``x="collector/frames"``) puts that counter there, every
+    point placed at the counter's value at its time (interpolated between
+    the counter's records). ``match`` keeps only some metrics (see
+    :func:`select_metrics`). ``cumulative=True`` draws each cumulative
+    counter itself too, beside its rate. ``smooth`` (from 0, none, to
+    below 1) draws each line smoothed as TensorBoard smooths it (a
+    debiased exponential moving average, :func:`smoothed`) over the line as
+    logged, drawn faint. A distribution's p50 is drawn with a band between
+    two of its quantiles where they were logged: p10 to p90, else p50 to
+    p99. The title names ``run`` and, when given, ``source`` (the file it
+    came from).
+
+    A line of more points than a panel is pixels wide is downsampled to
+    :data:`BUCKETS` buckets of time, each keeping its smallest and its
+    largest value, so that spikes survive.
 
     The figure is drawn on an Agg canvas: save it with ``savefig`` or read
     its axes (``figure.axes``: each axis's label is its watch, its y label
@@ -268,20 +295,52 @@ def plot_run(
     >>> [line.get_label() for line in figure.axes[1].get_lines()]
     ['frames/s']
     """
-    if x not in ("time", "step"):
-        raise ValueError(f"x must be 'time' or 'step', got {x!r}")
+    return _plot_run(
+        downsample(records, BUCKETS),
+        run=run,
+        source=source,
+        options=_Options(match, x, cumulative, smooth),
+    )
+
+
+@dataclass(frozen=True)
+class _Options:
+    match: Match
+    x: XAxis
+    cumulative: bool
+    smooth: float
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.smooth < 1.0:
+            raise ValueError(
+                f"smooth must be from 0 (none) to below 1, as TensorBoard's "
+                f"smoothing, got {self.smooth!r}; 0.6 to 0.99 is usual"
+            )
+
+    def keep(self, names: Collection[str]) -> set[str]:
+        """Of a run's ``names``, those a chart draws: the metrics of its first watches, and the counter on the x axis."""
+        selected = select_metrics(names, self.match) or list(names)
+        watches = sorted({split(name)[0] for name in selected})[:MAX_PANELS]
+        kept = {name for name in selected if split(name)[0] in watches}
+        if self.x not in ("time", "step"):
+            kept.add(self.x)
+        return kept
+
+
+def _plot_run(
+    data: Downsampled, *, run: str, source: str | None, options: _Options
+) -> Figure:
+    x, match = options.x, options.match
     matplotlib = _matplotlib()
-    records = list(records)
-    if not records:
+    if not data.records:
         raise PlotError(f"run {run} has no records to plot")
-    start = min(record.wall_time for record in records)
-    end = max(record.wall_time for record in records)
-    names = {record.name for record in records}
+    start, end = data.start_wall_time, data.end_wall_time
+    names = set(data.kinds)
     selected = set(select_metrics(names, match))
     if not selected:
         raise PlotError(no_metric_matching(run, match, names))
     time_scale, time_unit = _time_unit(end - start)
-    series = _series(records, selected, x, start, time_scale)
+    series = _series(data, selected, x, start, time_scale, run)
     if not series:
         raise PlotError(
             f"run {run} logged no step with {some_names(selected)}; "
@@ -290,19 +349,21 @@ def plot_run(
     notes = []
     if x == "step" and (stepless := _stepless(selected, series)):
         notes.append(stepless)
-    panels, left_out = _panels(series, cumulative)
+    panels, left_out = _panels(series, options.cumulative)
     if left_out:
         notes.append(left_out)
     for note in notes:
-        warnings.warn(note, PlotWarning, stacklevel=2)
+        warnings.warn(note, PlotWarning, stacklevel=3)
     title = f"rlpulse run {run}"
     if source:
         title += f" — {source}"
     subtitle = (
-        f"{plural(len(records), 'record')} over {format_duration(end - start)}, "
+        f"{plural(data.records, 'record')} over {format_duration(end - start)}, "
         f"{len(series):,} of {plural(len(names), 'metric')}"
     )
-    return _figure(panels, x, time_unit, matplotlib, [title, subtitle, *notes])
+    if options.smooth:
+        subtitle += f", smoothed {options.smooth:g} (faint: as logged)"
+    return _figure(panels, options, time_unit, matplotlib, [title, subtitle, *notes])
 
 
 def plot_runs(
@@ -311,14 +372,15 @@ def plot_runs(
     match: Match = None,
     x: XAxis = "time",
     cumulative: bool = False,
+    smooth: float = 0.0,
 ) -> Figure:
     """Draw several runs over each other and return the figure: a panel per watch, a colour per metric, a line style per run.
 
     ``runs`` are ``(label, records)`` pairs; the legend tells them apart as
     ``[A]``, ``[B]``, …, the title names them. With ``x="time"`` each run is
     drawn over the time since its own first record, so runs started at
-    different times line up. ``match``, ``x`` and ``cumulative`` are those of
-    :func:`plot_run`; one run is drawn as :func:`plot_run` draws it.
+    different times line up. ``match``, ``x``, ``cumulative`` and ``smooth``
+    are those of :func:`plot_run`; one run is drawn as :func:`plot_run` draws it.
 
     >>> first = [Record(100.0, 0, "c/frames_per_second", 10.0), Record(102.0, 1, "c/frames_per_second", 12.0)]
     >>> second = [Record(500.0, 0, "c/frames_per_second", 20.0), Record(503.0, 1, "c/frames_per_second", 18.0)]
@@ -326,26 +388,31 @@ def plot_runs(
     >>> [line.get_label() for line in figure.axes[0].get_lines()]
     ['frames/s [A]', 'frames/s [B]']
     """
-    if len(runs) == 1:
-        label, records = runs[0]
-        return plot_run(records, run=label, match=match, x=x, cumulative=cumulative)
-    if x not in ("time", "step"):
-        raise ValueError(f"x must be 'time' or 'step', got {x!r}")
+    options = _Options(match, x, cumulative, smooth)
+    return _plot_runs(
+        [(label, downsample(records, BUCKETS)) for label, records in runs], options
+    )
+
+
+def _plot_runs(loaded: list[tuple[str, Downsampled]], options: _Options) -> Figure:
+    if len(loaded) == 1:
+        label, data = loaded[0]
+        return _plot_run(data, run=label, source=None, options=options)
+    match, x = options.match, options.x
     matplotlib = _matplotlib()
-    loaded = [(label, list(records)) for label, records in runs]
-    for label, records in loaded:
-        if not records:
+    for label, data in loaded:
+        if not data.records:
             raise PlotError(f"run {label} has no records to plot")
-    longest = max(_span(records) for _, records in loaded)
+    longest = max(data.end_wall_time - data.start_wall_time for _, data in loaded)
     time_scale, time_unit = _time_unit(longest)
     lines_of: dict[str, list[_Line]] = {}
     metrics_of: dict[str, set[str]] = {}
     notes = []
-    for index, (label, records) in enumerate(loaded):
-        names = {record.name for record in records}
-        start = min(record.wall_time for record in records)
+    for index, (label, data) in enumerate(loaded):
+        names = set(data.kinds)
+        start = data.start_wall_time
         series = _series(
-            records, set(select_metrics(names, match)), x, start, time_scale
+            data, set(select_metrics(names, match)), x, start, time_scale, label
         )
         if not series:
             matching = "" if match is None else f" matching {patterns_text(match)}"
@@ -355,7 +422,7 @@ def plot_runs(
             )
         for metric in sorted(series.values(), key=lambda line: line.name):
             metrics_of.setdefault(metric.watch, set()).add(metric.name)
-            for line in _lines([metric], series, cumulative):
+            for line in _lines([metric], series, options.cumulative):
                 line.run, line.metric = index, line.label
                 line.label = f"{line.label} [{run_letter(index)}]"
                 lines_of.setdefault(metric.watch, []).append(line)
@@ -370,16 +437,12 @@ def plot_runs(
     if left_out:
         notes.append(left_out)
     for note in notes:
-        warnings.warn(note, PlotWarning, stacklevel=2)
+        warnings.warn(note, PlotWarning, stacklevel=3)
     legend = ", ".join(
         f"{run_letter(index)}: {label}" for index, (label, _) in enumerate(loaded)
     )
-    return _figure(panels, x, time_unit, matplotlib, [f"rlpulse runs {legend}", *notes])
-
-
-def _span(records: list[Record]) -> float:
-    return max(record.wall_time for record in records) - min(
-        record.wall_time for record in records
+    return _figure(
+        panels, options, time_unit, matplotlib, [f"rlpulse runs {legend}", *notes]
     )
 
 
@@ -391,14 +454,18 @@ def plot_file(
     match: Match = None,
     x: XAxis = "time",
     cumulative: bool = False,
+    smooth: float = 0.0,
 ) -> Path:
     """Draw a run stored by any rlpulse file sink into an image file and return its path.
 
     For SQLite, ``run`` picks the run and ``None`` means the latest one; CSV
     and JSON lines files hold one run, named after the file. The image format
     follows ``output``'s extension (``.png``, ``.svg``, ``.pdf``; PNG when it
-    has none); missing parent directories are created. ``match``, ``x`` and
-    ``cumulative`` are those of :func:`plot_run`, and so are its warnings.
+    has none); missing parent directories are created. ``match``, ``x``,
+    ``cumulative`` and ``smooth`` are those of :func:`plot_run`, and so are
+    its warnings. The file is read as a chart can show it
+    (:func:`rlpulse.formats.read_downsampled`): a long SQLite run is
+    downsampled by SQLite, a line file in one pass.
 
     Errors: those of :func:`rlpulse.read` for the file (``FileNotFoundError``,
     :class:`~rlpulse.read.records.RunFileError`), :class:`PlotError` when nothing
@@ -416,11 +483,10 @@ def plot_file(
     ...     image.name, image.read_bytes()[:4]
     ('metrics.png', b'\\x89PNG')
     """
+    options = _Options(match, x, cumulative, smooth)
     path = Path(path)
-    run, records = read_run(path, run)
-    figure = plot_run(
-        records, run=run, source=str(path), match=match, x=x, cumulative=cumulative
-    )
+    data = read_downsampled(path, run, buckets=BUCKETS, keep=options.keep)
+    figure = _plot_run(data, run=run_name(path, run), source=str(path), options=options)
     return _save(figure, Path(output))
 
 
@@ -431,6 +497,7 @@ def plot_files(
     match: Match = None,
     x: XAxis = "time",
     cumulative: bool = False,
+    smooth: float = 0.0,
 ) -> Path:
     """Draw runs stored by rlpulse's file sinks over each other (:func:`plot_runs`) into an image file; return its path.
 
@@ -440,13 +507,24 @@ def plot_files(
     """
     if len(runs) == 1:
         ((path, run),) = runs
-        return plot_file(path, output, run=run, match=match, x=x, cumulative=cumulative)
-    loaded = []
-    for path, run in runs:
-        name, records = read_run(path, run)
-        loaded.append((f"{path} (run {name})", records))
-    figure = plot_runs(loaded, match=match, x=x, cumulative=cumulative)
-    return _save(figure, Path(output))
+        return plot_file(
+            path,
+            output,
+            run=run,
+            match=match,
+            x=x,
+            cumulative=cumulative,
+            smooth=smooth,
+        )
+    options = _Options(match, x, cumulative, smooth)
+    loaded = [
+        (
+            f"{path} (run {run_name(path, run)})",
+            read_downsampled(path, run, buckets=BUCKETS, keep=options.keep),
+        )
+        for path, run in runs
+    ]
+    return _save(_plot_runs(loaded, options), Path(output))
 
 
 def _save(figure: Figure, output: Path) -> Path:
@@ -487,44 +565,78 @@ def _matplotlib() -> _Matplotlib:
 
 
 def _series(
-    records: list[Record],
+    data: Downsampled,
     selected: set[str],
     x: XAxis,
     start: float,
     time_scale: float,
+    run: str,
 ) -> dict[str, _Series]:
-    """The ``selected`` metrics' points, over their step or the time since ``start`` in ``time_scale`` units."""
+    """The ``selected`` metrics' points, over their step, the time since ``start`` in ``time_scale`` units, or counter ``x``."""
+    position = _position(data, x, start, time_scale, run)
+    names = data.kinds.keys()
     series: dict[str, _Series] = {}
-    for record in records:
-        if record.name not in selected:
-            continue
-        if x == "step":
-            if record.step is None:
+    for name in sorted(selected & data.points.keys()):
+        kind = data.kinds.get(name)
+        line = _Series(name, kind=inferred_kind(name, names) if kind is None else kind)
+        for record in data.points[name]:
+            at = position(record)
+            if at is None:
                 continue
-            position = float(record.step)
-        else:
-            position = (record.wall_time - start) / time_scale
-        line = series.get(record.name)
-        if line is None:
-            line = series[record.name] = _Series(record.name, kind=record.kind)
-        elif record.kind is not line.kind and (
-            line.kind is None or record.kind is Kind.COUNTER
-        ):
-            line.kind = record.kind  # a counter if any record says so
-        line.times.append(record.wall_time)
-        line.xs.append(position)
-        line.ys.append(record.value)
-    # Sinks fed from several threads may store payloads slightly out of
-    # time order; a line drawn in storage order would zigzag.
-    names = {record.name for record in records}
-    for line in series.values():
-        if line.kind is None:  # records built without kinds
-            line.kind = inferred_kind(line.name, names)
-        order = sorted(range(len(line.times)), key=line.times.__getitem__)
-        line.times = [line.times[index] for index in order]
-        line.xs = [line.xs[index] for index in order]
-        line.ys = [line.ys[index] for index in order]
+            line.times.append(record.wall_time)
+            line.xs.append(at)
+            line.ys.append(record.value)
+        if line.times:
+            series[name] = line
     return series
+
+
+def _position(
+    data: Downsampled, x: XAxis, start: float, time_scale: float, run: str
+) -> Callable[[Record], float | None]:
+    """Where a record goes on the x axis ``x``; ``None`` for a record without a step on the step axis."""
+    if x == "time":
+        return lambda record: (record.wall_time - start) / time_scale
+    if x == "step":
+        return lambda record: None if record.step is None else float(record.step)
+    counter = [p for p in data.points.get(x, []) if math.isfinite(p.value)]
+    if not counter:
+        names = data.kinds.keys()
+        counters = sorted(
+            name
+            for name, kind in data.kinds.items()
+            if (inferred_kind(name, names) if kind is None else kind) is Kind.COUNTER
+        )
+        choices = (
+            f"one of its counters: {some_names(counters)}"
+            if counters
+            else ("it has no counter")
+        )
+        raise PlotError(
+            f"run {run} has no counter {x!r} to draw on the x axis; draw it "
+            f"over time, step or a counter (x=, --x): {choices}"
+        )
+    times = [point.wall_time for point in counter]
+    values = [point.value for point in counter]
+    # A counter only grows (a reset aside): its value at any time lies
+    # between its records'.
+    return lambda record: _interpolated(times, values, record.wall_time)
+
+
+def _interpolated(times: list[float], values: list[float], at: float) -> float:
+    """The value at time ``at`` on the line through ``(times, values)`` (``times`` sorted), its ends beyond them.
+
+    >>> _interpolated([0.0, 10.0], [100.0, 200.0], 2.5), _interpolated([0.0, 10.0], [100.0, 200.0], 11.0)
+    (125.0, 200.0)
+    """
+    index = bisect.bisect_left(times, at)
+    if index == 0:
+        return values[0]
+    if index == len(times):
+        return values[-1]
+    before, after = times[index - 1], times[index]
+    share = (at - before) / (after - before)
+    return values[index - 1] + share * (values[index] - values[index - 1])
 
 
 def _stepless(selected: set[str], series: dict[str, _Series]) -> str | None:
@@ -607,7 +719,8 @@ def _arranged(
 def _lines(
     watch_series: list[_Series], series: dict[str, _Series], cumulative: bool
 ) -> list[_Line]:
-    """A watch's lines, by kind: its rates, its gauges, each counter as its rate (and itself when ``cumulative``)."""
+    """A watch's lines, by kind: its rates, its gauges (a distribution's p50 with its band), each counter as its rate (and itself when ``cumulative``)."""
+    bands, banded = _bands(watch_series, series)
     lines = []
     for metric in watch_series:
         key = metric.key
@@ -617,8 +730,12 @@ def _lines(
             lines.append(_Line(label, "rate", _RATE, metric.xs, metric.ys, rank))
             continue
         if metric.kind is not Kind.COUNTER:
+            if metric.name in banded:
+                continue
             rank = _rank(_GAUGE, key)
-            lines.append(_Line(key, _unit_of(key), _GAUGE, metric.xs, metric.ys, rank))
+            line = _Line(key, _unit_of(key), _GAUGE, metric.xs, metric.ys, rank)
+            line.band = bands.get(metric.name)
+            lines.append(line)
             continue
         rate = rate_of(metric.name)
         derived = None if rate in series else _derived_rate(metric)
@@ -628,6 +745,37 @@ def _lines(
             rank = _rank(_CUMULATIVE, key)
             lines.append(_Line(key, "total", _CUMULATIVE, metric.xs, metric.ys, rank))
     return lines
+
+
+def _bands(
+    watch_series: list[_Series], series: dict[str, _Series]
+) -> tuple[dict[str, tuple[str, list[float], list[float]]], set[str]]:
+    """The band of each distribution's p50 that has one (by the p50's name), and the names of the quantiles drawn as bands."""
+    bands: dict[str, tuple[str, list[float], list[float]]] = {}
+    banded: set[str] = set()
+    for metric in watch_series:
+        observed, statistic = statistic_of(metric.key)
+        if statistic != "p50" or metric.kind is Kind.COUNTER:
+            continue
+        stem = metric.name.removesuffix("p50")
+        for low, high in _BANDS:
+            bounds = [series.get(stem + quantile) for quantile in (low, high)]
+            if all(bound is not None for bound in bounds):
+                lows, highs = (
+                    metric.ys if bound is metric else _at(bound, metric.times)
+                    for bound in bounds
+                    if bound is not None
+                )
+                bands[metric.name] = (f"{observed} {low}–{high}", lows, highs)
+                banded.update(stem + quantile for quantile in (low, high))
+                break
+    banded -= bands.keys()
+    return bands, banded
+
+
+def _at(line: _Series, times: list[float]) -> list[float]:
+    """``line``'s values at ``times``, interpolated between its points."""
+    return [_interpolated(line.times, line.ys, at) for at in times]
 
 
 def _rank(kind: int, key: str) -> int:
@@ -684,12 +832,13 @@ def _watch_of(name: str) -> str:
 
 def _figure(
     panels: list[_Panel],
-    x: XAxis,
+    options: _Options,
     time_unit: str,
     matplotlib: _Matplotlib,
     header: list[str],
 ) -> Figure:
     """A figure of one panel per watch, stacked, each one axis per unit, on an Agg canvas, under ``header``'s lines."""
+    x = options.x
     header = _wrapped(header, _HEADER_CHARACTERS)
     heights = [
         _PANEL_TITLE_INCHES
@@ -706,34 +855,39 @@ def _figure(
     matplotlib.FigureCanvasAgg(figure)
     figure.suptitle("\n".join(header), fontsize="large", x=0.01, ha="left")
     subfigures = figure.subfigures(len(panels), 1, height_ratios=heights, squeeze=False)
+    # The span every panel draws (over time or a counter): from the first
+    # point of any to the last.
+    xs = [at for panel in panels for line in panel.lines for at in line.xs]
+    span = None
+    if xs and x != "step":
+        low, high = min(xs), max(xs)
+        margin = 0.02 * (high - low) or 0.5
+        span = (low - margin, high + margin)
     shared: Axes | None = None
     for subfigure, panel in zip(subfigures[:, 0], panels, strict=True):
-        all_axes = _draw_panel(subfigure, panel, matplotlib)
+        all_axes = _draw_panel(subfigure, panel, matplotlib, options.smooth)
         # Every axis of the figure over one x range, with one set of ticks
         # (over time; steps differ from watch to watch): a panel's axes
         # share it with the first panel's first axis.
-        leader = all_axes[0] if shared is None or x != "time" else shared
+        leader = all_axes[0] if shared is None or x == "step" else shared
+        if x != "step" and shared is None:
+            shared = leader
+            if span is not None:
+                # Set before any axis shares it: a shared axis of another
+                # subfigure told of a change redraws the whole figure.
+                leader.set_xlim(*span)
         for axes in all_axes:
             if axes is not leader:
                 axes.sharex(leader)
-        if x == "time" and shared is None:
-            shared = leader
         for axes in all_axes[:-1]:
             axes.tick_params(labelbottom=False)
-        xlabel = "step" if x == "step" else f"{time_unit} since the start of the run"
+        xlabel = f"{time_unit} since the start of the run" if x == "time" else x
         all_axes[-1].set_xlabel(xlabel)
-    if shared is not None:
-        # The time every panel draws: from the first point of any to the last.
-        xs = [x for panel in panels for line in panel.lines for x in line.xs]
-        if xs:
-            low, high = min(xs), max(xs)
-            margin = 0.02 * (high - low) or 0.5
-            shared.set_xlim(low - margin, high + margin)
     return figure
 
 
 def _draw_panel(
-    subfigure: SubFigure, panel: _Panel, matplotlib: _Matplotlib
+    subfigure: SubFigure, panel: _Panel, matplotlib: _Matplotlib, smooth: float
 ) -> list[Axes]:
     """Draw one watch: an axis per unit, the watch's name and constants above."""
     units = panel.units
@@ -750,7 +904,7 @@ def _draw_panel(
         lines = [line for line in panel.lines if line.unit == unit]
         for line in lines:
             color = color_of.setdefault(line.metric or line.label, next(colors))
-            _draw(axes, line, color)
+            _draw(axes, line, color, smooth)
         _scale(axes, lines, _UNIT_LABELS[unit], matplotlib)
         axes.set_label(panel.watch)
         axes.grid(True, alpha=0.3)
@@ -782,7 +936,17 @@ def _wrapped(lines: list[str], width: int) -> list[str]:
     return [part for line in lines for part in textwrap.wrap(line, width) or [""]]
 
 
-def _draw(axes: Axes, line: _Line, color: str) -> None:
+def _draw(axes: Axes, line: _Line, color: str, smooth: float) -> None:
+    if line.band is not None:
+        label, lows, highs = line.band
+        axes.fill_between(
+            line.xs, lows, highs, color=color, alpha=0.2, linewidth=0, label=label
+        )
+    ys = line.ys
+    if smooth and line.kind != _CUMULATIVE:
+        # The line as logged, faint, under its smoothed self.
+        axes.plot(line.xs, ys, "-", color=color, alpha=0.25, linewidth=1.0)
+        ys = smoothed(ys, smooth)
     marker = "o" if len(line.xs) < _MARKERS_BELOW else None
     if line.run is not None and line.run >= len(_RUN_STYLES):
         marker = "^"  # past the line styles: the fifth run on is marked
@@ -793,7 +957,7 @@ def _draw(axes: Axes, line: _Line, color: str) -> None:
     )
     axes.plot(
         line.xs,
-        line.ys,
+        ys,
         style,
         color=color,
         marker=marker,
@@ -801,6 +965,34 @@ def _draw(axes: Axes, line: _Line, color: str) -> None:
         linewidth=1.6,
         label=line.label,
     )
+
+
+def smoothed(values: Sequence[float], weight: float) -> list[float]:
+    """``values`` smoothed as TensorBoard smooths a scalar's line: an exponential moving average debiased at its start.
+
+    Each value ``v`` moves the average to ``last * weight + (1 - weight) * v``,
+    divided by ``1 - weight ** n`` after ``n`` values, so that the first
+    ones are not pulled towards zero. Values that are not finite stay as
+    they are and move nothing; a line that never changes is left as it is.
+
+    >>> smoothed([1.0, 2.0, 3.0], 0.5)
+    [1.0, 1.6666666666666667, 2.4285714285714284]
+    >>> smoothed([4.0, 4.0], 0.9), smoothed([1.0, float("nan"), 3.0], 0.0)
+    ([4.0, 4.0], [1.0, nan, 3.0])
+    """
+    if all(value == values[0] for value in values):
+        return list(values)
+    result = []
+    last = 0.0
+    accumulated = 0
+    for value in values:
+        if not math.isfinite(value):
+            result.append(value)
+            continue
+        last = last * weight + (1 - weight) * value
+        accumulated += 1
+        result.append(last / (1 - weight**accumulated))
+    return result
 
 
 def _scale(axes: Axes, lines: list[_Line], label: str, matplotlib: _Matplotlib) -> None:

@@ -11,7 +11,6 @@ from every observation, not from the intervals' logged quantiles.
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
 import time
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping
@@ -21,7 +20,8 @@ from types import MappingProxyType
 
 from rlpulse import formats
 from rlpulse.distributions import DEFAULT_QUANTILES, quantile_name
-from rlpulse.naming import Kind, inferred_kind, split
+from rlpulse.formats import MetricAggregate, RunAggregate
+from rlpulse.naming import Kind, inferred_kind, join, split
 from rlpulse.read.match import Match, matching, select_metrics
 from rlpulse.read.records import (
     DistributionRecord,
@@ -57,12 +57,12 @@ __all__ = [
     "read_run",
     "run_distributions",
     "run_letter",
+    "run_name",
     "summarize",
     "summarize_distributions",
     "summarize_file",
+    "summary_of",
 ]
-
-# A Tally reports how many values it ever observed as <key>_count.
 
 
 @dataclass(frozen=True)
@@ -193,65 +193,6 @@ class RunSummary:
         return self.end_wall_time - self.start_wall_time
 
 
-class _Accumulator:
-    """The running summary of one metric while the records stream past."""
-
-    __slots__ = (
-        "count",
-        "first",
-        "first_wall_time",
-        "growth",
-        "growth_s",
-        "kind",
-        "last",
-        "last_wall_time",
-        "maximum",
-        "minimum",
-        "previous",
-        "previous_wall_time",
-    )
-
-    def __init__(self, record: Record) -> None:
-        self.count = 0
-        self.first = record.value
-        self.first_wall_time = record.wall_time
-        self.last = record.value
-        self.last_wall_time = record.wall_time
-        self.minimum = math.nan
-        self.maximum = math.nan
-        # A counter's growth between consecutive values, and over how long,
-        # leaving out where it went down (a reset: its growth there is unknown).
-        self.growth = 0.0
-        self.growth_s = 0.0
-        self.previous = math.nan
-        self.previous_wall_time = record.wall_time
-        # What the records say the metric is: a counter if any says so.
-        self.kind = record.kind
-
-    def add(self, record: Record) -> None:
-        value = record.value
-        self.count += 1
-        if record.kind is not self.kind and (
-            self.kind is None or record.kind is Kind.COUNTER
-        ):
-            self.kind = record.kind
-        self.last = value
-        self.last_wall_time = record.wall_time
-        if math.isnan(value):
-            return
-        if value >= self.previous:
-            self.growth += value - self.previous
-            self.growth_s += record.wall_time - self.previous_wall_time
-        self.previous = value
-        self.previous_wall_time = record.wall_time
-        # NaN compares false with everything, so a NaN extreme is replaced at
-        # once by the first real value.
-        if not value >= self.minimum:
-            self.minimum = value
-        if not value <= self.maximum:
-            self.maximum = value
-
-
 def summarize(
     records: Iterable[Record],
     *,
@@ -279,38 +220,81 @@ def summarize(
     >>> summarize(polls, run="r", source="r.db").metrics[0].mean_rate
     10.0
     """
-    accumulators: dict[str, _Accumulator] = {}
-    # A bottleneck watch's windows: by watch, by time, its metrics.
+    run_aggregate, verdicts = aggregate_and_verdicts(records)
+    summary = summary_of(
+        run_aggregate, run=run, source=source, distributions=distributions
+    )
+    return dataclasses.replace(summary, verdicts=verdicts)
+
+
+def aggregate_and_verdicts(
+    records: Iterable[Record],
+) -> tuple[RunAggregate, tuple[VerdictSummary, ...]]:
+    """A run's aggregate (:func:`rlpulse.formats.aggregate`) and its bottleneck watches' verdicts, in one pass over ``records``."""
     windows: dict[str, dict[float, dict[str, float]]] = {}
-    count = 0
-    start_wall_time = math.inf
-    end_wall_time = -math.inf
+    run_aggregate = formats.aggregate(_noting_windows(records, windows))
+    return run_aggregate, _verdicts(windows)
+
+
+def file_verdicts(
+    path: Path, run: str | None, run_aggregate: RunAggregate
+) -> tuple[VerdictSummary, ...]:
+    """The verdicts of the bottleneck watches of run ``run`` of file ``path``, whose aggregate is ``run_aggregate``: their few records read apart from the rest."""
+    names = [split(metric.name) for metric in run_aggregate.metrics]
+    bottlenecks = {watch for watch, metric in names if metric == "verdict_known"}
+    if not bottlenecks:
+        return ()
+    wanted = {
+        join(watch, metric)
+        for watch, metric in names
+        if watch in bottlenecks and is_verdict_metric(metric)
+    }
+    windows: dict[str, dict[float, dict[str, float]]] = {}
+    for _ in _noting_windows(formats.read(path, run, names=wanted), windows):
+        pass
+    return _verdicts(windows)
+
+
+def _noting_windows(
+    records: Iterable[Record], windows: dict[str, dict[float, dict[str, float]]]
+) -> Iterator[Record]:
+    # ``records``, noting on the way what may be a bottleneck watch's
+    # windows: by watch, by time, its metrics.
     for record in records:
-        count += 1
-        start_wall_time = min(start_wall_time, record.wall_time)
-        end_wall_time = max(end_wall_time, record.wall_time)
-        accumulator = accumulators.get(record.name)
-        if accumulator is None:
-            accumulator = accumulators[record.name] = _Accumulator(record)
-        accumulator.add(record)
         metric = record.metric
         if is_verdict_metric(metric):
             window = windows.setdefault(record.watch, {})
             window.setdefault(record.wall_time, {})[metric] = record.value
-    names = accumulators.keys()
-    metrics = tuple(
-        _metric_summary(name, accumulators[name], _kind(name, accumulators, names))
-        for name in sorted(names)
-    )
+        yield record
+
+
+def summary_of(
+    run_aggregate: RunAggregate,
+    *,
+    run: str,
+    source: str,
+    distributions: Iterable[DistributionRecord] = (),
+) -> RunSummary:
+    """The summary of a run from its aggregate (:func:`rlpulse.formats.read_aggregate`), as :func:`summarize` makes it from its records.
+
+    A metric without a kind is a counter when :func:`is_counter` guesses so
+    from the run's names.
+
+    >>> run_aggregate = formats.aggregate([Record(1.0, None, "c/frames", 0.0), Record(3.0, None, "c/frames", 10.0)])
+    >>> summary_of(run_aggregate, run="r", source="r.db").metrics[0].mean_rate
+    5.0
+    """
+    names = {metric.name for metric in run_aggregate.metrics}
     return RunSummary(
         run=run,
         source=source,
-        records=count,
-        start_wall_time=start_wall_time if count else None,
-        end_wall_time=end_wall_time if count else None,
-        metrics=metrics,
+        records=run_aggregate.records,
+        start_wall_time=run_aggregate.start_wall_time,
+        end_wall_time=run_aggregate.end_wall_time,
+        metrics=tuple(
+            _metric_summary(metric, names) for metric in run_aggregate.metrics
+        ),
         distributions=summarize_distributions(distributions),
-        verdicts=_verdicts(windows),
     )
 
 
@@ -384,9 +368,15 @@ def summarize_file(path: str | os.PathLike[str], run: str | None = None) -> RunS
     ('metrics.csv', 2, 5.0)
     """
     path = Path(path)
-    name, records = read_run(path, run)
-    return summarize(
-        records, run=name, source=str(path), distributions=run_distributions(path, run)
+    run_aggregate = formats.read_aggregate(path, run)
+    summary = summary_of(
+        run_aggregate,
+        run=run_name(path, run),
+        source=str(path),
+        distributions=run_distributions(path, run),
+    )
+    return dataclasses.replace(
+        summary, verdicts=file_verdicts(path, run, run_aggregate)
     )
 
 
@@ -437,12 +427,22 @@ def read_run(
     """
     path = Path(path)
     records = read(path, run)
-    if run is None:
-        try:
-            run = list_runs(path)[-1]
-        except RunFileError:
-            run = path.name
-    return run, records
+    return run_name(path, run), records
+
+
+def run_name(path: str | os.PathLike[str], run: str | None = None) -> str:
+    """The name of run ``run`` of the file at ``path``: ``run`` itself, the latest run of a SQLite file for ``None``, the file's name for a line file.
+
+    >>> run_name("metrics.csv", "baseline")
+    'baseline'
+    """
+    if run is not None:
+        return run
+    path = Path(path)
+    try:
+        return list_runs(path)[-1]
+    except RunFileError:
+        return path.name
 
 
 def run_distributions(
@@ -482,27 +482,21 @@ def is_counter(name: str, names: Container[str]) -> bool:
     return inferred_kind(name, names) is Kind.COUNTER
 
 
-def _kind(
-    name: str, accumulators: dict[str, _Accumulator], names: Container[str]
-) -> Kind:
-    kind = accumulators[name].kind
-    return inferred_kind(name, names) if kind is None else kind
-
-
-def _metric_summary(name: str, accumulator: _Accumulator, kind: Kind) -> MetricSummary:
+def _metric_summary(metric: MetricAggregate, names: Container[str]) -> MetricSummary:
+    kind = inferred_kind(metric.name, names) if metric.kind is None else metric.kind
     is_counter = kind is Kind.COUNTER
     mean_rate = None
-    if is_counter and accumulator.growth_s > 0:
-        mean_rate = accumulator.growth / accumulator.growth_s
+    if is_counter and metric.growth_s > 0:
+        mean_rate = metric.growth / metric.growth_s
     return MetricSummary(
-        name=name,
-        count=accumulator.count,
-        first=accumulator.first,
-        last=accumulator.last,
-        minimum=accumulator.minimum,
-        maximum=accumulator.maximum,
-        first_wall_time=accumulator.first_wall_time,
-        last_wall_time=accumulator.last_wall_time,
+        name=metric.name,
+        count=metric.records,
+        first=metric.first,
+        last=metric.last,
+        minimum=metric.minimum,
+        maximum=metric.maximum,
+        first_wall_time=metric.first_wall_time,
+        last_wall_time=metric.last_wall_time,
         is_counter=is_counter,
         mean_rate=mean_rate,
         kind=kind,

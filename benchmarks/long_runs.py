@@ -1,0 +1,286 @@
+"""Long runs: what ``rlpulse show`` and ``rlpulse plot`` cost on a run of a million records, before and after summarising where the data is.
+
+A run of 50 watches of six metrics each (a counter, its logged rate, four
+gauges of which a distribution's p50 and p99) is written straight into a
+SQLite file in rlpulse's format, 1,000,000 records. Each measurement runs
+in a fresh Python process: the time of the call (``summarize_file`` and
+``format_summary``, ``plot_file`` into a PNG) and the process's peak
+resident memory. The code before these readers (``BASELINE_COMMIT``) is
+measured in the same run from its sources, taken out of git into a
+temporary folder (``git archive``); the memory of today's code is also
+measured on a run a quarter as long, to show it does not grow with the
+run.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import random
+import sqlite3
+import subprocess
+import sys
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks import Budget, machine, progress, reflow
+
+__all__ = [
+    "BASELINE_COMMIT",
+    "BUDGETS",
+    "Measurement",
+    "Settings",
+    "measure",
+    "missed_budgets",
+    "render",
+    "run",
+    "write_run",
+]
+
+BASELINE_COMMIT = "0965358"
+"""The last commit whose ``show`` and ``plot`` read every record into Python."""
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+_METRICS = (
+    ("frames", "counter"),
+    ("frames_per_second", "rate"),
+    ("queue_depth", "gauge"),
+    ("latency_s_p50", "gauge"),
+    ("latency_s_p99", "gauge"),
+    ("episode_return_mean", "gauge"),
+)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How long a run to read: watches times payloads times six metrics."""
+
+    watches: int = 50
+    payloads: int = 3334
+    baseline: bool = True
+
+    @classmethod
+    def quick(cls) -> Settings:
+        return cls(watches=5, payloads=400, baseline=False)
+
+    @property
+    def records(self) -> int:
+        return self.watches * self.payloads * len(_METRICS)
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One command's cost on one run by one version of the code: seconds and peak memory (MiB)."""
+
+    code: str
+    command: str
+    records: int
+    seconds: float
+    peak_mib: float
+
+
+BUDGETS = (
+    Budget[Measurement]("show of 1M records, s", lambda m: m.seconds, 0.5),
+    Budget[Measurement]("plot of 1M records, s", lambda m: m.seconds, 2.0),
+)
+
+
+def write_run(path: Path, settings: Settings) -> None:
+    """Write a run of ``settings.records`` records into a new SQLite file at ``path``, as SQLiteLogger stores them."""
+    from rlpulse.formats.sqlite import create_tables
+
+    random_values = random.Random(1)
+    with sqlite3.connect(path) as connection:
+        create_tables(connection)
+        connection.execute(
+            "INSERT INTO runs (id, name, start_wall_time) VALUES (1, 'long', 1.7e9)"
+        )
+        connection.executemany(
+            "INSERT INTO kinds (run, name, kind) VALUES (1, ?, ?)",
+            [
+                (f"w{watch:02d}/{metric}", kind)
+                for watch in range(settings.watches)
+                for metric, kind in _METRICS
+            ],
+        )
+
+        def rows() -> object:
+            for index in range(settings.payloads):
+                for watch in range(settings.watches):
+                    wall_time = 1.7e9 + index + watch / 100
+                    name = f"w{watch:02d}/"
+                    noise = random_values.random()
+                    yield wall_time, index, name + "frames", 1000.0 * index
+                    yield wall_time, index, name + "frames_per_second", 1000 + noise
+                    yield wall_time, index, name + "queue_depth", float(index % 10)
+                    yield wall_time, index, name + "latency_s_p50", 0.01 + noise / 1000
+                    yield wall_time, index, name + "latency_s_p99", 0.02 + noise / 100
+                    yield (
+                        wall_time,
+                        index,
+                        name + "episode_return_mean",
+                        math.log1p(index) + noise,
+                    )
+
+        connection.executemany(
+            "INSERT INTO metrics (run, wall_time, step, name, value)"
+            " VALUES (1, ?, ?, ?, ?)",
+            rows(),  # type: ignore[arg-type]
+        )
+
+
+_PROBE = """
+import json, resource, sys, time
+from pathlib import Path
+command, path, output = sys.argv[1:4]
+started = time.perf_counter()
+if command == "show":
+    from rlpulse.read.summary import format_summary, summarize_file
+    text = format_summary(summarize_file(path))
+else:
+    import warnings
+    from rlpulse.read.plot import plot_file
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plot_file(path, output)
+seconds = time.perf_counter() - started
+peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"seconds": seconds, "peak_mib": peak_kib / 1024}))
+"""
+
+
+def _probe(
+    source: Path, command: str, run_path: Path, code: str, records: int
+) -> Measurement:
+    output = run_path.with_suffix(f".{code}.png")
+    environment = {**os.environ, "PYTHONPATH": str(source), "MPLBACKEND": "Agg"}
+    completed = subprocess.run(
+        [sys.executable, "-c", _PROBE, command, str(run_path), str(output)],
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=900,
+    )
+    if completed.returncode != 0:
+        raise RuntimeError(f"{code} {command} failed: {completed.stderr[-2000:]}")
+    result = json.loads(completed.stdout.splitlines()[-1])
+    return Measurement(code, command, records, result["seconds"], result["peak_mib"])
+
+
+def _baseline_sources(directory: Path) -> Path:
+    # The sources of BASELINE_COMMIT, out of git.
+    archive = subprocess.run(
+        ["git", "-C", str(REPOSITORY), "archive", BASELINE_COMMIT, "src"],
+        capture_output=True,
+        check=True,
+    )
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as sources:
+        sources.extractall(directory)
+    return directory / "src"
+
+
+def measure(settings: Settings) -> list[Measurement]:
+    """Write the runs, then measure ``show`` and ``plot`` on them: today's code, and the baseline's when ``settings.baseline``."""
+    results = []
+    with tempfile.TemporaryDirectory() as temporary:
+        folder = Path(temporary)
+        full = folder / "long.sqlite"
+        quarter_settings = Settings(
+            settings.watches, max(settings.payloads // 4, 1), settings.baseline
+        )
+        quarter = folder / "quarter.sqlite"
+        progress(f"long_runs: writing {settings.records:,} records")
+        write_run(full, settings)
+        write_run(quarter, quarter_settings)
+        codes = [("today", REPOSITORY / "src")]
+        if settings.baseline:
+            codes.append(("before", _baseline_sources(folder / "baseline")))
+        for command in ("show", "plot"):
+            for code, source in codes:
+                progress(f"long_runs: {command}, {code}'s code")
+                results.append(_probe(source, command, full, code, settings.records))
+            results.append(
+                _probe(
+                    REPOSITORY / "src",
+                    command,
+                    quarter,
+                    "today",
+                    quarter_settings.records,
+                )
+            )
+    return results
+
+
+def missed_budgets(results: list[Measurement]) -> list[str]:
+    """The budgets today's code missed on the full run, each a line."""
+    longest = max(result.records for result in results)
+    missed = []
+    for budget, command in zip(BUDGETS, ("show", "plot"), strict=True):
+        for result in results:
+            measured = (result.code, result.command, result.records)
+            if measured == ("today", command, longest) and not budget.passes(result):
+                missed.append(
+                    f"{budget.label}: {result.seconds:.2f} "
+                    f"(budget {budget.sign} {budget.limit})"
+                )
+    return missed
+
+
+def render(results: list[Measurement], settings: Settings) -> str:
+    """The section's markdown: a table of every measurement and what it says."""
+    rows = [
+        "| command | code | records | seconds | peak memory, MiB |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for result in results:
+        rows.append(
+            f"| `rlpulse {result.command}` | {result.code} | {result.records:,} "
+            f"| {result.seconds:.2f} | {result.peak_mib:.0f} |"
+        )
+    budgets = ", ".join(f"{b.label} {b.sign} {b.limit}" for b in BUDGETS)
+    missed = missed_budgets(results)
+    if settings.records < 1_000_000:
+        missed = []
+        budgets += " (for a million records: not checked on this shorter run)"
+    verdict = (
+        "Every budget is kept."
+        if not missed
+        else "Over budget: " + "; ".join(missed) + "."
+    )
+    text = f"""\
+## Long runs: `show` and `plot` of a million records
+
+A run of {settings.watches} watches of six metrics each ({settings.records:,}
+records) in a SQLite file. `show` summarises it with SQL (grouped
+aggregates, a window over the counters for their rates); `plot` has SQLite
+downsample the lines it draws to {1000} buckets of time each, keeping each
+bucket's smallest and largest value. "before" is the code at commit
+`{BASELINE_COMMIT}`, which read every record into Python, run from its
+sources in the same run; each figure is one fresh process's (the call's
+seconds, the process's peak resident memory). The last row of each command
+is today's code on a run a quarter as long: memory does not grow with the
+run, and neither does much of the time: what remains of `plot` is
+matplotlib laying out and drawing twelve panels. Budgets: {budgets}. {verdict}
+
+{chr(10).join(rows)}
+
+{machine("matplotlib")}
+"""
+    return reflow(text)
+
+
+def run(*, quick: bool = False) -> str:
+    """Measure, print the table, and return the section's markdown."""
+    settings = Settings.quick() if quick else Settings()
+    results = measure(settings)
+    markdown = render(results, settings)
+    print(markdown, flush=True)
+    if not quick:
+        for line in missed_budgets(results):
+            print(f"OVER BUDGET: {line}", flush=True)
+    return markdown
