@@ -344,3 +344,19 @@ def test_p_pauses_and_q_quits_but_not_while_typing_a_filter() -> None:
     assert view.filter == "q"
     view.press("enter")
     assert view.press("q") is True
+
+
+def test_a_figure_too_wide_for_its_column_keeps_its_leading_digits(
+    tmp_path: Path,
+) -> None:
+    counters = {"w/cpu_s": Kind.COUNTER, "w/events": Kind.COUNTER}
+    payloads = [
+        (1.0, {"w/cpu_s": 0.0, "w/events": 0.0}, counters),
+        (2.0, {"w/cpu_s": 0.001429, "w/events": 12_345_678.0}, counters),
+    ]
+    lines = screen(followed(store(tmp_path / "run.sqlite", payloads)), now=START + 3)
+
+    cpu = next(line for line in lines.splitlines() if line.startswith("  cpu_s"))
+    assert cpu.split()[1] == "0.0014/s"  # 0.001429/s is wider than its column
+    events = next(line for line in lines.splitlines() if line.startswith("  events"))
+    assert events.split()[1] == "12.34M/s"

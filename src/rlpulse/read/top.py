@@ -456,6 +456,23 @@ def _good(event: Event) -> bool:
     return kind is not None and kind.good_news
 
 
+def _value_text(line: Line, number: Callable[[float], str]) -> str:
+    """A line's value as its column shows it: fewer digits where it is too wide, never cut at its start (which would change it).
+
+    >>> _value_text(Line("cpu_s", 0.001429, True), format_number)
+    '0.0014/s'
+    >>> _value_text(Line("x", 0.30000000000000004, False), repr)
+    '0.300000…'
+    """
+    suffix = "/s" if line.per_second else ""
+    text = number(line.value) + suffix
+    if len(text) > _VALUE_WIDTH and number is format_number:
+        text = f"{line.value:.2g}" + suffix
+    if len(text) > _VALUE_WIDTH:
+        text = text[: _VALUE_WIDTH - 1] + "…"
+    return text
+
+
 def _cell(
     line: Line | None, until: float, graphic_width: int, note_width: int, exact: bool
 ) -> list[Segment]:
@@ -466,13 +483,9 @@ def _cell(
                 " " + "-".rjust(_VALUE_WIDTH) + " " * (graphic_width + note_width + 2)
             )
         ]
-    value = (
-        ""
-        if not math.isfinite(line.value)
-        else number(line.value) + ("/s" if line.per_second else "")
-    )
+    value = "" if not math.isfinite(line.value) else _value_text(line, number)
     cell = [
-        Segment(" " + value.rjust(_VALUE_WIDTH)[-_VALUE_WIDTH:], "bold"),
+        Segment(" " + value.rjust(_VALUE_WIDTH), "bold"),
         Segment(" "),
     ]
     note = ""
