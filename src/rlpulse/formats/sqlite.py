@@ -28,10 +28,8 @@ import json
 import math
 import os
 import sqlite3
-import threading
 from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
-from typing import Generic, TypeVar
 
 from rlpulse.distributions import SCALE, Histogram
 from rlpulse.formats.records import (
@@ -830,10 +828,6 @@ def read_sqlite_aggregate(path: Path, run: str | None) -> RunAggregate:
     run_id = _run_id(path, run)
     with contextlib.closing(_connect_for_reading(path)) as connection:
         stored = _sqlite_kinds(connection, run_id)
-        # The stored counters' growth on a thread of its own, beside the
-        # grouped scan: SQLite runs each query without holding the GIL.
-        stored_counters = [n for n, kind in stored.items() if kind is Kind.COUNTER]
-        growing = _Background(lambda: _counters_growth(path, run_id, stored_counters))
         rows = connection.execute(
             "SELECT name, COUNT(*), MIN(value), MAX(value), MIN(rowid), MAX(rowid),"
             " MIN(wall_time), MAX(wall_time),"
@@ -850,13 +844,8 @@ def read_sqlite_aggregate(path: Path, run: str | None) -> RunAggregate:
         name: stored[name] if name in stored else inferred_kind(name, names)
         for name in names
     }
-    growth = growing.result()
-    growth.update(
-        _counters_growth(
-            path,
-            run_id,
-            [n for n in names if n not in stored and kinds[n] is Kind.COUNTER],
-        )
+    growth = _counters_growth(
+        path, run_id, [name for name in names if kinds[name] is Kind.COUNTER]
     )
     if not rows:
         return RunAggregate(0, None, None, ())
@@ -888,32 +877,6 @@ def read_sqlite_aggregate(path: Path, run: str | None) -> RunAggregate:
         max(row[7] for row in rows),
         tuple(metrics),
     )
-
-
-_T = TypeVar("_T")
-
-
-class _Background(Generic[_T]):
-    """A function's result computed on a thread of its own (its exception raised by :meth:`result`)."""
-
-    def __init__(self, function: Callable[[], _T]) -> None:
-        self._outcome: list[_T] = []
-        self._error: list[BaseException] = []
-
-        def run() -> None:
-            try:
-                self._outcome.append(function())
-            except BaseException as error:
-                self._error.append(error)
-
-        self._thread = threading.Thread(target=run, name="rlpulse-read", daemon=True)
-        self._thread.start()
-
-    def result(self) -> _T:
-        self._thread.join()
-        if self._error:
-            raise self._error[0]
-        return self._outcome[0]
 
 
 def _rows_by_id(
