@@ -21,6 +21,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
+from rlpulse.formats import lines
 from rlpulse.formats.lines import LineReader, last_line_end, left_out, names_of
 from rlpulse.formats.records import (
     Followed,
@@ -299,7 +300,7 @@ def _csv_problem(row: list[str], width: int = len(CSV_FIELDS)) -> str:
 # Following
 
 
-class CSVFollower:
+class CSVFollower(lines.LineFollower):
     """A CSV file followed while another process writes it: each look reads on from the byte offset the last one stopped at.
 
     Only whole records are read: a last line without its newline, or a
@@ -322,20 +323,15 @@ class CSVFollower:
     """
 
     def __init__(self, path: Path, *, batch_bytes: int = 8 << 20) -> None:
-        self.path = path
-        self._batch_bytes = batch_bytes
-        self._offset = 0
-        self._line_number = 0
+        super().__init__(path, batch_bytes=batch_bytes)
         self._width: int | None = None
+
+    def _restart(self) -> None:
+        self._width = None  # its header comes again
 
     def read_new(self) -> Followed:
         """The records completed since the last look (all of them at the first)."""
-        with open(self.path, "rb") as file:
-            if file.seek(0, 2) < self._offset:
-                self._offset = self._line_number = 0
-                self._width = None
-            file.seek(self._offset)
-            chunk = file.read(self._batch_bytes)
+        chunk = self._next_bytes()
         records: list[Record] = []
         record_lines: list[bytes] = []
         quotes = 0
@@ -357,13 +353,10 @@ class CSVFollower:
                 self._width = self._header_width(row)
             elif any(field.strip() for field in row):
                 records.append(_csv_record(self.path, row, first_line, self._width))
-        if not consumed and len(chunk) == self._batch_bytes:
-            raise RunFileError(
-                f"{self.path} line {self._line_number + 1} is longer than "
-                f"{self._batch_bytes:,} bytes: not an rlpulse CSV row"
-            )
+        if not consumed and self._full(chunk):
+            raise self._too_long("an rlpulse CSV row")
         self._offset += consumed
-        return Followed(records, [], more=len(chunk) == self._batch_bytes)
+        return Followed(records, [], more=self._full(chunk))
 
     def _header_width(self, header: list[str]) -> int:
         if tuple(header) not in (CSV_FIELDS, CSV_FIELDS_0_1):

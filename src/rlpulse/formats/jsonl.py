@@ -26,6 +26,7 @@ from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
+from rlpulse.formats import lines
 from rlpulse.formats.lines import LineReader, left_out, names_of
 from rlpulse.formats.records import (
     Followed,
@@ -263,7 +264,7 @@ def _not_a_payload(path: Path, line_number: int, problem: str) -> RunFileError:
 # Following
 
 
-class JSONLFollower:
+class JSONLFollower(lines.LineFollower):
     """A JSON lines file followed while another process writes it: each look reads on from the byte offset the last one stopped at.
 
     Only whole lines are read: a last line without its newline (still being
@@ -272,38 +273,29 @@ class JSONLFollower:
     shrank was replaced: it is read again from its start.
 
     >>> import tempfile, pathlib
-    >>> with tempfile.TemporaryDirectory() as tmp:
-    ...     path = pathlib.Path(tmp) / "run.jsonl"
-    ...     _ = path.write_text('{"wall_time": 1.0, "step": 1, "metrics": {"c/frames": 1.0}}\\n{"wall_ti')
-    ...     follower = JSONLFollower(path)
-    ...     first = follower.read_new().records
-    ...     with open(path, "a") as file:
-    ...         _ = file.write('me": 2.0, "step": 2, "metrics": {"c/frames": 2.0}}\\n')
-    ...     second = follower.read_new().records
-    >>> [record.value for record in first], [record.value for record in second]
-    ([1.0], [2.0])
+    >>> directory = tempfile.TemporaryDirectory()
+    >>> path = pathlib.Path(directory.name) / "run.jsonl"
+    >>> line = '{"wall_time": 2.0, "step": 2, "metrics": {"c/frames": 2.0}}\\n'
+    >>> _ = path.write_text(line.replace("2", "1") + line[:20])  # the last being written
+    >>> follower = JSONLFollower(path)
+    >>> [record.value for record in follower.read_new().records]
+    [1.0]
+    >>> _ = path.open("a").write(line[20:])
+    >>> [record.value for record in follower.read_new().records]
+    [2.0]
+    >>> directory.cleanup()
     """
 
     def __init__(self, path: Path, *, batch_bytes: int = 8 << 20) -> None:
-        self.path = path
-        self._batch_bytes = batch_bytes
-        self._offset = 0
-        self._line_number = 0
+        super().__init__(path, batch_bytes=batch_bytes)
         self._kinds: dict[str, Kind] = {}
 
     def read_new(self) -> Followed:
         """The records and events of the lines completed since the last look (all of them at the first)."""
-        with open(self.path, "rb") as file:
-            if file.seek(0, 2) < self._offset:
-                self._offset = self._line_number = 0
-            file.seek(self._offset)
-            chunk = file.read(self._batch_bytes)
+        chunk = self._next_bytes()
         complete = chunk[: chunk.rfind(b"\n") + 1]
-        if not complete and len(chunk) == self._batch_bytes:
-            raise RunFileError(
-                f"{self.path} line {self._line_number + 1} is longer than "
-                f"{self._batch_bytes:,} bytes: not an rlpulse payload"
-            )
+        if not complete and self._full(chunk):
+            raise self._too_long("an rlpulse payload")
         self._offset += len(complete)
         records: list[Record] = []
         events: list[Event] = []
@@ -324,4 +316,4 @@ class JSONLFollower:
                 events.append(_jsonl_event(self.path, entry, number))
             else:
                 records += _payload_records(self.path, entry, number, self._kinds)
-        return Followed(records, events, more=len(chunk) == self._batch_bytes)
+        return Followed(records, events, more=self._full(chunk))

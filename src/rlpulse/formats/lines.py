@@ -17,7 +17,14 @@ from typing import IO
 
 from rlpulse.formats.records import Record, RunFileError, RunFileWarning, unwritable
 
-__all__ = ["LineReader", "last_line_end", "left_out", "names_of", "open_line_file"]
+__all__ = [
+    "LineFollower",
+    "LineReader",
+    "last_line_end",
+    "left_out",
+    "names_of",
+    "open_line_file",
+]
 
 _TAIL_CHUNK_BYTES = 4096
 
@@ -117,3 +124,40 @@ def names_of(records: Iterator[Record]) -> set[str]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RunFileWarning)
         return {record.name for record in records}
+
+
+class LineFollower:
+    """What the line formats' followers share: the file, the byte offset and line number reached, and reading on from them.
+
+    A subclass's ``read_new`` takes :meth:`_next_bytes`, parses the whole
+    lines among them and moves :attr:`_offset` past what it parsed.
+    """
+
+    def __init__(self, path: Path, *, batch_bytes: int = 8 << 20) -> None:
+        self.path = path
+        self._batch_bytes = batch_bytes
+        self._offset = 0
+        self._line_number = 0
+
+    def _next_bytes(self) -> bytes:
+        """At most ``batch_bytes`` bytes from the offset reached; a file shorter than that was replaced, and is read again from its start (:meth:`_restart`)."""
+        with open(self.path, "rb") as file:
+            if file.seek(0, os.SEEK_END) < self._offset:
+                self._offset = self._line_number = 0
+                self._restart()
+            file.seek(self._offset)
+            return file.read(self._batch_bytes)
+
+    def _restart(self) -> None:
+        """Forget what was learnt of the file before it was replaced (its header, its kinds)."""
+
+    def _full(self, chunk: bytes) -> bool:
+        """Whether ``chunk`` is as long as a look reads: more may be waiting."""
+        return len(chunk) == self._batch_bytes
+
+    def _too_long(self, what: str) -> RunFileError:
+        """The error of a line that does not end within a look's bytes: not ``what`` (a CSV row, a payload)."""
+        return RunFileError(
+            f"{self.path} line {self._line_number + 1} is longer than "
+            f"{self._batch_bytes:,} bytes: not {what}"
+        )
