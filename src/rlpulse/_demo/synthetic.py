@@ -185,13 +185,13 @@ class _Worker(abc.ABC):
         """The thread's work, until ``_stop_event`` is set; subclasses say what."""
 
     def metric_kinds(self) -> dict[str, Kind]:
-        """The stage timing's counters, once started: ``busy_s`` (and ``wait_s``).
+        """The stage timing's counters, once recorded: ``busy_s`` (and ``wait_s``).
 
-        >>> consumer = Consumer(RingBuffer(capacity=10))
-        >>> consumer.start()
-        >>> consumer.stop()
-        >>> sorted(consumer.metric_kinds())
-        ['busy_s', 'wait_s']
+        >>> producer = Producer(RingBuffer(capacity=10))
+        >>> producer.start()
+        >>> producer.stop()
+        >>> producer.metric_kinds()
+        {'busy_s': <Kind.COUNTER: 'counter'>}
         """
         return self.stages.metric_kinds()
 
