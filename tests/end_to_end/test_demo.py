@@ -1111,6 +1111,48 @@ def test_torchrl_demo_with_an_expensive_learner_falls_behind_its_collector(
 
 
 @pytest.mark.timeout(120)
+def test_torchrl_demo_with_an_expensive_env_ends_its_summary_collector_bound(
+    torchrl_env_cost_outcome: DemoOutcome,
+) -> None:
+    last_window, over_the_run = torchrl_env_cost_outcome.verdict()
+
+    assert last_window.startswith("collector-bound: ")
+    assert over_the_run.startswith("collector-bound 100% of ")
+
+
+@pytest.mark.timeout(120)
+def test_torchrl_demo_with_an_expensive_learner_ends_its_summary_learner_bound(
+    torchrl_learner_cost_outcome: DemoOutcome,
+) -> None:
+    last_window, over_the_run = torchrl_learner_cost_outcome.verdict()
+
+    # 64 samples per 4 frames when the learner keeps up.
+    assert last_window.startswith("learner-bound: the learner drew ")
+    assert "against a target of 16" in last_window
+    assert over_the_run.startswith("learner-bound 100% of ")
+
+
+@pytest.mark.timeout(120)
+def test_torchrl_demo_times_both_sides_and_counts_the_samples_drawn(
+    torchrl_demo_outcome: DemoOutcome,
+) -> None:
+    collecting = torchrl_demo_outcome.values("collector/busy_s")
+    waiting = torchrl_demo_outcome.values("learner/wait_s")
+    updating = torchrl_demo_outcome.values("learner/busy_s")
+    samples = torchrl_demo_outcome.values("replay_buffer/samples")
+    seconds = torchrl_demo_outcome.result.seconds
+
+    # The collector's thread never waits for the learner.
+    assert 0.5 * seconds < collecting[-1] <= seconds
+    assert 0 < waiting[-1] + updating[-1] <= seconds
+    assert samples[-1] == torchrl_demo_outcome.values("learner/frames_sampled")[-1]
+    assert torchrl_demo_outcome.values("bottleneck/replay_ratio_target") == [16.0] * (
+        len(torchrl_demo_outcome.values("bottleneck/window_s"))
+    )
+    torchrl_demo_outcome.verdict()  # a summary that ends with a verdict
+
+
+@pytest.mark.timeout(120)
 def test_torchrl_demo_logs_every_payload_to_its_extra_sinks(
     torchrl_demo_outcome: DemoOutcome,
 ) -> None:
