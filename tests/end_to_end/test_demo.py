@@ -430,6 +430,12 @@ LAST_WINDOW = "bottleneck, the last window: "
 OVER_THE_RUN = "bottleneck over the run: "
 
 
+def judged_mostly(over_the_run: str, verdict: str) -> bool:
+    """Whether a run's split names ``verdict`` first and no other side: a window may be unknown (a learner still warming up waits for frames while it draws fewer than its ratio: signals that disagree), none wrong."""
+    other = {"collector-bound": "learner-bound", "learner-bound": "collector-bound"}
+    return over_the_run.startswith(f"{verdict} ") and other[verdict] not in over_the_run
+
+
 def closing_verdict(stdout: str) -> tuple[str, str]:
     """The two verdict lines a demo's summary ends with (before its chart and how to show it again), without their labels."""
     lines = stdout.splitlines()
@@ -583,7 +589,7 @@ def test_demo_with_an_expensive_env_ends_its_summary_collector_bound(
     last_window, over_the_run = env_cost_outcome.verdict()
 
     assert last_window.startswith("collector-bound: the learner waited ")
-    assert over_the_run.startswith("collector-bound 100% of ")
+    assert judged_mostly(over_the_run, "collector-bound"), over_the_run
 
 
 @pytest.mark.timeout(60)
@@ -595,7 +601,7 @@ def test_demo_with_an_expensive_learner_ends_its_summary_learner_bound(
     # It draws far fewer samples per frame than the 3.2 it keeps to when it keeps up.
     assert last_window.startswith("learner-bound: the learner drew ")
     assert "against a target of 3.2" in last_window
-    assert over_the_run.startswith("learner-bound 100% of ")
+    assert judged_mostly(over_the_run, "learner-bound"), over_the_run
 
 
 @pytest.mark.timeout(60)
@@ -609,7 +615,7 @@ def test_demo_without_costs_is_collector_bound_its_learner_waiting_half_the_time
     assert waits
     assert all(0.3 <= wait <= 0.7 for wait in waits), waits
     assert last_window.startswith("collector-bound: the learner waited ")
-    assert over_the_run.startswith("collector-bound 100% of ")
+    assert judged_mostly(over_the_run, "collector-bound"), over_the_run
 
 
 @pytest.mark.timeout(60)
@@ -631,7 +637,7 @@ def test_demo_command_makes_the_side_it_names_the_bottleneck(
 
     last_window, over_the_run = closing_verdict(shown.stdout)
     assert last_window.startswith(f"{verdict}: ")
-    assert over_the_run.startswith(f"{verdict} 100% of ")
+    assert judged_mostly(over_the_run, verdict), over_the_run
     if cost == "--learner-cost":
         updates = [r.value for r in read(path) if r.name == "learner/updates"]
         assert 0 < updates[-1] <= 16
@@ -1117,7 +1123,7 @@ def test_torchrl_demo_with_an_expensive_env_ends_its_summary_collector_bound(
     last_window, over_the_run = torchrl_env_cost_outcome.verdict()
 
     assert last_window.startswith("collector-bound: ")
-    assert over_the_run.startswith("collector-bound 100% of ")
+    assert judged_mostly(over_the_run, "collector-bound"), over_the_run
 
 
 @pytest.mark.timeout(120)
@@ -1129,7 +1135,7 @@ def test_torchrl_demo_with_an_expensive_learner_ends_its_summary_learner_bound(
     # 64 samples per 4 frames when the learner keeps up.
     assert last_window.startswith("learner-bound: the learner drew ")
     assert "against a target of 16" in last_window
-    assert over_the_run.startswith("learner-bound 100% of ")
+    assert judged_mostly(over_the_run, "learner-bound"), over_the_run
 
 
 @pytest.mark.timeout(120)
