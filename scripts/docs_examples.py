@@ -75,10 +75,10 @@ sys.argv = sys.argv[1:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
 _INSTALL_STEP = re.compile(r"(pip install|make)\b")
-# A number as the readers print it: 20k, 0.0012, 1.5e-05, a date, a time, a
-# run named after the time (2026-12-02_15-33-50), a share or a ratio (63%, 2.7x),
-# a number that ends a clause (80%,).
-_NUMBER = re.compile(r"[-+]?[\d.:_-]*\d[\d.:_-]*(?:e[-+]?\d+)?[kMGT]?[%x]?[,;]?")
+# A number as the readers print it: 20k, 0.0012, 1.5e-05, 12,544, a date, a
+# time, a run named after the time (2026-12-02_15-33-50), a share or a ratio
+# (63%, 2.7x), a number that ends a clause (80%,) or stands in parentheses.
+_NUMBER = re.compile(r"\(?[-+]?[\d.:_-]*\d[\d.:_,-]*(?:e[-+]?\d+)?[kMGT]?[%x]?\)?[,;]?")
 
 
 def environment() -> dict[str, str]:

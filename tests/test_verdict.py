@@ -76,6 +76,24 @@ RULES = [
         C,
         2.0,
     ),
+    (
+        "ratio held on target, the learner waiting",
+        Window(30, 1.0, 0.0, 0.1, 0.9, 8.0, 8.0),
+        P,
+        1 / 0.1,
+    ),
+    (
+        "ratio held on target, the collector waiting",
+        Window(30, 0.4, 0.6, 1.0, 0.0, 8.0, 8.0),
+        C,
+        1 / 0.4,
+    ),
+    (
+        "ratio on target, both busy",
+        Window(30, 1.0, 0.0, 0.95, 0.05, 8.0, 8.0),
+        B,
+        1.0,
+    ),
     ("a ratio without a target", Window(30, replay_ratio=4.0), None, None),
     # A bounded queue (RLlib).
     ("queue full", Window(30, fill=1.0), C, None),

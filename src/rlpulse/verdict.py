@@ -192,7 +192,9 @@ def judge(
 
     - **replay ratio** (Reverb's rate limiter): with a target, samples per
       frame more than 15 % below it: consumer-bound; above it:
-      producer-bound; else balanced.
+      producer-bound; else balanced, unless the stage timing names a side:
+      a ratio on its target is what a rate limiter holds it to, and the
+      side it blocks, the one that waits, is not the bottleneck.
     - **stage timing** (veRL's idle ratios, Sample Factory): a side that
       waits is not the bottleneck. The busier side holds the other back,
       unless their busy shares are within 15 %: balanced. A side that
@@ -213,6 +215,9 @@ def judge(
     <Bound.CONSUMER: 1>
     >>> judge(Window(30.0)).rule
     'no figures'
+    >>> held = Window(30.0, consumer_busy=0.1, consumer_wait=0.9, replay_ratio=8.0, replay_ratio_target=8.0)
+    >>> judge(held).bound, judge(held).rule
+    (<Bound.PRODUCER: -1>, 'stage timing')
     >>> disagree = Window(30.0, consumer_busy=0.2, consumer_wait=0.8, replay_ratio=1.0, replay_ratio_target=8.0)
     >>> judge(disagree).bound is None, judge(disagree).rule
     (True, 'replay ratio and stage timing disagree')
@@ -231,6 +236,10 @@ def judge(
         rules = " and ".join(vote.rule for vote in votes if vote.bound in sides)
         return Verdict(None, f"{rules} disagree", None, window, producer, consumer)
     decisive = votes[0]
+    if decisive.rule == "replay ratio" and decisive.bound is Bound.BALANCED:
+        # Reverb: samples blocked to hold the ratio on target mean the
+        # actors are the bottleneck, blocked inserts the learner.
+        decisive = next((vote for vote in votes if vote.bound in sides), decisive)
     return Verdict(
         decisive.bound, decisive.rule, decisive.speedup, window, producer, consumer
     )

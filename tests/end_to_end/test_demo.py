@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,7 +52,19 @@ def test_ring_buffer_stats_count_every_write_and_sample_call() -> None:
         "capacity": 4,
         "utilization": 1.0,
         "sample_calls": 2,
+        "samples": 4,
     }
+
+
+@pytest.mark.timeout(30)
+def test_ring_buffer_wait_for_writes_returns_once_another_thread_wrote_enough() -> None:
+    buffer: RingBuffer[int] = RingBuffer(capacity=10)
+    writer = threading.Timer(0.05, buffer.extend, [range(3)])
+    writer.start()
+
+    assert buffer.wait_for_writes(3, timeout=10)
+    assert not buffer.wait_for_writes(4, timeout=0.01)
+    writer.join()
 
 
 def test_ring_buffer_utilization_is_size_over_capacity() -> None:
@@ -147,6 +160,23 @@ def test_started_producer_writes_frames_until_stopped(
 
 
 @pytest.mark.timeout(30)
+def test_started_producer_is_busy_all_the_time_it_runs() -> None:
+    # Its pace stands for the environment's time; it never waits for a learner.
+    producer = Producer(RingBuffer(capacity=100), frames_per_second=1000, batch_size=10)
+
+    started = time.monotonic()
+    producer.start()
+    try:
+        time.sleep(0.5)
+    finally:
+        producer.stop()
+    elapsed = time.monotonic() - started
+
+    assert 0.8 * elapsed <= producer.stats()["busy_s"] <= elapsed
+    assert producer.metric_kinds() == {"busy_s": "counter"}
+
+
+@pytest.mark.timeout(30)
 def test_producer_paces_itself_to_its_frame_rate() -> None:
     producer = Producer(RingBuffer(capacity=100), frames_per_second=100, batch_size=10)
 
@@ -238,6 +268,7 @@ def test_consumer_update_samples_one_batch() -> None:
     ("kwargs", "message"),
     [
         ({"updates_per_second": -1}, "updates_per_second must be positive"),
+        ({"frames_per_update": 0}, "frames_per_update must be positive"),
         ({"batch_size": 0}, "batch_size must be at least 1"),
     ],
 )
@@ -251,7 +282,9 @@ def test_started_consumer_samples_from_a_filling_buffer(
     wait_until: Callable[..., bool],
 ) -> None:
     buffer: RingBuffer[int] = RingBuffer(capacity=1000)
-    consumer = Consumer(buffer, batch_size=16, updates_per_second=200)
+    consumer = Consumer(
+        buffer, batch_size=16, updates_per_second=200, frames_per_update=4
+    )
     consumer.start()
     try:
         buffer.extend(range(16))
@@ -260,6 +293,54 @@ def test_started_consumer_samples_from_a_filling_buffer(
         consumer.stop()
 
     assert buffer.stats()["sample_calls"] == consumer.stats()["updates"]
+
+
+@pytest.mark.timeout(30)
+def test_started_consumer_takes_one_update_per_frames_per_update_frames_written(
+    wait_until: Callable[..., bool],
+) -> None:
+    buffer: RingBuffer[int] = RingBuffer(capacity=1000)
+    consumer = Consumer(
+        buffer, batch_size=16, updates_per_second=1000, frames_per_update=4
+    )
+    consumer.start()
+    try:
+        buffer.extend(range(40))
+        assert wait_until(lambda: consumer.stats()["updates"] >= 10)
+        time.sleep(0.2)  # what more it would take, were it not waiting
+        taken = consumer.stats()["updates"]
+        buffer.extend(range(8))
+        assert wait_until(lambda: consumer.stats()["updates"] >= 12)
+    finally:
+        consumer.stop()
+
+    assert taken == 10
+    assert consumer.stats()["updates"] == 12
+    assert consumer.replay_ratio == 4.0
+
+
+@pytest.mark.timeout(30)
+def test_started_consumer_times_its_waiting_for_frames_apart_from_its_updates(
+    wait_until: Callable[..., bool],
+) -> None:
+    buffer: RingBuffer[int] = RingBuffer(capacity=1000)
+    # Each update takes 10 ms; frames for one update come every 50 ms.
+    consumer = Consumer(
+        buffer, batch_size=4, updates_per_second=100, frames_per_update=4
+    )
+    consumer.start()
+    try:
+        for _ in range(10):
+            buffer.extend(range(4))
+            time.sleep(0.05)
+    finally:
+        consumer.stop()
+
+    stats = consumer.stats()
+    assert stats["updates"] == 10
+    assert 0.1 <= stats["busy_s"] < 0.3
+    assert stats["wait_s"] > 2 * stats["busy_s"]
+    assert consumer.metric_kinds() == {"busy_s": "counter", "wait_s": "counter"}
 
 
 # SimulatedEpisodes
@@ -340,6 +421,35 @@ class DemoOutcome:
     def last_wall_time(self, watch: str) -> float:
         return max(r.wall_time for r in self.records if r.name.startswith(watch))
 
+    def verdict(self) -> tuple[str, str]:
+        """The bottleneck verdict the demo's summary ends with: its last window's sentence and the split over the run."""
+        return closing_verdict(self.stdout)
+
+
+LAST_WINDOW = "bottleneck, the last window: "
+OVER_THE_RUN = "bottleneck over the run: "
+
+
+def judged_mostly(over_the_run: str, verdict: str) -> bool:
+    """Whether a run's split names ``verdict`` first and no other side: a window may be unknown (a learner still warming up waits for frames while it draws fewer than its ratio: signals that disagree), none wrong."""
+    other = {"collector-bound": "learner-bound", "learner-bound": "collector-bound"}
+    return over_the_run.startswith(f"{verdict} ") and other[verdict] not in over_the_run
+
+
+def closing_verdict(stdout: str) -> tuple[str, str]:
+    """The two verdict lines a demo's summary ends with (before its chart and how to show it again), without their labels."""
+    lines = stdout.splitlines()
+    last_window = [line for line in lines if line.startswith(LAST_WINDOW)]
+    assert len(last_window) == 1, stdout
+    at = lines.index(last_window[0])
+    assert lines[at + 1].startswith(OVER_THE_RUN), stdout
+    assert lines[at + 2] == "", stdout  # the summary ends here
+    assert lines[-1].startswith("See it again with: rlpulse show "), stdout
+    return (
+        last_window[0].removeprefix(LAST_WINDOW),
+        lines[at + 1].removeprefix(OVER_THE_RUN),
+    )
+
 
 def frame_rate(outcome: DemoOutcome) -> float:
     """The frames the demo's collector wrote per second of the demo."""
@@ -353,10 +463,42 @@ def mean_rate(outcome: DemoOutcome, name: str) -> float:
     return sum(rates) / len(rates)
 
 
+# Windows of the bottleneck verdict short enough for a demo of 1.5 s.
+SYNTHETIC_SETTINGS: dict[str, float] = {"poll_interval": 0.1, "window": 0.5}
+
+
 @pytest.fixture(scope="module")
 def demo_outcome(tmp_path_factory: pytest.TempPathFactory) -> DemoOutcome:
     return DemoOutcome.record(
-        run_demo, tmp_path_factory.mktemp("demo"), 1.5, "jsonl", poll_interval=0.1
+        run_demo, tmp_path_factory.mktemp("demo"), 1.5, "jsonl", **SYNTHETIC_SETTINGS
+    )
+
+
+@pytest.fixture(scope="module")
+def env_cost_outcome(tmp_path_factory: pytest.TempPathFactory) -> DemoOutcome:
+    # 1 ms a frame: at most 1000 frames/s where the demo paces itself to 4000.
+    return DemoOutcome.record(
+        run_demo,
+        tmp_path_factory.mktemp("env_cost"),
+        1.5,
+        "jsonl",
+        env_cost=0.001,
+        chart=False,
+        **SYNTHETIC_SETTINGS,
+    )
+
+
+@pytest.fixture(scope="module")
+def learner_cost_outcome(tmp_path_factory: pytest.TempPathFactory) -> DemoOutcome:
+    # 100 ms an update: at most 10 updates/s where the frames allow 50.
+    return DemoOutcome.record(
+        run_demo,
+        tmp_path_factory.mktemp("learner_cost"),
+        1.5,
+        "jsonl",
+        learner_cost=0.1,
+        chart=False,
+        **SYNTHETIC_SETTINGS,
     )
 
 
@@ -427,45 +569,78 @@ def test_demo_records_the_episodes_the_collector_finishes(
 
 @pytest.mark.timeout(60)
 def test_demo_env_cost_lowers_the_frame_rate(
-    demo_outcome: DemoOutcome, tmp_path: Path
+    demo_outcome: DemoOutcome, env_cost_outcome: DemoOutcome
 ) -> None:
-    # 1 ms a frame: at most 1000 frames/s where the demo paces itself to 4000.
-    expensive = DemoOutcome.record(
-        run_demo, tmp_path, 1.5, "jsonl", poll_interval=0.1, env_cost=0.001, chart=False
-    )
-
-    assert frame_rate(expensive) < 0.5 * frame_rate(demo_outcome)
+    assert frame_rate(env_cost_outcome) < 0.5 * frame_rate(demo_outcome)
 
 
 @pytest.mark.timeout(60)
 def test_demo_learner_cost_lowers_the_update_rate(
-    demo_outcome: DemoOutcome, tmp_path: Path
+    demo_outcome: DemoOutcome, learner_cost_outcome: DemoOutcome
 ) -> None:
-    # 100 ms an update: at most 10 updates/s where the demo paces itself to 50.
-    expensive = DemoOutcome.record(
-        run_demo,
-        tmp_path,
-        1.5,
-        "jsonl",
-        poll_interval=0.1,
-        learner_cost=0.1,
-        chart=False,
-    )
-
-    assert expensive.values("learner/updates")[-1] <= 16
+    assert learner_cost_outcome.values("learner/updates")[-1] <= 16
     assert demo_outcome.values("learner/updates")[-1] >= 40
 
 
 @pytest.mark.timeout(60)
-def test_demo_command_makes_the_side_it_names_expensive(tmp_path: Path) -> None:
+def test_demo_with_an_expensive_env_ends_its_summary_collector_bound(
+    env_cost_outcome: DemoOutcome,
+) -> None:
+    last_window, over_the_run = env_cost_outcome.verdict()
+
+    assert last_window.startswith("collector-bound: the learner waited ")
+    assert judged_mostly(over_the_run, "collector-bound"), over_the_run
+
+
+@pytest.mark.timeout(60)
+def test_demo_with_an_expensive_learner_ends_its_summary_learner_bound(
+    learner_cost_outcome: DemoOutcome,
+) -> None:
+    last_window, over_the_run = learner_cost_outcome.verdict()
+
+    # It draws far fewer samples per frame than the 3.2 it keeps to when it keeps up.
+    assert last_window.startswith("learner-bound: the learner drew ")
+    assert "against a target of 3.2" in last_window
+    assert judged_mostly(over_the_run, "learner-bound"), over_the_run
+
+
+@pytest.mark.timeout(60)
+def test_demo_without_costs_is_collector_bound_its_learner_waiting_half_the_time(
+    demo_outcome: DemoOutcome,
+) -> None:
+    # The frames allow 50 updates a second; each takes 10 ms.
+    waits = demo_outcome.values("bottleneck/consumer_wait_share")
+    last_window, over_the_run = demo_outcome.verdict()
+
+    assert waits
+    assert all(0.3 <= wait <= 0.7 for wait in waits), waits
+    assert last_window.startswith("collector-bound: the learner waited ")
+    assert judged_mostly(over_the_run, "collector-bound"), over_the_run
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("cost", "verdict"),
+    [("--learner-cost", "learner-bound"), ("--env-cost", "collector-bound")],
+)
+def test_demo_command_makes_the_side_it_names_the_bottleneck(
+    tmp_path: Path, cost: str, verdict: str
+) -> None:
     path = tmp_path / "demo.sqlite"
     command = [sys.executable, "-m", "rlpulse", "demo", "--synthetic"]
-    options = ["--seconds", "1", "--out", str(path), "--learner-cost", "0.2"]
+    seconds = {"--learner-cost": "0.2", "--env-cost": "0.002"}[cost]
+    options = ["--seconds", "2.5", "--out", str(path), cost, seconds]
 
-    subprocess.run([*command, *options], check=True, capture_output=True, timeout=50)
+    shown = subprocess.run(
+        [*command, *options], check=True, capture_output=True, text=True, timeout=50
+    )
 
-    updates = [r.value for r in read(path) if r.name == "learner/updates"]
-    assert 0 < updates[-1] <= 8
+    last_window, over_the_run = closing_verdict(shown.stdout)
+    assert last_window.startswith(f"{verdict}: ")
+    assert judged_mostly(over_the_run, verdict), over_the_run
+    if cost == "--learner-cost":
+        updates = [r.value for r in read(path) if r.name == "learner/updates"]
+        assert 0 < updates[-1] <= 16
 
 
 @pytest.mark.parametrize(
@@ -939,6 +1114,48 @@ def test_torchrl_demo_with_an_expensive_learner_falls_behind_its_collector(
     frames = torchrl_learner_cost_outcome.result.frames
 
     assert updates < 0.5 * frames / FRAMES_PER_UPDATE
+
+
+@pytest.mark.timeout(120)
+def test_torchrl_demo_with_an_expensive_env_ends_its_summary_collector_bound(
+    torchrl_env_cost_outcome: DemoOutcome,
+) -> None:
+    last_window, over_the_run = torchrl_env_cost_outcome.verdict()
+
+    assert last_window.startswith("collector-bound: ")
+    assert judged_mostly(over_the_run, "collector-bound"), over_the_run
+
+
+@pytest.mark.timeout(120)
+def test_torchrl_demo_with_an_expensive_learner_ends_its_summary_learner_bound(
+    torchrl_learner_cost_outcome: DemoOutcome,
+) -> None:
+    last_window, over_the_run = torchrl_learner_cost_outcome.verdict()
+
+    # 64 samples per 4 frames when the learner keeps up.
+    assert last_window.startswith("learner-bound: the learner drew ")
+    assert "against a target of 16" in last_window
+    assert judged_mostly(over_the_run, "learner-bound"), over_the_run
+
+
+@pytest.mark.timeout(120)
+def test_torchrl_demo_times_both_sides_and_counts_the_samples_drawn(
+    torchrl_demo_outcome: DemoOutcome,
+) -> None:
+    collecting = torchrl_demo_outcome.values("collector/busy_s")
+    waiting = torchrl_demo_outcome.values("learner/wait_s")
+    updating = torchrl_demo_outcome.values("learner/busy_s")
+    samples = torchrl_demo_outcome.values("replay_buffer/samples")
+    seconds = torchrl_demo_outcome.result.seconds
+
+    # The collector's thread never waits for the learner.
+    assert 0.5 * seconds < collecting[-1] <= seconds
+    assert 0 < waiting[-1] + updating[-1] <= seconds
+    assert samples[-1] == torchrl_demo_outcome.values("learner/frames_sampled")[-1]
+    assert torchrl_demo_outcome.values("bottleneck/replay_ratio_target") == [16.0] * (
+        len(torchrl_demo_outcome.values("bottleneck/window_s"))
+    )
+    torchrl_demo_outcome.verdict()  # a summary that ends with a verdict
 
 
 @pytest.mark.timeout(120)

@@ -460,3 +460,51 @@ def test_a_watched_tallys_interval_histograms_reach_rlpulses_sinks(
     assert sum(counted) == 3
     last = next(h for h in reversed(histograms) if h is not None)
     assert (last.min, last.max) == (0.125, 0.5)
+
+
+@pytest.mark.timeout(30)
+def test_a_wait_under_way_counts_in_wait_s_before_its_item_comes() -> None:
+    tally = Tally()
+    release = threading.Event()
+
+    def batches() -> Any:
+        release.wait(10)
+        yield "batch"
+
+    waited: list[str] = []
+    consumer = threading.Thread(target=lambda: waited.extend(tally.waiting(batches())))
+    consumer.start()
+    try:
+        time.sleep(0.3)
+        during = tally.stats()["wait_s"]
+        time.sleep(0.1)
+        later = tally.stats()["wait_s"]
+    finally:
+        release.set()
+        consumer.join()
+
+    assert 0.25 <= during < later
+    assert tally.stats()["wait_s"] >= later
+    assert waited == ["batch"]
+
+
+@pytest.mark.timeout(30)
+def test_wait_s_only_grows_while_waits_begin_and_end() -> None:
+    tally = Tally()
+    stop = threading.Event()
+
+    def consume() -> None:
+        for _ in tally.waiting(iter(lambda: time.sleep(0.0005), "never")):
+            if stop.is_set():
+                return
+
+    consumer = threading.Thread(target=consume)
+    consumer.start()
+    try:
+        readings = [tally.stats()["wait_s"] for _ in range(5000)]
+    finally:
+        stop.set()
+        consumer.join()
+
+    assert readings == sorted(readings)
+    assert readings[-1] > 0

@@ -22,7 +22,12 @@ from pathlib import Path
 from typing import TextIO
 
 from rlpulse.read.plot import INSTALL_HINT, plot_file
-from rlpulse.read.summary import format_duration, format_summary, summarize_file
+from rlpulse.read.summary import (
+    format_duration,
+    format_summary,
+    format_verdicts,
+    summarize_file,
+)
 from rlpulse.sinks import ConsoleLogger, SQLiteLogger
 from rlpulse.sinks.prometheus import PrometheusExporter
 from rlpulse.sinks.registry import MetricSink, open_sink
@@ -40,6 +45,7 @@ __all__ = [
     "episode_stats",
     "record_demo",
     "report",
+    "verdict_window",
 ]
 
 DEFAULT_OUT = Path("runs") / "demo.sqlite"
@@ -230,6 +236,18 @@ def episode_stats(tally: Tally) -> dict[str, float]:
     return view
 
 
+def verdict_window(seconds: float) -> float:
+    """The window of a demo's bottleneck verdict, for a demo of ``seconds``: a sixth of it, from 1 s to 5 s.
+
+    Long enough to average a few batches and updates, short enough that a
+    demo of a few seconds still judges some windows.
+
+    >>> verdict_window(30.0), verdict_window(9.0), verdict_window(2.0)
+    (5.0, 1.5, 1.0)
+    """
+    return min(5.0, max(1.0, seconds / 6))
+
+
 def check_cost(name: str, seconds: float) -> None:
     """Refuse a cost (``env_cost``, ``learner_cost``) that is not a finite number of seconds, zero or more.
 
@@ -312,7 +330,7 @@ def report(
     stdout: TextIO,
     chart: bool = True,
 ) -> Path | None:
-    """Print how a demo ended: the summary of its run, its chart, how to see it again; return the chart's path.
+    """Print how a demo ended: the summary of its run ending with its bottleneck verdict, its chart, how to see it again; return the chart's path.
 
     The chart is drawn next to the store (see :func:`chart_path`) with
     :func:`rlpulse.read.plot.plot_file`; without matplotlib, or with
@@ -334,7 +352,11 @@ def report(
         print(f"Stopped early after {format_duration(elapsed)}.", file=stdout)
     store = sinks.store
     print(file=stdout)
-    print(format_summary(summarize_file(store.path, store.run)), file=stdout)
+    summary = summarize_file(store.path, store.run)
+    print(format_summary(summary), file=stdout)
+    if verdicts := format_verdicts(summary):
+        print(file=stdout)
+        print(verdicts, file=stdout)
     print(file=stdout)
     quoted_out = shlex.quote(os.fspath(sinks.out))
     drawn: Path | None = None

@@ -7,13 +7,16 @@ data pipeline, each with a TorchRL-style ``stats()`` snapshot:
 - :class:`Producer` plays a data collector: a thread writing frames in
   batches, at a steady rate, into
 - :class:`RingBuffer`, a bounded replay buffer, from which
-- :class:`Consumer` plays a learner: a thread sampling batches;
+- :class:`Consumer` plays a learner: a thread that waits for frames and
+  samples a batch for each so many written, as a replay ratio asks;
 - :class:`SimulatedEpisodes` plays the episodes the collector finishes,
   their return rising with the learner's updates.
 
 :func:`run_demo` wires them to a background :class:`~rlpulse.LoggerMonitor`
 recording into the demo's sinks (see :class:`~rlpulse._demo.common.DemoSinks`)
-for a while and prints the summary of the recorded run.
+for a while, judges which side holds the pipeline back
+(:meth:`~rlpulse.LoggerMonitor.bottleneck`) and prints the summary of the
+recorded run.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Generic, TextIO, TypeVar
 
 from rlpulse._demo.common import (
@@ -37,8 +40,10 @@ from rlpulse._demo.common import (
     check_cost,
     episode_stats,
     record_demo,
+    verdict_window,
 )
 from rlpulse.monitor import LoggerMonitor
+from rlpulse.naming import Kind
 from rlpulse.read.summary import format_duration, format_number
 from rlpulse.schedules import Every
 from rlpulse.sources.tally import Tally
@@ -51,6 +56,7 @@ _BUFFER_CAPACITY = 20_000
 _COLLECTOR_SCHEDULE = Every.counter("frames", 10_000) | Every.seconds(5)
 _BUFFER_SCHEDULE = Every.seconds(1)
 _LEARNER_SCHEDULE = Every.seconds(2)
+_STOP_CHECK_S = 0.1  # how soon a consumer waiting for frames sees stop()
 
 
 class RingBuffer(Generic[Item]):
@@ -58,15 +64,17 @@ class RingBuffer(Generic[Item]):
 
     Writing past the capacity overwrites the oldest items. Its ``stats()``
     has the keys of a TorchRL replay buffer's: ``size``, ``write_count``
-    (items ever written), ``capacity``, ``utilization`` (``size / capacity``)
-    and ``sample_calls``. ``seed`` makes the sampling reproducible.
+    (items ever written), ``capacity``, ``utilization`` (``size / capacity``),
+    and those :class:`rlpulse.sources.torchrl.SampleCounter` adds to them:
+    ``sample_calls`` and ``samples`` (items returned). ``seed`` makes the
+    sampling reproducible.
 
     >>> buffer = RingBuffer(capacity=3, seed=0)
     >>> buffer.extend([1, 2, 3, 4])
     >>> sorted(set(buffer.sample(10)))
     [2, 3, 4]
     >>> buffer.stats()
-    {'size': 3, 'write_count': 4, 'capacity': 3, 'utilization': 1.0, 'sample_calls': 1}
+    {'size': 3, 'write_count': 4, 'capacity': 3, 'utilization': 1.0, 'sample_calls': 1, 'samples': 10}
     """
 
     def __init__(self, capacity: int, *, seed: int | None = None) -> None:
@@ -79,8 +87,10 @@ class RingBuffer(Generic[Item]):
         self._next_slot = 0
         self._write_count = 0
         self._sample_calls = 0
+        self._samples = 0
         self._random = random.Random(seed)
         self._lock = threading.Lock()
+        self._written = threading.Condition(self._lock)
 
     def __len__(self) -> int:
         with self._lock:
@@ -102,6 +112,18 @@ class RingBuffer(Generic[Item]):
                     self._items[self._next_slot] = item
                 self._next_slot = (self._next_slot + 1) % self._capacity
             self._write_count += len(items)
+            self._written.notify_all()
+
+    def wait_for_writes(self, count: int, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds until ``count`` items were ever written; return whether they were.
+
+        >>> buffer = RingBuffer(capacity=2)
+        >>> buffer.extend(["a", "b", "c"])
+        >>> buffer.wait_for_writes(3, timeout=0), buffer.wait_for_writes(4, timeout=0.01)
+        (True, False)
+        """
+        with self._written:
+            return self._written.wait_for(lambda: self._write_count >= count, timeout)
 
     def sample(self, batch_size: int) -> list[Item]:
         """Return ``batch_size`` items drawn uniformly, with replacement.
@@ -118,10 +140,11 @@ class RingBuffer(Generic[Item]):
                     "cannot sample from an empty RingBuffer: extend() it first"
                 )
             self._sample_calls += 1
+            self._samples += batch_size
             return self._random.choices(self._items, k=batch_size)
 
     def stats(self) -> dict[str, float]:
-        """Return the buffer's snapshot: size, writes, capacity, utilization, samples.
+        """Return the buffer's snapshot: size, writes, capacity, utilization, sample calls and samples.
 
         >>> RingBuffer(capacity=10).stats()["utilization"]
         0.0
@@ -134,36 +157,43 @@ class RingBuffer(Generic[Item]):
                 "capacity": self._capacity,
                 "utilization": size / self._capacity,
                 "sample_calls": self._sample_calls,
+                "samples": self._samples,
             }
 
 
-class _PacedThread(abc.ABC):
-    """A daemon thread moving batches of ``batch_size`` frames into or out of ``buffer``, one ``_work()`` every ``interval`` seconds, until stopped.
+class _Worker(abc.ABC):
+    """A daemon thread moving batches of ``batch_size`` frames into or out of ``buffer`` until stopped.
 
-    Each ``_work()`` takes ``cost`` seconds more (a wait): work that costs
-    more than ``interval`` sets the pace instead.
+    :attr:`stages` is its stage timing, what a bottleneck verdict reads:
+    ``busy_s``, the seconds it works, and for a side that waits for the
+    other, ``wait_s``.
     """
 
     def __init__(
-        self,
-        buffer: RingBuffer[int],
-        batch_size: int,
-        interval: float,
-        thread_name: str,
-        cost: float = 0.0,
+        self, buffer: RingBuffer[int], batch_size: int, thread_name: str
     ) -> None:
         _check_batch_size(batch_size)
         self.buffer = buffer
         self.batch_size = batch_size
-        self._interval = interval
-        self._cost = cost
+        self.stages = Tally()
         self._thread_name = thread_name
         self._stop_event = threading.Event()
         self._thread: threading.Thread | None = None
 
     @abc.abstractmethod
-    def _work(self) -> None:
-        """One unit of work; subclasses say what."""
+    def _run(self) -> None:
+        """The thread's work, until ``_stop_event`` is set; subclasses say what."""
+
+    def metric_kinds(self) -> dict[str, Kind]:
+        """The stage timing's counters, once recorded: ``busy_s`` (and ``wait_s``).
+
+        >>> producer = Producer(RingBuffer(capacity=10))
+        >>> producer.start()
+        >>> producer.stop()
+        >>> producer.metric_kinds()
+        {'busy_s': <Kind.COUNTER: 'counter'>}
+        """
+        return self.stages.metric_kinds()
 
     @property
     def running(self) -> bool:
@@ -175,7 +205,7 @@ class _PacedThread(abc.ABC):
         return self._thread is not None
 
     def start(self) -> None:
-        """Start the thread; the first step runs at once, the next ones at the set pace.
+        """Start the thread.
 
         >>> producer = Producer(RingBuffer(capacity=1000))
         >>> producer.start()
@@ -191,7 +221,7 @@ class _PacedThread(abc.ABC):
             )
         self._stop_event.clear()
         self._thread = threading.Thread(
-            target=self._work_at_pace, name=self._thread_name, daemon=True
+            target=self._run, name=self._thread_name, daemon=True
         )
         self._thread.start()
 
@@ -212,23 +242,8 @@ class _PacedThread(abc.ABC):
         thread.join(timeout)
         self._thread = None
 
-    def _work_at_pace(self) -> None:
-        next_due = time.monotonic()
-        while not self._stop_event.is_set():
-            if self._cost:
-                self._stop_event.wait(self._cost)
-            self._work()
-            next_due += self._interval
-            delay = next_due - time.monotonic()
-            if delay > 0:
-                self._stop_event.wait(delay)
-            elif delay < -self._interval:
-                # Fallen behind (a busy machine): keep the pace from now on
-                # rather than catching up in a burst.
-                next_due = time.monotonic()
 
-
-class Producer(_PacedThread):
+class Producer(_Worker):
     """A stand-in for a data collector: a thread writing frames in batches into a buffer.
 
     Each :meth:`collect` writes one batch of ``batch_size`` frames (numbered
@@ -237,7 +252,10 @@ class Producer(_PacedThread):
     thread ``env_cost`` seconds (an expensive environment; the pace is the
     slower of the two). Each batch also plays on the ``episodes`` given
     (:meth:`SimulatedEpisodes.advance`). Its ``stats()`` has a TorchRL
-    collector's cumulative counters ``frames`` and ``batches``.
+    collector's cumulative counters ``frames`` and ``batches``, and once
+    started ``busy_s``: the pace stands for the time an environment takes
+    to step, and the producer never waits for the learner (the buffer
+    overwrites its oldest frames), so it is busy all the time.
 
     >>> buffer = RingBuffer(capacity=1000)
     >>> producer = Producer(buffer, frames_per_second=4000, batch_size=100)
@@ -258,13 +276,9 @@ class Producer(_PacedThread):
     ) -> None:
         _check_positive("frames_per_second", frames_per_second)
         check_cost("env_cost", env_cost)
-        super().__init__(
-            buffer,
-            batch_size,
-            batch_size / frames_per_second,
-            "rlpulse-demo-producer",
-            cost=batch_size * env_cost,
-        )
+        super().__init__(buffer, batch_size, "rlpulse-demo-producer")
+        self._interval = batch_size / frames_per_second
+        self._cost = batch_size * env_cost
         self.episodes = episodes
         self._frames = 0
         self._batches = 0
@@ -284,27 +298,45 @@ class Producer(_PacedThread):
             self.episodes.advance(self.batch_size)
         return self.batch_size
 
-    def _work(self) -> None:
-        self.collect()
+    def _run(self) -> None:
+        next_due = time.monotonic()
+        while not self._stop_event.is_set():
+            # The cost and the pace are the environment's time: busy.
+            with self.stages.busy():
+                if self._cost:
+                    self._stop_event.wait(self._cost)
+                self.collect()
+                next_due += self._interval
+                delay = next_due - time.monotonic()
+                if delay > 0:
+                    self._stop_event.wait(delay)
+                elif delay < -self._interval:
+                    # Fallen behind (a busy machine): keep the pace from now
+                    # on rather than catching up in a burst.
+                    next_due = time.monotonic()
 
     def stats(self) -> dict[str, float]:
-        """Return the frames and batches written so far.
+        """Return the frames and batches written so far, and the seconds busy once started.
 
         >>> Producer(RingBuffer(capacity=10)).stats()
         {'frames': 0, 'batches': 0}
         """
-        return {"frames": self._frames, "batches": self._batches}
+        return {"frames": self._frames, "batches": self._batches, **self.stages.stats()}
 
 
-class Consumer(_PacedThread):
-    """A stand-in for a learner: a thread sampling batches from a buffer.
+class Consumer(_Worker):
+    """A stand-in for a learner: a thread that waits for frames, then samples a batch and updates on it.
 
     Each :meth:`update` samples one batch of ``batch_size`` frames, once the
-    buffer holds that many; :meth:`start` does so from a thread, paced to
-    ``updates_per_second``, until :meth:`stop`, each update costing that
-    thread ``learner_cost`` seconds (an expensive learner; the pace is the
-    slower of the two). Its ``stats()`` counts ``updates`` and
-    ``frames_sampled``.
+    buffer holds that many. :meth:`start` does so from a thread until
+    :meth:`stop`, keeping to a replay ratio as a real learner does: one
+    update for every ``frames_per_update`` frames written (the first once a
+    batch is in), waiting for frames when it is ahead. Each update takes
+    ``1 / updates_per_second`` seconds (a sleep that stands for the loss and
+    the optimiser step) and ``learner_cost`` more (an expensive learner):
+    the slower it is, the further it falls behind its ratio. Its
+    ``stats()`` counts ``updates`` and ``frames_sampled``, and once started
+    its stage timing: ``wait_s`` waiting for frames, ``busy_s`` updating.
 
     >>> buffer = RingBuffer(capacity=1000, seed=0)
     >>> consumer = Consumer(buffer, batch_size=32)
@@ -322,20 +354,27 @@ class Consumer(_PacedThread):
         buffer: RingBuffer[int],
         *,
         batch_size: int = 256,
-        updates_per_second: float = 50.0,
+        updates_per_second: float = 100.0,
+        frames_per_update: float = 80.0,
         learner_cost: float = 0.0,
     ) -> None:
         _check_positive("updates_per_second", updates_per_second)
+        _check_positive("frames_per_update", frames_per_update)
         check_cost("learner_cost", learner_cost)
-        super().__init__(
-            buffer,
-            batch_size,
-            1 / updates_per_second,
-            "rlpulse-demo-consumer",
-            cost=learner_cost,
-        )
+        super().__init__(buffer, batch_size, "rlpulse-demo-consumer")
+        self.frames_per_update = frames_per_update
+        self._update_seconds = 1 / updates_per_second + learner_cost
         self._updates = 0
         self._frames_sampled = 0
+
+    @property
+    def replay_ratio(self) -> float:
+        """The samples per frame written it keeps to when it keeps up: ``batch_size / frames_per_update``.
+
+        >>> Consumer(RingBuffer(capacity=10), batch_size=256, frames_per_update=80).replay_ratio
+        3.2
+        """
+        return self.batch_size / self.frames_per_update
 
     def update(self) -> bool:
         """Sample one batch when the buffer holds enough frames; return whether it did.
@@ -350,16 +389,34 @@ class Consumer(_PacedThread):
         self._frames_sampled += len(batch)
         return True
 
-    def _work(self) -> None:
-        self.update()
+    def _run(self) -> None:
+        # Waiting for frames and updating, timed apart: what tells a
+        # collector-bound pipeline from a learner-bound one.
+        for _ in self.stages.waiting(self._updates_due()):
+            with self.stages.busy():
+                self.update()
+                self._stop_event.wait(self._update_seconds)
+
+    def _updates_due(self) -> Iterator[None]:
+        """Yield once for each update the frames written allow, waiting for frames in between, until stopped."""
+        due = 0
+        while not self._stop_event.is_set():
+            needed = max(self.batch_size, math.ceil((due + 1) * self.frames_per_update))
+            if self.buffer.wait_for_writes(needed, timeout=_STOP_CHECK_S):
+                due += 1
+                yield
 
     def stats(self) -> dict[str, float]:
-        """Return the updates made and frames sampled so far.
+        """Return the updates made and frames sampled so far, and the stage timing once started.
 
         >>> Consumer(RingBuffer(capacity=10)).stats()
         {'updates': 0, 'frames_sampled': 0}
         """
-        return {"updates": self._updates, "frames_sampled": self._frames_sampled}
+        return {
+            "updates": self._updates,
+            "frames_sampled": self._frames_sampled,
+            **self.stages.stats(),
+        }
 
 
 class SimulatedEpisodes:
@@ -446,6 +503,7 @@ class _SyntheticPipeline(DemoPipeline):
         poll_interval: float,
         env_cost: float = 0.0,
         learner_cost: float = 0.0,
+        window: float | None = None,
     ) -> None:
         self.buffer: RingBuffer[int] = RingBuffer(_BUFFER_CAPACITY)
         self.consumer = Consumer(self.buffer, learner_cost=learner_cost)
@@ -458,9 +516,11 @@ class _SyntheticPipeline(DemoPipeline):
         )
         self.frames_per_second = frames_per_second
         self.poll_interval = poll_interval
+        self.window = window
 
     def drive(self, sinks: DemoSinks, seconds: float, stdout: TextIO) -> bool:
-        monitor = self._monitor(sinks)
+        window = verdict_window(seconds) if self.window is None else self.window
+        monitor = self._monitor(sinks, window)
         try:
             self.producer.start()
             self.consumer.start()
@@ -484,7 +544,7 @@ class _SyntheticPipeline(DemoPipeline):
     def frames(self) -> int:
         return int(self.producer.stats()["frames"])
 
-    def _monitor(self, sinks: DemoSinks) -> LoggerMonitor:
+    def _monitor(self, sinks: DemoSinks, window: float) -> LoggerMonitor:
         monitor = LoggerMonitor(sinks.all, poll_interval=self.poll_interval)
         monitor.watch(self.producer, name="collector", schedule=_COLLECTOR_SCHEDULE)
         monitor.watch(
@@ -508,6 +568,15 @@ class _SyntheticPipeline(DemoPipeline):
         monitor.watch(
             monitor, name="monitor", schedule=_LEARNER_SCHEDULE, rate_keys=("cpu_s",)
         )
+        # The learner's stage timing, the collector's, and the samples per
+        # frame against the learner's ratio say which side holds back.
+        monitor.bottleneck(
+            "collector",
+            "learner",
+            buffer="buffer",
+            target_ratio=self.consumer.replay_ratio,
+            window=window,
+        )
         return monitor
 
 
@@ -520,6 +589,7 @@ def run_demo(
     frames_per_second: float = 4000.0,
     env_cost: float = 0.0,
     learner_cost: float = 0.0,
+    window: float | None = None,
     chart: bool = True,
     stdout: TextIO | None = None,
     console: TextIO | None = None,
@@ -534,8 +604,11 @@ def run_demo(
     (polling every ``poll_interval`` seconds) logs them as ``collector``
     (every 10,000 frames, and at least every 5 s), ``buffer`` (every second,
     at step ``write_count``), ``learner`` and ``episodes`` (every 2 s; the
-    return rising with the learner's updates, see :class:`SimulatedEpisodes`)
-    into a new run of the SQLite file ``out``, onto ``console`` (standard error by default) and into
+    return rising with the learner's updates, see :class:`SimulatedEpisodes`),
+    and every ``window`` seconds (:func:`~rlpulse._demo.common.verdict_window`
+    of ``seconds`` unless given) the ``bottleneck`` verdict of the
+    collector's and the learner's stage timing and the learner's replay
+    ratio against its target, into a new run of the SQLite file ``out``, onto ``console`` (standard error by default) and into
     every extra sink opened from the ``sinks`` specs (see
     :class:`~rlpulse._demo.common.DemoSinks`). A progress line, the run's
     summary, the chart (``chart=True``, drawn next to ``out`` when matplotlib
@@ -558,7 +631,9 @@ def run_demo(
     True
     """
     return record_demo(
-        _SyntheticPipeline(frames_per_second, poll_interval, env_cost, learner_cost),
+        _SyntheticPipeline(
+            frames_per_second, poll_interval, env_cost, learner_cost, window
+        ),
         seconds,
         out,
         sinks=sinks,

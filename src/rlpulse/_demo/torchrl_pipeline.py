@@ -24,7 +24,12 @@ that much slower (a sleep), to show a pipeline held back by its collector
 or by its learner.
 
 A background :class:`~rlpulse.LoggerMonitor` watches all four, as in the
-README's quickstart, into the SQLite store, the console and any extra sinks.
+README's quickstart, into the SQLite store, the console and any extra
+sinks, and judges which side holds the pipeline back
+(:meth:`~rlpulse.LoggerMonitor.bottleneck`): from the learner's stage
+timing (waiting for a batch, updating), the collector's (:class:`CollectorTiming`)
+and the samples drawn per frame (:class:`~rlpulse.sources.torchrl.SampleCounter`)
+against the learner's replay ratio.
 """
 
 from __future__ import annotations
@@ -62,15 +67,18 @@ from rlpulse._demo.common import (
     check_cost,
     episode_stats,
     record_demo,
+    verdict_window,
 )
 from rlpulse.monitor import LoggerMonitor
+from rlpulse.naming import Kind
 from rlpulse.read.summary import format_duration, format_number
 from rlpulse.schedules import Every
 from rlpulse.sources.tally import Tally
-from rlpulse.sources.torchrl import EpisodeTally
+from rlpulse.sources.torchrl import EpisodeTally, SampleCounter
 
 __all__ = [
     "ENV_NAME",
+    "CollectorTiming",
     "DQNLearner",
     "StepCost",
     "episode_stats",
@@ -97,7 +105,10 @@ class DQNLearner:
     are the policy's parameters and buffers (``epsilon`` included), as a
     collector's ``update_policy_weights_`` takes them. Its ``stats()``
     counts ``updates`` and ``frames_sampled`` and gives ``epsilon`` and
-    ``loss_mean``, the mean loss of the last 100 updates.
+    ``loss_mean``, the mean loss of the last 100 updates, and the stage
+    timing the training loop records in :attr:`stages` (``wait_s`` waiting
+    for a batch with ``stages.waiting()``, ``busy_s`` updating with
+    ``stages.busy()``).
 
     >>> import torch
     >>> from tensordict import TensorDict
@@ -155,6 +166,7 @@ class DQNLearner:
         self.loss.make_value_estimator(gamma=gamma)
         self.target_update = SoftUpdate(self.loss, tau=target_tau)
         self.optimizer = torch.optim.Adam(self.loss.parameters(), lr=learning_rate)
+        self.stages = Tally()
         self._tally = Tally(window=100)
 
     def update(self, batch: TensorDictBase) -> float:
@@ -177,9 +189,10 @@ class DQNLearner:
         self.exploration.step(frames)
 
     def stats(self) -> dict[str, float]:
-        """Return the updates made, the frames sampled, the exploration rate and the recent mean loss.
+        """Return the updates made, the frames sampled, the exploration rate, the recent mean loss and the stage timing.
 
-        ``loss_mean`` is absent before the first update.
+        ``loss_mean`` is absent before the first update, ``wait_s`` and
+        ``busy_s`` before the training loop records them.
         """
         stats = self._tally.stats()
         snapshot = {
@@ -189,7 +202,16 @@ class DQNLearner:
         }
         if "loss_mean" in stats:
             snapshot["loss_mean"] = stats["loss_mean"]
+        snapshot.update(self.stages.stats())
         return snapshot
+
+    def metric_kinds(self) -> dict[str, Kind]:
+        """The counters among :meth:`stats`: ``updates``, ``frames_sampled`` and the stage timing's."""
+        return {
+            "updates": Kind.COUNTER,
+            "frames_sampled": Kind.COUNTER,
+            **self.stages.metric_kinds(),
+        }
 
 
 def sampled_batches(
@@ -238,6 +260,45 @@ def sampled_batches(
             time.sleep(poll_interval)
 
 
+class CollectorTiming:
+    """A collector's stage timing through its hooks: the seconds it spends collecting each batch, as ``busy_s`` in :attr:`stages`.
+
+    Pass :meth:`before` as the collector's ``pre_collect_hook`` and
+    :meth:`after` as its ``post_collect_hook``; :meth:`after` then calls
+    ``then`` (another hook, such as an
+    :class:`~rlpulse.sources.torchrl.EpisodeTally`) with the batch. A
+    collector started with ``collector.start()`` never waits for the
+    learner: between two batches it only writes the replay buffer, so it
+    records no ``wait_s`` and its busy share is close to 1.
+
+    >>> from torchrl.envs.utils import RandomPolicy
+    >>> env = GymEnv(ENV_NAME)
+    >>> timing = CollectorTiming()
+    >>> collector = Collector(env, RandomPolicy(env.action_spec), frames_per_batch=20,
+    ...                       total_frames=40, pre_collect_hook=timing.before,
+    ...                       post_collect_hook=timing.after)
+    >>> batches = [batch.numel() for batch in collector]
+    >>> batches, timing.stages.stats()["busy_s"] > 0
+    ([20, 20], True)
+    >>> collector.shutdown()
+    """
+
+    def __init__(self, then: Callable[[TensorDictBase], object] | None = None) -> None:
+        self.stages = Tally()
+        self._then = then
+        self._timer = self.stages.busy()
+
+    def before(self) -> None:
+        """The ``pre_collect_hook``: a batch's collection starts."""
+        self._timer.__enter__()
+
+    def after(self, batch: TensorDictBase) -> None:
+        """The ``post_collect_hook``: ``batch`` is collected; then ``then``, if any."""
+        self._timer.__exit__(None, None, None)
+        if self._then is not None:
+            self._then(batch)
+
+
 class StepCost(Transform):  # type: ignore[misc]
     """An environment transform that makes every step ``seconds`` slower (a sleep): an expensive environment.
 
@@ -281,6 +342,7 @@ def run_torchrl_demo(
     annealing_frames: int = 10_000,
     seed: int | None = 0,
     progress_every: float = 5.0,
+    window: float | None = None,
     chart: bool = True,
     stdout: TextIO | None = None,
     console: TextIO | None = None,
@@ -306,8 +368,16 @@ def run_torchrl_demo(
     - ``collector`` every ``collector_every`` frames and at least every 5 s
       (``Every.counter("frames", collector_every) | Every.seconds(5)``), at
       step ``frames``;
-    - ``replay_buffer`` every ``buffer_every`` seconds, at step ``write_count``;
+    - ``replay_buffer`` every ``buffer_every`` seconds, at step
+      ``write_count``, with the samples drawn from it
+      (:class:`~rlpulse.sources.torchrl.SampleCounter`);
     - ``episodes`` (see :func:`episode_stats`) and ``learner`` every 2 s;
+    - ``bottleneck`` every ``window`` seconds
+      (:func:`~rlpulse._demo.common.verdict_window` of ``seconds`` unless
+      given): which side holds the pipeline back, from the learner's stage
+      timing (``wait_s`` in :func:`sampled_batches`, ``busy_s`` updating),
+      the collector's (``busy_s``, see :class:`CollectorTiming`) and the
+      samples drawn per frame against ``batch_size / frames_per_update``;
 
     into a new run of the SQLite file ``out``, onto ``console`` (standard
     error by default) and into every extra sink opened from the ``sinks``
@@ -347,6 +417,7 @@ def run_torchrl_demo(
         annealing_frames=annealing_frames,
         seed=seed,
         progress_every=progress_every,
+        window=window,
     )
     return record_demo(
         pipeline,
@@ -361,12 +432,14 @@ def run_torchrl_demo(
 
 @dataclass(frozen=True)
 class _Parts:
-    """The four parts of the TorchRL pipeline, once built."""
+    """The four parts of the TorchRL pipeline, once built, and what counts and times them."""
 
     collector: Collector
     buffer: ReplayBuffer
     episodes: Tally
     learner: DQNLearner
+    samples: SampleCounter
+    collecting: CollectorTiming
 
 
 @dataclass
@@ -386,6 +459,7 @@ class _TorchRLPipeline(DemoPipeline):
     annealing_frames: int
     seed: int | None
     progress_every: float
+    window: float | None = None
     collector: Collector | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
@@ -398,7 +472,7 @@ class _TorchRLPipeline(DemoPipeline):
             parts = self._build()
             self.collector = parts.collector
             with LoggerMonitor(sinks.all, poll_interval=self.poll_interval) as monitor:
-                self._watch(monitor, parts)
+                self._watch(monitor, parts, seconds)
                 print(
                     f"rlpulse demo: TorchRL Collector on {ENV_NAME} "
                     f"(epsilon-greedy from the learner's Q-network{self._costs()}) "
@@ -452,6 +526,7 @@ class _TorchRLPipeline(DemoPipeline):
             cost=self.learner_cost,
         )
         episodes = Tally(window=EPISODE_WINDOW)
+        collecting = CollectorTiming(EpisodeTally(episodes, return_key=RETURN_KEY))
         collector = Collector(
             env,
             # The collector acts with a copy of the learner's policy, which
@@ -461,11 +536,14 @@ class _TorchRLPipeline(DemoPipeline):
             frames_per_batch=self.frames_per_batch,
             total_frames=-1,
             replay_buffer=buffer,
-            post_collect_hook=EpisodeTally(episodes, return_key=RETURN_KEY),
+            pre_collect_hook=collecting.before,
+            post_collect_hook=collecting.after,
             # The policy keeps no state between steps: no transform to add.
             auto_register_policy_transforms=False,
         )
-        return _Parts(collector, buffer, episodes, learner)
+        return _Parts(
+            collector, buffer, episodes, learner, SampleCounter(buffer), collecting
+        )
 
     def _train(self, parts: _Parts, clock: _TrainingClock) -> None:
         learner, collector = parts.learner, parts.collector
@@ -480,25 +558,27 @@ class _TorchRLPipeline(DemoPipeline):
         # The learner waits for data in this loop's iteration and is busy in
         # its body: two places, timed apart, tell a collector-bound pipeline
         # from a learner-bound one.
-        for batch in batches:
-            learner.update(batch)
-            written = parts.buffer.write_count
-            if written - handed_over >= self.frames_per_batch:
-                # Once per batch collected, as TorchRL's DQN examples do.
-                learner.explore_less(written - handed_over)
-                collector.update_policy_weights_(learner.weights)
-                handed_over = written
+        for batch in learner.stages.waiting(batches):
+            with learner.stages.busy():
+                learner.update(batch)
+                written = parts.buffer.write_count
+                if written - handed_over >= self.frames_per_batch:
+                    # Once per batch collected, as TorchRL's DQN examples do.
+                    learner.explore_less(written - handed_over)
+                    collector.update_policy_weights_(learner.weights)
+                    handed_over = written
 
-    def _watch(self, monitor: LoggerMonitor, parts: _Parts) -> None:
+    def _watch(self, monitor: LoggerMonitor, parts: _Parts, seconds: float) -> None:
         monitor.watch(
             parts.collector,
             name="collector",
+            stats_fn=functools.partial(_collector_stats, parts),
             # Every collector_every frames, and at least every 5 s however
             # slowly the machine collects.
             schedule=Every.counter("frames", self.collector_every) | Every.seconds(5),
         )
         monitor.watch(
-            parts.buffer,
+            parts.samples,
             name="replay_buffer",
             schedule=Every.seconds(self.buffer_every),
             step="write_count",
@@ -522,6 +602,20 @@ class _TorchRLPipeline(DemoPipeline):
         monitor.watch(
             monitor, name="monitor", schedule=Every.seconds(2), rate_keys=("cpu_s",)
         )
+        # The samples per frame the learner keeps to when it keeps up.
+        target_ratio = self.batch_size / self.frames_per_update
+        monitor.bottleneck(
+            "collector",
+            "learner",
+            buffer="replay_buffer",
+            target_ratio=target_ratio,
+            window=verdict_window(seconds) if self.window is None else self.window,
+        )
+
+
+def _collector_stats(parts: _Parts) -> dict[str, Any]:
+    """The collector's ``stats()`` and its stage timing: what its watch logs."""
+    return {**parts.collector.stats(), **parts.collecting.stages.stats()}
 
 
 @contextlib.contextmanager

@@ -39,9 +39,12 @@ updates per second with the second.
 
 A background LoggerMonitor polls their stats() into a new run of a SQLite
 file (--out), prints each payload on standard error and feeds any extra
-sinks (--sink). At the end (or on Ctrl-C) it logs final snapshots; the
-summary of the run is printed and its chart drawn next to the SQLite file
-(with matplotlib: pip install 'rlpulse[plot]'). On SIGTERM (what a job
+sinks (--sink), and judges which side holds the pipeline back (the
+bottleneck verdict, every sixth of the run, from 1 s to 5 s). At the end
+(or on Ctrl-C) it logs final snapshots; the summary of the run is printed,
+ending with the verdict (collector-bound with --env-cost, learner-bound
+with --learner-cost), and its chart drawn next to the SQLite file (with
+matplotlib: pip install 'rlpulse[plot]'). On SIGTERM (what a job
 scheduler sends) it logs the final snapshots and flushes every sink, then
 ends by the signal, without the summary.
 

@@ -204,6 +204,11 @@ class Tally:
         # Which kind owns every name that stats() can return, so that two
         # kinds never silently write the same entry.
         self._owners: dict[str, str] = {}
+        # Per counter of waiting(), when the wait under way began (NaN when
+        # none): stats() counts a wait before it ends, so that a wait longer
+        # than a reader's interval shows in the intervals it spans.
+        self._waits: dict[str, list[float]] = {}
+        self._waits_lock = threading.Lock()
 
     @property
     def window(self) -> int:
@@ -309,6 +314,8 @@ class Tally:
         # thread cannot interleave with; iterating the live containers
         # could see them change size.
         snapshot: dict[str, float] = self._counters.copy()
+        if self._waits:
+            self._add_waits_under_way(snapshot)
         for key, count in self._nonfinite.copy().items():
             snapshot[key + "_nonfinite"] = count
         snapshot.update(self._gauges.copy())
@@ -329,6 +336,18 @@ class Tally:
             snapshot[key + "_max"] = max(values)
             snapshot[key + "_last"] = values[(count - 1) % self._window]
         return snapshot
+
+    def _add_waits_under_way(self, snapshot: dict[str, float]) -> None:
+        """Count in ``snapshot`` the seconds of each wait of :meth:`waiting` under way."""
+        # Under the lock a wait is either under way or recorded, never both
+        # nor neither: each counter only grows from one read to the next.
+        with self._waits_lock:
+            now = perf_counter()
+            for key, under_way in self._waits.copy().items():
+                start = under_way[0]
+                snapshot[key] = self._counters[key] + (
+                    now - start if start == start else 0.0
+                )
 
     def metric_kinds(self) -> dict[str, Kind]:
         """The counters among the entries of :meth:`stats`: what ``inc()`` counts, and each observed key's count and sum.
@@ -429,7 +448,10 @@ class Tally:
 
         Wraps any iterable or iterator (a collector, a data loader, a
         queue's iterator) without changing what it yields; the counter
-        exists, at 0, from this call.
+        exists, at 0, from this call. A wait under way counts in
+        :meth:`stats` before its item comes, so that a wait longer than a
+        monitor's window (a learner waiting for its first batches) shows in
+        every window it spans. One wait per ``key`` at a time.
 
         Examples:
             >>> tally = Tally()
@@ -440,7 +462,8 @@ class Tally:
             ['busy_s', 'wait_s']
         """
         self._start_counter(key)
-        return _waited(iter(iterable), self._adder(key))
+        under_way = self._waits.setdefault(key, [_NOT_STARTED])
+        return _waited(iter(iterable), self._adder(key), under_way, self._waits_lock)
 
     def _start_counter(self, key: str) -> None:
         if key not in self._counters:
@@ -483,16 +506,29 @@ class Tally:
                 )
 
 
-def _waited(iterator: Iterator[_T], record: _Record) -> Iterator[_T]:
-    """``iterator``'s items, recording the seconds each one takes to come (and the end)."""
+def _waited(
+    iterator: Iterator[_T],
+    record: _Record,
+    under_way: list[float],
+    lock: threading.Lock,
+) -> Iterator[_T]:
+    """``iterator``'s items, recording the seconds each one takes to come (and the end).
+
+    ``under_way[0]`` holds when the wait under way began, NaN between
+    waits; ``lock`` makes recording a wait and ending it one step for
+    :meth:`Tally.stats`.
+    """
     while True:
         start = perf_counter()
+        under_way[0] = start
         try:
             item = next(iterator)
         except StopIteration:
-            record(perf_counter() - start)
             return
-        record(perf_counter() - start)
+        finally:
+            with lock:
+                record(perf_counter() - start)
+                under_way[0] = _NOT_STARTED
         yield item
 
 
