@@ -52,7 +52,7 @@ def test_ring_buffer_stats_count_every_write_and_sample_call() -> None:
         "capacity": 4,
         "utilization": 1.0,
         "sample_calls": 2,
-        "samples": 4,
+        "samples_returned": 4,
     }
 
 
@@ -1145,7 +1145,7 @@ def test_torchrl_demo_times_both_sides_and_counts_the_samples_drawn(
     collecting = torchrl_demo_outcome.values("collector/busy_s")
     waiting = torchrl_demo_outcome.values("learner/wait_s")
     updating = torchrl_demo_outcome.values("learner/busy_s")
-    samples = torchrl_demo_outcome.values("replay_buffer/samples")
+    samples = torchrl_demo_outcome.values("replay_buffer/samples_returned")
     seconds = torchrl_demo_outcome.result.seconds
 
     # The collector's thread never waits for the learner.

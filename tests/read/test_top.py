@@ -206,6 +206,7 @@ def test_the_bottleneck_verdict_is_said_under_the_run_as_show_says_it(
 
     lines = text.splitlines()
     assert lines[2].startswith("  collector-bound: the learner waited 63% of the last")
+    assert not any(line.startswith("bottleneck") for line in lines)  # no block
     said = " ".join(line.strip() for line in lines[2:5])
     assert "a faster collector up to 2.7x before the learner limits" in said
     assert all(len(line) <= 80 for line in lines)

@@ -66,7 +66,7 @@ class RingBuffer(Generic[Item]):
     has the keys of a TorchRL replay buffer's: ``size``, ``write_count``
     (items ever written), ``capacity``, ``utilization`` (``size / capacity``),
     and those :class:`rlpulse.sources.torchrl.SampleCounter` adds to them:
-    ``sample_calls`` and ``samples`` (items returned). ``seed`` makes the
+    ``sample_calls`` and ``samples_returned`` (items returned, named as TorchRL's monitor names them). ``seed`` makes the
     sampling reproducible.
 
     >>> buffer = RingBuffer(capacity=3, seed=0)
@@ -74,7 +74,7 @@ class RingBuffer(Generic[Item]):
     >>> sorted(set(buffer.sample(10)))
     [2, 3, 4]
     >>> buffer.stats()
-    {'size': 3, 'write_count': 4, 'capacity': 3, 'utilization': 1.0, 'sample_calls': 1, 'samples': 10}
+    {'size': 3, 'write_count': 4, 'capacity': 3, 'utilization': 1.0, 'sample_calls': 1, 'samples_returned': 10}
     """
 
     def __init__(self, capacity: int, *, seed: int | None = None) -> None:
@@ -157,7 +157,7 @@ class RingBuffer(Generic[Item]):
                 "capacity": self._capacity,
                 "utilization": size / self._capacity,
                 "sample_calls": self._sample_calls,
-                "samples": self._samples,
+                "samples_returned": self._samples,
             }
 
 

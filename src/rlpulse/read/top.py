@@ -357,7 +357,7 @@ def _monitor_cost(live: LiveRun) -> str:
     parts = []
     cpu = live.series.get(f"{MONITOR_WATCH}/cpu_s")
     if cpu is not None and math.isfinite(cpu.rate):
-        parts.append(f"{format_number(100 * cpu.rate)}% of a core")
+        parts.append(f"{100 * cpu.rate:.2g}% of a core")
     for counter in ("dropped", "errors"):
         count = live.value(f"{MONITOR_WATCH}/{counter}")
         if count:
@@ -390,9 +390,16 @@ def _verdicts(live: LiveRun, width: int) -> list[list[Segment]]:
 def _body(
     sources: Sequence[_Source], view: TopView, width: int, now: float, exact: bool
 ) -> list[list[Segment]]:
-    watches = list(
-        dict.fromkeys(watch for source in sources for watch in source.live.watches())
-    )
+    # A bottleneck watch is said in words in the header, not as a block.
+    watches = [
+        watch
+        for watch in dict.fromkeys(
+            watch for source in sources for watch in source.live.watches()
+        )
+        if all(
+            source.live.value(f"{watch}/verdict_known") is None for source in sources
+        )
+    ]
     label_width = _LABEL_WIDTH
     cell_width = max(12, (width - label_width) // len(sources))
     note_width = _NOTE_WIDTH if cell_width >= 34 else 0
