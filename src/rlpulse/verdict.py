@@ -36,6 +36,7 @@ __all__ = [
     "describe",
     "describe_metrics",
     "format_split",
+    "holds_verdict",
     "is_verdict_metric",
     "judge",
     "label_of",
@@ -566,7 +567,7 @@ def verdict_of_metrics(
     metrics: Mapping[str, float], window: float | None = None
 ) -> Verdict | None:
     """The :class:`Verdict` a bottleneck watch's logged ``metrics`` say (see :func:`describe_metrics`)."""
-    if "verdict_known" not in metrics:
+    if not holds_verdict(metrics):
         return None
     figures = Window.from_metrics(metrics)
     if window is not None:
@@ -594,6 +595,15 @@ VERDICT_METRICS = frozenset(
     {"window_s", "verdict_known", "verdict", "speedup", *_METRIC_NAMES.values()}
 )
 """The metrics a bottleneck watch logs, besides its ``side/<watch>`` entries."""
+
+
+def holds_verdict(metrics: Iterable[str]) -> bool:
+    """Whether a watch's metric names (without the watch's name) hold a verdict: a bottleneck watch's.
+
+    >>> holds_verdict(["window_s", "verdict_known"]), holds_verdict(["size"])
+    (True, False)
+    """
+    return "verdict_known" in metrics
 
 
 def is_verdict_metric(metric: str) -> bool:

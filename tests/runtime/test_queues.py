@@ -280,7 +280,7 @@ class _EmptyThenSlow(deque[Item]):
         if (
             length == 0
             and self.armed.is_set()
-            and sys._getframe(1).f_code.co_name == "_send_loop"
+            and sys._getframe(1).f_code.co_name == "_send_pending"
         ):
             self.armed.clear()
             self.held.set()
@@ -555,3 +555,134 @@ def test_an_event_that_fails_transiently_is_kept_and_written_after_the_payloads(
     finally:
         assert queue.close(deadline=time.monotonic() + 5) is None
     assert written == ["step 1", "sink_failing"]
+
+
+class _TakesRoundsAtOnce:
+    """A sink that takes payloads without waiting while ``accepting``; records each payload's step, thread and path."""
+
+    def __init__(self) -> None:
+        self.accepting = True
+        self.arrived: list[tuple[int | None, str, str]] = []
+
+    def log_metrics(
+        self, metrics: Mapping[str, float], step: int | None = None
+    ) -> None:
+        self.arrived.append((step, threading.current_thread().name, "log_metrics"))
+
+    def log_payloads(self, payloads: list[Any]) -> None:
+        for payload in payloads:
+            self.arrived.append(
+                (payload.step, threading.current_thread().name, "log_payloads")
+            )
+
+    def try_log_payloads(self, payloads: list[Any]) -> bool:
+        if not self.accepting:
+            return False
+        for payload in payloads:
+            self.arrived.append(
+                (payload.step, threading.current_thread().name, "try_log_payloads")
+            )
+        return True
+
+
+def _round(*steps: int) -> list[Item]:
+    return [({"w/x": float(step)}, step, 0.0, "w", {}, {}) for step in steps]
+
+
+def test_a_sink_that_takes_a_round_without_waiting_is_handed_it_on_the_producers_thread() -> (
+    None
+):
+    sink = _TakesRoundsAtOnce()
+    queue = SinkQueue(Sink(sink), size=16)
+    queue.start()
+    try:
+        queue.put_round(_round(0, 1))
+        queue.put_round(_round(2))
+        # Taken at once, nothing left for the sender to wake for.
+        assert not queue.pending
+        here = threading.current_thread().name
+        assert sink.arrived == [(step, here, "try_log_payloads") for step in range(3)]
+    finally:
+        assert queue.close(deadline=time.monotonic() + 5) is None
+
+
+def test_a_refused_round_goes_to_the_sender_and_later_rounds_queue_behind_it() -> None:
+    sink = _TakesRoundsAtOnce()
+    queue = SinkQueue(Sink(sink), size=16)
+    queue.start()
+    try:
+        sink.accepting = False
+        queue.put_round(_round(0, 1))
+        sink.accepting = True
+        # Round 0-1 is pending: round 2 may not pass it.
+        queue.put_round(_round(2))
+        queue.wake()
+        _wait_for(lambda: len(sink.arrived) == 3)
+        queue.put_round(_round(3))
+    finally:
+        assert queue.close(deadline=time.monotonic() + 5) is None
+    assert [step for step, _, _ in sink.arrived] == [0, 1, 2, 3]
+    assert [path for _, _, path in sink.arrived][:3] == ["log_payloads"] * 3
+    assert sink.arrived[3][2] == "try_log_payloads"
+
+
+def test_a_round_is_queued_while_the_sender_holds_payloads_the_sink_has_not_taken() -> (
+    None
+):
+    sink = _TakesRoundsAtOnce()
+    entered, release = threading.Event(), threading.Event()
+    logged = sink.log_payloads
+
+    def slow_log_payloads(payloads: list[Any]) -> None:
+        entered.set()
+        release.wait(10)
+        logged(payloads)
+
+    sink.log_payloads = slow_log_payloads  # type: ignore[method-assign]
+    queue = SinkQueue(Sink(sink), size=16)
+    queue.start()
+    try:
+        queue.put_all(_round(0))
+        queue.wake()
+        assert entered.wait(10)
+        # The sender holds round 0 in a call: round 1 waits behind it.
+        queue.put_round(_round(1))
+        assert [item[1] for item in queue.pending] == [1]
+        release.set()
+        queue.wake()
+        _wait_for(lambda: len(sink.arrived) == 2)
+    finally:
+        assert queue.close(deadline=time.monotonic() + 5) is None
+    assert [step for step, _, _ in sink.arrived] == [0, 1]
+
+
+def test_a_transient_error_taking_a_round_at_once_leaves_it_to_the_senders_retries() -> (
+    None
+):
+    sink = _TakesRoundsAtOnce()
+    failures = iter([True])
+
+    def try_log_payloads(payloads: list[Any]) -> bool:
+        raise TransientSinkError("the far end is away")
+
+    def log_payloads(payloads: list[Any]) -> None:
+        if next(failures, False):
+            raise TransientSinkError("still away", retry_after=0.01)
+        sink.arrived.extend((p.step, "", "log_payloads") for p in payloads)
+
+    sink.try_log_payloads = try_log_payloads  # type: ignore[method-assign]
+    sink.log_payloads = log_payloads  # type: ignore[method-assign]
+    errors: list[Exception] = []
+    queue = SinkQueue(
+        Sink(sink), size=16, on_failure=lambda sink, name, err: errors.append(err)
+    )
+    queue.start()
+    try:
+        queue.put_round(_round(0, 1))
+        queue.wake()
+        _wait_for(lambda: len(sink.arrived) == 2)
+    finally:
+        assert queue.close(deadline=time.monotonic() + 5) is None
+    assert [step for step, _, _ in sink.arrived] == [0, 1]
+    # The refusal is no failure; the sender's failed try is.
+    assert [str(err) for err in errors] == ["still away"]

@@ -21,9 +21,10 @@ from pathlib import Path
 import pytest
 
 from rlpulse import LoggerMonitor, Record, SinkProcess, SinkProcessError, read
-from rlpulse.naming import Kind
+from rlpulse.naming import Kind, Payload
 from rlpulse.sinks import process
 from rlpulse.sinks.registry import SinkSpecError
+from tests.support import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -228,12 +229,12 @@ def test_a_flush_gives_up_at_its_timeout_behind_a_call_blocked_on_a_full_pipe(
     store = tmp_path / "metrics.sqlite"
     batch = [
         ({f"w/metric_{index}": float(step) for index in range(2000)}, step, 1.5)
-        for step in range(20)
+        for step in range(60)
     ]
     with SinkProcess(f"sqlite:{store}") as sinks:
         os.kill(sinks.pid, signal.SIGSTOP)
         try:
-            # Well over a pipe's 64 KiB: the call blocks until the child reads.
+            # Well over the pipe's 1 MiB: the call blocks until the child reads.
             sender = threading.Thread(target=sinks.log_batch, args=(batch,))
             sender.start()
             sender.join(0.3)
@@ -245,7 +246,7 @@ def test_a_flush_gives_up_at_its_timeout_behind_a_call_blocked_on_a_full_pipe(
         sender.join(30)
         assert not sender.is_alive()
         sinks.flush(timeout=30)
-        assert sum(1 for _ in read(store)) == 20 * 2000
+        assert sum(1 for _ in read(store)) == 60 * 2000
 
 
 def test_close_kills_a_child_that_reads_nothing_behind_a_call_blocked_on_a_full_pipe(
@@ -559,3 +560,107 @@ def test_the_child_side_exits_when_its_parent_ends_before_asking_anything() -> N
 def test_a_child_that_does_not_answer_in_time_is_killed_and_reported() -> None:
     with pytest.raises(SinkSpecError, match=r"did not start within 0\.001 s"):
         SinkProcess("console:", start_timeout=0.001)
+
+
+def _wide(step: int, width: int = 500) -> Payload:
+    return Payload(
+        {f"w/metric_{index}": float(step) for index in range(width)},
+        step,
+        1.5,
+        {"w/metric_0": Kind.COUNTER},
+    )
+
+
+def test_payloads_taken_without_waiting_arrive_whole_and_in_order_and_a_full_pipe_refuses_more(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "metrics.sqlite"
+    taken: list[int] = []
+    with SinkProcess(f"sqlite:{store}") as sinks:
+        os.kill(sinks.pid, signal.SIGSTOP)  # reading nothing: the pipe fills
+        try:
+            for step in range(100_000):
+                started = time.monotonic()
+                took = sinks.try_log_payloads([_wide(step)])
+                assert time.monotonic() - started < 1.0  # never waits
+                if not took:
+                    break
+                taken.append(step)
+            assert len(taken) > 10
+            # The last taken may sit half in the pipe; still nothing more fits.
+            assert not sinks.try_log_payloads([_wide(len(taken))])
+        finally:
+            os.kill(sinks.pid, signal.SIGCONT)
+        sinks.log_payloads([_wide(len(taken) + 1)])
+        sinks.flush(timeout=30)
+    records = list(read(store))
+    steps = sorted({record.step for record in records})
+    assert steps == [*taken, len(taken) + 1]
+    assert len(records) == 500 * len(steps)
+    counters = {record.name for record in records if record.kind is Kind.COUNTER}
+    assert counters == {"w/metric_0"}
+
+
+def test_a_monitor_hands_its_rounds_to_the_child_on_the_polling_thread(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "metrics.sqlite"
+    callers: set[str] = set()
+    with SinkProcess(f"sqlite:{store}") as sinks:
+        taking = sinks.try_log_payloads
+
+        def try_log_payloads(payloads: list[Payload]) -> bool:
+            callers.add(threading.current_thread().name)
+            return taking(payloads)
+
+        sinks.try_log_payloads = try_log_payloads  # type: ignore[method-assign]
+        monitor = LoggerMonitor(sinks, poll_interval=0.01)
+        monitor.watch(Counter(), name="collector")
+        monitor.start()
+        time.sleep(0.3)
+        monitor.stop()
+        logged = monitor.stats()["logged"]
+    frames = [
+        record.value for record in read(store) if record.name == "collector/frames"
+    ]
+    assert len(frames) == logged > 10
+    assert frames == sorted(frames)
+    assert callers <= {"rlpulse-poller", threading.current_thread().name}
+    assert "rlpulse-poller" in callers
+
+
+def test_a_child_that_reads_nothing_holds_up_no_round_and_what_its_queue_drops_is_counted(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "metrics.sqlite"
+
+    class Wide:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def stats(self) -> dict[str, float]:
+            self.calls += 1
+            return {f"metric_{index}": float(self.calls) for index in range(2000)}
+
+    source = Wide()
+    with SinkProcess(f"sqlite:{store}", close_timeout=1.0) as sinks:
+        monitor = LoggerMonitor(
+            sinks, poll_interval=0.005, queue_size=5, stop_timeout=2.0
+        )
+        monitor.watch(source, name="w")
+        os.kill(sinks.pid, signal.SIGSTOP)
+        try:
+            monitor.start()
+            # Hundreds of rounds, over a MiB: the pipe is full, the sender blocked.
+            assert wait_until(lambda: monitor.stats()["dropped"] > 0, timeout=30)
+            polls = source.calls
+            assert wait_until(lambda: source.calls > polls + 20, timeout=10)
+        finally:
+            os.kill(sinks.pid, signal.SIGCONT)
+        started = time.monotonic()
+        monitor.stop()
+        assert time.monotonic() - started < 10
+        stats = monitor.stats()
+        sinks.flush(timeout=30)
+    stored = sum(1 for record in read(store) if record.name == "w/metric_0")
+    assert stored + stats["dropped"] + sinks.dropped == stats["logged"]

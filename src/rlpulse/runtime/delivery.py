@@ -4,7 +4,8 @@ Manual mode calls every sink on the polling thread before ``step()``
 returns. In background mode every sink has its own bounded
 :class:`~rlpulse.runtime.queues.SinkQueue` and sender thread: a round's
 payloads are kept together while it polls, then queued for every sink at
-once and the senders woken, once per round; :meth:`close`
+once and the senders woken, once per round (a sink that takes a round
+without waiting is handed it then, on the polling thread); :meth:`close`
 closes every queue at once, so the queues drain side by side under one
 deadline and a hung sink keeps no other sink from its final flush.
 """
@@ -177,7 +178,7 @@ class Delivery:
             events.append(self._events.popleft())
         for queue in queues:
             if items:
-                queue.put_all(items)
+                queue.put_round(items)
             if events:
                 queue.put_events(events)
             queue.wake()

@@ -7,7 +7,10 @@ receives the wall-clock time of the poll that produced the payload. A sink
 with ``log_batch(payloads)`` gets everything pending in its queue in one
 call, each payload a ``(metrics, step, timestamp)`` triple (background mode;
 manual mode calls ``log_metrics``). A sink with ``log_event(event)`` gets
-every :class:`~rlpulse.Event`.
+every :class:`~rlpulse.Event`. A sink with ``log_payloads`` and
+``try_log_payloads(payloads) -> bool`` (:class:`~rlpulse.SinkProcess`) is
+handed a round's payloads on the polling thread when it can take them
+without waiting, sparing its sender thread a wake.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ class Sink:
         "log_payloads",
         "name",
         "target",
+        "try_log_payloads",
         "wants_timestamp",
     )
 
@@ -64,6 +68,15 @@ class Sink:
         log_payloads = getattr(target, "log_payloads", None)
         self.log_payloads: Callable[..., Any] | None = (
             log_payloads if callable(log_payloads) else None
+        )
+        # A sink's optional try_log_payloads(payloads) -> bool: payloads
+        # taken without waiting, or none; a queue hands a round so, on the
+        # polling thread, while it has nothing pending.
+        try_log_payloads = getattr(target, "try_log_payloads", None)
+        self.try_log_payloads: Callable[..., bool] | None = (
+            try_log_payloads
+            if callable(try_log_payloads) and self.log_payloads is not None
+            else None
         )
         # A sink's optional log_event(event): every Event reaches it.
         log_event = getattr(target, "log_event", None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import operator
 import os
 import sys
@@ -14,7 +15,7 @@ from rlpulse.naming import Kind, inferred_kinds, split
 from rlpulse.runtime.events import Event, EventKind, format_event
 from rlpulse.sinks.base import BaseSink, Payload
 from rlpulse.text import format_number
-from rlpulse.verdict import describe_metrics
+from rlpulse.verdict import describe_metrics, holds_verdict
 
 __all__ = ["ConsoleLogger", "format_payload", "format_verdicts", "line_width"]
 
@@ -31,6 +32,8 @@ _INDENT = " " * 9
 _BREAK = "\n" + _INDENT
 # A watch's metrics in this order: rates, gauges (and the rest), counters.
 _RANKS = {Kind.RATE: 0, Kind.COUNTER: 2}
+_GAUGES = itertools.repeat(Kind.GAUGE)
+_GAUGE_RANKS = itertools.repeat(1)
 
 
 def format_payload(
@@ -82,9 +85,8 @@ def format_payload(
     if kinds is None:
         kinds = inferred_kinds(metrics)
     names = tuple(metrics)
-    layout = _layout(
-        names, tuple(_RANKS.get(kinds.get(name, Kind.GAUGE), 1) for name in names)
-    )
+    ranks = map(_RANKS.get, map(kinds.get, names, _GAUGES), _GAUGE_RANKS)
+    layout = _layout(names, tuple(ranks))
     if not layout.order:
         return f"{head} (no metrics)"
     values = list(metrics.values())
@@ -105,6 +107,8 @@ def format_verdicts(metrics: Mapping[str, float], wall_time: float) -> str:
     ...     "bottleneck/side/collector": -1.0, "bottleneck/side/learner": 1.0}, noon), end="")
     12:03:04 => bottleneck: collector-bound: the learner waited 63% of the last 30 s for data; a faster learner gains nothing, a faster collector up to 2.7x before the learner limits
     """
+    if not _may_hold_verdicts(tuple(metrics)):
+        return ""
     watches: dict[str, dict[str, float]] = {}
     for name, value in metrics.items():
         watch, metric = split(name)
@@ -139,6 +143,13 @@ def line_width(stream: TextIO) -> int:
     except (AttributeError, OSError, ValueError):
         pass
     return DEFAULT_WIDTH
+
+
+@functools.lru_cache(maxsize=4096)
+def _may_hold_verdicts(names: tuple[str, ...]) -> bool:
+    # Whether a watch among ``names`` logs a verdict, worked out once per
+    # payload shape: most payloads hold none.
+    return holds_verdict(split(name)[1] for name in names)
 
 
 @functools.lru_cache(maxsize=16)

@@ -5,24 +5,38 @@ the GIL while it runs; beside a CPU-bound main thread that is time the loop
 waits. :class:`SinkProcess` runs rlpulse's sinks, opened from specs
 (``"sqlite:runs/a.sqlite"``, ``"console:"``; see
 :func:`rlpulse.open_sink`), in a child Python process. In this process a
-batch of payloads costs one ``marshal`` encoding and one pipe write, however
-many sinks the child feeds.
+monitor's round of payloads costs one encoding and one pipe write, on the
+polling thread at the end of the round (:meth:`SinkProcess.try_log_payloads`;
+the monitor's sender thread takes over only while the pipe is full),
+however many sinks the child feeds.
 
 The pipe protocol is ours, not a library's: frames of a 4-byte length and a
 ``marshal`` body, between two processes of the same interpreter (``marshal``
-is the standard library's fastest encoder of the dicts, floats and strings a
-payload is made of, and its format is stable within one Python version).
-Parent to child: ``("open", specs, queue_size, close_timeout)`` once, then ``("batch", payloads)``,
-``("payloads", new kinds, payloads)`` (a monitor's payloads, each naming its
-metrics' kinds by a number, a new kinds mapping sent once with its number),
-``("event", fields)`` and ``("flush",)``; end of file means close. Child to parent: ``("ready",
-descriptions)`` or ``("refused", message)``, then ``("failing", index,
-message)`` when a hosted sink starts failing, ``("recovered", index)`` when it
-writes again, and ``("flushed",)`` for each flush.
+is the standard library's fastest encoder of the lists, strings and bytes a
+frame is made of, and its format is stable within one Python version).
+``multiprocessing``'s connections would not serve: their ``send`` writes a
+message whole, waiting while the pipe is full, where the polling thread
+must hand over without waiting, sending the rest of a frame the pipe took
+in part with the next write; and their child start-up (``spawn``) runs the
+parent's main module again in the child, a training script's included,
+where ``subprocess`` starts a bare interpreter on this module.
+
+Parent to child: ``("open", specs, queue_size, close_timeout)`` once, then
+``("batch", payloads)``, ``("payloads", new layouts, new kinds, layout
+numbers, values, steps, wall times, kinds numbers, histograms)`` (a
+monitor's payloads, column by column: each payload's metric names by the
+number of its layout, a layout's names sent once with its number; every
+value in one array of doubles; each payload's kinds mapping by number, sent
+once), ``("event", fields)`` and ``("flush",)``; end of file means close.
+Child to parent: ``("ready", descriptions)`` or ``("refused", message)``,
+then ``("failing", index, message)`` when a hosted sink starts failing,
+``("recovered", index)`` when it writes again, ``("dropped", index,
+count)``, and ``("flushed",)`` for each flush.
 """
 
 from __future__ import annotations
 
+import array
 import contextlib
 import functools
 import itertools
@@ -54,6 +68,10 @@ from rlpulse.sinks.registry import SinkSpecError, open_sink
 __all__ = ["SinkProcess", "SinkProcessError"]
 
 _HEADER = struct.Struct(">I")
+# The pipe to the child holds this many bytes (Linux: F_SETPIPE_SZ, at most
+# /proc/sys/fs/pipe-max-size, 1 MiB unless raised): dozens of rounds, so that
+# a round's payloads go in without waiting while the child is busy.
+_PIPE_BYTES = 1 << 20
 # Not "-m rlpulse.sinks.process": that module is imported by rlpulse's
 # __init__ first, and running it again as __main__ makes runpy warn.
 _CHILD_MAIN = "from rlpulse.sinks.process import _main; _main()"
@@ -133,9 +151,11 @@ class SinkProcess:
         self._pid = os.getpid()
         self._failing: dict[int, str] = {}
         self._flushes_sent = self._flushes_answered = 0
-        # Each kinds mapping sent, by identity, with its number: a watch's
-        # mapping is replaced, never changed, when it meets a new metric.
-        self._kinds_sent: dict[int, tuple[Mapping[str, Kind], int]] = {}
+        # What the child knows by number: each layout of metric names sent,
+        # each kinds mapping sent (by identity, kept alive).
+        self._layouts = _Numbering()
+        self._kinds = _Numbering()
+        self._kinds_kept: dict[int, Mapping[str, Kind]] = {}
         self._process, outbox, inbox = _spawn()
         self._pipes = _Pipes(outbox, inbox)
         self._ends = _Ends(outbox, inbox)
@@ -200,27 +220,111 @@ class SinkProcess:
         batch = list(payloads)
         if not batch:
             return
-        triples = [
-            (payload.metrics, payload.step, payload.wall_time) for payload in batch
-        ]
-        if not _marshals_as_is(triples):
-            triples = [_plain(*triple) for triple in triples]
-        new_kinds: list[tuple[int, dict[str, str]]] = []
-        numbers = []
-        for payload in batch:
-            kinds = payload.kinds
-            sent = self._kinds_sent.get(id(kinds))
-            if sent is None or sent[0] is not kinds:
-                number = len(self._kinds_sent)
-                sent = self._kinds_sent[id(kinds)] = (kinds, number)
-                plain = {str(name): str(kind) for name, kind in kinds.items()}
-                new_kinds.append((number, plain))
-            numbers.append(sent[1])
-        payloads_sent = [
-            (*triple, number, _histograms_sent(payload.distributions))
-            for triple, number, payload in zip(triples, numbers, batch, strict=True)
-        ]
-        self._hand_over(("payloads", new_kinds, payloads_sent))
+        self._check_process()
+        with self._lock:
+            self._check_open()
+            frame, new_layouts, new_kinds = self._encode_payloads(batch)
+            self._send_frame(frame)
+            self._sent(batch, new_layouts, new_kinds)
+            self._read_news(time.monotonic())
+            self._raise_failures()
+
+    def try_log_payloads(self, payloads: Sequence[Payload]) -> bool:
+        """Send payloads as :meth:`log_payloads` does if that takes no waiting; return whether they were sent.
+
+        A monitor's polling thread hands its round's payloads over so, at
+        the end of the round, in one pipe write, and queues them for
+        :meth:`log_payloads` on its sender thread when this returns
+        ``False``: another call is under way, the pipe is full, or this
+        sink is closed. A failing hosted sink raises
+        :class:`SinkProcessError` after the payloads were sent, as
+        :meth:`log_payloads` does.
+
+        >>> import tempfile, pathlib
+        >>> from rlpulse import read
+        >>> from rlpulse.naming import Kind
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     path = pathlib.Path(tmp) / "metrics.sqlite"
+        ...     with SinkProcess(f"sqlite:{path}") as sink:
+        ...         payload = Payload({"collector/frames": 96.0}, 3, 1.5, {"collector/frames": Kind.COUNTER})
+        ...         sink.try_log_payloads([payload])
+        ...     [record.value for record in read(path)]
+        True
+        [96.0]
+        """
+        if self._pid != os.getpid() or not self._lock.acquire(blocking=False):
+            return False
+        try:
+            if self._closed or not payloads:
+                return not payloads
+            frame, new_layouts, new_kinds = self._encode_payloads(payloads)
+            if not self._pipes.try_send(frame):
+                return False
+            self._sent(payloads, new_layouts, new_kinds)
+            # The child's news without waiting; its end is its exit.
+            self._read_news(time.monotonic())
+            if self._pipes.ended:
+                raise self._gone()
+            self._raise_failures(check_process=False)
+            return True
+        finally:
+            self._lock.release()
+
+    def _encode_payloads(
+        self, batch: Sequence[Payload]
+    ) -> tuple[bytes, dict[Any, int], dict[Any, int]]:
+        """One ``"payloads"`` frame of ``batch``, and the layouts and kinds mappings it numbers for the first time.
+
+        Column by column, each in one pass in C: the names of a payload's
+        metrics go once per layout (a watch's names, in order), then by
+        the layout's number; the values of every payload go as one array
+        of doubles (which makes each of them a float); each kinds mapping
+        goes once (a watch's mapping is replaced, never changed, when it
+        meets a new metric), then by its number.
+        """
+        metrics = list(map(_metrics_of, batch))
+        layouts = list(map(tuple, metrics))
+        layout_numbers, new_layouts = self._layouts.number(layouts)
+        kinds = list(map(_kinds_of, batch))
+        kinds_numbers, new_kinds = self._kinds.number(list(map(id, kinds)))
+        mappings = {id(mapping): mapping for mapping in kinds} if new_kinds else {}
+        steps = list(map(_step_of, batch))
+        if not _PLAIN_STEPS.issuperset(map(type, steps)):
+            steps = [None if step is None else int(step) for step in steps]
+        histograms = (
+            [_histograms_sent(payload.distributions) for payload in batch]
+            if any(map(_distributions_of, batch))
+            else None
+        )
+        message = (
+            "payloads",
+            [(number, list(map(str, names))) for names, number in new_layouts.items()],
+            [
+                (number, {str(name): str(kind) for name, kind in mappings[key].items()})
+                for key, number in new_kinds.items()
+            ],
+            layout_numbers,
+            _doubles(list(itertools.chain.from_iterable(map(_values_of, metrics)))),
+            steps,
+            _doubles(list(map(_wall_time_of, batch))),
+            kinds_numbers,
+            histograms,
+        )
+        return _frame(message), new_layouts, new_kinds
+
+    def _sent(
+        self,
+        batch: Sequence[Payload],
+        new_layouts: dict[Any, int],
+        new_kinds: dict[Any, int],
+    ) -> None:
+        # What the child now knows by number; a kinds mapping is kept, so
+        # that no other mapping takes its id.
+        self._layouts.numbers.update(new_layouts)
+        if new_kinds:
+            self._kinds.numbers.update(new_kinds)
+            for payload in batch:
+                self._kinds_kept[id(payload.kinds)] = payload.kinds
 
     def log_event(self, event: Event) -> None:
         """Send ``event`` to the hosted sinks that store events (``log_event``), after what was sent before.
@@ -250,7 +354,7 @@ class SinkProcess:
         with self._lock:
             self._check_open()
             if message is not None:
-                self._send(message)
+                self._send_frame(_frame(message))
             self._read_news(time.monotonic())
             self._raise_failures()
 
@@ -303,6 +407,7 @@ class SinkProcess:
             if self._closed:
                 return
             self._closed = True
+            self._pipes.finish(time.monotonic() + self.close_timeout)
             self._ends.close(self._pipes.outbox)
             try:
                 self._process.wait(self.close_timeout)
@@ -337,8 +442,11 @@ class SinkProcess:
 
     def _send(self, message: Any, deadline: float | None = None) -> bool:
         """Write ``message`` to the child (see :meth:`_Pipes.send`); False when ``deadline`` came first."""
+        return self._send_frame(_frame(message), deadline)
+
+    def _send_frame(self, frame: bytes, deadline: float | None = None) -> bool:
         try:
-            return self._pipes.send(message, deadline)
+            return self._pipes.send(frame, deadline)
         except BrokenPipeError:
             raise self._gone() from None
 
@@ -362,7 +470,7 @@ class SinkProcess:
         while self._receive(deadline) is not None:
             pass
 
-    def _raise_failures(self) -> None:
+    def _raise_failures(self, *, check_process: bool = True) -> None:
         if self._failing:
             raise SinkProcessError(
                 "; ".join(
@@ -370,7 +478,7 @@ class SinkProcess:
                     for index, message in sorted(self._failing.items())
                 )
             )
-        if self._process.poll() is not None:
+        if check_process and self._process.poll() is not None:
             raise self._gone()
 
     def _gone(self) -> SinkProcessError:
@@ -402,6 +510,9 @@ class _Pipes:
         self.outbox, self.inbox = outbox, inbox
         self.ended = False  # the child closed its end of the inbox
         self._received = b""
+        # The rest of a frame the pipe took only part of (try_send()).
+        self._unsent = memoryview(b"")
+        _widen(outbox)
         # Written without blocking: a full pipe is waited on in send(), so
         # that a flush() can give up at its timeout.
         os.set_blocking(outbox, False)
@@ -415,17 +526,53 @@ class _Pipes:
         self._outbox_ready.register(outbox, select.POLLOUT)
         self._outbox_ready.register(inbox, select.POLLIN)
 
-    def send(self, message: Any, deadline: float | None = None) -> bool:
-        """Write ``message``, waiting while the pipe is full; False when ``deadline`` came first.
+    def send(self, frame: bytes, deadline: float | None = None) -> bool:
+        """Write ``frame`` after what is left of an earlier one, waiting while the pipe is full; False when ``deadline`` came first.
 
-        With a deadline, only a message shorter than ``select.PIPE_BUF``
+        With a deadline, only a frame shorter than ``select.PIPE_BUF``
         bytes: a pipe takes one whole or not at all, so none is left half
         written. A child gone raises ``BrokenPipeError``.
         """
-        data = memoryview(_frame(message))
+        if not self._write_unsent(deadline):
+            return False
+        data = memoryview(frame)
         while data:
             try:
                 data = data[os.write(self.outbox, data) :]
+            except BlockingIOError:
+                if not self._wait_for_room(deadline):
+                    return False
+        return True
+
+    def try_send(self, frame: bytes) -> bool:
+        """Write ``frame`` without waiting: False when the pipe takes none of it now (or is still taking an earlier frame's rest).
+
+        A frame the pipe takes only part of is sent all the same: its rest
+        goes first at the next write (:meth:`send`, or this once the pipe
+        has room), so the child never reads a frame cut short.
+        """
+        if self._unsent and not self._write_unsent(time.monotonic()):
+            return False
+        try:
+            written = os.write(self.outbox, frame)
+        except BlockingIOError:
+            return False
+        if written < len(frame):
+            self._unsent = memoryview(frame)[written:]
+        return True
+
+    def finish(self, deadline: float) -> None:
+        """Write the rest of a frame the pipe took only part of, by ``deadline``: the child then reads it whole before the end."""
+        with contextlib.suppress(OSError):
+            self._write_unsent(deadline)
+
+    def _write_unsent(self, deadline: float | None) -> bool:
+        # What the pipe did not take of the last frame, waiting for room
+        # until ``deadline``; whether all of it is written now.
+        data = self._unsent
+        while data:
+            try:
+                data = self._unsent = data[os.write(self.outbox, data) :]
             except BlockingIOError:
                 if not self._wait_for_room(deadline):
                     return False
@@ -480,6 +627,33 @@ class _Pipes:
             return None
         self._received = received[end:]
         return marshal.loads(received[_HEADER.size : end])
+
+
+class _Numbering:
+    """Numbers for what goes to the child once and is then named by number: a layout of names, a kinds mapping.
+
+    >>> numbering = _Numbering()
+    >>> numbering.number([("a", "b"), ("c",), ("a", "b")])
+    ([0, 1, 0], {('a', 'b'): 0, ('c',): 1})
+    >>> numbering.numbers.update({("a", "b"): 0, ("c",): 1})
+    >>> numbering.number([("c",), ("d",)])
+    ([1, 2], {('d',): 2})
+    """
+
+    def __init__(self) -> None:
+        self.numbers: dict[Any, int] = {}
+
+    def number(self, keys: Sequence[Any]) -> tuple[list[int], dict[Any, int]]:
+        """Each key's number, and the keys not numbered yet with the numbers they are to have (not kept: see :attr:`numbers`)."""
+        numbers = self.numbers
+        found: list[int | None] = list(map(numbers.get, keys))
+        if None not in found:
+            return found, {}  # type: ignore[return-value]
+        new: dict[Any, int] = {}
+        for key, number in zip(keys, found, strict=True):
+            if number is None and key not in new:
+                new[key] = len(numbers) + len(new)
+        return list(map({**numbers, **new}.__getitem__, keys)), new
 
 
 class _Ends:
@@ -598,6 +772,18 @@ _metrics_of = operator.itemgetter(0)
 _step_of = operator.itemgetter(1)
 _timestamp_of = operator.itemgetter(2)
 _values_of = operator.methodcaller("values")
+_kinds_of = operator.attrgetter("kinds")
+_wall_time_of = operator.attrgetter("wall_time")
+_distributions_of = operator.attrgetter("distributions")
+
+
+def _doubles(values: Sequence[float]) -> bytes:
+    """``values`` as the bytes of an array of doubles: each a float, whatever number type it was.
+
+    >>> array.array("d", _doubles([1, 2.5, True])).tolist()
+    [1.0, 2.5, 1.0]
+    """
+    return struct.pack(f"{len(values)}d", *values)
 
 
 def _marshals_as_is(
@@ -647,6 +833,16 @@ def _plain(
         None if step is None else int(step),
         float(timestamp),
     )
+
+
+def _widen(pipe: int) -> None:
+    """Let ``pipe`` hold :data:`_PIPE_BYTES` where the system allows (Linux), keeping its size elsewhere."""
+    try:
+        import fcntl  # Unix only, as the pipes are
+    except ImportError:  # pragma: no cover - not Unix
+        return
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(pipe, getattr(fcntl, "F_SETPIPE_SZ", 1031), _PIPE_BYTES)
 
 
 def _milliseconds_until(deadline: float | None) -> float | None:
@@ -731,8 +927,7 @@ def _serve(inbox: BinaryIO, outbox: BinaryIO) -> int:
         return 1
     tell(("ready", [repr(sink) for sink in sinks]))
     hosted = _Hosted(sinks, tell, queue_size)
-    # The kinds mappings the parent sent, by number.
-    kinds_sent: dict[int, dict[str, Kind]] = {}
+    received = _Received()
     try:
         while (message := _read_message(inbox)) is not None:
             if message[0] == "batch":
@@ -743,23 +938,7 @@ def _serve(inbox: BinaryIO, outbox: BinaryIO) -> int:
                     ]
                 )
             elif message[0] == "payloads":
-                for number, kinds in message[1]:
-                    kinds_sent[number] = {
-                        name: Kind(kind) for name, kind in kinds.items()
-                    }
-                hosted.put(
-                    [
-                        (
-                            metrics,
-                            step,
-                            wall_time,
-                            "",
-                            kinds_sent[number],
-                            _histograms_received(histograms),
-                        )
-                        for metrics, step, wall_time, number, histograms in message[2]
-                    ]
-                )
+                hosted.put(received.payloads(message))
             elif message[0] == "event":
                 hosted.put_event(Event(*message[1]))
             else:
@@ -767,6 +946,52 @@ def _serve(inbox: BinaryIO, outbox: BinaryIO) -> int:
     finally:
         hosted.close(close_timeout)
     return 0
+
+
+class _Received:
+    """What the child knows by number (layouts of names, kinds mappings), and the payloads of a ``"payloads"`` message."""
+
+    def __init__(self) -> None:
+        self._layouts: dict[int, list[str]] = {}
+        self._kinds: dict[int, dict[str, Kind]] = {}
+
+    def payloads(self, message: Sequence[Any]) -> list[Item]:
+        """The queue items of a message :meth:`SinkProcess._encode_payloads` wrote."""
+        (
+            _,
+            layouts,
+            kinds,
+            layout_numbers,
+            values,
+            steps,
+            wall_times,
+            kinds_numbers,
+            histograms,
+        ) = message
+        self._layouts.update(layouts)
+        for number, plain in kinds:
+            self._kinds[number] = {name: Kind(kind) for name, kind in plain.items()}
+        flat = array.array("d", values).tolist()
+        times = array.array("d", wall_times).tolist()
+        items: list[Item] = []
+        at = 0
+        for index, number in enumerate(layout_numbers):
+            names = self._layouts[number]
+            end = at + len(names)
+            items.append(
+                (
+                    dict(zip(names, flat[at:end], strict=True)),
+                    steps[index],
+                    times[index],
+                    "",
+                    self._kinds[kinds_numbers[index]],
+                    {}
+                    if histograms is None
+                    else _histograms_received(histograms[index]),
+                )
+            )
+            at = end
+        return items
 
 
 class _Hosted:
