@@ -1378,6 +1378,6 @@ def test_torchrl_demo_refuses_a_negative_cost_before_recording(tmp_path: Path) -
 def test_episode_stats_of_an_empty_tally_count_no_episodes() -> None:
     pytest.importorskip("torchrl")
     from rlpulse import Tally
-    from rlpulse._demo.torchrl_pipeline import episode_stats
+    from rlpulse._demo.common import episode_stats
 
     assert episode_stats(Tally()) == {"episodes": 0}

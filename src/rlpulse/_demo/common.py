@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import functools
 import math
 import os
 import shlex
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from rlpulse.monitor import LoggerMonitor
 from rlpulse.read.plot import INSTALL_HINT, plot_file
 from rlpulse.read.summary import (
     format_duration,
@@ -28,6 +30,7 @@ from rlpulse.read.summary import (
     format_verdicts,
     summarize_file,
 )
+from rlpulse.schedules import Every
 from rlpulse.sinks import ConsoleLogger, SQLiteLogger
 from rlpulse.sinks.prometheus import PrometheusExporter
 from rlpulse.sinks.registry import MetricSink, open_sink
@@ -46,6 +49,7 @@ __all__ = [
     "record_demo",
     "report",
     "verdict_window",
+    "watch_learning",
 ]
 
 DEFAULT_OUT = Path("runs") / "demo.sqlite"
@@ -246,6 +250,56 @@ def verdict_window(seconds: float) -> float:
     (5.0, 1.5, 1.0)
     """
     return min(5.0, max(1.0, seconds / 6))
+
+
+def watch_learning(
+    monitor: LoggerMonitor,
+    *,
+    learner: object,
+    episodes: object,
+    buffer: str,
+    target_ratio: float,
+    window: float,
+) -> None:
+    """Watch a demo's learning side, the same in every demo: the learner, its episodes, the monitor itself, and the bottleneck verdict.
+
+    Every 2 s: ``learner`` (its ``updates`` the step, rated with its
+    ``frames_sampled``) and ``episodes`` (a tally's :func:`episode_stats`), and the
+    monitor (``monitor/cpu_s_per_second`` is the share of a core monitoring
+    takes). The verdict judges, every ``window`` seconds, the ``collector``
+    watch against the ``learner``, with the replay buffer watched as
+    ``buffer`` between them and the learner's ``target_ratio`` of samples
+    per frame.
+    """
+    every = Every.seconds(2)
+    monitor.watch(
+        learner,
+        name="learner",
+        schedule=every,
+        step="updates",
+        rate_keys=("updates", "frames_sampled"),
+    )
+    monitor.watch(
+        episodes,
+        name="episodes",
+        # A demo's episodes: a Tally's (episode_stats) or a stand-in's own.
+        stats_fn=(
+            functools.partial(episode_stats, episodes)
+            if isinstance(episodes, Tally)
+            else None
+        ),
+        schedule=every,
+        step="episodes",
+        rate_keys=("episodes",),
+    )
+    monitor.watch(monitor, name="monitor", schedule=every, rate_keys=("cpu_s",))
+    monitor.bottleneck(
+        "collector",
+        "learner",
+        buffer=buffer,
+        target_ratio=target_ratio,
+        window=window,
+    )
 
 
 def check_cost(name: str, seconds: float) -> None:

@@ -41,6 +41,7 @@ from rlpulse._demo.common import (
     episode_stats,
     record_demo,
     verdict_window,
+    watch_learning,
 )
 from rlpulse.monitor import LoggerMonitor
 from rlpulse.naming import Kind
@@ -55,7 +56,6 @@ Item = TypeVar("Item")
 _BUFFER_CAPACITY = 20_000
 _COLLECTOR_SCHEDULE = Every.counter("frames", 10_000) | Every.seconds(5)
 _BUFFER_SCHEDULE = Every.seconds(1)
-_LEARNER_SCHEDULE = Every.seconds(2)
 _STOP_CHECK_S = 0.1  # how soon a consumer waiting for frames sees stop()
 
 
@@ -550,29 +550,10 @@ class _SyntheticPipeline(DemoPipeline):
         monitor.watch(
             self.buffer, name="buffer", schedule=_BUFFER_SCHEDULE, step="write_count"
         )
-        monitor.watch(
-            self.consumer,
-            name="learner",
-            schedule=_LEARNER_SCHEDULE,
-            step="updates",
-            rate_keys=("updates", "frames_sampled"),
-        )
-        monitor.watch(
-            self.episodes,
-            name="episodes",
-            schedule=_LEARNER_SCHEDULE,
-            step="episodes",
-            rate_keys=("episodes",),
-        )
-        # What monitoring costs: monitor/cpu_s_per_second, a share of a core.
-        monitor.watch(
-            monitor, name="monitor", schedule=_LEARNER_SCHEDULE, rate_keys=("cpu_s",)
-        )
-        # The learner's stage timing, the collector's, and the samples per
-        # frame against the learner's ratio say which side holds back.
-        monitor.bottleneck(
-            "collector",
-            "learner",
+        watch_learning(
+            monitor,
+            learner=self.consumer,
+            episodes=self.episodes,
             buffer="buffer",
             target_ratio=self.consumer.replay_ratio,
             window=window,

@@ -57,18 +57,7 @@ from torchrl.envs.transforms import Transform
 from torchrl.modules import MLP, EGreedyModule, QValueActor
 from torchrl.objectives import DQNLoss, SoftUpdate
 
-from rlpulse._demo.common import (
-    DEFAULT_OUT,
-    EPISODE_WINDOW,
-    RETURN_KEY,
-    DemoPipeline,
-    DemoResult,
-    DemoSinks,
-    check_cost,
-    episode_stats,
-    record_demo,
-    verdict_window,
-)
+from rlpulse._demo import common
 from rlpulse.monitor import LoggerMonitor
 from rlpulse.naming import Kind
 from rlpulse.read.summary import format_duration, format_number
@@ -81,7 +70,6 @@ __all__ = [
     "CollectorTiming",
     "DQNLearner",
     "StepCost",
-    "episode_stats",
     "run_torchrl_demo",
     "sampled_batches",
 ]
@@ -143,7 +131,7 @@ class DQNLearner:
         annealing_frames: int = 10_000,
         cost: float = 0.0,
     ) -> None:
-        check_cost("cost", cost)
+        common.check_cost("cost", cost)
         self.cost = cost
         self.q_network = QValueActor(
             MLP(
@@ -310,7 +298,7 @@ class StepCost(Transform):  # type: ignore[misc]
     """
 
     def __init__(self, seconds: float) -> None:
-        check_cost("seconds", seconds)
+        common.check_cost("seconds", seconds)
         super().__init__(in_keys=[], out_keys=[])
         self.seconds = seconds
 
@@ -326,7 +314,7 @@ class StepCost(Transform):  # type: ignore[misc]
 
 def run_torchrl_demo(
     seconds: float = 30.0,
-    out: str | os.PathLike[str] = DEFAULT_OUT,
+    out: str | os.PathLike[str] = common.DEFAULT_OUT,
     *,
     sinks: Sequence[str] = (),
     env_cost: float = 0.0,
@@ -346,7 +334,7 @@ def run_torchrl_demo(
     chart: bool = True,
     stdout: TextIO | None = None,
     console: TextIO | None = None,
-) -> DemoResult:
+) -> common.DemoResult:
     """Drive the monitored TorchRL pipeline for ``seconds``, then print the summary of its run and draw it.
 
     A ``Collector`` on ``CartPole-v1`` (``frames_per_batch`` frames a
@@ -419,7 +407,7 @@ def run_torchrl_demo(
         progress_every=progress_every,
         window=window,
     )
-    return record_demo(
+    return common.record_demo(
         pipeline,
         seconds,
         out,
@@ -443,7 +431,7 @@ class _Parts:
 
 
 @dataclass
-class _TorchRLPipeline(DemoPipeline):
+class _TorchRLPipeline(common.DemoPipeline):
     """The settings of the TorchRL pipeline and, once driven, its collector."""
 
     env_cost: float
@@ -463,10 +451,10 @@ class _TorchRLPipeline(DemoPipeline):
     collector: Collector | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
-        check_cost("env_cost", self.env_cost)
-        check_cost("learner_cost", self.learner_cost)
+        common.check_cost("env_cost", self.env_cost)
+        common.check_cost("learner_cost", self.learner_cost)
 
-    def drive(self, sinks: DemoSinks, seconds: float, stdout: TextIO) -> bool:
+    def drive(self, sinks: common.DemoSinks, seconds: float, stdout: TextIO) -> bool:
         deadline = time.monotonic() + seconds
         with _torch_quietly():
             parts = self._build()
@@ -525,8 +513,10 @@ class _TorchRLPipeline(DemoPipeline):
             annealing_frames=self.annealing_frames,
             cost=self.learner_cost,
         )
-        episodes = Tally(window=EPISODE_WINDOW)
-        collecting = CollectorTiming(EpisodeTally(episodes, return_key=RETURN_KEY))
+        episodes = Tally(window=common.EPISODE_WINDOW)
+        collecting = CollectorTiming(
+            EpisodeTally(episodes, return_key=common.RETURN_KEY)
+        )
         collector = Collector(
             env,
             # The collector acts with a copy of the learner's policy, which
@@ -583,33 +573,16 @@ class _TorchRLPipeline(DemoPipeline):
             schedule=Every.seconds(self.buffer_every),
             step="write_count",
         )
-        monitor.watch(
-            parts.episodes,
-            name="episodes",
-            stats_fn=functools.partial(episode_stats, parts.episodes),
-            schedule=Every.seconds(2),
-            step="episodes",
-            rate_keys=("episodes",),
-        )
-        monitor.watch(
-            parts.learner,
-            name="learner",
-            schedule=Every.seconds(2),
-            step="updates",
-            rate_keys=("updates", "frames_sampled"),
-        )
-        # What monitoring costs: monitor/cpu_s_per_second, a share of a core.
-        monitor.watch(
-            monitor, name="monitor", schedule=Every.seconds(2), rate_keys=("cpu_s",)
-        )
-        # The samples per frame the learner keeps to when it keeps up.
-        target_ratio = self.batch_size / self.frames_per_update
-        monitor.bottleneck(
-            "collector",
-            "learner",
+        common.watch_learning(
+            monitor,
+            learner=parts.learner,
+            episodes=parts.episodes,
             buffer="replay_buffer",
-            target_ratio=target_ratio,
-            window=verdict_window(seconds) if self.window is None else self.window,
+            # The samples per frame the learner keeps to when it keeps up.
+            target_ratio=self.batch_size / self.frames_per_update,
+            window=common.verdict_window(seconds)
+            if self.window is None
+            else self.window,
         )
 
 
@@ -695,7 +668,7 @@ class _TrainingClock:
 def _progress(elapsed: float, parts: _Parts) -> str:
     frames = parts.collector.stats().get("frames", 0)
     learned = parts.learner.stats()
-    watched = episode_stats(parts.episodes)
+    watched = common.episode_stats(parts.episodes)
     line = (
         f"  {format_duration(elapsed):>7}  {format_number(frames)} frames "
         f"({format_number(frames / elapsed)}/s), {format_number(watched['episodes'])} "
