@@ -10,6 +10,8 @@ missing.
 
 from __future__ import annotations
 
+import multiprocessing
+import multiprocessing.queues
 import queue
 import threading
 import time
@@ -18,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from rlpulse import Every, LoggerMonitor, Tally
+from rlpulse import Every, LoggerMonitor, SharedCounters, Tally
 from rlpulse.testing import InMemorySink
 from rlpulse.verdict import Bound
 
@@ -267,3 +269,65 @@ def test_missing_stage_timing_gives_unknown_never_a_guess() -> None:
     assert len(found) >= 4
     assert found == [None] * len(found)
     assert not [event for event in sink.events if event.kind == "bottleneck"]
+
+
+def produce_in_a_process(
+    counters: SharedCounters,
+    index: int,
+    batches: multiprocessing.queues.Queue[int],
+    cost: float,
+    until: float,
+) -> None:
+    """A worker process: collects a batch in ``cost`` seconds (busy_s), then waits for room in the queue (wait_s)."""
+    worker = counters.worker(index)
+    while time.time() < until:
+        started = time.perf_counter()
+        time.sleep(cost)
+        worker.inc("busy_s", time.perf_counter() - started)
+        worker.inc("frames", 100)
+        started = time.perf_counter()
+        batches.put(100)
+        worker.inc("wait_s", time.perf_counter() - started)
+    batches.put(0)
+
+
+@pytest.mark.parametrize("expected", [PRODUCER, CONSUMER], ids=str)
+def test_workers_in_other_processes_record_through_shared_counters(
+    expected: Bound,
+) -> None:
+    # Two worker processes share the collecting: each takes twice the
+    # producer cost of a batch, so that together they produce at its rate.
+    producer_cost, consumer_cost = COSTS[expected]
+    context = multiprocessing.get_context("spawn")
+    batches: multiprocessing.queues.Queue[int] = context.Queue(4)
+    counters = SharedCounters(2, counters=("frames", "busy_s", "wait_s"))
+    learner = Tally()
+    sink = InMemorySink()
+    until = time.time() + SECONDS + 3.0  # the workers' start-up included
+    workers = [
+        context.Process(
+            target=produce_in_a_process,
+            args=(counters, index, batches, 2 * producer_cost, until),
+        )
+        for index in range(2)
+    ]
+    try:
+        for worker in workers:
+            worker.start()
+        batches.get(timeout=30)  # the workers started (spawned: a few seconds)
+        with monitored(sink, counters, learner):
+            ended = 0
+            for size in learner.waiting(iter(batches.get, None)):
+                if size == 0:
+                    ended += 1
+                    if ended == len(workers):
+                        break
+                    continue
+                with learner.busy():
+                    time.sleep(consumer_cost)
+    finally:
+        for worker in workers:
+            worker.join(timeout=10)
+        counters.close()
+    assert all(worker.exitcode == 0 for worker in workers)
+    assert right_share(verdicts(sink), expected) >= 0.95, verdicts(sink)
