@@ -223,7 +223,7 @@ def test_the_bottleneck_target_judges_the_window_between_its_calls() -> None:
     assert judged.stats() == {}
     for busy in (8.0, 16.0, 24.0):
         learner.update(busy_s=busy, wait_s=30.0 - busy - 20.0 + busy / 4)
-        assert judged.stats()["verdict"] == 1.0
+        assert judged.stats()["bound"] == 1.0
     assert [verdict.bound for verdict in said] == [C]  # once it held two windows
 
 
@@ -257,6 +257,6 @@ def test_the_bottleneck_watch_logs_gauges_under_its_name() -> None:
 
     time.sleep(0.02)
     monitor.step()
-    assert sink.values("bottleneck/verdict") == [-1.0]
+    assert sink.values("bottleneck/bound") == [-1.0]
     assert str(sink.kind("bottleneck/consumer_wait_share")) == "gauge"
     assert sink.values("bottleneck/side/collector") == [-1.0]

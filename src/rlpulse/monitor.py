@@ -220,9 +220,9 @@ class LoggerMonitor:
         :meth:`rlpulse.Tally.waiting`), the ``replay_ratio`` (samples per
         frame) and ``replay_ratio_target`` (``target_ratio``), the buffer's
         ``fill``, ``fill_trend`` and ``dropped``, ``policy_lag``, each where
-        the pipeline reports it; ``verdict`` (-1 producer-bound, 0
+        the pipeline reports it; ``bound`` (-1 producer-bound, 0
         balanced, +1 consumer-bound; left out when unknown, with
-        ``verdict_known`` 0), ``speedup`` (what fixing the bottleneck gains
+        ``bound_known`` 0), ``speedup`` (what fixing the bottleneck gains
         at most) and ``side/<watch>`` (-1 the producer, +1 the consumer).
         Only whole windows are logged (none at :meth:`stop`). A verdict that
         changes and holds for two windows is a ``bottleneck`` event, its sentence the message (:func:`rlpulse.verdict.describe`).

@@ -68,7 +68,7 @@ _SIDE_PREFIX = "side/"
 
 
 class Bound(enum.IntEnum):
-    """Which side a window says holds the pipeline back: the ``verdict`` metric's value."""
+    """Which side a window says holds the pipeline back: the ``bound`` metric's value."""
 
     PRODUCER = -1
     BALANCED = 0
@@ -157,18 +157,18 @@ class Verdict(NamedTuple):
     def metrics(self) -> dict[str, float]:
         """The window's figures and the verdict, as a bottleneck watch logs them.
 
-        ``verdict`` (-1, 0, +1) and ``speedup`` only when the verdict is
-        known; ``verdict_known`` always; ``side/<name>`` says which watch is
+        ``bound`` (-1, 0, +1) and ``speedup`` only when the verdict is
+        known; ``bound_known`` always; ``side/<name>`` says which watch is
         the producer (-1) and which the consumer (+1).
 
         >>> verdict = judge(Window(30.0, consumer_busy=0.37, consumer_wait=0.63), "collector", "learner")
         >>> {name: round(value, 2) for name, value in verdict.metrics().items()}
-        {'window_s': 30.0, 'consumer_busy_share': 0.37, 'consumer_wait_share': 0.63, 'verdict_known': 1.0, 'verdict': -1.0, 'speedup': 2.7, 'side/collector': -1.0, 'side/learner': 1.0}
+        {'window_s': 30.0, 'consumer_busy_share': 0.37, 'consumer_wait_share': 0.63, 'bound_known': 1.0, 'bound': -1.0, 'speedup': 2.7, 'side/collector': -1.0, 'side/learner': 1.0}
         """
         metrics = self.window.metrics()
-        metrics["verdict_known"] = float(self.bound is not None)
+        metrics["bound_known"] = float(self.bound is not None)
         if self.bound is not None:
-            metrics["verdict"] = float(self.bound)
+            metrics["bound"] = float(self.bound)
         if self.speedup is not None:
             metrics["speedup"] = self.speedup
         metrics[_SIDE_PREFIX + self.producer] = float(Bound.PRODUCER)
@@ -553,7 +553,7 @@ def describe_metrics(
     rules; ``window`` overrides the logged ``window_s``.
 
     >>> logged = {"window_s": 30.0, "consumer_busy_share": 0.37, "consumer_wait_share": 0.63,
-    ...           "verdict_known": 1.0, "verdict": -1.0, "side/collector": -1.0, "side/learner": 1.0}
+    ...           "bound_known": 1.0, "bound": -1.0, "side/collector": -1.0, "side/learner": 1.0}
     >>> print(describe_metrics(logged))
     collector-bound: the learner waited 63% of the last 30 s for data; a faster learner gains nothing, a faster collector up to 2.7x before the learner limits
     >>> describe_metrics({"size": 3.0}) is None
@@ -574,7 +574,7 @@ def verdict_of_metrics(
         figures = figures._replace(seconds=window)
     producer, consumer = _sides(metrics)
     verdict = judge(figures, producer, consumer)
-    if not metrics["verdict_known"] and verdict.bound is not None:
+    if not metrics["bound_known"] and verdict.bound is not None:
         # Judged unknown when logged with figures that say more: too short.
         return Verdict(None, "window too short", None, figures, producer, consumer)
     return verdict
@@ -592,7 +592,7 @@ def _sides(metrics: Mapping[str, float]) -> tuple[str, str]:
 
 
 VERDICT_METRICS = frozenset(
-    {"window_s", "verdict_known", "verdict", "speedup", *_METRIC_NAMES.values()}
+    {"window_s", "bound_known", "bound", "speedup", *_METRIC_NAMES.values()}
 )
 """The metrics a bottleneck watch logs, besides its ``side/<watch>`` entries."""
 
@@ -600,10 +600,10 @@ VERDICT_METRICS = frozenset(
 def holds_verdict(metrics: Iterable[str]) -> bool:
     """Whether a watch's metric names (without the watch's name) hold a verdict: a bottleneck watch's.
 
-    >>> holds_verdict(["window_s", "verdict_known"]), holds_verdict(["size"])
+    >>> holds_verdict(["window_s", "bound_known"]), holds_verdict(["size"])
     (True, False)
     """
-    return "verdict_known" in metrics
+    return "bound_known" in metrics
 
 
 def is_verdict_metric(metric: str) -> bool:
@@ -621,17 +621,17 @@ def run_verdict(windows: Sequence[Mapping[str, float]]) -> tuple[str, str] | Non
     ``None`` when they are no bottleneck watch's.
 
     >>> windows = [{"window_s": 30.0, "consumer_busy_share": 0.9, "consumer_wait_share": 0.1,
-    ...             "verdict_known": 1.0, "verdict": 1.0, "side/c": -1.0, "side/l": 1.0}] * 3
+    ...             "bound_known": 1.0, "bound": 1.0, "side/c": -1.0, "side/l": 1.0}] * 3
     >>> last, split = run_verdict(windows)
     >>> print(last)
     l-bound: the c was busy 10% and the l 90% of the last 30 s; a faster c gains nothing, a faster l up to 10.0x before the c limits
     >>> split
     'l-bound 100% of 3 windows'
     """
-    windows = [metrics for metrics in windows if "verdict_known" in metrics]
+    windows = [metrics for metrics in windows if "bound_known" in metrics]
     if not windows:
         return None
-    known = [metrics for metrics in windows if metrics["verdict_known"]]
+    known = [metrics for metrics in windows if metrics["bound_known"]]
     last = describe_metrics((known or windows)[-1])
     counts, _, _ = split_of(windows)
     return last or "", format_split(counts)
@@ -640,8 +640,8 @@ def run_verdict(windows: Sequence[Mapping[str, float]]) -> tuple[str, str] | Non
 def split_of(windows: Iterable[Mapping[str, float]]) -> tuple[dict[str, int], str, str]:
     """How the verdict split over a run's windows (each one a bottleneck watch's logged metrics): a count by label, and the producer's and consumer's names.
 
-    >>> windows = [{"verdict_known": 1.0, "verdict": 1.0, "side/c": -1.0, "side/l": 1.0}] * 4
-    >>> windows += [{"verdict_known": 0.0, "side/c": -1.0, "side/l": 1.0}]
+    >>> windows = [{"bound_known": 1.0, "bound": 1.0, "side/c": -1.0, "side/l": 1.0}] * 4
+    >>> windows += [{"bound_known": 0.0, "side/c": -1.0, "side/l": 1.0}]
     >>> split_of(windows)
     ({'l-bound': 4, 'unknown': 1}, 'c', 'l')
     """
@@ -649,8 +649,8 @@ def split_of(windows: Iterable[Mapping[str, float]]) -> tuple[dict[str, int], st
     producer, consumer = "producer", "consumer"
     for metrics in windows:
         producer, consumer = _sides(metrics)
-        known = metrics.get("verdict_known", 0.0) and "verdict" in metrics
-        value = metrics.get("verdict", math.nan) if known else math.nan
+        known = metrics.get("bound_known", 0.0) and "bound" in metrics
+        value = metrics.get("bound", math.nan) if known else math.nan
         bound = Bound(int(value)) if value in (-1.0, 0.0, 1.0) else None
         label = label_of(bound, producer, consumer)
         counts[label] = counts.get(label, 0) + 1

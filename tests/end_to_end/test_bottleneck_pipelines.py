@@ -34,6 +34,10 @@ COSTS = {
     BALANCED: (0.008, 0.0084),
     CONSUMER: (0.004, 0.012),
 }
+# Where the busy and waiting seconds judge: balanced sides that take longer,
+# so that a sleep overshooting under load by a millisecond or two keeps them
+# well within the 15 % that is balanced.
+TIMED_COSTS = {**COSTS, BALANCED: (0.024, 0.025)}
 
 
 def verdicts(sink: InMemorySink) -> list[float | None]:
@@ -41,8 +45,8 @@ def verdicts(sink: InMemorySink) -> list[float | None]:
     found: list[float | None] = []
     for payload in sink.payloads:
         metrics = payload.metrics
-        if "bottleneck/verdict_known" in metrics:
-            found.append(metrics.get("bottleneck/verdict"))
+        if "bottleneck/bound_known" in metrics:
+            found.append(metrics.get("bottleneck/bound"))
     return found
 
 
@@ -203,7 +207,7 @@ SECONDS = 3.0
 def test_a_synchronous_loop_gets_the_verdict_of_its_costs(expected: Bound) -> None:
     sink = InMemorySink()
     collector, learner, run = synchronous_loop(
-        lambda: COSTS[expected], time.monotonic() + SECONDS
+        lambda: TIMED_COSTS[expected], time.monotonic() + SECONDS
     )
     run_for(SECONDS, run, monitored(sink, collector, learner))
     assert right_share(verdicts(sink), expected) >= 0.95, verdicts(sink)
@@ -215,7 +219,7 @@ def test_a_thread_producer_with_a_bounded_queue_gets_the_verdict_of_its_costs(
 ) -> None:
     sink = InMemorySink()
     collector, learner, buffer, run = queue_pipeline(
-        lambda: COSTS[expected], time.monotonic() + SECONDS
+        lambda: TIMED_COSTS[expected], time.monotonic() + SECONDS
     )
     run_for(SECONDS, run, monitored(sink, collector, learner, buffer))
     assert right_share(verdicts(sink), expected) >= 0.95, verdicts(sink)

@@ -156,10 +156,10 @@ def pipeline_run() -> PipelineRun:
         JudgedWindow(
             payload.wall_time,
             payload.metrics["bottleneck/window_s"],
-            payload.metrics.get("bottleneck/verdict"),
+            payload.metrics.get("bottleneck/bound"),
         )
         for payload in sink.payloads
-        if "bottleneck/verdict_known" in payload.metrics
+        if "bottleneck/bound_known" in payload.metrics
     ]
     events = [event.value for event in sink.events if event.kind == "bottleneck"]
     return PipelineRun(windows, events, phase_times)

@@ -194,12 +194,12 @@ def test_the_bottleneck_verdict_is_said_under_the_run_as_show_says_it(
         "bottleneck/window_s": 30.0,
         "bottleneck/consumer_busy_share": 0.37,
         "bottleneck/consumer_wait_share": 0.63,
-        "bottleneck/verdict_known": 1.0,
-        "bottleneck/verdict": -1.0,
+        "bottleneck/bound_known": 1.0,
+        "bottleneck/bound": -1.0,
         "bottleneck/side/collector": -1.0,
         "bottleneck/side/learner": 1.0,
     }
-    unknown = {"bottleneck/verdict_known": 0.0, "bottleneck/window_s": 30.0}
+    unknown = {"bottleneck/bound_known": 0.0, "bottleneck/window_s": 30.0}
     text = screen(
         followed(store(tmp_path / "a.sqlite", [(1.0, window, {})])), now=START + 2
     )

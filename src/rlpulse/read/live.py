@@ -305,10 +305,10 @@ class LiveRun:
 
         >>> from rlpulse.formats.records import Followed, Record
         >>> run = LiveRun("live")
-        >>> run.add(Followed([Record(1.0, None, "b/verdict", -1.0), Record(1.0, None, "b/speedup", 2.0)], []))
-        >>> run.add(Followed([Record(2.0, None, "b/verdict_known", 0.0)], []))
+        >>> run.add(Followed([Record(1.0, None, "b/bound", -1.0), Record(1.0, None, "b/speedup", 2.0)], []))
+        >>> run.add(Followed([Record(2.0, None, "b/bound_known", 0.0)], []))
         >>> run.latest("b")
-        {'verdict_known': 0.0}
+        {'bound_known': 0.0}
         """
         kept = {
             split(name)[1]: series

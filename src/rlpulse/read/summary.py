@@ -241,7 +241,7 @@ def file_verdicts(
 ) -> tuple[VerdictSummary, ...]:
     """The verdicts of the bottleneck watches of run ``run`` of file ``path``, whose aggregate is ``run_aggregate``: their few records read apart from the rest."""
     names = [split(metric.name) for metric in run_aggregate.metrics]
-    bottlenecks = {watch for watch, metric in names if metric == "verdict_known"}
+    bottlenecks = {watch for watch, metric in names if metric == "bound_known"}
     if not bottlenecks:
         return ()
     wanted = {

@@ -370,7 +370,7 @@ def _verdicts(live: LiveRun, width: int) -> list[list[Segment]]:
     # and ``rlpulse show`` say it (rlpulse.verdict), wrapped to the width.
     lines: list[list[Segment]] = []
     for watch in live.watches():
-        if live.value(f"{watch}/verdict_known") is None:
+        if live.value(f"{watch}/bound_known") is None:
             continue
         sentence = describe_metrics(live.latest(watch))
         if sentence is None:
@@ -396,9 +396,7 @@ def _body(
         for watch in dict.fromkeys(
             watch for source in sources for watch in source.live.watches()
         )
-        if all(
-            source.live.value(f"{watch}/verdict_known") is None for source in sources
-        )
+        if all(source.live.value(f"{watch}/bound_known") is None for source in sources)
     ]
     label_width = _LABEL_WIDTH
     cell_width = max(12, (width - label_width) // len(sources))

@@ -103,7 +103,7 @@ def format_verdicts(metrics: Mapping[str, float], wall_time: float) -> str:
 
     >>> noon = time.mktime((2024, 5, 1, 12, 3, 4, 0, 0, -1))
     >>> print(format_verdicts({"bottleneck/window_s": 30.0, "bottleneck/consumer_wait_share": 0.63,
-    ...     "bottleneck/consumer_busy_share": 0.37, "bottleneck/verdict_known": 1.0,
+    ...     "bottleneck/consumer_busy_share": 0.37, "bottleneck/bound_known": 1.0,
     ...     "bottleneck/side/collector": -1.0, "bottleneck/side/learner": 1.0}, noon), end="")
     12:03:04 => bottleneck: collector-bound: the learner waited 63% of the last 30 s for data; a faster learner gains nothing, a faster collector up to 2.7x before the learner limits
     """

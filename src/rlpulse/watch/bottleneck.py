@@ -43,7 +43,7 @@ class Bottleneck:
         >>> judged.stats()
         {}
         >>> learner.update(busy_s=11.1, wait_s=18.9)
-        >>> judged.stats()["verdict"]
+        >>> judged.stats()["bound"]
         -1.0
         >>> print(describe(said[0]))
         collector-bound: the learner waited 63% of the last 30 s for data; a faster learner gains nothing, a faster collector up to 2.7x before the learner limits
