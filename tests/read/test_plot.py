@@ -1359,6 +1359,8 @@ def test_a_downsampled_sqlite_run_keeps_the_extremes_a_line_file_keeps(
             max(python_values),
         )
     assert from_sql.kinds == from_records.kinds
+    for name, points in from_sql.points.items():
+        assert {point.kind for point in points} == {from_records.kinds[name]}
     assert from_sql.records == from_records.records == 60_000
 
 

@@ -964,10 +964,7 @@ def read_sqlite_downsampled(
     unstored = [name for name in points if name not in stored]
     for name in unstored:
         kinds[name] = inferred_kind(name, kinds.keys())
-    points = {
-        name: [record._replace(kind=kinds[name]) for record in records]
-        for name, records in points.items()
-    }
+        points[name] = [record._replace(kind=kinds[name]) for record in points[name]]
     return Downsampled(count, start, end, kinds, points)
 
 
@@ -1004,10 +1001,11 @@ def _buckets(
             cell = cells.setdefault((name, bucket), {})
             if value is None:
                 value = math.nan
-            cell[rowid] = Record(wall_time, step, name, value)
+            kind = stored.get(name)
+            cell[rowid] = Record(wall_time, step, name, value, kind)
             if has_nan and -1 not in cell:
                 middle = start + (bucket + 0.5) * width
-                cell[-1] = Record(middle, None, name, math.nan)
+                cell[-1] = Record(middle, None, name, math.nan, kind)
     points: dict[str, list[Record]] = {}
     for (name, _), cell in cells.items():
         points.setdefault(name, []).extend(cell.values())

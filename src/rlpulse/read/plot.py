@@ -77,7 +77,7 @@ from rlpulse.text import format_duration, format_number, plural
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
-    from matplotlib.figure import Figure, SubFigure
+    from matplotlib.figure import Figure
 
 __all__ = [
     "BUCKETS",
@@ -140,6 +140,15 @@ _RUN_STYLES = ("-", "--", ":", "-.")
 _PANEL_WIDTH_INCHES = 11.0
 _AXES_HEIGHT_INCHES = 2.3
 _PANEL_TITLE_INCHES = 0.5
+# Where the axes sit, laid out once from these sizes rather than measured
+# by a layout engine (which draws every text of the figure to measure it):
+# room on the left for an axis's tick labels and unit, on the right for
+# nothing, between axes of a panel for ticks, under a panel's last axis
+# for its tick labels and the x axis's label.
+_LEFT_INCHES = 1.05
+_RIGHT_INCHES = 0.15
+_AXES_GAP_INCHES = 0.3
+_X_LABEL_INCHES = 0.65
 # A header line, and the margin under the header; lines of text that fit the
 # figure's width (large type for the header, small for a panel's constants).
 _HEADER_LINE_INCHES = 0.25
@@ -536,7 +545,12 @@ def _save(figure: Figure, output: Path) -> Path:
             f"cannot write a .{image_format} image; name the output with one of "
             f"{', '.join('.' + name for name in sorted(supported))}"
         )
-    figure.savefig(output, format=image_format)
+    if image_format == "png":
+        # A chart is a few flat colours: zlib's fastest level packs it
+        # nearly as small as its default, in a third of the time.
+        figure.savefig(output, format="png", pil_kwargs={"compress_level": 1})
+    else:
+        figure.savefig(output, format=image_format)
     return output
 
 
@@ -847,14 +861,17 @@ def _figure(
         for panel in panels
     ]
     header_inches = _HEADER_MARGIN_INCHES + _HEADER_LINE_INCHES * len(header)
-    figure = matplotlib.Figure(
-        figsize=(_PANEL_WIDTH_INCHES, header_inches + sum(heights)),
-        dpi=_DPI,
-        layout="constrained",
-    )
+    height = header_inches + sum(heights)
+    figure = matplotlib.Figure(figsize=(_PANEL_WIDTH_INCHES, height), dpi=_DPI)
     matplotlib.FigureCanvasAgg(figure)
-    figure.suptitle("\n".join(header), fontsize="large", x=0.01, ha="left")
-    subfigures = figure.subfigures(len(panels), 1, height_ratios=heights, squeeze=False)
+    figure.suptitle(
+        "\n".join(header),
+        fontsize="large",
+        x=0.01,
+        y=1.0 - _HEADER_MARGIN_INCHES / 2 / height,
+        ha="left",
+        va="top",
+    )
     # The span every panel draws (over time or a counter): from the first
     # point of any to the last.
     xs = [at for panel in panels for line in panel.lines for at in line.xs]
@@ -864,8 +881,11 @@ def _figure(
         margin = 0.02 * (high - low) or 0.5
         span = (low - margin, high + margin)
     shared: Axes | None = None
-    for subfigure, panel in zip(subfigures[:, 0], panels, strict=True):
-        all_axes = _draw_panel(subfigure, panel, matplotlib, options.smooth)
+    top = height - header_inches
+    for panel, panel_height in zip(panels, heights, strict=True):
+        places = _axes_places(len(panel.units), top, panel_height, height)
+        top -= panel_height
+        all_axes = _draw_panel(figure, places, panel, matplotlib, options.smooth)
         # Every axis of the figure over one x range, with one set of ticks
         # (over time; steps differ from watch to watch): a panel's axes
         # share it with the first panel's first axis.
@@ -873,8 +893,6 @@ def _figure(
         if x != "step" and shared is None:
             shared = leader
             if span is not None:
-                # Set before any axis shares it: a shared axis of another
-                # subfigure told of a change redraws the whole figure.
                 leader.set_xlim(*span)
         for axes in all_axes:
             if axes is not leader:
@@ -886,12 +904,39 @@ def _figure(
     return figure
 
 
+def _axes_places(
+    count: int, top: float, panel_height: float, height: float
+) -> list[tuple[float, float, float, float]]:
+    """Where a panel's ``count`` axes go, top to bottom, as ``add_axes`` takes them (fractions of the figure).
+
+    The panel spans ``panel_height`` inches down from ``top`` inches above
+    the bottom of a figure ``height`` inches high; its title above the axes.
+
+    >>> [round(bottom * 10, 2) for _, bottom, _, _ in _axes_places(2, 10.0, 5.1, 10.0)]  # inches up
+    [7.67, 5.55]
+    """
+    axes_top = top - (panel_height - _AXES_HEIGHT_INCHES * count)
+    room = _AXES_HEIGHT_INCHES * count - _X_LABEL_INCHES
+    axes_height = (room - _AXES_GAP_INCHES * (count - 1)) / count
+    left = _LEFT_INCHES / _PANEL_WIDTH_INCHES
+    width = 1.0 - (_LEFT_INCHES + _RIGHT_INCHES) / _PANEL_WIDTH_INCHES
+    places = []
+    for index in range(count):
+        bottom = axes_top - (index + 1) * axes_height - index * _AXES_GAP_INCHES
+        places.append((left, bottom / height, width, axes_height / height))
+    return places
+
+
 def _draw_panel(
-    subfigure: SubFigure, panel: _Panel, matplotlib: _Matplotlib, smooth: float
+    figure: Figure,
+    places: list[tuple[float, float, float, float]],
+    panel: _Panel,
+    matplotlib: _Matplotlib,
+    smooth: float,
 ) -> list[Axes]:
-    """Draw one watch: an axis per unit, the watch's name and constants above."""
+    """Draw one watch at ``places``: an axis per unit, the watch's name and constants above."""
     units = panel.units
-    all_axes = list(subfigure.subplots(len(units), 1, squeeze=False)[:, 0])
+    all_axes = [figure.add_axes(place) for place in places]
     top = all_axes[0]
     top.set_title(panel.watch or "(no watch)", loc="left", fontweight="bold")
     if panel.constants:
