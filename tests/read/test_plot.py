@@ -509,6 +509,21 @@ def test_lines_of_similar_size_share_a_linear_axis_from_zero() -> None:
     assert learner.get_ylim()[0] == 0.0
 
 
+def test_a_nearly_constant_line_keeps_room_above_it() -> None:
+    figure = plot_run(
+        _records(
+            (0, None, "collector/frames_per_second", 1000.0),
+            (1, None, "collector/frames_per_second", 1001.0),
+            (2, None, "collector/frames_per_second", 1000.5),
+        ),
+        run="steady",
+    )
+
+    low, high = _panels(figure)["collector"].get_ylim()
+    assert low == 0.0
+    assert high >= 1001.0 * 1.05  # not on the frame's top edge
+
+
 def test_negative_values_keep_zero_in_view() -> None:
     figure = plot_run(
         _records(

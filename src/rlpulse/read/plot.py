@@ -1064,11 +1064,13 @@ def _scale(axes: Axes, lines: list[_Line], label: str, matplotlib: _Matplotlib) 
         axes.yaxis.set_minor_formatter(matplotlib.NullFormatter())
         label += ", log scale"
     else:
+        # From zero, with room beyond the lines' farthest value: a nearly
+        # constant line (1000 to 1001 frames/s) does not sit on the frame.
         low, high = axes.get_ylim()
         if low > 0:
-            axes.set_ylim(bottom=0.0)
+            axes.set_ylim(0.0, max(high, max(peaks, default=high) * 1.05))
         elif high < 0:
-            axes.set_ylim(top=0.0)
+            axes.set_ylim(min(low, -max(peaks, default=-low) * 1.05), 0.0)
     axes.yaxis.set_major_formatter(
         matplotlib.FuncFormatter(lambda value, _: format_number(value))
     )
