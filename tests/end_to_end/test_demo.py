@@ -1150,6 +1150,12 @@ def test_torchrl_demo_times_both_sides_and_counts_the_samples_drawn(
 
     # The collector's thread never waits for the learner.
     assert 0.5 * seconds < collecting[-1] <= seconds
+    # A counter, rated: the share of the time the collector collects.
+    kinds = {record.name: record.kind for record in torchrl_demo_outcome.records}
+    assert str(kinds["collector/busy_s"]) == "counter"
+    shares = torchrl_demo_outcome.values("collector/busy_s_per_second")
+    assert shares
+    assert all(0 <= share <= 1.05 for share in shares), shares
     assert 0 < waiting[-1] + updating[-1] <= seconds
     assert samples[-1] == torchrl_demo_outcome.values("learner/frames_sampled")[-1]
     assert torchrl_demo_outcome.values("bottleneck/replay_ratio_target") == [16.0] * (

@@ -566,6 +566,9 @@ class _TorchRLPipeline(common.DemoPipeline):
             # Every collector_every frames, and at least every 5 s however
             # slowly the machine collects.
             schedule=Every.counter("frames", self.collector_every) | Every.seconds(5),
+            # Its stage timing is a counter too: busy_s_per_second is the
+            # share of the time the collector collects.
+            rate_keys=("frames", "batches", "busy_s"),
         )
         monitor.watch(
             parts.samples,
