@@ -444,6 +444,34 @@ def test_a_batch_that_fails_part_way_stores_none_of_its_payloads(
     assert [record.value for record in read(path, run="r")] == [1.0, 4.0]
 
 
+def test_a_batch_of_a_size_not_stored_before_costs_about_what_a_repeated_one_does(
+    tmp_path: Path,
+) -> None:
+    # A monitor's batches vary in size with what its queue holds: a size the
+    # logger has not stored before may not cost tens of times more.
+    def batch(payloads: int) -> list[tuple[dict[str, float], int, float]]:
+        return [
+            ({f"collector_{index % 100}/metric_{key}": 1.0 for key in range(6)}, 1, 1.0)
+            for index in range(payloads)
+        ]
+
+    sizes = range(300, 330)  # 1,800 to 1,974 rows a batch
+    with SQLiteLogger(tmp_path / "metrics.db", run="r") as sink:
+        repeated = batch(300)
+        sink.log_batch(repeated)
+        started = time.thread_time()
+        for _ in sizes:
+            sink.log_batch(repeated)
+        repeated_s = time.thread_time() - started
+        fresh = [batch(size) for size in sizes]
+        started = time.thread_time()
+        for payloads in fresh:
+            sink.log_batch(payloads)
+        fresh_s = time.thread_time() - started
+
+    assert fresh_s < 5 * repeated_s, (fresh_s, repeated_s)
+
+
 # Checkpoint threads alive when this module was imported: another module's
 # stores may still hold theirs (daemon threads of loggers left open).
 _OTHERS: set[threading.Thread] = set()
