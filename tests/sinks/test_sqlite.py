@@ -518,6 +518,30 @@ def test_checkpoints_keep_the_log_short_under_continuous_writes(
     assert records[-1] == Record(1999.0, 1999, "collector/metric_99", 99.0, Kind.GAUGE)
 
 
+@pytest.mark.timeout(60)
+def test_a_writer_leaving_moments_between_writes_never_checkpoints_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As a monitor's sender writes, a batch each poll: the checkpoint thread
+    # copies the whole log between two writes, and the log starts afresh.
+    monkeypatch.setattr(sqlite_sink, "_ROWS_PER_CHECKPOINT", 2_000)
+    path = tmp_path / "metrics.db"
+    payload = {f"collector/metric_{index}": float(index) for index in range(100)}
+    writer_statements: list[str] = []
+    with SQLiteLogger(path, run="r") as sink:
+        sink._connection.set_trace_callback(writer_statements.append)
+        for step in range(400):  # 40,000 rows: 20 checkpoints
+            sink.log_batch([(payload, step, float(step))])
+            time.sleep(0.005)
+        sink._connection.set_trace_callback(None)
+        longest_log = (tmp_path / "metrics.db-wal").stat().st_size
+
+    checkpoints = [s for s in writer_statements if "wal_checkpoint" in s]
+    assert len(checkpoints) <= 2, checkpoints
+    assert longest_log < 2 * 2**20
+    assert len(list(read(path, run="r"))) == 40_000
+
+
 def test_a_store_that_writes_little_starts_no_checkpoint_thread(tmp_path: Path) -> None:
     with SQLiteLogger(tmp_path / "metrics.db") as sink:
         sink.log_metrics({"buffer/size": 1.0}, step=1)
