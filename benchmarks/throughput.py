@@ -886,10 +886,11 @@ def render(results: Results, settings: Settings) -> str:
     if _stalled_by_checkpoints(results):
         sqlite_text = f"""
 `SQLiteLogger`'s figure is set by its write-ahead log's checkpoints: every
-10,000 rows (about 1,700 of these payloads) one runs, beside the writes on a
-thread of the store's, then the next time in the writer's call, which copies
-what was written since and syncs the database to disk (so that the log can
-start afresh); that call took up to
+10,000 rows (about 1,700 of these payloads) one runs beside the writes, on a
+thread of the store's; when the log has not started afresh over 30,000 rows
+(the thread's copies outlasting the pauses between writes), the writer's call
+checkpoints it itself, copying what was written since and syncing the
+database to disk; that call took up to
 {results.longest_call_s(SQLITE) * 1000:,.0f} ms here (median over rounds of
 the longest call in a search) against
 {_typical_longest_call_s(results) * 1000:,.1f} ms for the other sinks (the

@@ -444,6 +444,34 @@ def test_a_batch_that_fails_part_way_stores_none_of_its_payloads(
     assert [record.value for record in read(path, run="r")] == [1.0, 4.0]
 
 
+def test_a_batch_of_a_size_not_stored_before_costs_about_what_a_repeated_one_does(
+    tmp_path: Path,
+) -> None:
+    # A monitor's batches vary in size with what its queue holds: a size the
+    # logger has not stored before may not cost tens of times more.
+    def batch(payloads: int) -> list[tuple[dict[str, float], int, float]]:
+        return [
+            ({f"collector_{index % 100}/metric_{key}": 1.0 for key in range(6)}, 1, 1.0)
+            for index in range(payloads)
+        ]
+
+    sizes = range(300, 330)  # 1,800 to 1,974 rows a batch
+    with SQLiteLogger(tmp_path / "metrics.db", run="r") as sink:
+        repeated = batch(300)
+        sink.log_batch(repeated)
+        started = time.thread_time()
+        for _ in sizes:
+            sink.log_batch(repeated)
+        repeated_s = time.thread_time() - started
+        fresh = [batch(size) for size in sizes]
+        started = time.thread_time()
+        for payloads in fresh:
+            sink.log_batch(payloads)
+        fresh_s = time.thread_time() - started
+
+    assert fresh_s < 5 * repeated_s, (fresh_s, repeated_s)
+
+
 # Checkpoint threads alive when this module was imported: another module's
 # stores may still hold theirs (daemon threads of loggers left open).
 _OTHERS: set[threading.Thread] = set()
@@ -488,6 +516,30 @@ def test_checkpoints_keep_the_log_short_under_continuous_writes(
     records = list(read(path, run="r"))
     assert len(records) == 200_000
     assert records[-1] == Record(1999.0, 1999, "collector/metric_99", 99.0, Kind.GAUGE)
+
+
+@pytest.mark.timeout(60)
+def test_a_writer_leaving_moments_between_writes_never_checkpoints_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As a monitor's sender writes, a batch each poll: the checkpoint thread
+    # copies the whole log between two writes, and the log starts afresh.
+    monkeypatch.setattr(sqlite_sink, "_ROWS_PER_CHECKPOINT", 2_000)
+    path = tmp_path / "metrics.db"
+    payload = {f"collector/metric_{index}": float(index) for index in range(100)}
+    writer_statements: list[str] = []
+    with SQLiteLogger(path, run="r") as sink:
+        sink._connection.set_trace_callback(writer_statements.append)
+        for step in range(400):  # 40,000 rows: 20 checkpoints
+            sink.log_batch([(payload, step, float(step))])
+            time.sleep(0.005)
+        sink._connection.set_trace_callback(None)
+        longest_log = (tmp_path / "metrics.db-wal").stat().st_size
+
+    checkpoints = [s for s in writer_statements if "wal_checkpoint" in s]
+    assert len(checkpoints) <= 2, checkpoints
+    assert longest_log < 2 * 2**20
+    assert len(list(read(path, run="r"))) == 40_000
 
 
 def test_a_store_that_writes_little_starts_no_checkpoint_thread(tmp_path: Path) -> None:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import itertools
 import json
 import math
 import os
@@ -141,9 +140,11 @@ more expensive to store.
 """
 
 # A batch is stored with one multi-row INSERT per this many metrics (of any
-# payloads): 4 parameters a row and one for the run stay below 32,766, the
-# smallest limit of SQLite builds since 3.32 (999 before).
-_ROWS_PER_STATEMENT = 2000 if sqlite3.sqlite_version_info >= (3, 32) else 240
+# payloads): 5 parameters a row stay below 32,766, the smallest limit of
+# SQLite builds since 3.32 (999 before).
+_ROWS_PER_STATEMENT = 2000 if sqlite3.sqlite_version_info >= (3, 32) else 199
+_PARAMETERS_PER_ROW = 5
+_PARAMETERS_PER_STATEMENT = _ROWS_PER_STATEMENT * _PARAMETERS_PER_ROW
 _METRICS_COLUMNS = {"run", "wall_time", "step", "name", "value"}
 
 
@@ -215,11 +216,7 @@ def insert_batch(
     added to ``kinded`` once committed; so is each payload's distributions'
     histograms, a row each.
     """
-    rows = [
-        (wall_time, None if step is None else int(step), name, float(value))
-        for metrics, step, wall_time, *_ in payloads
-        for name, value in metrics.items()
-    ]
+    parameters = _metric_parameters(run_id, payloads)
     histogram_rows = [
         _histogram_row(run_id, payload, name, histogram)
         for payload in payloads
@@ -236,17 +233,17 @@ def insert_batch(
     # thread every release costs a wait of up to the interpreter's
     # switch interval to get it back.
     chunks = [
-        rows[start : start + _ROWS_PER_STATEMENT]
-        for start in range(0, len(rows), _ROWS_PER_STATEMENT)
+        parameters[start : start + _PARAMETERS_PER_STATEMENT]
+        for start in range(0, len(parameters), _PARAMETERS_PER_STATEMENT)
     ]
     if len(chunks) == 1 and not new_kinds and not histogram_rows:
         # One statement outside a transaction is a transaction of its own.
-        _insert(connection, run_id, chunks[0])
+        _insert(connection, chunks[0])
     elif chunks or histogram_rows:
         connection.execute("BEGIN IMMEDIATE")
         try:
             for chunk in chunks:
-                _insert(connection, run_id, chunk)
+                _insert(connection, chunk)
             if new_kinds:
                 _insert_kinds(connection, run_id, new_kinds)
             if histogram_rows:
@@ -257,7 +254,7 @@ def insert_batch(
                 connection.execute("ROLLBACK")
             raise
         kinded.update(new_kinds)
-    return len(rows) + len(histogram_rows)
+    return len(parameters) // _PARAMETERS_PER_ROW + len(histogram_rows)
 
 
 def insert_event(connection: sqlite3.Connection, run_id: int, event: Event) -> None:
@@ -277,24 +274,31 @@ def insert_event(connection: sqlite3.Connection, run_id: int, event: Event) -> N
     )
 
 
+def _metric_parameters(run_id: int, payloads: Sequence[Payload]) -> list[object]:
+    # The metrics rows' parameters, one flat list: (run, wall_time, step,
+    # name, value) for each metric of each payload in turn.
+    parameters: list[object] = []
+    extend = parameters.extend
+    for metrics, step, wall_time, *_ in payloads:
+        row_step = None if step is None else int(step)
+        for name, value in metrics.items():
+            extend((run_id, wall_time, row_step, name, float(value)))
+    return parameters
+
+
 @functools.lru_cache(maxsize=16)
 def _insert_statement(row_count: int) -> str:
-    # ?1 is the run, bound once; then (wall_time, step, name, value) per row.
-    rows = ", ".join(
-        f"(?1, ?{2 + 4 * index}, ?{3 + 4 * index}, ?{4 + 4 * index}, ?{5 + 4 * index})"
-        for index in range(row_count)
-    )
+    # Anonymous parameters, the run bound in every row: SQLite prepares a
+    # statement of numbered ones (?1 reused by each row) in time growing
+    # with the square of its rows, and a monitor's batches come in sizes
+    # the statement cache has not seen.
+    rows = ", ".join(["(?, ?, ?, ?, ?)"] * row_count)
     return f"INSERT INTO metrics (run, wall_time, step, name, value) VALUES {rows}"
 
 
-def _insert(
-    connection: sqlite3.Connection,
-    run_id: int,
-    rows: list[tuple[float, int | None, str, float]],
-) -> None:
-    connection.execute(
-        _insert_statement(len(rows)), (run_id, *itertools.chain.from_iterable(rows))
-    )
+def _insert(connection: sqlite3.Connection, parameters: list[object]) -> None:
+    row_count = len(parameters) // _PARAMETERS_PER_ROW
+    connection.execute(_insert_statement(row_count), parameters)
 
 
 _HISTOGRAM_COLUMNS = (

@@ -23,10 +23,22 @@ from rlpulse.sinks.base import BaseSink, Payload, RunExistsError
 __all__ = ["SQLiteLogger"]
 
 # A checkpoint every this many rows: a log of up to about 2 MB. The writer
-# runs every other one (see _Checkpointer), and its call lasts as long as
-# the copy: at 100,000 rows it held the queue up for 150 ms and more, enough
-# to drop payloads at 10,000 a second; at 10,000 rows it takes about 10 ms.
+# runs one only where its thread could not copy the whole log (see
+# _Checkpointer), and its call then lasts as long as the copy: at 100,000
+# rows it held the queue up for 150 ms and more, enough to drop payloads at
+# 10,000 a second; at 10,000 rows it takes about 10 ms.
 _ROWS_PER_CHECKPOINT = 10_000
+# Passive checkpoints in a row, each copying what the writer added during
+# the one before, before the writer is left to copy the rest itself.
+_CHECKPOINT_TRIES = 3
+# A log that has not started afresh while the writer committed this many
+# checkpoints' rows (the thread's copies outlasting the pauses between
+# writes, a reader holding on to it) is checkpointed by the writer itself.
+_CHECKPOINTS_IN_LOG = 3
+# The write-ahead log's header, and where in it the salts are
+# (https://www.sqlite.org/fileformat.html#the_write_ahead_log).
+_WAL_HEADER_BYTES = 32
+_WAL_SALTS = slice(16, 24)
 # How long a statement waits for another connection's lock to go (SQLite's
 # busy timeout), and opening a store tries to switch it to WAL mode while
 # other connections write to it.
@@ -275,42 +287,58 @@ class SQLiteLogger(BaseSink):
 
 
 class _Checkpointer:
-    """Copies a store's write-ahead log into its database mostly on a thread of its own, off the writer's path.
+    """Copies a store's write-ahead log into its database on a thread of its own, off the writer's path.
 
     A checkpoint syncs the database file to disk: done inside a commit, as
     SQLite does by default, it held the writer (and the sink's queue) up
     for 100 ms and more. Here the writer counts the rows it commits; every
-    :data:`_ROWS_PER_CHECKPOINT` it either wakes this thread, whose passive
-    checkpoint copies the log without blocking the writer, or, the next
-    time, checkpoints itself: only what was written since is left to copy,
-    and a log copied to its end while no write is under way starts afresh
-    (a log checkpointed only beside continuous writes would grow without
-    end). The thread starts with the first checkpoint and sleeps between
-    them.
+    :data:`_ROWS_PER_CHECKPOINT` it wakes this thread, whose passive
+    checkpoints copy the log without blocking the writer, again while the
+    writer added to it meanwhile; a log copied to its end starts afresh at
+    the next write. A log that has not started afresh while the writer
+    committed :data:`_CHECKPOINTS_IN_LOG` checkpoints' rows (it kept
+    writing throughout, a reader held on to the log) would grow without
+    end: the writer checkpoints it itself then, mostly copied already. The
+    thread starts with the first checkpoint and sleeps between them.
     """
 
     def __init__(self, path: Path) -> None:
         self._path = path
         self._rows = 0
-        self._checkpoints = 0
         self._wake = threading.Event()
         self._busy = False
+        self._log = Path(f"{path}-wal")
+        self._last_salt: bytes | None = None
+        # The log's restarts the thread saw (its salts changing), and the
+        # rows committed since the last one the writer counted.
+        self._restarts_seen = 0
+        self._restarts_counted = 0
+        self._rows_in_log = 0
         self._closing = False
         self._thread: threading.Thread | None = None
 
     def wrote(self, rows: int) -> bool:
         """Count ``rows`` committed; whether the writer is to checkpoint now."""
         self._rows += rows
-        if self._rows < _ROWS_PER_CHECKPOINT:
+        self._rows_in_log += rows
+        if self._restarts_counted != self._restarts_seen:
+            self._restarts_counted = self._restarts_seen
+            self._rows_in_log = rows
+        most_rows_in_log = _CHECKPOINTS_IN_LOG * _ROWS_PER_CHECKPOINT
+        if self._rows < _ROWS_PER_CHECKPOINT and self._rows_in_log < most_rows_in_log:
             return False
         thread = self._thread
         alive = thread is not None and thread.is_alive()  # not in a forked child
         if self._busy and alive:
             return False
-        self._rows = 0
-        self._checkpoints += 1
-        if self._checkpoints % 2 == 0:
+        if self._rows_in_log >= most_rows_in_log and alive:
+            # The thread idle, the writer copies the log to its end: the
+            # next write starts it afresh.
+            self._rows = self._rows_in_log = 0
             return True
+        if self._rows < _ROWS_PER_CHECKPOINT:
+            return False
+        self._rows = 0
         if thread is None or not alive:
             thread = self._thread = MonitorThread(
                 "rlpulse-sqlite-checkpoint", self._run
@@ -328,10 +356,11 @@ class _Checkpointer:
                 self._wake.clear()
                 if self._closing:
                     return
-                with contextlib.suppress(sqlite3.Error):
-                    # Another connection busy, a full disk: the next one,
-                    # or closing the store, checkpoints again.
-                    connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                salt = _log_salt(self._log)
+                if salt != self._last_salt:
+                    self._restarts_seen += 1
+                    self._last_salt = salt
+                _copy_log(connection)
                 self._busy = False
         finally:
             connection.close()
@@ -342,6 +371,35 @@ class _Checkpointer:
         self._wake.set()
         if self._thread is not None:
             self._thread.join()
+
+
+def _copy_log(connection: sqlite3.Connection) -> None:
+    """Checkpoint passively, again while the log grew during the checkpoint before."""
+    frames_before = -1
+    for _ in range(_CHECKPOINT_TRIES):
+        try:
+            # Read to its end: a statement left running holds a read
+            # transaction, and the log cannot start afresh under it.
+            [(_, log_frames, _)] = connection.execute(
+                "PRAGMA wal_checkpoint(PASSIVE)"
+            ).fetchall()
+        except sqlite3.Error:
+            # Another connection busy, a full disk: the next one, or
+            # closing the store, checkpoints again.
+            return
+        if log_frames == frames_before:
+            return
+        frames_before = log_frames
+
+
+def _log_salt(log: Path) -> bytes | None:
+    """The salts in the header of the write-ahead log ``log``, which SQLite changes each time the log starts afresh; ``None`` if unreadable."""
+    try:
+        with open(log, "rb") as file:
+            header = file.read(_WAL_HEADER_BYTES)
+    except OSError:
+        return None
+    return header[_WAL_SALTS] if len(header) == _WAL_HEADER_BYTES else None
 
 
 def _switch_to_wal(connection: sqlite3.Connection) -> str:
