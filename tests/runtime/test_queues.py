@@ -686,3 +686,36 @@ def test_a_transient_error_taking_a_round_at_once_leaves_it_to_the_senders_retri
     assert [step for step, _, _ in sink.arrived] == [0, 1]
     # The refusal is no failure; the sender's failed try is.
     assert [str(err) for err in errors] == ["still away"]
+
+
+class _TakesRoundsPartly(_TakesRoundsAtOnce):
+    """A sink that takes a round at once but for a rest its sender is to finish."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.unfinished = False
+        self.finished_on: list[str] = []
+
+    def try_log_payloads(self, payloads: list[Any]) -> bool:
+        self.unfinished = True
+        return super().try_log_payloads(payloads)
+
+    def finish_sending(self) -> None:
+        self.finished_on.append(threading.current_thread().name)
+        self.unfinished = False
+
+
+def test_the_rest_of_a_round_taken_only_partly_is_finished_by_the_sender_at_once() -> (
+    None
+):
+    sink = _TakesRoundsPartly()
+    queue = SinkQueue(Sink(sink), size=16)
+    queue.start()
+    try:
+        queue.put_round(_round(0))
+        # No later round, no flush: the sender finishes it by itself.
+        _wait_for(lambda: not sink.unfinished)
+        assert sink.finished_on
+        assert sink.finished_on[0] != threading.current_thread().name
+    finally:
+        assert queue.close(deadline=time.monotonic() + 5) is None

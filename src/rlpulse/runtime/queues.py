@@ -14,6 +14,7 @@ bounded whatever the sink does.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import operator
 import threading
@@ -126,6 +127,9 @@ class SinkQueue:
         self._on_success = on_success
         self._on_drop = on_drop
         self._wakeup = threading.Event()
+        # A round handed over on the polling thread whose rest the sender is
+        # to write (put_round).
+        self._finishing = False
         # Held by the sender while it holds payloads the sink has not taken
         # yet: put_round() gives the sink none meanwhile, which would pass them.
         self._sending = threading.Lock()
@@ -212,6 +216,11 @@ class SinkQueue:
                 self.put_all(items)
                 return
             self._succeeded()
+            if getattr(self.sink.target, "unfinished", False):
+                # The pipe took part of the round: the sender writes the rest
+                # as soon as there is room, not at the next round's write.
+                self._finishing = True
+                self._wakeup.set()
         finally:
             self._sending.release()
 
@@ -330,12 +339,23 @@ class SinkQueue:
                 if self._send_pending():
                     return
 
+    def _finish_round(self) -> None:
+        # The rest of a round the sink took only part of on the polling
+        # thread (put_round); a failure shows at the sink's next call.
+        self._finishing = False
+        finish = getattr(self.sink.target, "finish_sending", None)
+        if callable(finish):
+            with contextlib.suppress(Exception):
+                finish()
+
     def _send_pending(self) -> bool:
         # Deliver what is pending, then flush when asked; whether the sender is to exit.
         pending = self.pending
         sink = self.sink
         while True:
             while True:
+                if self._finishing:
+                    self._finish_round()
                 # Read before the queue is found empty: what was handed over
                 # before closing began is then sent before the flush.
                 closing = self._closing

@@ -258,8 +258,11 @@ class SinkProcess:
             if self._closed or not payloads:
                 return not payloads
             frame, new_layouts, new_kinds = self._encode_payloads(payloads)
-            if not self._pipes.try_send(frame):
-                return False
+            try:
+                if not self._pipes.try_send(frame):
+                    return False
+            except BrokenPipeError:
+                raise self._gone() from None
             self._sent(payloads, new_layouts, new_kinds)
             # The child's news without waiting; its end is its exit.
             self._read_news(time.monotonic())
@@ -269,6 +272,22 @@ class SinkProcess:
             return True
         finally:
             self._lock.release()
+
+    @property
+    def unfinished(self) -> bool:
+        """Whether the pipe took only part of the last round :meth:`try_log_payloads` handed over: :meth:`finish_sending` writes the rest."""
+        return self._pipes.unfinished
+
+    def finish_sending(self) -> None:
+        """Write the rest of a round the pipe took only part of, waiting for room (at most ``close_timeout`` seconds): the child then has it whole.
+
+        What a monitor's sender thread calls after a round handed over on
+        the polling thread went only partly into the pipe, so that the round
+        does not wait for the next write to reach the child.
+        """
+        with self._lock:
+            if self._pid == os.getpid() and not self._closed:
+                self._pipes.finish(time.monotonic() + self.close_timeout)
 
     def _encode_payloads(
         self, batch: Sequence[Payload]
@@ -536,13 +555,26 @@ class _Pipes:
         if not self._write_unsent(deadline):
             return False
         data = memoryview(frame)
-        while data:
-            try:
-                data = data[os.write(self.outbox, data) :]
-            except BlockingIOError:
-                if not self._wait_for_room(deadline):
-                    return False
+        try:
+            while data:
+                try:
+                    data = data[os.write(self.outbox, data) :]
+                except BlockingIOError:
+                    if not self._wait_for_room(deadline):
+                        return False
+        except BaseException:
+            # Interrupted (Ctrl-C while the pipe was full) after part of the
+            # frame went out: its rest goes first at the next write, so the
+            # child never reads a frame cut short.
+            if data and len(data) < len(frame):
+                self._unsent = data
+            raise
         return True
+
+    @property
+    def unfinished(self) -> bool:
+        """Whether the pipe took only part of the last frame: its rest waits for the next write (:meth:`finish`)."""
+        return bool(self._unsent)
 
     def try_send(self, frame: bytes) -> bool:
         """Write ``frame`` without waiting: False when the pipe takes none of it now (or is still taking an earlier frame's rest).

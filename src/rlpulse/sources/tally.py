@@ -345,8 +345,10 @@ class Tally:
             now = perf_counter()
             for key, under_way in self._waits.copy().items():
                 start = under_way[0]
+                # A wait that began after ``now`` (the writer ran between the
+                # two reads) has nothing to add yet.
                 snapshot[key] = self._counters[key] + (
-                    now - start if start == start else 0.0
+                    max(0.0, now - start) if start == start else 0.0
                 )
 
     def metric_kinds(self) -> dict[str, Kind]:
