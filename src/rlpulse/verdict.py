@@ -412,9 +412,14 @@ def measure(
 def _growth(
     before: Mapping[str, float], after: Mapping[str, float], keys: Iterable[str]
 ) -> float | None:
+    # The growth of the first of ``keys`` that ``after`` has (from 0 where
+    # ``before`` has not seen it yet: a counter born in the window); None
+    # where it has none, or where it went down (a restart: as a rate, no
+    # figure for that window).
     for key in keys:
         if key in after:
-            return max(0.0, after[key] - before.get(key, 0.0))
+            base = before.get(key, 0.0)
+            return None if after[key] < base else after[key] - base
     return None
 
 
@@ -423,7 +428,9 @@ def _shares(
 ) -> tuple[float | None, float | None]:
     busy = _growth(before, after, (BUSY_KEY,))
     wait = _growth(before, after, (WAIT_KEY,))
-    if seconds <= 0:
+    if seconds <= 0 or not (busy or wait):
+        # Nothing recorded in the window (a side inside one long step, or
+        # hung): no share to speak of, not 0 % busy.
         return None, None
     recorded = (busy or 0.0) + (wait or 0.0)
     whole = max(seconds, recorded)

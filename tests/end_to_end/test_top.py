@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
@@ -258,3 +259,41 @@ def test_top_follows_a_store_another_process_writes_in_an_80x24_terminal(
             writer.kill()
             writer.wait(timeout=10)
         terminal.close()
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+@pytest.mark.timeout(60)
+def test_top_ended_by_sigterm_gives_the_terminal_back_as_it_was(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "run.sqlite"
+    settings = tmp_path / "stty.txt"
+    command = (
+        f"{sys.executable} -m rlpulse top {store} --interval 0.2; "
+        f"stty -a > {settings}; sleep 30"
+    )
+    terminal = Terminal(command)
+    try:
+        assert wait_for(lambda: "does not exist yet" in terminal.screen()), (
+            terminal.screen()
+        )
+        os.kill(_pid_of("-m", "rlpulse", "top", str(store)), signal.SIGTERM)
+        assert wait_for(settings.exists)
+        assert wait_for(lambda: " icanon" in settings.read_text())
+        assert " echo" in settings.read_text()
+    finally:
+        terminal.close()
+
+
+def _pid_of(*arguments: str) -> int:
+    """The process whose command line is a Python with ``arguments``."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().decode().split("\0")
+        except OSError:
+            continue
+        if argv[1 : 1 + len(arguments)] == list(arguments):
+            return int(entry.name)
+    raise AssertionError(f"no process runs {' '.join(arguments)}")

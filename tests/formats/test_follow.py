@@ -225,3 +225,49 @@ def test_a_store_another_process_is_writing_is_read_whole_once_in_order(
     assert writer.returncode == 0
     assert seen == [float(index) for index in range(count)]
     assert looks > 1  # it was followed while written, not read at the end
+
+
+def test_a_json_lines_run_whose_first_payload_is_long_is_followed(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "run.jsonl"
+    follower = RunFollower(path, None)
+    with JSONLLogger(path) as sink:
+        sink.log_metrics({f"w/metric_{index}": 1.0 for index in range(30)}, step=1)
+        records = follower.read_new().records
+    assert len(records) == 30
+    assert follower.waiting is None
+
+
+def test_a_csv_name_holding_a_carriage_return_does_not_stop_the_follower(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "run.csv"
+    follower = RunFollower(path, None)
+    with CSVLogger(path) as sink:
+        sink.log_metrics({"w/a\rb": 1.0}, step=1)
+        sink.log_metrics({"w/after": 2.0}, step=2)
+    names = [record.name for record in follower.read_new().records]
+    assert names == ["w/a\rb", "w/after"]
+
+
+def test_a_line_file_deleted_is_waited_for_and_one_written_anew_read_from_its_start(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "run.jsonl"
+    follower = RunFollower(path, None)
+    with JSONLLogger(path) as sink:
+        sink.log_metrics({"w/x": 1.0}, step=1)
+    assert [record.value for record in follower.read_new().records] == [1.0]
+    path.unlink()
+    assert follower.read_new().records == []  # gone: waited for
+    with JSONLLogger(path) as sink:  # longer than the first: not "shorter"
+        for step in range(5):
+            sink.log_metrics({"w/x": 10.0 + step, "w/y": 0.0}, step=step)
+    assert [r.value for r in follower.read_new().records if r.name == "w/x"] == [
+        10.0,
+        11.0,
+        12.0,
+        13.0,
+        14.0,
+    ]

@@ -340,10 +340,15 @@ class RunFollower:
     def _opened(self) -> SQLiteFollower | JSONLFollower | CSVFollower | None:
         try:
             with open(self.path, "rb") as file:
-                first_line = file.readline(256)
+                first_line = file.readline(_FIRST_LINE_LOOK)
         except FileNotFoundError:
             return None
-        if not first_line.endswith(b"\n") and not is_sqlite(first_line):
+        # A first line longer than a look (a JSON lines payload) is one too.
+        if (
+            not first_line.endswith(b"\n")
+            and len(first_line) < _FIRST_LINE_LOOK
+            and not is_sqlite(first_line)
+        ):
             self._waiting = f"{self.path} has no first line yet"
             return None
         self._waiting = None
@@ -353,6 +358,10 @@ class RunFollower:
         if file_format == "csv":
             return CSVFollower(self.path)
         return JSONLFollower(self.path)
+
+
+# How much of a followed file's first line is read to know it has one.
+_FIRST_LINE_LOOK = 256
 
 
 def detect_format(path: Path) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import io
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO
@@ -336,7 +337,8 @@ class CSVFollower(lines.LineFollower):
         record_lines: list[bytes] = []
         quotes = 0
         consumed = 0
-        for raw_line in chunk.splitlines(keepends=True):
+        # Lines end at \n only: a quoted name may hold a \r.
+        for raw_line in io.BytesIO(chunk):
             if not raw_line.endswith(b"\n"):
                 break  # still being written
             record_lines.append(raw_line)

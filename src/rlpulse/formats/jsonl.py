@@ -290,6 +290,9 @@ class JSONLFollower(lines.LineFollower):
         super().__init__(path, batch_bytes=batch_bytes)
         self._kinds: dict[str, Kind] = {}
 
+    def _restart(self) -> None:
+        self._kinds = {}  # a replaced file declares its own
+
     def read_new(self) -> Followed:
         """The records and events of the lines completed since the last look (all of them at the first)."""
         chunk = self._next_bytes()

@@ -138,15 +138,37 @@ class LineFollower:
         self._batch_bytes = batch_bytes
         self._offset = 0
         self._line_number = 0
+        # Which file was read: another at the same path is read from its start.
+        self._identity: tuple[int, int] | None = None
 
     def _next_bytes(self) -> bytes:
-        """At most ``batch_bytes`` bytes from the offset reached; a file shorter than that was replaced, and is read again from its start (:meth:`_restart`)."""
-        with open(self.path, "rb") as file:
-            if file.seek(0, os.SEEK_END) < self._offset:
+        """At most ``batch_bytes`` bytes from the offset reached; nothing while the file is gone.
+
+        Another file at the path (deleted and written again, or shorter
+        than the offset reached: replaced) is read from its start
+        (:meth:`_restart`).
+        """
+        try:
+            with open(self.path, "rb") as file:
+                return self._read_on(file)
+        except FileNotFoundError:
+            # Deleted: waited for, and read from its start once written anew.
+            if self._offset:
                 self._offset = self._line_number = 0
                 self._restart()
-            file.seek(self._offset)
-            return file.read(self._batch_bytes)
+            self._identity = None
+            return b""
+
+    def _read_on(self, file: IO[bytes]) -> bytes:
+        status = os.fstat(file.fileno())
+        identity = (status.st_dev, status.st_ino)
+        replaced = self._identity is not None and identity != self._identity
+        if replaced or status.st_size < self._offset:
+            self._offset = self._line_number = 0
+            self._restart()
+        self._identity = identity
+        file.seek(self._offset)
+        return file.read(self._batch_bytes)
 
     def _restart(self) -> None:
         """Forget what was learnt of the file before it was replaced (its header, its kinds)."""

@@ -26,9 +26,12 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import select
+import signal
 import sys
 import textwrap
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -196,6 +199,9 @@ class TopView:
         )
 
 
+# A terminal's key sequence: CSI parameters and a final byte, or SS3 and one.
+_UNKNOWN_ESCAPE = re.compile(r"\x1b(?:\[[0-9;]*[@-~]|O.)")
+
 _ESCAPES = {
     "\x1b[A": "up",
     "\x1b[B": "down",
@@ -214,6 +220,8 @@ def keys_of(data: bytes) -> list[str]:
 
     >>> keys_of(b"j\\x1b[Aq"), keys_of(b"\\x1b"), keys_of(b"\\r\\x7f")
     (['j', 'up', 'q'], ['escape'], ['enter', 'backspace'])
+    >>> keys_of(b"\\x1bOQ"), keys_of(b"\\x1b[15~j")  # F2, F5: no keys of rlpulse's
+    ([], ['j'])
     """
     text = data.decode("utf-8", errors="replace")
     keys = []
@@ -227,8 +235,14 @@ def keys_of(data: bytes) -> list[str]:
                     index += len(sequence)
                     break
             else:
-                keys.append("escape")
-                index += 1
+                # Another key's sequence (F1, F2, ...) is skipped whole: its
+                # letters are no keys of their own. A lone ESC is escape.
+                unknown = _UNKNOWN_ESCAPE.match(text, index)
+                if unknown is None:
+                    keys.append("escape")
+                    index += 1
+                else:
+                    index = unknown.end()
             continue
         if character in "\r\n":
             keys.append("enter")
@@ -660,6 +674,11 @@ def _keys() -> Iterator[Callable[[float], list[str]]]:
     fd = sys.stdin.fileno()
     saved = termios.tcgetattr(fd)
     tty.setcbreak(fd)
+    # SIGTERM (`timeout 60 rlpulse top ...`) ends it as q does: the screen
+    # and the terminal's settings restored on the way out.
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _end_on_signal)
 
     def pressed(timeout: float) -> list[str]:
         readable, _, _ = select.select([fd], [], [], timeout)
@@ -672,3 +691,9 @@ def _keys() -> Iterator[Callable[[float], list[str]]]:
         yield pressed
     finally:
         termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _end_on_signal(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)

@@ -87,7 +87,10 @@ class Bottleneck:
             snapshot_of(self._consumer()),
             None if self._buffer is None else snapshot_of(self._buffer()),
         )
-        before, self._last = self._last, reading
+        before = self._last
+        # The next window starts from each counter's last value seen: one
+        # left out of this reading (NaN) keeps the one before.
+        self._last = reading if before is None else _carried(before, reading)
         if before is None:
             return {}
         window = measure(before, reading, self._target_ratio)
@@ -106,3 +109,16 @@ class Bottleneck:
     def __repr__(self) -> str:
         producer, consumer = self._names
         return f"Bottleneck({producer!r} -> {consumer!r}, window={self._window:g})"
+
+
+def _carried(before: Reading, after: Reading) -> Reading:
+    """``after``, with each figure it lacks that ``before`` had."""
+    buffer = after.buffer
+    if before.buffer is not None and buffer is not None:
+        buffer = {**before.buffer, **buffer}
+    return Reading(
+        after.time,
+        {**before.producer, **after.producer},
+        {**before.consumer, **after.consumer},
+        buffer,
+    )
