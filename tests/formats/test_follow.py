@@ -271,3 +271,30 @@ def test_a_line_file_deleted_is_waited_for_and_one_written_anew_read_from_its_st
         13.0,
         14.0,
     ]
+
+
+def test_following_the_latest_run_moves_on_to_a_run_started_later_in_the_file(
+    tmp_path: Path,
+) -> None:
+    from rlpulse.read.live import LiveRun
+
+    path = tmp_path / "run.sqlite"
+    latest, named = RunFollower(path, None), RunFollower(path, "first")
+    live = LiveRun("run")
+    with SQLiteLogger(path, run="first") as sink:
+        sink.log_metrics({"c/frames": 1.0, "c/old_only": 1.0}, timestamp=100.0)
+    for follower in (latest, named):
+        assert [r.value for r in follower.read_new().records] == [1.0, 1.0]
+    live.add(RunFollower(path, None).read_new())
+    with SQLiteLogger(path, run="second") as sink:
+        sink.log_metrics({"c/frames": 7.0}, timestamp=200.0)
+    moved = latest.read_new()
+    assert moved.new_run
+    assert [(r.name, r.value) for r in moved.records] == [("c/frames", 7.0)]
+    assert latest.run == "second"
+    assert not latest.read_new().new_run  # once
+    stayed = named.read_new()  # a run asked for by name stays followed
+    assert (stayed.records, stayed.new_run, named.run) == ([], False, "first")
+    live.add(moved)  # what top keeps forgets the run before
+    assert live.value("c/old_only") is None
+    assert live.value("c/frames") == 7.0

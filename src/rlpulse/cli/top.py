@@ -58,7 +58,9 @@ examples:
 def add(commands: common.Commands) -> None:
     top = common.add_command(commands, "top", SUMMARY, DESCRIPTION, run)
     common.add_runs_argument(
-        top, "a metrics file (its latest run) or FILE:NAME; several side by side"
+        top,
+        "a metrics file (its latest run, and a run started later in it once"
+        " there is one) or FILE:NAME; several side by side",
     )
     common.add_run_option(top, "follow")
     top.add_argument(

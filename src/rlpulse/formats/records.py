@@ -144,7 +144,9 @@ class Followed(NamedTuple):
     """What a run file gained since a follower last looked: its new records and events, in order.
 
     ``more`` says that the follower stopped at its limit with more already
-    written: the next look goes on from there.
+    written: the next look goes on from there. ``new_run`` that it moved on
+    to a run started later in the same file: what was kept of the one before
+    is to be forgotten.
 
     >>> Followed([], [], more=False).records
     []
@@ -153,6 +155,7 @@ class Followed(NamedTuple):
     records: list[Record]
     events: list[Event]
     more: bool = False
+    new_run: bool = False
 
 
 class RunFileError(ValueError):

@@ -664,7 +664,8 @@ class SQLiteFollower:
     read-only connection: in WAL mode (as ``SQLiteLogger`` writes) a reader
     never blocks the writer, and each look is one short read transaction,
     so checkpoints are not held back between looks. ``run`` names the run
-    (``None``: the latest when the file first has one). A file not yet
+    (``None``: the latest, and a run started later in the file once it
+    is: :attr:`Followed.new_run` says so). A file not yet
     there, or without tables or that run yet, is waited for:
     :meth:`read_new` returns nothing and :attr:`waiting` says why. A file
     that is no rlpulse SQLite file raises ``RunFileError``. At most
@@ -700,12 +701,15 @@ class SQLiteFollower:
         self._last_metric = 0
         self._last_event = 0
         self._kinds: dict[str, Kind] = {}
+        self._latest = run is None
+        self._new_run = False
 
     def read_new(self) -> Followed:
         """The records and events written since the last look (all of them at the first)."""
         connection = self._connected()
         if connection is None or (run_id := self._found_run(connection)) is None:
             return Followed([], [])
+        new_run, self._new_run = self._new_run, False
         try:
             rows = connection.execute(
                 "SELECT rowid, wall_time, step, name, value FROM metrics"
@@ -733,7 +737,7 @@ class SQLiteFollower:
             for _, wall_time, step, name, value in rows
         ]
         more = len(rows) == self._batch_rows or len(events) == self._batch_rows
-        return Followed(records, events, more)
+        return Followed(records, events, more, new_run)
 
     def close(self) -> None:
         """Close the connection; a later look opens another."""
@@ -765,6 +769,8 @@ class SQLiteFollower:
 
     def _found_run(self, connection: sqlite3.Connection) -> int | None:
         if self._run_id is not None:
+            if self._latest:
+                self._move_to_a_later_run(connection)
             return self._run_id
         try:
             runs = connection.execute(
@@ -786,6 +792,24 @@ class SQLiteFollower:
         self.run, self._run_id = named[-1]
         self.waiting = None
         return self._run_id
+
+    def _move_to_a_later_run(self, connection: sqlite3.Connection) -> None:
+        # Following the latest run: a run started since is followed instead,
+        # from its start.
+        try:
+            later = connection.execute(
+                "SELECT name, id FROM runs WHERE id > ? ORDER BY id DESC LIMIT 1",
+                (self._run_id,),
+            ).fetchone()
+        except sqlite3.OperationalError as error:
+            if _busy(error):
+                return  # the next look
+            raise RunFileError(f"{self.path} cannot be read: {error}") from error
+        if later is not None:
+            self.run, self._run_id = later
+            self._last_metric = self._last_event = 0
+            self._kinds = {}
+            self._new_run = True
 
     def _new_events(self, connection: sqlite3.Connection, run_id: int) -> list[Event]:
         try:

@@ -219,6 +219,10 @@ class LiveRun:
     def __init__(self, label: str, *, match: Match = None) -> None:
         self.label = label
         self._match = match
+        self._forget()
+
+    def _forget(self) -> None:
+        # Nothing kept yet: a new run, or the run before one that followed.
         self._kept: dict[str, bool] = {}
         self._times: deque[float] = deque(maxlen=_GAPS_KEPT + 1)
         self.series: dict[str, Series] = {}
@@ -229,7 +233,9 @@ class LiveRun:
         self._one_shots: dict[tuple[str, EventKind], Event] = {}
 
     def add(self, followed: Followed) -> None:
-        """Take what one look read."""
+        """Take what one look read (after forgetting the run before, where the follower moved on to a new one)."""
+        if followed.new_run:
+            self._forget()
         self._add_records(followed.records)
         for event in followed.events:
             self._add_event(event)
