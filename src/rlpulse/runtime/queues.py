@@ -216,7 +216,7 @@ class SinkQueue:
                 self.put_all(items)
                 return
             self._succeeded()
-            if getattr(self.sink.target, "unfinished", False):
+            if self.sink.finish_sending is not None and self.sink.target.unfinished:
                 # The pipe took part of the round: the sender writes the rest
                 # as soon as there is room, not at the next round's write.
                 self._finishing = True
@@ -343,10 +343,9 @@ class SinkQueue:
         # The rest of a round the sink took only part of on the polling
         # thread (put_round); a failure shows at the sink's next call.
         self._finishing = False
-        finish = getattr(self.sink.target, "finish_sending", None)
-        if callable(finish):
+        if self.sink.finish_sending is not None:
             with contextlib.suppress(Exception):
-                finish()
+                self.sink.finish_sending()
 
     def _send_pending(self) -> bool:
         # Deliver what is pending, then flush when asked; whether the sender is to exit.

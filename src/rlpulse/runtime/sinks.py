@@ -39,6 +39,7 @@ class Sink:
 
     __slots__ = (
         "failing",
+        "finish_sending",
         "log_batch",
         "log_event",
         "log_metrics",
@@ -76,6 +77,14 @@ class Sink:
         self.try_log_payloads: Callable[..., bool] | None = (
             try_log_payloads
             if callable(try_log_payloads) and self.log_payloads is not None
+            else None
+        )
+        # With it, an optional finish_sending(): what writes the rest of a
+        # round the sink took only part of (its ``unfinished`` says so).
+        finish_sending = getattr(target, "finish_sending", None)
+        self.finish_sending: Callable[[], None] | None = (
+            finish_sending
+            if callable(finish_sending) and self.try_log_payloads is not None
             else None
         )
         # A sink's optional log_event(event): every Event reaches it.
