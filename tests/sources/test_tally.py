@@ -508,3 +508,60 @@ def test_wait_s_only_grows_while_waits_begin_and_end() -> None:
 
     assert readings == sorted(readings)
     assert readings[-1] > 0
+
+
+@pytest.mark.timeout(30)
+def test_a_busy_block_under_way_counts_in_busy_s_before_it_ends() -> None:
+    tally = Tally()
+    release = threading.Event()
+
+    def update() -> None:
+        with tally.busy():
+            release.wait(10)
+
+    worker = threading.Thread(target=update)
+    worker.start()
+    try:
+        time.sleep(0.3)
+        during = tally.stats()["busy_s"]
+        time.sleep(0.1)
+        later = tally.stats()["busy_s"]
+    finally:
+        release.set()
+        worker.join()
+
+    assert 0.25 <= during < later
+    assert tally.stats()["busy_s"] >= later
+
+
+@pytest.mark.timeout(30)
+def test_busy_s_sums_blocks_under_way_on_several_threads_and_only_grows() -> None:
+    tally = Tally()
+    stop = threading.Event()
+
+    @tally.busy()
+    def step() -> None:
+        time.sleep(0.0005)
+
+    def work() -> None:
+        while not stop.is_set():
+            step()
+
+    workers = [threading.Thread(target=work) for _ in range(3)]
+    started = time.perf_counter()
+    for worker in workers:
+        worker.start()
+    try:
+        readings = [tally.stats()["busy_s"] for _ in range(5000)]
+        time.sleep(0.2)
+    finally:
+        stop.set()
+        for worker in workers:
+            worker.join()
+    elapsed = time.perf_counter() - started
+
+    assert readings == sorted(readings)
+    # Three threads busy nearly all the time: close to three seconds a second.
+    assert (
+        1.5 * elapsed < tally.stats()["busy_s"] <= 3 * (time.perf_counter() - started)
+    )

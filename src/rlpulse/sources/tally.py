@@ -49,13 +49,6 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 _T = TypeVar("_T")
 
-# What a timer does with the seconds it measured: hand them over as an
-# observation, or add them to a counter.
-_Record = Callable[[float], None]
-# A timer's window, or else its record: what each of a decorated function's
-# calls is timed into.
-_Recording = tuple["_Window | None", "_Record | None"]
-
 
 # How many observations of one key may wait for a reader before the writer
 # files them itself: what a tally no monitor reads holds at most.
@@ -204,11 +197,11 @@ class Tally:
         # Which kind owns every name that stats() can return, so that two
         # kinds never silently write the same entry.
         self._owners: dict[str, str] = {}
-        # Per counter of waiting(), when the wait under way began (NaN when
-        # none): stats() counts a wait before it ends, so that a wait longer
-        # than a reader's interval shows in the intervals it spans.
-        self._waits: dict[str, list[float]] = {}
-        self._waits_lock = threading.Lock()
+        # Per counter of busy() and waiting(), when each block or wait under
+        # way began: stats() counts them before they end, so that one longer
+        # than a reader's interval shows in every interval it spans.
+        self._under_way: dict[str, list[float]] = {}
+        self._under_way_lock = threading.Lock()
 
     @property
     def window(self) -> int:
@@ -314,8 +307,8 @@ class Tally:
         # thread cannot interleave with; iterating the live containers
         # could see them change size.
         snapshot: dict[str, float] = self._counters.copy()
-        if self._waits:
-            self._add_waits_under_way(snapshot)
+        if self._under_way:
+            self._add_seconds_under_way(snapshot)
         for key, count in self._nonfinite.copy().items():
             snapshot[key + "_nonfinite"] = count
         snapshot.update(self._gauges.copy())
@@ -337,18 +330,17 @@ class Tally:
             snapshot[key + "_last"] = values[(count - 1) % self._window]
         return snapshot
 
-    def _add_waits_under_way(self, snapshot: dict[str, float]) -> None:
-        """Count in ``snapshot`` the seconds of each wait of :meth:`waiting` under way."""
-        # Under the lock a wait is either under way or recorded, never both
+    def _add_seconds_under_way(self, snapshot: dict[str, float]) -> None:
+        """Count in ``snapshot`` the seconds so far of each block of :meth:`busy` and wait of :meth:`waiting` under way."""
+        # Under the lock a block is either under way or recorded, never both
         # nor neither: each counter only grows from one read to the next.
-        with self._waits_lock:
+        with self._under_way_lock:
             now = perf_counter()
-            for key, under_way in self._waits.copy().items():
-                start = under_way[0]
-                # A wait that began after ``now`` (the writer ran between the
-                # two reads) has nothing to add yet.
-                snapshot[key] = self._counters[key] + (
-                    max(0.0, now - start) if start == start else 0.0
+            for key, starts in self._under_way.copy().items():
+                # A start after ``now`` (the writer ran between the two
+                # reads) has nothing to add yet.
+                snapshot[key] = self._counters[key] + sum(
+                    now - start for start in starts.copy() if start < now
                 )
 
     def metric_kinds(self) -> dict[str, Kind]:
@@ -431,7 +423,10 @@ class Tally:
         """Add to the counter ``key`` (default ``busy_s``) the seconds a block or a function takes: the time this side works.
 
         A context manager and a decorator, as :meth:`time` is; the counter
-        exists, at 0, from this call. With :meth:`waiting`, the stage
+        exists, at 0, from this call. A block under way counts in
+        :meth:`stats` before it ends, so that one longer than a monitor's
+        window (a collector inside a slow batch) shows in every window it
+        spans; blocks on several threads add up. With :meth:`waiting`, the stage
         timing a bottleneck verdict reads
         (:meth:`rlpulse.LoggerMonitor.bottleneck`).
 
@@ -442,8 +437,7 @@ class Tally:
             >>> tally.stats()["busy_s"] >= 0, tally.metric_kinds()["busy_s"]
             (True, <Kind.COUNTER: 'counter'>)
         """
-        self._start_counter(key)
-        return _Timer(None, self._adder(key))
+        return _Busy(self._seconds(key))
 
     def waiting(self, iterable: Iterable[_T], key: str = "wait_s") -> Iterator[_T]:
         """Iterate ``iterable``, adding to the counter ``key`` (default ``wait_s``) the seconds each next item takes to come: the time this side waits.
@@ -453,7 +447,7 @@ class Tally:
         exists, at 0, from this call. A wait under way counts in
         :meth:`stats` before its item comes, so that a wait longer than a
         monitor's window (a learner waiting for its first batches) shows in
-        every window it spans. One wait per ``key`` at a time.
+        every window it spans.
 
         Examples:
             >>> tally = Tally()
@@ -463,22 +457,14 @@ class Tally:
             >>> sorted(tally.stats())
             ['busy_s', 'wait_s']
         """
-        self._start_counter(key)
-        under_way = self._waits.setdefault(key, [_NOT_STARTED])
-        return _waited(iter(iterable), self._adder(key), under_way, self._waits_lock)
+        return _waited(iter(iterable), self._seconds(key))
 
-    def _start_counter(self, key: str) -> None:
+    def _seconds(self, key: str) -> _Seconds:
+        """What adds the seconds of blocks to the counter ``key``, from 0 now, counting those under way."""
         if key not in self._counters:
             self.inc(key, 0)
-
-    def _adder(self, key: str) -> _Record:
-        """What adds seconds to the counter ``key``."""
-        inc = self.inc
-
-        def add(seconds: float) -> None:
-            inc(key, seconds)
-
-        return add
+        starts = self._under_way.setdefault(key, [])
+        return _Seconds(key, self.inc, starts, self._under_way_lock)
 
     def __repr__(self) -> str:
         return (
@@ -508,41 +494,61 @@ class Tally:
                 )
 
 
-def _waited(
-    iterator: Iterator[_T],
-    record: _Record,
-    under_way: list[float],
-    lock: threading.Lock,
-) -> Iterator[_T]:
-    """``iterator``'s items, recording the seconds each one takes to come (and the end).
-
-    ``under_way[0]`` holds when the wait under way began, NaN between
-    waits; ``lock`` makes recording a wait and ending it one step for
-    :meth:`Tally.stats`.
-    """
+def _waited(iterator: Iterator[_T], seconds: _Seconds) -> Iterator[_T]:
+    """``iterator``'s items, adding to ``seconds`` the time each one takes to come (and the end)."""
     while True:
-        start = perf_counter()
-        under_way[0] = start
+        start = seconds.begin()
         try:
             item = next(iterator)
         except StopIteration:
             return
         finally:
-            with lock:
-                record(perf_counter() - start)
-                under_way[0] = _NOT_STARTED
+            seconds.end(start)
         yield item
+
+
+class _Seconds:
+    """Adds to a tally's counter the seconds of blocks, keeping the start of each under way.
+
+    ``starts`` holds when each block under way began (several threads may
+    be inside blocks of one key); ``lock`` makes adding a block's seconds
+    and ending it one step for :meth:`Tally.stats`.
+    """
+
+    __slots__ = ("_inc", "_key", "_lock", "_starts")
+
+    def __init__(
+        self,
+        key: str,
+        inc: Callable[[str, float], None],
+        starts: list[float],
+        lock: threading.Lock,
+    ) -> None:
+        self._key = key
+        self._inc = inc
+        self._starts = starts
+        self._lock = lock
+
+    def begin(self) -> float:
+        """Start a block now; returns its start, for :meth:`end`."""
+        start = perf_counter()
+        self._starts.append(start)
+        return start
+
+    def end(self, start: float) -> None:
+        """End the block begun at ``start``: add its seconds to the counter."""
+        with self._lock:
+            self._inc(self._key, perf_counter() - start)
+            self._starts.remove(start)
 
 
 class _Timer:
     """Records the seconds a ``with`` block or each call of a decorated function takes."""
 
-    __slots__ = ("_outer", "_record", "_start", "_window")
+    __slots__ = ("_outer", "_start", "_window")
 
-    def __init__(self, window: _Window | None, record: _Record | None = None) -> None:
-        # Observes into ``window`` (time()), or calls ``record`` (busy()).
+    def __init__(self, window: _Window) -> None:
         self._window = window
-        self._record = record
         # NaN while not entered; the starts of enclosing entries of this
         # same timer wait in _outer, made when first needed.
         self._start = _NOT_STARTED
@@ -566,72 +572,104 @@ class _Timer:
         elapsed = perf_counter() - self._start
         self._start = self._outer.pop() if self._outer else _NOT_STARTED
         window = self._window
-        if window is None:
-            record = self._record
-            if record is not None:
-                record(elapsed)
-            return
         # Window.hand_over, inline: this is the training loop's hot path.
         pending = window.pending
         pending.append(elapsed)
         if len(pending) >= _FILE_AT:
             window.hand_over_done()
 
+    def _fresh(self) -> _Timer:
+        """A timer like this one, not entered."""
+        return _Timer(self._window)
+
     def __call__(self, function: Callable[_P, _R]) -> Callable[_P, _R]:
-        record = self._window, self._record
+        fresh = self._fresh
         # Called, a coroutine or generator function returns at once: what
         # takes the time is awaiting or iterating what it returned.
         if inspect.iscoroutinefunction(function):
-            return cast("Callable[_P, _R]", _timed_coroutine(function, record))
+            return cast("Callable[_P, _R]", _timed_coroutine(function, fresh))
         if inspect.isasyncgenfunction(function):
-            return cast("Callable[_P, _R]", _timed_async_generator(function, record))
+            return cast("Callable[_P, _R]", _timed_async_generator(function, fresh))
         if inspect.isgeneratorfunction(function):
-            return cast("Callable[_P, _R]", _timed_generator(function, record))
+            return cast("Callable[_P, _R]", _timed_generator(function, fresh))
 
         @functools.wraps(function)
         def timed(*args: _P.args, **kwargs: _P.kwargs) -> _R:
             # A timer per call: calls on several threads, or recursive ones,
             # each time themselves.
-            with _Timer(*record):
+            with fresh():
                 return function(*args, **kwargs)
 
         return timed
 
 
+class _Busy(_Timer):
+    """Adds to a counter the seconds a ``with`` block or each call of a decorated function takes, counting those under way."""
+
+    __slots__ = ("_seconds",)
+
+    def __init__(self, seconds: _Seconds) -> None:
+        self._seconds = seconds
+        self._start = _NOT_STARTED
+        self._outer = _NONE_OUTER
+
+    def __enter__(self) -> _Busy:
+        start = self._start
+        if start == start:  # entered again before it exits
+            if self._outer is _NONE_OUTER:
+                self._outer = []
+            self._outer.append(start)
+        self._start = self._seconds.begin()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        start = self._start
+        self._start = self._outer.pop() if self._outer else _NOT_STARTED
+        self._seconds.end(start)
+
+    def _fresh(self) -> _Busy:
+        return _Busy(self._seconds)
+
+
 def _timed_coroutine(
-    function: Callable[..., Awaitable[Any]], record: _Recording
+    function: Callable[..., Awaitable[Any]], fresh: Callable[[], _Timer]
 ) -> Callable[..., Awaitable[Any]]:
     """``function``, each call timed from its start to the end of its await."""
 
     @functools.wraps(function)
     async def timed(*args: Any, **kwargs: Any) -> Any:
-        with _Timer(*record):
+        with fresh():
             return await function(*args, **kwargs)
 
     return timed
 
 
 def _timed_generator(
-    function: Callable[..., Generator[Any, Any, Any]], record: _Recording
+    function: Callable[..., Generator[Any, Any, Any]], fresh: Callable[[], _Timer]
 ) -> Callable[..., Generator[Any, Any, Any]]:
     """``function``, each generator it returns timed from its first item to its end (or close)."""
 
     @functools.wraps(function)
     def timed(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
-        with _Timer(*record):
+        with fresh():
             return (yield from function(*args, **kwargs))
 
     return timed
 
 
 def _timed_async_generator(
-    function: Callable[..., AsyncGenerator[Any, Any]], record: _Recording
+    function: Callable[..., AsyncGenerator[Any, Any]], fresh: Callable[[], _Timer]
 ) -> Callable[..., AsyncGenerator[Any, Any]]:
     """``function``, each asynchronous generator it returns timed from its first item to its end (or close)."""
 
     @functools.wraps(function)
     async def timed(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, Any]:
-        with _Timer(*record):
+        with fresh():
             generator = function(*args, **kwargs)
             try:
                 sent = None
