@@ -419,7 +419,7 @@ class Tally:
             self._claim(key, "observed key", _OBSERVED_SUFFIXES)
             return _Timer(self._windows.setdefault(key, _Window(self._window)))
 
-    def busy(self, key: str = "busy_s") -> _Timer:
+    def busy(self, key: str = "busy_s") -> _Busy:
         """Add to the counter ``key`` (default ``busy_s``) the seconds a block or a function takes: the time this side works.
 
         A context manager and a decorator, as :meth:`time` is; the counter
@@ -583,61 +583,59 @@ class _Timer:
         return _Timer(self._window)
 
     def __call__(self, function: Callable[_P, _R]) -> Callable[_P, _R]:
-        fresh = self._fresh
-        # Called, a coroutine or generator function returns at once: what
-        # takes the time is awaiting or iterating what it returned.
-        if inspect.iscoroutinefunction(function):
-            return cast("Callable[_P, _R]", _timed_coroutine(function, fresh))
-        if inspect.isasyncgenfunction(function):
-            return cast("Callable[_P, _R]", _timed_async_generator(function, fresh))
-        if inspect.isgeneratorfunction(function):
-            return cast("Callable[_P, _R]", _timed_generator(function, fresh))
-
-        @functools.wraps(function)
-        def timed(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-            # A timer per call: calls on several threads, or recursive ones,
-            # each time themselves.
-            with fresh():
-                return function(*args, **kwargs)
-
-        return timed
+        return _timed(function, self._fresh)
 
 
-class _Busy(_Timer):
+class _Busy:
     """Adds to a counter the seconds a ``with`` block or each call of a decorated function takes, counting those under way."""
 
-    __slots__ = ("_seconds",)
+    __slots__ = ("_seconds", "_starts")
 
     def __init__(self, seconds: _Seconds) -> None:
         self._seconds = seconds
-        self._start = _NOT_STARTED
-        self._outer = _NONE_OUTER
+        # The start of each entry not yet exited, innermost last.
+        self._starts: list[float] = []
 
     def __enter__(self) -> _Busy:
-        start = self._start
-        if start == start:  # entered again before it exits
-            if self._outer is _NONE_OUTER:
-                self._outer = []
-            self._outer.append(start)
-        self._start = self._seconds.begin()
+        self._starts.append(self._seconds.begin())
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        start = self._start
-        self._start = self._outer.pop() if self._outer else _NOT_STARTED
-        self._seconds.end(start)
+    def __exit__(self, *exc_info: object) -> None:
+        self._seconds.end(self._starts.pop())
 
     def _fresh(self) -> _Busy:
         return _Busy(self._seconds)
 
+    def __call__(self, function: Callable[_P, _R]) -> Callable[_P, _R]:
+        return _timed(function, self._fresh)
+
+
+_Fresh = Callable[[], "_Timer | _Busy"]
+
+
+def _timed(function: Callable[_P, _R], fresh: _Fresh) -> Callable[_P, _R]:
+    """``function``, each call timed by a timer of its own from ``fresh``."""
+    # Called, a coroutine or generator function returns at once: what
+    # takes the time is awaiting or iterating what it returned.
+    if inspect.iscoroutinefunction(function):
+        return cast("Callable[_P, _R]", _timed_coroutine(function, fresh))
+    if inspect.isasyncgenfunction(function):
+        return cast("Callable[_P, _R]", _timed_async_generator(function, fresh))
+    if inspect.isgeneratorfunction(function):
+        return cast("Callable[_P, _R]", _timed_generator(function, fresh))
+
+    @functools.wraps(function)
+    def timed(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        # A timer per call: calls on several threads, or recursive ones,
+        # each time themselves.
+        with fresh():
+            return function(*args, **kwargs)
+
+    return timed
+
 
 def _timed_coroutine(
-    function: Callable[..., Awaitable[Any]], fresh: Callable[[], _Timer]
+    function: Callable[..., Awaitable[Any]], fresh: _Fresh
 ) -> Callable[..., Awaitable[Any]]:
     """``function``, each call timed from its start to the end of its await."""
 
@@ -650,7 +648,7 @@ def _timed_coroutine(
 
 
 def _timed_generator(
-    function: Callable[..., Generator[Any, Any, Any]], fresh: Callable[[], _Timer]
+    function: Callable[..., Generator[Any, Any, Any]], fresh: _Fresh
 ) -> Callable[..., Generator[Any, Any, Any]]:
     """``function``, each generator it returns timed from its first item to its end (or close)."""
 
@@ -663,7 +661,7 @@ def _timed_generator(
 
 
 def _timed_async_generator(
-    function: Callable[..., AsyncGenerator[Any, Any]], fresh: Callable[[], _Timer]
+    function: Callable[..., AsyncGenerator[Any, Any]], fresh: _Fresh
 ) -> Callable[..., AsyncGenerator[Any, Any]]:
     """``function``, each asynchronous generator it returns timed from its first item to its end (or close)."""
 
