@@ -14,7 +14,9 @@ run.
 
 from __future__ import annotations
 
+import contextlib
 import io
+import itertools
 import json
 import math
 import os
@@ -24,6 +26,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,11 +93,15 @@ BUDGETS = (
 
 
 def write_run(path: Path, settings: Settings) -> None:
-    """Write a run of ``settings.records`` records into a new SQLite file at ``path``, as SQLiteLogger stores them."""
-    from rlpulse.formats.sqlite import create_tables
+    """Write a run of ``settings.records`` records into a new SQLite file at ``path``, as SQLiteLogger stores them.
+
+    Its summaries too, brought up to date as a logger does it: after every
+    ``ROWS_PER_SUMMARY`` rows, and at the end (as the logger closes).
+    """
+    from rlpulse.formats.sqlite import ROWS_PER_SUMMARY, create_tables, summarize_run
 
     random_values = random.Random(1)
-    with sqlite3.connect(path) as connection:
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as connection:
         create_tables(connection)
         connection.execute(
             "INSERT INTO runs (id, name, start_wall_time) VALUES (1, 'long', 1.7e9)"
@@ -108,7 +115,7 @@ def write_run(path: Path, settings: Settings) -> None:
             ],
         )
 
-        def rows() -> object:
+        def rows() -> Iterator[tuple[float, int, str, float]]:
             for index in range(settings.payloads):
                 for watch in range(settings.watches):
                     wall_time = 1.7e9 + index + watch / 100
@@ -126,11 +133,16 @@ def write_run(path: Path, settings: Settings) -> None:
                         math.log1p(index) + noise,
                     )
 
-        connection.executemany(
-            "INSERT INTO metrics (run, wall_time, step, name, value)"
-            " VALUES (1, ?, ?, ?, ?)",
-            rows(),  # type: ignore[arg-type]
-        )
+        remaining = iter(rows())
+        while chunk := list(itertools.islice(remaining, ROWS_PER_SUMMARY)):
+            with connection:  # one transaction
+                connection.execute("BEGIN")
+                connection.executemany(
+                    "INSERT INTO metrics (run, wall_time, step, name, value)"
+                    " VALUES (1, ?, ?, ?, ?)",
+                    chunk,
+                )
+            summarize_run(connection, 1)
 
 
 _PROBE = """
