@@ -30,7 +30,7 @@ import os
 import sqlite3
 from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from rlpulse.distributions import SCALE, Histogram
 from rlpulse.formats.records import (
@@ -54,6 +54,7 @@ __all__ = [
     "SQLITE_FORMAT_VERSION",
     "SQLITE_MAGIC",
     "SQLITE_SCHEMA",
+    "RunSummaries",
     "SQLiteFollower",
     "check_tables",
     "create_tables",
@@ -255,17 +256,16 @@ def insert_batch(
     run_id: int,
     payloads: Sequence[Payload],
     kinded: set[str],
-    *,
-    summarize: bool = False,
+    summaries: RunSummaries | None = None,
 ) -> int:
     """Store ``payloads`` in run ``run_id`` as one committed transaction; return how many rows it holds.
 
     A payload's ``wall_time`` is stored as the time of its rows. The kind of
     each metric not in ``kinded`` (those the run stores) is stored too, and
     added to ``kinded`` once committed; so is each payload's distributions'
-    histograms, a row each. With ``summarize``, the run's summaries are
-    brought up to date with its rows, these included, in the same
-    transaction (see :func:`summarize_run`).
+    histograms, a row each. ``summaries``, the run's as its writer keeps
+    them, takes the rows in; when they are due, they are brought up to
+    date with the run's rows, these included, in the same transaction.
     """
     parameters = _metric_parameters(run_id, payloads)
     histogram_rows = [
@@ -287,26 +287,35 @@ def insert_batch(
         parameters[start : start + _PARAMETERS_PER_STATEMENT]
         for start in range(0, len(parameters), _PARAMETERS_PER_STATEMENT)
     ]
-    if len(chunks) == 1 and not new_kinds and not histogram_rows and not summarize:
-        # One statement outside a transaction is a transaction of its own.
-        _insert(connection, chunks[0])
-    elif chunks or histogram_rows or summarize:
-        connection.execute("BEGIN IMMEDIATE")
-        try:
-            for chunk in chunks:
-                _insert(connection, chunk)
-            if new_kinds:
-                _insert_kinds(connection, run_id, new_kinds)
-            if histogram_rows:
-                connection.executemany(_INSERT_HISTOGRAM, histogram_rows)
-            if summarize:
-                _summarize(connection, run_id)
-            connection.execute("COMMIT")
-        except BaseException:
-            if connection.in_transaction:
-                connection.execute("ROLLBACK")
-            raise
-        kinded.update(new_kinds)
+    due = summaries is not None and summaries.due
+    try:
+        if len(chunks) == 1 and not new_kinds and not histogram_rows and not due:
+            # One statement outside a transaction is a transaction of its own.
+            _insert(connection, chunks[0])
+        elif chunks or histogram_rows or due:
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                for chunk in chunks:
+                    _insert(connection, chunk)
+                if new_kinds:
+                    _insert_kinds(connection, run_id, new_kinds)
+                if histogram_rows:
+                    connection.executemany(_INSERT_HISTOGRAM, histogram_rows)
+                if summaries is not None and due:
+                    summaries.add(parameters)
+                    summaries.update(connection)
+                connection.execute("COMMIT")
+            except BaseException:
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
+                raise
+            kinded.update(new_kinds)
+    except BaseException:
+        if summaries is not None:
+            summaries.lose_track()
+        raise
+    if summaries is not None and not due:
+        summaries.add(parameters)
     return len(parameters) // _PARAMETERS_PER_ROW + len(histogram_rows)
 
 
@@ -1209,18 +1218,204 @@ def _least(value: float, other: float) -> float:
     return value if math.isnan(other) or value <= other else other
 
 
+class RunSummaries:
+    """A run's summaries as its writer keeps them: the rows it writes taken in as they go, stored every :data:`ROWS_PER_SUMMARY` rows.
+
+    The writer's rows are aggregated as it writes them, each metric's
+    figures going on from its stored summary in the order
+    :func:`~rlpulse.formats.records.aggregate` takes them. When due, in
+    the transaction of a batch (:func:`insert_batch`), they are stored if
+    the rows after the stored summaries are all the writer's own; else
+    (rows it did not write: a run resumed after a writer was killed, or
+    written by another at the same time; a batch that failed) SQLite
+    computes them from those rows (:func:`summarize_run`). Either way the
+    same figures.
+
+    >>> import tempfile, pathlib
+    >>> from rlpulse import SQLiteLogger
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "metrics.db"
+    ...     with SQLiteLogger(path, run="r") as sink:
+    ...         sink.log_metrics({"c/frames": 1.0}, timestamp=1.0)
+    ...     with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as connection:
+    ...         summaries = RunSummaries(connection, 1)
+    ...         print(summaries.unsummarized, summaries.due)
+    0 False
+    """
+
+    def __init__(self, connection: sqlite3.Connection, run_id: int) -> None:
+        self._run_id = run_id
+        self._through = 0
+        self._stored: dict[str, _Summary] = {}
+        self._unsummarized = 0
+        self._running: dict[str, _Running] = {}
+        # The writer's rows since the stored summaries, and whether they
+        # are all the rows after them, taken in.
+        self._own = 0
+        self._in_step = True
+        self._load(connection)
+
+    @property
+    def unsummarized(self) -> int:
+        """How many rows of the run the stored summaries do not include."""
+        return self._unsummarized
+
+    @property
+    def due(self) -> bool:
+        """Whether the next batch brings the summaries up to date."""
+        return self._unsummarized >= ROWS_PER_SUMMARY
+
+    def add(self, parameters: list[object]) -> None:
+        """Take in the rows of a batch, as :func:`insert_batch` binds them."""
+        rows = len(parameters) // _PARAMETERS_PER_ROW
+        self._unsummarized += rows
+        self._own += rows
+        if not self._in_step:
+            return
+        running = self._running
+        stored = self._stored
+        values = iter(parameters)
+        rows_bound = cast(
+            "Iterator[tuple[int, float, int | None, str, float]]",
+            zip(values, values, values, values, values, strict=True),
+        )
+        for _, wall_time, _, name, value in rows_bound:
+            metric = running.get(name)
+            if metric is None:
+                metric = running[name] = _Running(
+                    stored.get(name) or _first_summary(name, value, wall_time)
+                )
+            metric.add(value, wall_time)
+
+    def update(self, connection: sqlite3.Connection) -> None:
+        """Store the summaries brought up to date with every row of the run, in the transaction under way."""
+        if self._in_step:
+            count, last_rowid = connection.execute(
+                "SELECT COUNT(*), MAX(rowid) FROM metrics WHERE run = ? AND rowid > ?",
+                (self._run_id, self._through),
+            ).fetchone()
+            if count == self._own:
+                if count:
+                    newer = {
+                        name: metric.summary() for name, metric in self._running.items()
+                    }
+                    _store_summaries(connection, self._run_id, newer, last_rowid)
+                    self._stored.update(newer)
+                    self._through = last_rowid
+                self._running = {}
+                self._own = self._unsummarized = 0
+                return
+        _summarize(connection, self._run_id)
+        self._load(connection)
+
+    def store(self, connection: sqlite3.Connection) -> None:
+        """Store the summaries brought up to date with every row of the run, as one committed transaction (as a writer closes)."""
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            self.update(connection)
+            connection.execute("COMMIT")
+        except BaseException:
+            self.lose_track()
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+            raise
+
+    def lose_track(self) -> None:
+        """Forget the rows taken in (a batch failed): the next update reads the run's rows."""
+        self._in_step = False
+
+    def _load(self, connection: sqlite3.Connection) -> None:
+        self._through, self._stored = _stored_summaries(connection, self._run_id)
+        (self._unsummarized,) = connection.execute(
+            "SELECT COUNT(*) FROM metrics WHERE run = ? AND rowid > ?",
+            (self._run_id, self._through),
+        ).fetchone()
+        self._running = {}
+        self._own = 0
+        self._in_step = self._unsummarized == 0
+
+
+def _first_summary(name: str, value: float, wall_time: float) -> _Summary:
+    # The summary of a metric before its first row.
+    return _Summary(
+        name, 0, math.nan, math.nan, wall_time, wall_time, value, wall_time,
+        math.nan, math.nan, math.nan, math.nan, 0.0, 0.0, 0.0, 0,
+    )  # fmt: skip
+
+
+class _Running:
+    """A metric's summary going on with the rows a writer writes: `aggregate`'s steps, from a stored summary."""
+
+    __slots__ = _Summary._fields
+
+    name: str
+    records: int
+    minimum: float
+    maximum: float
+    start_wall_time: float
+    end_wall_time: float
+    first: float
+    first_wall_time: float
+    last: float
+    last_wall_time: float
+    previous: float
+    previous_wall_time: float
+    growth: float
+    growth_s: float
+    finite_sum: float
+    finite_count: int
+
+    def __init__(self, summary: _Summary) -> None:
+        for field, value in zip(_Summary._fields, summary, strict=True):
+            setattr(self, field, value)
+
+    def add(self, value: float, wall_time: float) -> None:
+        self.records += 1
+        self.last = value
+        self.last_wall_time = wall_time
+        if wall_time < self.start_wall_time:
+            self.start_wall_time = wall_time
+        if wall_time > self.end_wall_time:
+            self.end_wall_time = wall_time
+        if value != value:
+            return
+        if -math.inf < value < math.inf:
+            self.finite_sum += value
+            self.finite_count += 1
+        if value >= self.previous:
+            self.growth += value - self.previous
+            self.growth_s += wall_time - self.previous_wall_time
+        self.previous = value
+        self.previous_wall_time = wall_time
+        if not value >= self.minimum:
+            self.minimum = value
+        if not value <= self.maximum:
+            self.maximum = value
+
+    def summary(self) -> _Summary:
+        return _Summary._make(getattr(self, field) for field in _Summary._fields)
+
+
 def _summarize(connection: sqlite3.Connection, run_id: int) -> None:
     # Bring run `run_id`'s summaries up to date, in the transaction under way.
     through, stored = _stored_summaries(connection, run_id)
     last_rowid, newer = _summaries_after(connection, run_id, through, stored)
-    if not newer:
-        return
+    if newer:
+        _store_summaries(connection, run_id, newer, last_rowid)
+
+
+def _store_summaries(
+    connection: sqlite3.Connection,
+    run_id: int,
+    summaries: dict[str, _Summary],
+    through: int,
+) -> None:
     connection.executemany(
-        _STORE_SUMMARY, [(run_id, *summary) for summary in newer.values()]
+        _STORE_SUMMARY, [(run_id, *summary) for summary in summaries.values()]
     )
     connection.execute(
         "INSERT OR REPLACE INTO summarized (run, through) VALUES (?, ?)",
-        (run_id, last_rowid),
+        (run_id, through),
     )
 
 

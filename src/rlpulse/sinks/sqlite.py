@@ -151,9 +151,7 @@ class SQLiteLogger(BaseSink):
             self._run_id, self.run = self._open_run(connection, run, resume)
             # The metrics whose kind the run stores (a resumed run's too).
             self._kinded = sqlite_format.stored_kind_names(connection, self._run_id)
-            self._unsummarized = sqlite_format.unsummarized_rows(
-                connection, self._run_id
-            )
+            self._summaries = sqlite_format.RunSummaries(connection, self._run_id)
         except BaseException as error:
             if connection is not None:
                 connection.close()
@@ -240,12 +238,10 @@ class SQLiteLogger(BaseSink):
         ...         sink.log_metrics({"buffer/size": 10.0, "buffer/writes": 4.0})
         """
         connection = self._connection
-        summarize = self._unsummarized >= sqlite_format.ROWS_PER_SUMMARY
         with self._no_room_is_transient():
             rows = sqlite_format.insert_batch(
-                connection, self._run_id, payloads, self._kinded, summarize=summarize
+                connection, self._run_id, payloads, self._kinded, self._summaries
             )
-        self._unsummarized = 0 if summarize else self._unsummarized + rows
         if self._checkpointer.wrote(rows):
             with contextlib.suppress(sqlite3.Error):  # the next one, or close()
                 connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
@@ -285,11 +281,11 @@ class SQLiteLogger(BaseSink):
             ) from error
 
     def _close(self) -> None:
-        if self._unsummarized:
+        if self._summaries.unsummarized:
             # Locked for too long, a full disk: a reader aggregates the rows
             # after the summaries itself, so nothing is lost but time.
             with contextlib.suppress(sqlite3.OperationalError):
-                sqlite_format.summarize_run(self._connection, self._run_id)
+                self._summaries.store(self._connection)
         self._checkpointer.close()
         # Closing the last connection checkpoints what is left.
         self._connection.close()
