@@ -24,11 +24,11 @@ from rlpulse.formats import sqlite as sqlite_format
 from rlpulse.formats.records import RunAggregate, aggregate
 from rlpulse.formats.sqlite import (
     SQLITE_FORMAT_VERSION,
+    RunSummaries,
     read_sqlite,
     read_sqlite_aggregate,
     run_infos,
     summarize_run,
-    unsummarized_rows,
 )
 from rlpulse.naming import Kind, Payload
 
@@ -102,7 +102,7 @@ def summarized_through(path: Path) -> list[tuple[int, int]]:
 
 def unsummarized(path: Path, run_id: int = 1) -> int:
     with sqlite3.connect(path) as connection:
-        return unsummarized_rows(connection, run_id)
+        return RunSummaries(connection, run_id).unsummarized
 
 
 def test_a_run_over_several_summaries_aggregates_as_its_records(

@@ -13,8 +13,9 @@ again.
 
 This module creates and checks the tables (:func:`check_tables`,
 :func:`create_tables`), writes a batch as one transaction
-(:func:`insert_batch`) and an event (:func:`insert_event`), brings a run's
-summaries up to date (:func:`summarize_run`), and reads runs
+(:func:`insert_batch`) and an event (:func:`insert_event`), keeps a run's
+summaries as its writer writes (:class:`RunSummaries`) or brings them up to
+date from its rows (:func:`summarize_run`), and reads runs
 back (:func:`read_sqlite`, :func:`read_sqlite_distributions`,
 :func:`read_sqlite_events`, :func:`list_runs`, :func:`run_infos`). Opening a store (WAL mode, checkpoints, what a failure
 to open means) is :class:`~rlpulse.sinks.sqlite.SQLiteLogger`'s.
@@ -69,7 +70,6 @@ __all__ = [
     "run_infos",
     "stored_kind_names",
     "summarize_run",
-    "unsummarized_rows",
 ]
 
 SQLITE_FORMAT_VERSION = 3
@@ -336,9 +336,9 @@ def summarize_run(connection: sqlite3.Connection, run_id: int) -> None:
     ...         sink.log_metrics({"c/frames": 1.0}, timestamp=1.0)
     ...     with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as connection:
     ...         _ = connection.execute("INSERT INTO metrics VALUES (1, 2.0, NULL, 'c/frames', 5.0)")
-    ...         before = unsummarized_rows(connection, 1)
+    ...         before = RunSummaries(connection, 1).unsummarized
     ...         summarize_run(connection, 1)
-    ...         print(before, unsummarized_rows(connection, 1))
+    ...         print(before, RunSummaries(connection, 1).unsummarized)
     1 0
     """
     connection.execute("BEGIN IMMEDIATE")
@@ -349,15 +349,6 @@ def summarize_run(connection: sqlite3.Connection, run_id: int) -> None:
         if connection.in_transaction:
             connection.execute("ROLLBACK")
         raise
-
-
-def unsummarized_rows(connection: sqlite3.Connection, run_id: int) -> int:
-    """How many rows of run ``run_id`` its summaries do not include yet (all of them in a file without summaries)."""
-    through, _ = _stored_summaries(connection, run_id)
-    (count,) = connection.execute(
-        "SELECT COUNT(*) FROM metrics WHERE run = ? AND rowid > ?", (run_id, through)
-    ).fetchone()
-    return int(count)
 
 
 def insert_event(connection: sqlite3.Connection, run_id: int, event: Event) -> None:
@@ -1290,12 +1281,9 @@ class RunSummaries:
     def update(self, connection: sqlite3.Connection) -> None:
         """Store the summaries brought up to date with every row of the run, in the transaction under way."""
         if self._in_step:
-            count, last_rowid = connection.execute(
-                "SELECT COUNT(*), MAX(rowid) FROM metrics WHERE run = ? AND rowid > ?",
-                (self._run_id, self._through),
-            ).fetchone()
+            count, last_rowid = _rows_after(connection, self._run_id, self._through)
             if count == self._own:
-                if count:
+                if last_rowid is not None:
                     newer = {
                         name: metric.summary() for name, metric in self._running.items()
                     }
@@ -1326,13 +1314,22 @@ class RunSummaries:
 
     def _load(self, connection: sqlite3.Connection) -> None:
         self._through, self._stored = _stored_summaries(connection, self._run_id)
-        (self._unsummarized,) = connection.execute(
-            "SELECT COUNT(*) FROM metrics WHERE run = ? AND rowid > ?",
-            (self._run_id, self._through),
-        ).fetchone()
+        self._unsummarized, _ = _rows_after(connection, self._run_id, self._through)
         self._running = {}
         self._own = 0
         self._in_step = self._unsummarized == 0
+
+
+def _rows_after(
+    connection: sqlite3.Connection, run_id: int, through: int
+) -> tuple[int, int | None]:
+    # How many rows run `run_id` has after rowid `through`, and the last one's
+    # id (None without).
+    count, last_rowid = connection.execute(
+        "SELECT COUNT(*), MAX(rowid) FROM metrics WHERE run = ? AND rowid > ?",
+        (run_id, through),
+    ).fetchone()
+    return count, last_rowid
 
 
 def _first_summary(name: str, value: float, wall_time: float) -> _Summary:
