@@ -74,9 +74,10 @@ class SQLiteLogger(BaseSink):
     Each ``log_metrics`` call, and each ``log_batch`` call of the monitor's
     sender, is one transaction, committed before it returns (with the kind
     of each metric the run had not logged before, in the ``kinds`` table,
-    and, once the run has :data:`~rlpulse.formats.sqlite.ROWS_PER_SUMMARY`
-    rows its summaries do not include, the run's summaries brought up to
-    date; they are again when the logger closes), in WAL mode: other connections and processes can read the file while it is
+    and the run's summaries once it has
+    :data:`~rlpulse.formats.sqlite.ROWS_PER_SUMMARY` rows they do not
+    include; closing the logger stores them too), in WAL mode: other
+    connections and processes can read the file while it is
     written, and a killed process (even ``kill -9``) loses nothing it committed.
     Commits are not synced to disk (``synchronous=NORMAL``), so a power loss or
     an operating system crash may lose the last transactions. A logger may be
