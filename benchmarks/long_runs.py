@@ -1,8 +1,9 @@
 """Long runs: what ``rlpulse show`` and ``rlpulse plot`` cost on a run of a million records, before and after summarising where the data is.
 
 A run of 50 watches of six metrics each (a counter, its logged rate, four
-gauges of which a distribution's p50 and p99) is written straight into a
-SQLite file in rlpulse's format, 1,000,000 records. Each measurement runs
+gauges of which a distribution's p50 and p99) is written into a SQLite
+file by rlpulse's format module as ``SQLiteLogger`` writes (its summaries
+included), 1,000,000 records. Each measurement runs
 in a fresh Python process: the time of the call (``summarize_file`` and
 ``format_summary``, ``plot_file`` into a PNG) and the process's peak
 resident memory. The code before these readers (``BASELINE_COMMIT``) is
@@ -14,7 +15,9 @@ run.
 
 from __future__ import annotations
 
+import contextlib
 import io
+import itertools
 import json
 import math
 import os
@@ -24,6 +27,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,6 +87,9 @@ class Measurement:
     peak_mib: float
 
 
+_PAYLOADS_PER_BATCH = 1000
+"""Payloads written per transaction, as a monitor's sender hands them over on a busy run."""
+
 BUDGETS = (
     Budget[Measurement]("show of 1M records, s", lambda m: m.seconds, 0.5),
     Budget[Measurement]("plot of 1M records, s", lambda m: m.seconds, 2.0),
@@ -90,47 +97,50 @@ BUDGETS = (
 
 
 def write_run(path: Path, settings: Settings) -> None:
-    """Write a run of ``settings.records`` records into a new SQLite file at ``path``, as SQLiteLogger stores them."""
-    from rlpulse.formats.sqlite import create_tables
+    """Write a run of ``settings.records`` records into a new SQLite file at ``path``, as SQLiteLogger stores them.
+
+    Through the format's own writing, as the logger writes: batches of
+    payloads (with each metric's kind), the run's summaries brought up to
+    date every ``ROWS_PER_SUMMARY`` rows and at the end (as the logger
+    closes).
+    """
+    from rlpulse.formats.sqlite import RunSummaries, create_tables, insert_batch
+    from rlpulse.naming import Kind, Payload
 
     random_values = random.Random(1)
-    with sqlite3.connect(path) as connection:
+    kinds = {metric: Kind(kind) for metric, kind in _METRICS}
+
+    def payloads() -> Iterator[Payload]:
+        for index in range(settings.payloads):
+            for watch in range(settings.watches):
+                noise = random_values.random()
+                values = {
+                    "frames": 1000.0 * index,
+                    "frames_per_second": 1000 + noise,
+                    "queue_depth": float(index % 10),
+                    "latency_s_p50": 0.01 + noise / 1000,
+                    "latency_s_p99": 0.02 + noise / 100,
+                    "episode_return_mean": math.log1p(index) + noise,
+                }
+                prefix = f"w{watch:02d}/"
+                yield Payload(
+                    {prefix + metric: value for metric, value in values.items()},
+                    index,
+                    1.7e9 + index + watch / 100,
+                    {prefix + metric: kind for metric, kind in kinds.items()},
+                )
+
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as connection:
         create_tables(connection)
         connection.execute(
             "INSERT INTO runs (id, name, start_wall_time) VALUES (1, 'long', 1.7e9)"
         )
-        connection.executemany(
-            "INSERT INTO kinds (run, name, kind) VALUES (1, ?, ?)",
-            [
-                (f"w{watch:02d}/{metric}", kind)
-                for watch in range(settings.watches)
-                for metric, kind in _METRICS
-            ],
-        )
-
-        def rows() -> object:
-            for index in range(settings.payloads):
-                for watch in range(settings.watches):
-                    wall_time = 1.7e9 + index + watch / 100
-                    name = f"w{watch:02d}/"
-                    noise = random_values.random()
-                    yield wall_time, index, name + "frames", 1000.0 * index
-                    yield wall_time, index, name + "frames_per_second", 1000 + noise
-                    yield wall_time, index, name + "queue_depth", float(index % 10)
-                    yield wall_time, index, name + "latency_s_p50", 0.01 + noise / 1000
-                    yield wall_time, index, name + "latency_s_p99", 0.02 + noise / 100
-                    yield (
-                        wall_time,
-                        index,
-                        name + "episode_return_mean",
-                        math.log1p(index) + noise,
-                    )
-
-        connection.executemany(
-            "INSERT INTO metrics (run, wall_time, step, name, value)"
-            " VALUES (1, ?, ?, ?, ?)",
-            rows(),  # type: ignore[arg-type]
-        )
+        summaries = RunSummaries(connection, 1)
+        kinded: set[str] = set()
+        remaining = payloads()
+        while batch := list(itertools.islice(remaining, _PAYLOADS_PER_BATCH)):
+            insert_batch(connection, 1, batch, kinded, summaries)
+        summaries.store(connection)
 
 
 _PROBE = """
@@ -256,8 +266,9 @@ def render(results: list[Measurement], settings: Settings) -> str:
 ## Long runs: `show` and `plot` of a million records
 
 A run of {settings.watches} watches of six metrics each ({settings.records:,}
-records) in a SQLite file. `show` summarises it with SQL (grouped
-aggregates, a window over the counters for their rates); `plot` has SQLite
+records) in a SQLite file, written as `SQLiteLogger` writes it, with the
+run's summaries. `show` reads the summaries (and aggregates the rows
+after them, none here, with SQL); `plot` has SQLite
 downsample the lines it draws to {1000} buckets of time each, keeping each
 bucket's smallest and largest value. "before" is the code at commit
 `{BASELINE_COMMIT}`, which read every record into Python, run from its

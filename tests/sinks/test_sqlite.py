@@ -24,6 +24,7 @@ from rlpulse import (
     read_distributions,
 )
 from rlpulse.distributions import RELATIVE_ERROR, Histogram
+from rlpulse.formats.sqlite import SQLITE_FORMAT_VERSION
 from rlpulse.naming import Kind, Payload
 from rlpulse.read.records import RunFileError, list_runs
 from rlpulse.sinks import sqlite as sqlite_sink
@@ -626,7 +627,7 @@ def test_each_metrics_kind_is_stored_once_per_run(tmp_path: Path) -> None:
         ("c/frames", "counter"),
         ("c/size", "gauge"),
     ]
-    assert rows(path, "PRAGMA user_version") == [(2,)]
+    assert rows(path, "PRAGMA user_version") == [(SQLITE_FORMAT_VERSION,)]
 
 
 def test_a_file_of_rlpulse_0_1_0_gains_kinds_for_its_new_runs(tmp_path: Path) -> None:
@@ -671,7 +672,7 @@ def test_each_logged_interval_of_a_distribution_is_stored_with_its_payload(
         assert record.histogram.min == min(values)
         assert record.histogram.max == max(values)
         assert record.histogram.sum == pytest.approx(sum(values))
-    assert rows(path, "PRAGMA user_version") == [(2,)]
+    assert rows(path, "PRAGMA user_version") == [(SQLITE_FORMAT_VERSION,)]
 
 
 def test_quantiles_over_the_whole_run_match_numpys_within_the_buckets_error(
@@ -786,7 +787,7 @@ def test_a_file_of_rlpulse_0_1_0_has_no_distributions_and_gains_them(
 
     assert [r.histogram.count for r in read_distributions(path, run="next")] == [3]
     assert list(read_distributions(path, run="baseline")) == []
-    assert rows(path, "PRAGMA user_version") == [(2,)]
+    assert rows(path, "PRAGMA user_version") == [(SQLITE_FORMAT_VERSION,)]
 
 
 def test_a_file_of_the_version_before_distributions_reads_without_them(

@@ -13,7 +13,9 @@ again.
 
 This module creates and checks the tables (:func:`check_tables`,
 :func:`create_tables`), writes a batch as one transaction
-(:func:`insert_batch`) and an event (:func:`insert_event`), and reads runs
+(:func:`insert_batch`) and an event (:func:`insert_event`), keeps a run's
+summaries as its writer writes (:class:`RunSummaries`) or brings them up to
+date from its rows (:func:`summarize_run`), and reads runs
 back (:func:`read_sqlite`, :func:`read_sqlite_distributions`,
 :func:`read_sqlite_events`, :func:`list_runs`, :func:`run_infos`). Opening a store (WAL mode, checkpoints, what a failure
 to open means) is :class:`~rlpulse.sinks.sqlite.SQLiteLogger`'s.
@@ -29,6 +31,7 @@ import os
 import sqlite3
 from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
+from typing import NamedTuple, cast
 
 from rlpulse.distributions import SCALE, Histogram
 from rlpulse.formats.records import (
@@ -48,9 +51,11 @@ from rlpulse.naming import Kind, Payload, inferred_kind
 from rlpulse.runtime.events import Event
 
 __all__ = [
+    "ROWS_PER_SUMMARY",
     "SQLITE_FORMAT_VERSION",
     "SQLITE_MAGIC",
     "SQLITE_SCHEMA",
+    "RunSummaries",
     "SQLiteFollower",
     "check_tables",
     "create_tables",
@@ -64,10 +69,14 @@ __all__ = [
     "read_sqlite_events",
     "run_infos",
     "stored_kind_names",
+    "summarize_run",
 ]
 
-SQLITE_FORMAT_VERSION = 2
-"""The SQLite file's ``user_version``: 2 since distributions are stored, 1 since kinds are, 0 before (rlpulse 0.1.0)."""
+SQLITE_FORMAT_VERSION = 3
+"""The SQLite file's ``user_version``: 3 since runs' summaries are stored, 2 since distributions are, 1 since kinds are, 0 before (rlpulse 0.1.0)."""
+
+ROWS_PER_SUMMARY = 50_000
+"""A writer brings its run's summaries up to date in the transaction of its first batch after this many rows the summaries do not include: what a reader aggregates itself beyond them stays short, and each update costs a small share of what storing those rows did."""
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 """The first bytes of every SQLite database file."""
@@ -116,6 +125,30 @@ CREATE TABLE IF NOT EXISTS distributions (
     max REAL
 );
 CREATE INDEX IF NOT EXISTS distributions_run ON distributions(run);
+CREATE TABLE IF NOT EXISTS summaries (
+    run INTEGER NOT NULL REFERENCES runs(id),
+    name TEXT NOT NULL,
+    records INTEGER NOT NULL,
+    minimum REAL,
+    maximum REAL,
+    start_wall_time REAL NOT NULL,
+    end_wall_time REAL NOT NULL,
+    first REAL,
+    first_wall_time REAL NOT NULL,
+    last REAL,
+    last_wall_time REAL NOT NULL,
+    previous REAL,
+    previous_wall_time REAL,
+    growth REAL,
+    growth_s REAL,
+    finite_sum REAL,
+    finite_count INTEGER NOT NULL,
+    PRIMARY KEY (run, name)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS summarized (
+    run INTEGER PRIMARY KEY REFERENCES runs(id),
+    through INTEGER NOT NULL
+);
 """
 """The SQLite tables; ``value`` is NULL only for NaN, which SQLite cannot store.
 
@@ -130,8 +163,23 @@ bucket ``*_offset`` on (the negative ones by the bucket of their
 negation), the zeros, the sum and the extremes (NULL where unknown).
 Intervals do not overlap: the histogram of any span of a run is its
 intervals' merged. ``events`` holds the run's :class:`~rlpulse.Event`
-records (see :func:`read_events`). A file written before they existed
-gains them when a logger opens it again.
+records (see :func:`read_events`).
+
+``summaries`` holds, for each metric of a run, its figures over the run's
+rows up to the rowid ``summarized.through`` of the run: how many rows,
+the extremes (NULL while every value is NaN), the earliest and latest
+time, the first and last value and their times, the last value that is
+not NaN and its time (``previous``), the growth from each value to the
+next where it did not go down and its seconds (NaN rows left out, as
+:func:`~rlpulse.formats.records.aggregate` counts them), and the sum and
+number of the finite values. The writer brings them up to date in the
+transaction of a batch once its run has enough rows after ``through``, and
+when it closes; a reader aggregates the rows after ``through`` itself and
+merges the two. A run without a ``summarized`` row is aggregated from its
+rows alone.
+
+A file written before these tables existed gains them when a logger opens
+it again.
 
 The indexes are on ``run`` alone: a logger's rows all land at the end of its run's
 range, one index page per commit. An index on ``(run, name)`` would dirty one
@@ -208,13 +256,16 @@ def insert_batch(
     run_id: int,
     payloads: Sequence[Payload],
     kinded: set[str],
+    summaries: RunSummaries | None = None,
 ) -> int:
     """Store ``payloads`` in run ``run_id`` as one committed transaction; return how many rows it holds.
 
     A payload's ``wall_time`` is stored as the time of its rows. The kind of
     each metric not in ``kinded`` (those the run stores) is stored too, and
     added to ``kinded`` once committed; so is each payload's distributions'
-    histograms, a row each.
+    histograms, a row each. ``summaries``, the run's as its writer keeps
+    them, takes the rows in; when they are due, they are brought up to
+    date with the run's rows, these included, in the same transaction.
     """
     parameters = _metric_parameters(run_id, payloads)
     histogram_rows = [
@@ -236,25 +287,68 @@ def insert_batch(
         parameters[start : start + _PARAMETERS_PER_STATEMENT]
         for start in range(0, len(parameters), _PARAMETERS_PER_STATEMENT)
     ]
-    if len(chunks) == 1 and not new_kinds and not histogram_rows:
-        # One statement outside a transaction is a transaction of its own.
-        _insert(connection, chunks[0])
-    elif chunks or histogram_rows:
-        connection.execute("BEGIN IMMEDIATE")
-        try:
-            for chunk in chunks:
-                _insert(connection, chunk)
-            if new_kinds:
-                _insert_kinds(connection, run_id, new_kinds)
-            if histogram_rows:
-                connection.executemany(_INSERT_HISTOGRAM, histogram_rows)
-            connection.execute("COMMIT")
-        except BaseException:
-            if connection.in_transaction:
-                connection.execute("ROLLBACK")
-            raise
-        kinded.update(new_kinds)
+    due = summaries is not None and summaries.due
+    try:
+        if len(chunks) == 1 and not new_kinds and not histogram_rows and not due:
+            # One statement outside a transaction is a transaction of its own.
+            _insert(connection, chunks[0])
+        elif chunks or histogram_rows or due:
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                for chunk in chunks:
+                    _insert(connection, chunk)
+                if new_kinds:
+                    _insert_kinds(connection, run_id, new_kinds)
+                if histogram_rows:
+                    connection.executemany(_INSERT_HISTOGRAM, histogram_rows)
+                if summaries is not None and due:
+                    summaries.add(parameters)
+                    summaries.update(connection)
+                connection.execute("COMMIT")
+            except BaseException:
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
+                raise
+            kinded.update(new_kinds)
+    except BaseException:
+        if summaries is not None:
+            summaries.lose_track()
+        raise
+    if summaries is not None and not due:
+        summaries.add(parameters)
     return len(parameters) // _PARAMETERS_PER_ROW + len(histogram_rows)
+
+
+def summarize_run(connection: sqlite3.Connection, run_id: int) -> None:
+    """Bring the summaries of run ``run_id`` up to date with its rows, as one committed transaction.
+
+    Computed by SQLite from the run's rows after those the summaries
+    include, merged with the stored summaries: whoever wrote those rows (a
+    logger that was killed before it summarised them, another process
+    resuming the run), the summaries then include every row of the run.
+    A reader gives the same figures with or without them.
+
+    >>> import tempfile, pathlib
+    >>> from rlpulse import SQLiteLogger
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "metrics.db"
+    ...     with SQLiteLogger(path, run="r") as sink:
+    ...         sink.log_metrics({"c/frames": 1.0}, timestamp=1.0)
+    ...     with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as connection:
+    ...         _ = connection.execute("INSERT INTO metrics VALUES (1, 2.0, NULL, 'c/frames', 5.0)")
+    ...         before = RunSummaries(connection, 1).unsummarized
+    ...         summarize_run(connection, 1)
+    ...         print(before, RunSummaries(connection, 1).unsummarized)
+    1 0
+    """
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        _summarize(connection, run_id)
+        connection.execute("COMMIT")
+    except BaseException:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise
 
 
 def insert_event(connection: sqlite3.Connection, run_id: int, event: Event) -> None:
@@ -405,27 +499,49 @@ def run_infos(path: str | os.PathLike[str]) -> list[RunInfo]:
     """
     path = Path(path)
     list_runs(path)  # the file's checks
+    infos = []
     with contextlib.closing(_connect_for_reading(path)) as connection:
         try:
-            rows = list(
-                connection.execute(
-                    "SELECT runs.name, runs.start_wall_time, MIN(metrics.wall_time),"
-                    " MAX(metrics.wall_time), COUNT(metrics.run) FROM runs"
-                    " LEFT JOIN metrics ON metrics.run = runs.id"
-                    " GROUP BY runs.id ORDER BY runs.id"
+            connection.execute("BEGIN")  # summaries and rows as of one commit
+            runs = connection.execute(
+                "SELECT name, id, start_wall_time FROM runs ORDER BY id"
+            ).fetchall()
+            for name, run_id, opened in runs:
+                first, last, count = _run_span(connection, run_id)
+                infos.append(
+                    RunInfo(
+                        name,
+                        opened if first is None else first,
+                        opened if last is None else last,
+                        count,
+                    )
                 )
-            )
         except sqlite3.Error as error:
             raise RunFileError(f"{path} has unreadable runs: {error}") from error
-    return [
-        RunInfo(
-            name,
-            opened if first is None else first,
-            opened if last is None else last,
-            count,
-        )
-        for name, opened, first, last, count in rows
-    ]
+    return infos
+
+
+def _run_span(
+    connection: sqlite3.Connection, run_id: int
+) -> tuple[float | None, float | None, int]:
+    # The first and last time of run `run_id`'s rows (None without rows) and
+    # their number: its summaries' and its rows' after them.
+    through, summaries = _stored_summaries(connection, run_id)
+    first, last, count = connection.execute(
+        "SELECT MIN(wall_time), MAX(wall_time), COUNT(*) FROM metrics"
+        " WHERE run = ? AND rowid > ?",
+        (run_id, through),
+    ).fetchone()
+    starts = [summary.start_wall_time for summary in summaries.values()]
+    ends = [summary.end_wall_time for summary in summaries.values()]
+    if count:
+        starts.append(first)
+        ends.append(last)
+    return (
+        min(starts, default=None),
+        max(ends, default=None),
+        count + sum(summary.records for summary in summaries.values()),
+    )
 
 
 def _connect_for_reading(path: Path) -> sqlite3.Connection:
@@ -850,60 +966,453 @@ def read_sqlite_aggregate(path: Path, run: str | None) -> RunAggregate:
 
     The same figures :func:`~rlpulse.formats.records.aggregate` computes
     from the run's records, each metric's kind as :func:`read_sqlite` gives
-    it, without handing every row to Python: one grouped scan, and one
-    pass over the counters for their growth.
+    it, without handing every row to Python: the run's stored summaries
+    (see :data:`SQLITE_SCHEMA`), merged with its rows after them in
+    aggregate (one grouped scan, and one pass over their values for the
+    growth and the sums); a run without summaries is all rows after them.
+    Only counters have a growth (0 for the rest).
     """
     run_id = _run_id(path, run)
     with contextlib.closing(_connect_for_reading(path)) as connection:
+        # One read transaction: summaries and rows as of one commit, however
+        # the writer moves the summaries on meanwhile.
+        connection.execute("BEGIN")
         stored = _sqlite_kinds(connection, run_id)
-        rows = connection.execute(
-            "SELECT name, COUNT(*), MIN(value), MAX(value), MIN(rowid), MAX(rowid),"
-            " MIN(wall_time), MAX(wall_time),"
-            " SUM(CASE WHEN value > -9e999 AND value < 9e999 THEN value END),"
-            " COUNT(CASE WHEN value > -9e999 AND value < 9e999 THEN 1 END)"
-            " FROM metrics WHERE run = ? GROUP BY name",
-            (run_id,),
-        ).fetchall()
-        names = [row[0] for row in rows]
-        ends = _rows_by_id(
-            connection, [rowid for row in rows for rowid in (row[4], row[5])]
-        )
-    kinds = {
-        name: stored[name] if name in stored else inferred_kind(name, names)
-        for name in names
-    }
-    growth = _counters_growth(
-        path, run_id, [name for name in names if kinds[name] is Kind.COUNTER]
-    )
-    if not rows:
+        through, summaries = _stored_summaries(connection, run_id)
+        _, newer = _summaries_after(connection, run_id, through, summaries)
+        connection.execute("COMMIT")
+    summaries.update(newer)
+    if not summaries:
         return RunAggregate(0, None, None, ())
+    names = sorted(summaries)
     metrics = []
-    for name, count, low, high, first_id, last_id, *_, total, finite in rows:
-        first, first_wall_time = ends[first_id]
-        last, last_wall_time = ends[last_id]
-        grew, grew_s = growth.get(name, (0.0, 0.0))
+    for name in names:
+        summary = summaries[name]
+        kind = stored[name] if name in stored else inferred_kind(name, names)
+        is_counter = kind is Kind.COUNTER
         metrics.append(
             MetricAggregate(
                 name,
-                kinds[name],
-                count,
-                first,
-                last,
-                math.nan if low is None else low,
-                math.nan if high is None else high,
-                first_wall_time,
-                last_wall_time,
-                grew,
-                grew_s,
-                0.0 if total is None else total,
-                finite,
+                kind,
+                summary.records,
+                summary.first,
+                summary.last,
+                summary.minimum,
+                summary.maximum,
+                summary.first_wall_time,
+                summary.last_wall_time,
+                summary.growth if is_counter else 0.0,
+                summary.growth_s if is_counter else 0.0,
+                summary.finite_sum,
+                summary.finite_count,
             )
         )
     return RunAggregate(
-        sum(row[1] for row in rows),
-        min(row[6] for row in rows),
-        max(row[7] for row in rows),
+        sum(summary.records for summary in summaries.values()),
+        min(summary.start_wall_time for summary in summaries.values()),
+        max(summary.end_wall_time for summary in summaries.values()),
         tuple(metrics),
+    )
+
+
+class _Summary(NamedTuple):
+    """One metric of a run over its rows up to a rowid, as a row of ``summaries`` holds it (less its run); NaN for NULL."""
+
+    name: str
+    records: int
+    minimum: float
+    maximum: float
+    start_wall_time: float
+    end_wall_time: float
+    first: float
+    first_wall_time: float
+    last: float
+    last_wall_time: float
+    previous: float
+    previous_wall_time: float
+    growth: float
+    growth_s: float
+    finite_sum: float
+    finite_count: int
+
+
+_SUMMARY_COLUMNS = ", ".join(_Summary._fields)
+_STORE_SUMMARY = (
+    f"INSERT OR REPLACE INTO summaries (run, {_SUMMARY_COLUMNS})"
+    f" VALUES (?, {', '.join('?' * len(_Summary._fields))})"
+)
+
+# The rows after the summaries (?2 the last rowid they include) in
+# aggregate, by metric (those with such rows): what does not depend on their
+# order, the ids of their first and last rows, and the sum of the finite
+# values. The stored summaries come first, a row each ({seeds}), and
+# SQLite's GROUP BY adds up a metric's rows in the order they come: the
+# sums go on from them, in the order `aggregate` adds the values.
+_GROUPED_AFTER = """
+SELECT name, COUNT(id), MIN(value), MAX(value), MIN(id), MAX(id),
+ MIN(wall_time), MAX(wall_time),
+ COUNT(CASE WHEN value > -9e999 AND value < 9e999 THEN 1 END),
+ TOTAL(IFNULL(seed, CASE WHEN value > -9e999 AND value < 9e999 THEN value END))
+FROM ({seeds}
+ SELECT name, rowid AS id, value, wall_time, NULL AS seed FROM metrics
+ WHERE run = ?1 AND rowid > ?2
+) GROUP BY name HAVING COUNT(id)
+"""
+_GROUPED_SEEDS = """
+ SELECT name, NULL AS id, NULL AS value, NULL AS wall_time, finite_sum AS seed
+ FROM summaries WHERE run = ?1
+ UNION ALL"""
+
+# The growth of the metrics named ?3, ?4, ... from each value that is not
+# NaN to the next where it did not go down, and its seconds, over the rows
+# after the summaries, each continued from its stored summary (a row first
+# in its metric, standing for the last value it includes and carrying its
+# growth, {seeds}); and the last value that is not NaN and its time.
+_GROWTH_AFTER = """
+SELECT name, MAX(id), value, wall_time,
+ TOTAL(IFNULL(seed_growth, CASE WHEN grew >= 0 THEN grew END)),
+ TOTAL(IFNULL(seed_growth_s, CASE WHEN grew >= 0 THEN seconds END))
+FROM (
+ SELECT name, id, value, wall_time, seed_growth, seed_growth_s,
+  value - LAG(value) OVER in_order AS grew,
+  wall_time - LAG(wall_time) OVER in_order AS seconds
+ FROM ({seeds}
+  SELECT name, rowid AS id, value, wall_time, NULL AS seed_growth,
+   NULL AS seed_growth_s
+  FROM metrics
+  WHERE run = ?1 AND rowid > ?2 AND value IS NOT NULL AND name IN ({names})
+ )
+ WINDOW in_order AS (PARTITION BY name ORDER BY id)
+) GROUP BY name
+"""
+_GROWTH_SEEDS = """
+  SELECT name, ?2 AS id, previous AS value, previous_wall_time AS wall_time,
+   growth AS seed_growth, growth_s AS seed_growth_s
+  FROM summaries
+  WHERE run = ?1 AND previous IS NOT NULL AND name IN ({names})
+  UNION ALL"""
+
+
+def _stored_summaries(
+    connection: sqlite3.Connection, run_id: int
+) -> tuple[int, dict[str, _Summary]]:
+    # The last rowid the run's stored summaries include (0: none), and them.
+    try:
+        found = connection.execute(
+            "SELECT through FROM summarized WHERE run = ?", (run_id,)
+        ).fetchone()
+    except sqlite3.OperationalError as error:
+        if "no such table" in str(error):
+            return 0, {}  # written before summaries were stored
+        raise
+    if found is None:
+        return 0, {}
+    rows = connection.execute(
+        f"SELECT {_SUMMARY_COLUMNS} FROM summaries WHERE run = ?", (run_id,)
+    )
+    return found[0], {
+        row[0]: _Summary._make(math.nan if value is None else value for value in row)
+        for row in rows
+    }
+
+
+def _summaries_after(
+    connection: sqlite3.Connection,
+    run_id: int,
+    through: int,
+    stored: dict[str, _Summary],
+) -> tuple[int, dict[str, _Summary]]:
+    """The summaries of the metrics with rows after rowid ``through``, ``stored`` merged with those rows, and the last rowid they include.
+
+    A metric has a growth where its stored kind is a counter or it has
+    none (a counter, maybe, by its name among the run's names).
+    """
+    seeds = _GROUPED_SEEDS if stored else ""
+    grouped = connection.execute(
+        _GROUPED_AFTER.format(seeds=seeds), (run_id, through)
+    ).fetchall()
+    if not grouped:
+        return through, {}
+    kinds = _sqlite_kinds(connection, run_id)
+    growing = [
+        row[0] for row in grouped if kinds.get(row[0], Kind.COUNTER) is Kind.COUNTER
+    ]
+    growth = _growth_after(connection, run_id, through, growing, bool(stored))
+    ends = _rows_by_id(
+        connection, [rowid for row in grouped for rowid in (row[4], row[5])]
+    )
+    merged = {}
+    for name, count, low, high, first_id, last_id, start, end, finite, total in grouped:
+        before = stored.get(name)
+        if before is None:
+            first, first_wall_time = ends[first_id]
+            before = _Summary(
+                name, 0, math.nan, math.nan, start, end, first, first_wall_time,
+                math.nan, math.nan, math.nan, math.nan, 0.0, 0.0, 0.0, 0,
+            )  # fmt: skip
+        last, last_wall_time = ends[last_id]
+        previous, previous_wall_time, grew, grew_s = growth.get(
+            name,
+            (
+                before.previous,
+                before.previous_wall_time,
+                before.growth,
+                before.growth_s,
+            ),
+        )
+        merged[name] = _Summary(
+            name,
+            before.records + count,
+            _least(before.minimum, math.nan if low is None else low),
+            -_least(-before.maximum, math.nan if high is None else -high),
+            min(before.start_wall_time, start),
+            max(before.end_wall_time, end),
+            before.first,
+            before.first_wall_time,
+            last,
+            last_wall_time,
+            previous,
+            previous_wall_time,
+            grew,
+            grew_s,
+            total,
+            before.finite_count + finite,
+        )
+    return max(row[5] for row in grouped), merged
+
+
+def _growth_after(
+    connection: sqlite3.Connection,
+    run_id: int,
+    through: int,
+    names: list[str],
+    seeded: bool,
+) -> dict[str, tuple[float, float, float, float]]:
+    # By metric of `names` with a value that is not NaN after rowid
+    # `through` or in its summary (`seeded`: the run has them): that value,
+    # its time, the growth and its seconds.
+    growth = {}
+    for start in range(0, len(names), _NAMES_PER_STATEMENT):
+        chunk = names[start : start + _NAMES_PER_STATEMENT]
+        marks = ", ".join(f"?{3 + index}" for index in range(len(chunk)))
+        seeds = _GROWTH_SEEDS.format(names=marks) if seeded else ""
+        rows = connection.execute(
+            _GROWTH_AFTER.format(seeds=seeds, names=marks), (run_id, through, *chunk)
+        )
+        for name, _, value, wall_time, grew, grew_s in rows:
+            growth[name] = (value, wall_time, grew, grew_s)
+    return growth
+
+
+def _least(value: float, other: float) -> float:
+    # The smaller of two values, NaN only where both are.
+    return value if math.isnan(other) or value <= other else other
+
+
+class RunSummaries:
+    """A run's summaries as its writer keeps them: the rows it writes taken in as they go, stored every :data:`ROWS_PER_SUMMARY` rows.
+
+    The writer's rows are aggregated as it writes them, each metric's
+    figures going on from its stored summary in the order
+    :func:`~rlpulse.formats.records.aggregate` takes them. When due, in
+    the transaction of a batch (:func:`insert_batch`), they are stored if
+    the rows after the stored summaries are all the writer's own; else
+    (rows it did not write: a run resumed after a writer was killed, or
+    written by another at the same time; a batch that failed) SQLite
+    computes them from those rows (:func:`summarize_run`). Either way the
+    same figures.
+
+    >>> import tempfile, pathlib
+    >>> from rlpulse import SQLiteLogger
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "metrics.db"
+    ...     with SQLiteLogger(path, run="r") as sink:
+    ...         sink.log_metrics({"c/frames": 1.0}, timestamp=1.0)
+    ...     with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as connection:
+    ...         summaries = RunSummaries(connection, 1)
+    ...         print(summaries.unsummarized, summaries.due)
+    0 False
+    """
+
+    def __init__(self, connection: sqlite3.Connection, run_id: int) -> None:
+        self._run_id = run_id
+        self._through = 0
+        self._stored: dict[str, _Summary] = {}
+        self._unsummarized = 0
+        self._running: dict[str, _Running] = {}
+        # The writer's rows since the stored summaries, and whether they
+        # are all the rows after them, taken in.
+        self._own = 0
+        self._in_step = True
+        self._load(connection)
+
+    @property
+    def unsummarized(self) -> int:
+        """How many rows of the run the stored summaries do not include."""
+        return self._unsummarized
+
+    @property
+    def due(self) -> bool:
+        """Whether the next batch brings the summaries up to date."""
+        return self._unsummarized >= ROWS_PER_SUMMARY
+
+    def add(self, parameters: list[object]) -> None:
+        """Take in the rows of a batch, as :func:`insert_batch` binds them."""
+        rows = len(parameters) // _PARAMETERS_PER_ROW
+        self._unsummarized += rows
+        self._own += rows
+        if not self._in_step:
+            return
+        running = self._running
+        stored = self._stored
+        values = iter(parameters)
+        rows_bound = cast(
+            "Iterator[tuple[int, float, int | None, str, float]]",
+            zip(values, values, values, values, values, strict=True),
+        )
+        for _, wall_time, _, name, value in rows_bound:
+            metric = running.get(name)
+            if metric is None:
+                metric = running[name] = _Running(
+                    stored.get(name) or _first_summary(name, value, wall_time)
+                )
+            metric.add(value, wall_time)
+
+    def update(self, connection: sqlite3.Connection) -> None:
+        """Store the summaries brought up to date with every row of the run, in the transaction under way."""
+        if self._in_step:
+            count, last_rowid = _rows_after(connection, self._run_id, self._through)
+            if count == self._own:
+                if last_rowid is not None:
+                    newer = {
+                        name: metric.summary() for name, metric in self._running.items()
+                    }
+                    _store_summaries(connection, self._run_id, newer, last_rowid)
+                    self._stored.update(newer)
+                    self._through = last_rowid
+                self._running = {}
+                self._own = self._unsummarized = 0
+                return
+        _summarize(connection, self._run_id)
+        self._load(connection)
+
+    def store(self, connection: sqlite3.Connection) -> None:
+        """Store the summaries brought up to date with every row of the run, as one committed transaction (as a writer closes)."""
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            self.update(connection)
+            connection.execute("COMMIT")
+        except BaseException:
+            self.lose_track()
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+            raise
+
+    def lose_track(self) -> None:
+        """Forget the rows taken in (a batch failed): the next update reads the run's rows."""
+        self._in_step = False
+
+    def _load(self, connection: sqlite3.Connection) -> None:
+        self._through, self._stored = _stored_summaries(connection, self._run_id)
+        self._unsummarized, _ = _rows_after(connection, self._run_id, self._through)
+        self._running = {}
+        self._own = 0
+        self._in_step = self._unsummarized == 0
+
+
+def _rows_after(
+    connection: sqlite3.Connection, run_id: int, through: int
+) -> tuple[int, int | None]:
+    # How many rows run `run_id` has after rowid `through`, and the last one's
+    # id (None without).
+    count, last_rowid = connection.execute(
+        "SELECT COUNT(*), MAX(rowid) FROM metrics WHERE run = ? AND rowid > ?",
+        (run_id, through),
+    ).fetchone()
+    return count, last_rowid
+
+
+def _first_summary(name: str, value: float, wall_time: float) -> _Summary:
+    # The summary of a metric before its first row.
+    return _Summary(
+        name, 0, math.nan, math.nan, wall_time, wall_time, value, wall_time,
+        math.nan, math.nan, math.nan, math.nan, 0.0, 0.0, 0.0, 0,
+    )  # fmt: skip
+
+
+class _Running:
+    """A metric's summary going on with the rows a writer writes: `aggregate`'s steps, from a stored summary."""
+
+    __slots__ = _Summary._fields
+
+    name: str
+    records: int
+    minimum: float
+    maximum: float
+    start_wall_time: float
+    end_wall_time: float
+    first: float
+    first_wall_time: float
+    last: float
+    last_wall_time: float
+    previous: float
+    previous_wall_time: float
+    growth: float
+    growth_s: float
+    finite_sum: float
+    finite_count: int
+
+    def __init__(self, summary: _Summary) -> None:
+        for field, value in zip(_Summary._fields, summary, strict=True):
+            setattr(self, field, value)
+
+    def add(self, value: float, wall_time: float) -> None:
+        self.records += 1
+        self.last = value
+        self.last_wall_time = wall_time
+        if wall_time < self.start_wall_time:
+            self.start_wall_time = wall_time
+        if wall_time > self.end_wall_time:
+            self.end_wall_time = wall_time
+        if value != value:
+            return
+        if -math.inf < value < math.inf:
+            self.finite_sum += value
+            self.finite_count += 1
+        if value >= self.previous:
+            self.growth += value - self.previous
+            self.growth_s += wall_time - self.previous_wall_time
+        self.previous = value
+        self.previous_wall_time = wall_time
+        if not value >= self.minimum:
+            self.minimum = value
+        if not value <= self.maximum:
+            self.maximum = value
+
+    def summary(self) -> _Summary:
+        return _Summary._make(getattr(self, field) for field in _Summary._fields)
+
+
+def _summarize(connection: sqlite3.Connection, run_id: int) -> None:
+    # Bring run `run_id`'s summaries up to date, in the transaction under way.
+    through, stored = _stored_summaries(connection, run_id)
+    last_rowid, newer = _summaries_after(connection, run_id, through, stored)
+    if newer:
+        _store_summaries(connection, run_id, newer, last_rowid)
+
+
+def _store_summaries(
+    connection: sqlite3.Connection,
+    run_id: int,
+    summaries: dict[str, _Summary],
+    through: int,
+) -> None:
+    connection.executemany(
+        _STORE_SUMMARY, [(run_id, *summary) for summary in summaries.values()]
+    )
+    connection.execute(
+        "INSERT OR REPLACE INTO summarized (run, through) VALUES (?, ?)",
+        (run_id, through),
     )
 
 
@@ -921,43 +1430,6 @@ def _rows_by_id(
         ):
             found[rowid] = (math.nan if value is None else value, wall_time)
     return found
-
-
-def _counters_growth(
-    path: Path, run_id: int, counters: list[str]
-) -> dict[str, tuple[float, float]]:
-    # Each counter's growth from each value to the next (NaN left out) where
-    # it did not go down, and the seconds it took: `aggregate`'s, in SQL.
-    growth: dict[str, tuple[float, float]] = {}
-    if not counters:
-        return growth
-    with contextlib.closing(_connect_for_reading(path)) as connection:
-        for start in range(0, len(counters), _NAMES_PER_STATEMENT):
-            growth.update(
-                _growth(
-                    connection, run_id, counters[start : start + _NAMES_PER_STATEMENT]
-                )
-            )
-    return growth
-
-
-def _growth(
-    connection: sqlite3.Connection, run_id: int, chunk: list[str]
-) -> Iterator[tuple[str, tuple[float, float]]]:
-    marks = ", ".join("?" * len(chunk))
-    rows = connection.execute(
-        "SELECT name, TOTAL(CASE WHEN grew >= 0 THEN grew END),"
-        " TOTAL(CASE WHEN grew >= 0 THEN seconds END) FROM ("
-        "  SELECT name, value - LAG(value) OVER in_order AS grew,"
-        "   wall_time - LAG(wall_time) OVER in_order AS seconds"
-        "  FROM metrics WHERE run = ? AND value IS NOT NULL"
-        f"  AND name IN ({marks})"
-        "  WINDOW in_order AS (PARTITION BY name ORDER BY rowid)"
-        ") GROUP BY name",
-        (run_id, *chunk),
-    )
-    for name, grew, seconds in rows:
-        yield name, (grew, seconds)
 
 
 def read_sqlite_downsampled(

@@ -73,8 +73,11 @@ class SQLiteLogger(BaseSink):
 
     Each ``log_metrics`` call, and each ``log_batch`` call of the monitor's
     sender, is one transaction, committed before it returns (with the kind
-    of each metric the run had not logged before, in the ``kinds`` table),
-    in WAL mode: other connections and processes can read the file while it is
+    of each metric the run had not logged before, in the ``kinds`` table,
+    and the run's summaries once it has
+    :data:`~rlpulse.formats.sqlite.ROWS_PER_SUMMARY` rows they do not
+    include; closing the logger stores them too), in WAL mode: other
+    connections and processes can read the file while it is
     written, and a killed process (even ``kill -9``) loses nothing it committed.
     Commits are not synced to disk (``synchronous=NORMAL``), so a power loss or
     an operating system crash may lose the last transactions. A logger may be
@@ -149,6 +152,7 @@ class SQLiteLogger(BaseSink):
             self._run_id, self.run = self._open_run(connection, run, resume)
             # The metrics whose kind the run stores (a resumed run's too).
             self._kinded = sqlite_format.stored_kind_names(connection, self._run_id)
+            self._summaries = sqlite_format.RunSummaries(connection, self._run_id)
         except BaseException as error:
             if connection is not None:
                 connection.close()
@@ -237,7 +241,7 @@ class SQLiteLogger(BaseSink):
         connection = self._connection
         with self._no_room_is_transient():
             rows = sqlite_format.insert_batch(
-                connection, self._run_id, payloads, self._kinded
+                connection, self._run_id, payloads, self._kinded, self._summaries
             )
         if self._checkpointer.wrote(rows):
             with contextlib.suppress(sqlite3.Error):  # the next one, or close()
@@ -278,6 +282,11 @@ class SQLiteLogger(BaseSink):
             ) from error
 
     def _close(self) -> None:
+        if self._summaries.unsummarized:
+            # Locked for too long, a full disk: a reader aggregates the rows
+            # after the summaries itself, so nothing is lost but time.
+            with contextlib.suppress(sqlite3.OperationalError):
+                self._summaries.store(self._connection)
         self._checkpointer.close()
         # Closing the last connection checkpoints what is left.
         self._connection.close()

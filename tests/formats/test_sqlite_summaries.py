@@ -1,0 +1,278 @@
+"""A SQLite run's summaries, kept by the writer: a run in aggregate is the same with them as from its records, whoever wrote its rows and however it ended.
+
+Real files written by ``SQLiteLogger``, by a second logger resuming the
+run, by a process killed with ``SIGKILL`` between two updates of the
+summaries, and a file of the format before summaries were stored. Each
+run is compared, figure for figure, with
+:func:`rlpulse.formats.records.aggregate` of its records.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rlpulse import SQLiteLogger
+from rlpulse.formats import sqlite as sqlite_format
+from rlpulse.formats.records import RunAggregate, aggregate
+from rlpulse.formats.sqlite import (
+    SQLITE_FORMAT_VERSION,
+    RunSummaries,
+    read_sqlite,
+    read_sqlite_aggregate,
+    run_infos,
+    summarize_run,
+)
+from rlpulse.naming import Kind, Payload
+
+ROWS_PER_SUMMARY = 500
+"""Summaries brought up to date every this many rows: several times in a short run."""
+
+
+@pytest.fixture(autouse=True)
+def _summaries_every_few_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sqlite_format, "ROWS_PER_SUMMARY", ROWS_PER_SUMMARY)
+
+
+def payload(index: int) -> Payload:
+    """Payload ``index`` of a run: a counter reset halfway and NaN now and then, a gauge with NaN and infinities, a metric NaN throughout, one that starts late."""
+    frames = 10.0 * (index if index < 600 else index - 600)
+    if index % 37 == 0:
+        frames = math.nan
+    loss = math.sin(index) * 3.5
+    if index % 11 == 0:
+        loss = math.nan
+    elif index % 97 == 0:
+        loss = math.inf
+    metrics = {
+        "collector/frames": frames,
+        "collector/frames_per_second": 1000.0 + math.cos(index),
+        "learner/loss": loss,
+        "learner/grad_norm": math.nan,
+    }
+    if index >= 700:
+        metrics["buffer/writes"] = 0.1 * index
+    return Payload(
+        metrics,
+        index,
+        1_700_000_000.0 + index * 0.731,
+        {"collector/frames": Kind.COUNTER, "buffer/writes": Kind.COUNTER},
+    )
+
+
+COUNTERS = {"collector/frames", "buffer/writes"}
+
+
+def write(path: Path, indexes: range, *, run: str = "r", resume: bool = False) -> None:
+    with SQLiteLogger(path, run=run, resume=resume) as sink:
+        for index in indexes:
+            sink.log_payloads([payload(index)])
+
+
+def comparable(run: RunAggregate) -> str:
+    """The run's figures as text (NaN equal to NaN), a growth only for counters, as SQLite gives it."""
+    metrics = [
+        metric
+        if metric.kind is Kind.COUNTER
+        else metric._replace(growth=0.0, growth_s=0.0)
+        for metric in run.metrics
+    ]
+    return repr(run._replace(metrics=tuple(metrics)))
+
+
+def from_records(path: Path, run: str | None = None) -> str:
+    return comparable(aggregate(read_sqlite(path, run)))
+
+
+def from_sqlite(path: Path, run: str | None = None) -> str:
+    return comparable(read_sqlite_aggregate(path, run))
+
+
+def summarized_through(path: Path) -> list[tuple[int, int]]:
+    with sqlite3.connect(path) as connection:
+        return list(connection.execute("SELECT run, through FROM summarized"))
+
+
+def unsummarized(path: Path, run_id: int = 1) -> int:
+    with sqlite3.connect(path) as connection:
+        return RunSummaries(connection, run_id).unsummarized
+
+
+def test_a_run_over_several_summaries_aggregates_as_its_records(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "run.sqlite"
+    write(path, range(1500))
+
+    assert unsummarized(path) == 0
+    assert from_sqlite(path) == from_records(path)
+
+
+def test_the_writer_brings_the_summaries_up_to_date_with_the_batch_after_enough_rows(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "run.sqlite"
+    seen = []
+    with SQLiteLogger(path, run="r") as sink:
+        for index in range(400):
+            sink.log_payloads([payload(index)])
+            seen.append(unsummarized(path))
+            if index % 50 == 7:
+                # Read while written: summaries and the rows after them.
+                assert from_sqlite(path) == from_records(path)
+
+    assert max(seen) == ROWS_PER_SUMMARY
+    assert seen.count(0) >= 2
+    assert 0 < seen[-1] < ROWS_PER_SUMMARY
+
+
+def test_a_resumed_run_aggregates_its_rows_of_both_writers(tmp_path: Path) -> None:
+    path = tmp_path / "run.sqlite"
+    write(path, range(0, 650))
+    write(path, range(650, 1300), resume=True)
+
+    assert unsummarized(path) == 0
+    assert from_sqlite(path) == from_records(path)
+
+
+def test_runs_of_one_file_keep_their_summaries_apart(tmp_path: Path) -> None:
+    path = tmp_path / "run.sqlite"
+    write(path, range(0, 900), run="first")
+    write(path, range(300, 800), run="second")
+
+    assert from_sqlite(path, "first") == from_records(path, "first")
+    assert from_sqlite(path, "second") == from_records(path, "second")
+    assert [info.records for info in run_infos(path)] == [3800, 2100]
+
+
+WRITER = """
+import sys
+from rlpulse import SQLiteLogger
+from rlpulse.formats import sqlite as sqlite_format
+from tests.formats.test_sqlite_summaries import ROWS_PER_SUMMARY, payload
+
+sqlite_format.ROWS_PER_SUMMARY = ROWS_PER_SUMMARY
+sink = SQLiteLogger(sys.argv[1], run="r", resume=True)
+for index in range(int(sys.argv[2])):
+    sink.log_payloads([payload(index)])
+print("written", flush=True)
+sys.stdin.read()  # killed meanwhile
+"""
+
+
+def test_a_writer_killed_between_summaries_leaves_a_run_read_whole(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "run.sqlite"
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(path), "777"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    try:
+        assert writer.stdout is not None
+        assert writer.stdout.readline() == "written\n"
+    finally:
+        os.kill(writer.pid, signal.SIGKILL)
+        writer.wait(timeout=30)
+    assert writer.returncode == -signal.SIGKILL
+
+    assert summarized_through(path)
+    assert unsummarized(path) > 0
+    assert from_sqlite(path) == from_records(path)
+    with SQLiteLogger(path, run="r", resume=True) as sink:
+        sink.log_payloads([payload(index) for index in range(777, 900)])
+    assert unsummarized(path) == 0
+    assert from_sqlite(path) == from_records(path)
+
+
+def test_a_file_of_the_version_before_summaries_reads_the_same_and_gains_them(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "run.sqlite"
+    write(path, range(1000))
+    expected = from_sqlite(path)
+    infos = run_infos(path)
+    with sqlite3.connect(path) as connection:  # as rlpulse wrote it before
+        connection.execute("DROP TABLE summaries")
+        connection.execute("DROP TABLE summarized")
+        connection.execute("PRAGMA user_version = 2")
+
+    assert from_sqlite(path) == expected == from_records(path)
+    assert run_infos(path) == infos
+    write(path, range(1000, 1100), resume=True)
+    assert from_sqlite(path) == from_records(path)
+    assert unsummarized(path) == 0
+    with sqlite3.connect(path) as connection:
+        assert connection.execute("PRAGMA user_version").fetchone() == (
+            SQLITE_FORMAT_VERSION,
+        )
+
+
+def test_run_infos_count_the_summaries_and_the_rows_after_them(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "run.sqlite"
+    write(path, range(0, 600), run="first")
+    with SQLiteLogger(path, run="empty"):
+        pass
+    with SQLiteLogger(path, run="second") as sink:
+        for index in range(200):
+            sink.log_payloads([payload(index)])
+        infos = run_infos(path)
+
+    by_name = {info.name: info for info in infos}
+    assert [info.name for info in infos] == ["first", "empty", "second"]
+    assert by_name["first"].records == 2400
+    assert by_name["first"].start_wall_time == 1_700_000_000.0
+    assert by_name["first"].end_wall_time == 1_700_000_000.0 + 599 * 0.731
+    assert by_name["empty"].records == 0
+    assert by_name["second"].records == 800
+    assert by_name["second"].end_wall_time == 1_700_000_000.0 + 199 * 0.731
+
+
+def test_two_writers_appending_to_one_run_at_once_leave_it_read_whole(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "run.sqlite"
+    with (
+        SQLiteLogger(path, run="r", resume=True) as first,
+        SQLiteLogger(path, run="r", resume=True) as second,
+    ):
+        for index in range(1000):
+            (first if index % 3 else second).log_payloads([payload(index)])
+            if index % 250 == 0:
+                assert from_sqlite(path) == from_records(path)
+
+    assert unsummarized(path) == 0
+    assert from_sqlite(path) == from_records(path)
+
+
+def test_a_writers_summaries_equal_those_sqlite_computes_from_its_rows(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "run.sqlite"
+    write(path, range(1300))
+    with sqlite3.connect(path) as connection:
+        kept = list(connection.execute("SELECT * FROM summaries ORDER BY name"))
+        connection.execute("DELETE FROM summaries")
+        connection.execute("DELETE FROM summarized")
+    with sqlite3.connect(path, isolation_level=None) as connection:
+        summarize_run(connection, 1)
+        computed = list(connection.execute("SELECT * FROM summaries ORDER BY name"))
+
+    def counters_only(rows: list[tuple[object, ...]]) -> list[tuple[object, ...]]:
+        # SQLite computes no growth for a metric whose stored kind is not a
+        # counter (the reader gives none), nor its last value not NaN.
+        return [row if row[1] in COUNTERS else row[:11] + row[15:] for row in rows]
+
+    assert counters_only(computed) == counters_only(kept)
