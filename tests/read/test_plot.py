@@ -602,6 +602,73 @@ def test_a_chart_draws_the_first_watches_by_name_and_says_how_many_it_left_out()
     assert message in " ".join(figure.get_suptitle().split())  # wrapped to fit
 
 
+def _wide_run(path: Path, watches: int, payloads: int) -> Path:
+    """``watches`` watches of a counter and its logged rate, one payload a second, every record stepped."""
+    with SQLiteLogger(path, run="wide") as sink:
+        sink.log_payloads(
+            [
+                Payload(
+                    {
+                        name: value
+                        for watch in range(watches)
+                        for name, value in (
+                            (f"w{watch:02d}/frames", 100.0 * index),
+                            (f"w{watch:02d}/frames_per_second", 100.0 + index % 7),
+                        )
+                    },
+                    index,
+                    START + index,
+                    {
+                        name: kind
+                        for watch in range(watches)
+                        for name, kind in (
+                            (f"w{watch:02d}/frames", Kind.COUNTER),
+                            (f"w{watch:02d}/frames_per_second", Kind.RATE),
+                        )
+                    },
+                )
+                for index in range(payloads)
+            ]
+        )
+    return path
+
+
+@pytest.mark.parametrize("payloads", [5, 2_000], ids=["short", "long"])
+@pytest.mark.parametrize("x", ["time", "step"])
+def test_plot_file_says_how_many_watches_it_left_out_and_nothing_else(
+    tmp_path: Path, payloads: int, x: str
+) -> None:
+    # A long run (52,000 records) is downsampled by SQLite, reading only the
+    # watches the chart draws.
+    path = _wide_run(tmp_path / "wide.sqlite", MAX_PANELS + 1, payloads)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plot_file(path, tmp_path / "wide.png", x=x)
+
+    assert [str(warning.message).split(": a chart")[0] for warning in caught] == [
+        f"left out 1 of {MAX_PANELS + 1} watches (2 metrics: w12)"
+    ]
+
+
+def test_plot_file_counts_the_metrics_it_shows_as_a_chart_of_the_records_does(
+    tmp_path: Path,
+) -> None:
+    import matplotlib
+
+    path = _wide_run(tmp_path / "long.sqlite", 2, 13_000)  # SQLite downsamples it
+    figure = plot_run(read(path), run="wide")
+    with matplotlib.rc_context({"svg.fonttype": "none"}):  # text kept as text
+        image = plot_file(path, tmp_path / "long.svg")
+
+    assert "4 of 4 metrics" in figure.get_suptitle()
+    assert "4 of 4 metrics" in image.read_text()
+    assert [_labels(axes) for axes in _panels(figure).values()] == [
+        ["frames/s"],
+        ["frames/s"],
+    ]
+
+
 def test_a_panel_draws_at_most_max_lines_lines_rates_first() -> None:
     rows = [
         (second, None, f"learner/gauge_{metric:02d}", float(second + metric))
@@ -1346,7 +1413,7 @@ def test_a_long_lines_points_are_downsampled_keeping_each_spike(
         image = plot_file(path, tmp_path / "long.png")
         assert image.exists()
         data = formats.read_downsampled(path, buckets=BUCKETS)
-        ys = [point.value for point in data.points["learner/loss"]]
+        ys = data.points["learner/loss"].values
     else:
         figure = plot_run(read(path), run="long", match="learner/*")
         (line,) = _panels(figure)["learner"].get_lines()
@@ -1367,15 +1434,13 @@ def test_a_downsampled_sqlite_run_keeps_the_extremes_a_line_file_keeps(
     from_records = formats.downsample(read(path), buckets=200)
 
     for name in ("learner/loss", "collector/frames"):
-        sql_values = [point.value for point in from_sql.points[name]]
-        python_values = [point.value for point in from_records.points[name]]
+        sql_values = from_sql.points[name].values
+        python_values = from_records.points[name].values
         assert (min(sql_values), max(sql_values)) == (
             min(python_values),
             max(python_values),
         )
     assert from_sql.kinds == from_records.kinds
-    for name, points in from_sql.points.items():
-        assert {point.kind for point in points} == {from_records.kinds[name]}
     assert from_sql.records == from_records.records == 60_000
 
 

@@ -27,7 +27,7 @@ import json
 import math
 import os
 import sqlite3
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 
 from rlpulse.distributions import SCALE, Histogram
@@ -35,7 +35,9 @@ from rlpulse.formats.records import (
     DistributionRecord,
     Downsampled,
     Followed,
+    Keep,
     MetricAggregate,
+    Points,
     Record,
     RunAggregate,
     RunFileError,
@@ -963,15 +965,16 @@ def _growth(
 def read_sqlite_downsampled(
     path: Path,
     run: str | None,
-    keep: Callable[[Collection[str]], Collection[str]] | None,
+    keep: Keep | None,
     buckets: int,
 ) -> Downsampled:
     """Run ``run`` (``None``: the latest) of a SQLite file downsampled as :func:`~rlpulse.formats.records.downsample` does it; the run is checked first.
 
-    A long run is downsampled by SQLite, grouping the rows of the metrics
-    ``keep`` returns of those whose kind the file stores (all for ``None``)
-    and of every other metric by metric and bucket of time: each bucket's smallest and largest
-    value at their times, a NaN where it holds one.
+    A long run is downsampled by SQLite in one scan of its rows: those of
+    the metrics ``keep`` returns of those whose kind the file stores (all
+    for ``None``) and of every other metric, grouped by metric and bucket
+    of time: each bucket's smallest and largest value at their times, a NaN
+    where it holds one.
     """
     run_id = _run_id(path, run)
     with contextlib.closing(_connect_for_reading(path)) as connection:
@@ -989,11 +992,34 @@ def read_sqlite_downsampled(
         )
         points = _buckets(connection, run_id, start, width, wanted, stored)
     kinds: dict[str, Kind | None] = dict(stored)
-    unstored = [name for name in points if name not in stored]
-    for name in unstored:
-        kinds[name] = inferred_kind(name, kinds.keys())
-        points[name] = [record._replace(kind=kinds[name]) for record in points[name]]
+    for name in points:
+        if name not in stored:
+            kinds[name] = inferred_kind(name, kinds.keys())
     return Downsampled(count, start, end, kinds, points)
+
+
+# Each bucket's extremes at their times, in time order by metric, from one
+# scan of the run's rows: grouped twice, once for the smallest values and
+# once for the largest (a bare column comes from the row of the one MIN or
+# MAX of its query), and a NaN at the middle of each bucket that holds one.
+# ?1 the run, ?2 the start, ?3 the buckets' width.
+_BUCKETS = """
+WITH rows AS MATERIALIZED (
+    SELECT rowid AS id, name, CAST((wall_time - ?2) / ?3 AS INTEGER) AS bucket,
+        wall_time, step, value
+    FROM metrics WHERE run = ?1 AND {chosen}
+), lowest AS MATERIALIZED (
+    SELECT id, name, bucket, wall_time, step, MIN(value) AS value,
+        COUNT(value) < COUNT(*) AS gap
+    FROM rows GROUP BY name, bucket
+)
+SELECT id, name, wall_time, step, value FROM lowest
+UNION ALL
+SELECT NULL, name, ?2 + (bucket + 0.5) * ?3, NULL, NULL FROM lowest WHERE gap
+UNION ALL
+SELECT id, name, wall_time, step, MAX(value) FROM rows GROUP BY name, bucket
+ORDER BY name, wall_time, id
+"""
 
 
 def _buckets(
@@ -1003,10 +1029,9 @@ def _buckets(
     width: float,
     names: list[str],
     stored: dict[str, Kind],
-) -> dict[str, list[Record]]:
-    # Each metric's extremes by bucket, in time order: one grouped query for
-    # the smallest values and one for the largest (a bare column comes from
-    # the row of the one MIN or MAX of its query).
+) -> dict[str, Points]:
+    # Each metric's points: the rows of _BUCKETS, a row that is both its
+    # bucket's smallest and largest value once.
     chosen = "1"
     parameters: list[object] = [run_id, start, width]
     if stored.keys() - set(names) and len(names) < _NAMES_PER_STATEMENT:
@@ -1017,26 +1042,19 @@ def _buckets(
         if names:
             chosen = f"({chosen} OR name IN ({marks}))"
         parameters += names
-    cells: dict[tuple[str, int], dict[int, Record]] = {}
-    for extreme in ("MIN", "MAX"):
-        rows = connection.execute(
-            f"SELECT name, CAST((wall_time - ?2) / ?3 AS INTEGER) AS bucket,"
-            f" {extreme}(value), wall_time, step, rowid, COUNT(value) < COUNT(*)"
-            f" FROM metrics WHERE run = ?1 AND {chosen} GROUP BY name, bucket",
-            parameters,
-        )
-        for name, bucket, value, wall_time, step, rowid, has_nan in rows:
-            cell = cells.setdefault((name, bucket), {})
-            if value is None:
-                value = math.nan
-            kind = stored.get(name)
-            cell[rowid] = Record(wall_time, step, name, value, kind)
-            if has_nan and -1 not in cell:
-                middle = start + (bucket + 0.5) * width
-                cell[-1] = Record(middle, None, name, math.nan, kind)
-    points: dict[str, list[Record]] = {}
-    for (name, _), cell in cells.items():
-        points.setdefault(name, []).extend(cell.values())
-    for records in points.values():
-        records.sort(key=lambda record: record.wall_time)
+    points: dict[str, Points] = {}
+    line = Points([], [], [])
+    last_name = last_id = None
+    for row_id, name, wall_time, step, value in connection.execute(
+        _BUCKETS.format(chosen=chosen), parameters
+    ):
+        if name != last_name:
+            line = points[name] = Points([], [], [])
+            last_name = name
+        elif row_id is not None and row_id == last_id:
+            continue
+        last_id = row_id
+        line.wall_times.append(wall_time)
+        line.steps.append(step)
+        line.values.append(math.nan if value is None else value)
     return points
