@@ -1444,6 +1444,39 @@ def test_a_downsampled_sqlite_run_keeps_the_extremes_a_line_file_keeps(
     assert from_sql.records == from_records.records == 60_000
 
 
+def test_a_downsampled_sqlite_run_keeps_a_gap_where_a_bucket_holds_a_nan(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "long.sqlite"
+    with SQLiteLogger(path, run="long") as sink:
+        sink.log_payloads(
+            [
+                Payload(
+                    {
+                        "learner/loss": math.nan if index == 30_000 else 1.0,
+                        "learner/steps": float(index),
+                    },
+                    index,
+                    START + index,
+                    {"learner/steps": Kind.COUNTER},
+                )
+                for index in range(40_000)
+            ]
+        )
+
+    points = formats.read_downsampled(path, buckets=100).points
+    loss, steps = points["learner/loss"], points["learner/steps"]
+
+    gaps = [at for at, value in zip(loss.wall_times, loss.values) if math.isnan(value)]
+    assert len(gaps) == 1
+    assert START + 29_600 <= gaps[0] <= START + 30_400  # in the NaN's bucket
+    assert {value for value in loss.values if not math.isnan(value)} == {1.0}
+    assert loss.wall_times == sorted(loss.wall_times)
+    assert len(steps.values) == len(set(steps.wall_times)) <= 2 * 100 + 2
+    assert (steps.values[0], steps.values[-1]) == (0.0, 39_999.0)
+    assert steps.steps[-1] == 39_999
+
+
 def _tensorboard_smoothing(values: list[float], weight: float) -> list[float]:
     # TensorBoard's scalar smoothing (vz_line_chart2), written out here.
     last, smoothed = 0.0, []

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import json
 import math
+import operator
 import os
 import sqlite3
 from collections.abc import Collection, Iterator, Sequence
@@ -1001,8 +1003,8 @@ def read_sqlite_downsampled(
 # Each bucket's extremes at their times, in time order by metric, from one
 # scan of the run's rows: grouped twice, once for the smallest values and
 # once for the largest (a bare column comes from the row of the one MIN or
-# MAX of its query), and a NaN at the middle of each bucket that holds one.
-# ?1 the run, ?2 the start, ?3 the buckets' width.
+# MAX of its query), a row that is both once, and a NaN at the middle of
+# each bucket that holds one. ?1 the run, ?2 the start, ?3 the buckets' width.
 _BUCKETS = """
 WITH rows AS MATERIALIZED (
     SELECT rowid AS id, name, CAST((wall_time - ?2) / ?3 AS INTEGER) AS bucket,
@@ -1013,11 +1015,11 @@ WITH rows AS MATERIALIZED (
         COUNT(value) < COUNT(*) AS gap
     FROM rows GROUP BY name, bucket
 )
-SELECT id, name, wall_time, step, value FROM lowest
-UNION ALL
-SELECT NULL, name, ?2 + (bucket + 0.5) * ?3, NULL, NULL FROM lowest WHERE gap
-UNION ALL
-SELECT id, name, wall_time, step, MAX(value) FROM rows GROUP BY name, bucket
+SELECT name, wall_time, step, value, id FROM lowest
+UNION
+SELECT name, ?2 + (bucket + 0.5) * ?3, NULL, NULL, NULL FROM lowest WHERE gap
+UNION
+SELECT name, wall_time, step, MAX(value), id FROM rows GROUP BY name, bucket
 ORDER BY name, wall_time, id
 """
 
@@ -1030,8 +1032,7 @@ def _buckets(
     names: list[str],
     stored: dict[str, Kind],
 ) -> dict[str, Points]:
-    # Each metric's points: the rows of _BUCKETS, a row that is both its
-    # bucket's smallest and largest value once.
+    # Each metric's points: its rows of _BUCKETS, as columns.
     chosen = "1"
     parameters: list[object] = [run_id, start, width]
     if stored.keys() - set(names) and len(names) < _NAMES_PER_STATEMENT:
@@ -1040,21 +1041,17 @@ def _buckets(
         marks = ", ".join(f"?{4 + index}" for index in range(len(names)))
         chosen = "name NOT IN (SELECT name FROM kinds WHERE run = ?1)"
         if names:
-            chosen = f"({chosen} OR name IN ({marks}))"
+            chosen = f"(name IN ({marks}) OR {chosen})"
         parameters += names
+    rows = connection.execute(_BUCKETS.format(chosen=chosen), parameters).fetchall()
     points: dict[str, Points] = {}
-    line = Points([], [], [])
-    last_name = last_id = None
-    for row_id, name, wall_time, step, value in connection.execute(
-        _BUCKETS.format(chosen=chosen), parameters
-    ):
-        if name != last_name:
-            line = points[name] = Points([], [], [])
-            last_name = name
-        elif row_id is not None and row_id == last_id:
-            continue
-        last_id = row_id
-        line.wall_times.append(wall_time)
-        line.steps.append(step)
-        line.values.append(math.nan if value is None else value)
+    for name, group in itertools.groupby(rows, operator.itemgetter(0)):
+        _, wall_times, steps, values, _ = zip(*group, strict=True)
+        points[name] = Points(
+            list(wall_times),
+            list(steps),
+            [math.nan if value is None else value for value in values]
+            if None in values
+            else list(values),
+        )
     return points
