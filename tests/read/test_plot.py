@@ -1467,7 +1467,11 @@ def test_a_downsampled_sqlite_run_keeps_a_gap_where_a_bucket_holds_a_nan(
     points = formats.read_downsampled(path, buckets=100).points
     loss, steps = points["learner/loss"], points["learner/steps"]
 
-    gaps = [at for at, value in zip(loss.wall_times, loss.values) if math.isnan(value)]
+    gaps = [
+        at
+        for at, value in zip(loss.wall_times, loss.values, strict=True)
+        if math.isnan(value)
+    ]
     assert len(gaps) == 1
     assert START + 29_600 <= gaps[0] <= START + 30_400  # in the NaN's bucket
     assert {value for value in loss.values if not math.isnan(value)} == {1.0}

@@ -149,6 +149,9 @@ _LEFT_INCHES = 1.05
 _RIGHT_INCHES = 0.15
 _AXES_GAP_INCHES = 0.3
 _X_LABEL_INCHES = 0.65
+# The x axis's label, under its one line of tick labels: its top this far
+# below the axis, placed rather than measured against every axis's ticks.
+_X_LABEL_TOP_INCHES = 0.29
 # A header line, and the margin under the header; lines of text that fit the
 # figure's width (large type for the header, small for a panel's constants).
 _HEADER_LINE_INCHES = 0.25
@@ -979,11 +982,17 @@ def _draw_panel(
     """Draw one watch at ``places``: an axis per unit, the watch's name and constants above."""
     units = panel.units
     all_axes = [figure.add_axes(place) for place in places]
+    for axes, (_, _, _, axes_height) in zip(all_axes, places, strict=True):
+        axes.xaxis.set_label_coords(
+            0.5, -_X_LABEL_TOP_INCHES / (axes_height * figure.get_figheight())
+        )
     top = all_axes[0]
-    top.set_title(panel.watch or "(no watch)", loc="left", fontweight="bold")
+    # Titles placed on the axis's top edge (y=1.0), not measured against
+    # the ticks above it: there are none.
+    top.set_title(panel.watch or "(no watch)", loc="left", fontweight="bold", y=1.0)
     if panel.constants:
         note = "\n".join(_constants_lines(panel.constants))
-        top.set_title(note, loc="right", fontsize="small")
+        top.set_title(note, loc="right", fontsize="small", y=1.0)
     colors = iter(f"C{index}" for index in range(len(panel.lines) + 10))
     # One colour per metric: runs drawn together share it.
     color_of: dict[str, str] = {}
