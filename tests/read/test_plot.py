@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
+import sqlite3
 import struct
 import subprocess
 import sys
@@ -1479,6 +1481,45 @@ def test_a_downsampled_sqlite_run_keeps_a_gap_where_a_bucket_holds_a_nan(
     assert len(steps.values) == len(set(steps.wall_times)) <= 2 * 100 + 2
     assert (steps.values[0], steps.values[-1]) == (0.0, 39_999.0)
     assert steps.steps[-1] == 39_999
+
+
+def test_a_downsampled_sqlite_run_begun_without_kinds_reads_the_metrics_lacking_one(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "long.sqlite"
+    with SQLiteLogger(path, run="long") as sink:
+        sink.log_payloads(
+            [
+                Payload(
+                    {"old/loss": 1.0 / (1 + index), "new/size": float(index % 10)},
+                    index,
+                    START + index,
+                    {},
+                )
+                for index in range(30_000)
+            ]
+        )
+    with contextlib.closing(sqlite3.connect(path)) as connection, connection:
+        # As a run rlpulse 0.1.0 began (storing no kind) and a logger that
+        # stores kinds resumed leaves it.
+        connection.execute("DELETE FROM kinds WHERE name = 'old/loss'")
+
+    run = formats.read_downsampled(path, buckets=100, keep=lambda kinds: set())
+
+    assert set(run.points) == {"old/loss"}
+    assert run.kinds == {"old/loss": Kind.GAUGE, "new/size": Kind.GAUGE}
+    assert max(run.points["old/loss"].values) == 1.0
+
+
+def test_a_downsampled_sqlite_run_reads_only_the_metrics_kept(tmp_path: Path) -> None:
+    path = _wide_run(tmp_path / "long.sqlite", 3, 9_000)
+
+    run = formats.read_downsampled(
+        path, buckets=100, keep=lambda kinds: {"w01/frames_per_second"}
+    )
+
+    assert set(run.points) == {"w01/frames_per_second"}
+    assert len(run.kinds) == 6
 
 
 def _tensorboard_smoothing(values: list[float], weight: float) -> list[float]:

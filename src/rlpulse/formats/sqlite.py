@@ -1036,12 +1036,13 @@ def _buckets(
     chosen = "1"
     parameters: list[object] = [run_id, start, width]
     if stored.keys() - set(names) and len(names) < _NAMES_PER_STATEMENT:
-        # The names asked for, and those whose kind is not stored: guessed
-        # from every name.
         marks = ", ".join(f"?{4 + index}" for index in range(len(names)))
-        chosen = "name NOT IN (SELECT name FROM kinds WHERE run = ?1)"
-        if names:
-            chosen = f"(name IN ({marks}) OR {chosen})"
+        chosen = f"name IN ({marks})"
+        if not _every_kind_stored(connection, run_id):
+            # And the names whose kind is not stored: guessed from every name.
+            chosen = (
+                f"({chosen} OR name NOT IN (SELECT name FROM kinds WHERE run = ?1))"
+            )
         parameters += names
     rows = connection.execute(_BUCKETS.format(chosen=chosen), parameters).fetchall()
     points: dict[str, Points] = {}
@@ -1055,3 +1056,16 @@ def _buckets(
             else list(values),
         )
     return points
+
+
+def _every_kind_stored(connection: sqlite3.Connection, run_id: int) -> bool:
+    # A logger that stores kinds stores each metric's with the metric's first
+    # row: a run it began (its first row's kind is stored) has every kind
+    # stored; one begun by rlpulse 0.1.0, resumed since, only some.
+    (stored,) = connection.execute(
+        "SELECT EXISTS (SELECT 1 FROM kinds WHERE run = ?1 AND name = ("
+        " SELECT name FROM metrics WHERE rowid = ("
+        "  SELECT MIN(rowid) FROM metrics WHERE run = ?1)))",
+        (run_id,),
+    ).fetchone()
+    return bool(stored)
