@@ -268,15 +268,18 @@ def render(results: list[Measurement], settings: Settings) -> str:
 A run of {settings.watches} watches of six metrics each ({settings.records:,}
 records) in a SQLite file, written as `SQLiteLogger` writes it, with the
 run's summaries. `show` reads the summaries (and aggregates the rows
-after them, none here, with SQL); `plot` has SQLite
-downsample the lines it draws to {1000} buckets of time each, keeping each
-bucket's smallest and largest value. "before" is the code at commit
+after them, none here, with SQL); `plot` has SQLite downsample the lines
+it draws (the first twelve watches' metrics but the counters drawn as the
+rates logged beside them) to {1000} buckets of time each in one scan of
+the run, keeping each bucket's smallest and largest value at their times.
+"before" is the code at commit
 `{BASELINE_COMMIT}`, which read every record into Python, run from its
 sources in the same run; each figure is one fresh process's (the call's
 seconds, the process's peak resident memory). The last row of each command
 is today's code on a run a quarter as long: memory does not grow with the
-run, and neither does much of the time: what remains of `plot` is
-matplotlib laying out and drawing twelve panels. Budgets: {budgets}. {verdict}
+run, and neither does much of the time: what remains of `plot` is mostly
+matplotlib: importing it, laying out and drawing twelve panels of three axes
+each, and packing the image into a PNG. Budgets: {budgets}. {verdict}
 
 {chr(10).join(rows)}
 

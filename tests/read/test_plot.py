@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
+import sqlite3
 import struct
 import subprocess
 import sys
@@ -600,6 +602,73 @@ def test_a_chart_draws_the_first_watches_by_name_and_says_how_many_it_left_out()
     )
     assert "--match 'w12/*'" in message
     assert message in " ".join(figure.get_suptitle().split())  # wrapped to fit
+
+
+def _wide_run(path: Path, watches: int, payloads: int) -> Path:
+    """``watches`` watches of a counter and its logged rate, one payload a second, every record stepped."""
+    with SQLiteLogger(path, run="wide") as sink:
+        sink.log_payloads(
+            [
+                Payload(
+                    {
+                        name: value
+                        for watch in range(watches)
+                        for name, value in (
+                            (f"w{watch:02d}/frames", 100.0 * index),
+                            (f"w{watch:02d}/frames_per_second", 100.0 + index % 7),
+                        )
+                    },
+                    index,
+                    START + index,
+                    {
+                        name: kind
+                        for watch in range(watches)
+                        for name, kind in (
+                            (f"w{watch:02d}/frames", Kind.COUNTER),
+                            (f"w{watch:02d}/frames_per_second", Kind.RATE),
+                        )
+                    },
+                )
+                for index in range(payloads)
+            ]
+        )
+    return path
+
+
+@pytest.mark.parametrize("payloads", [5, 2_000], ids=["short", "long"])
+@pytest.mark.parametrize("x", ["time", "step"])
+def test_plot_file_says_how_many_watches_it_left_out_and_nothing_else(
+    tmp_path: Path, payloads: int, x: str
+) -> None:
+    # A long run (52,000 records) is downsampled by SQLite, reading only the
+    # watches the chart draws.
+    path = _wide_run(tmp_path / "wide.sqlite", MAX_PANELS + 1, payloads)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plot_file(path, tmp_path / "wide.png", x=x)
+
+    assert [str(warning.message).split(": a chart")[0] for warning in caught] == [
+        f"left out 1 of {MAX_PANELS + 1} watches (2 metrics: w12)"
+    ]
+
+
+def test_plot_file_counts_the_metrics_it_shows_as_a_chart_of_the_records_does(
+    tmp_path: Path,
+) -> None:
+    import matplotlib
+
+    path = _wide_run(tmp_path / "long.sqlite", 2, 13_000)  # SQLite downsamples it
+    figure = plot_run(read(path), run="wide")
+    with matplotlib.rc_context({"svg.fonttype": "none"}):  # text kept as text
+        image = plot_file(path, tmp_path / "long.svg")
+
+    assert "4 of 4 metrics" in figure.get_suptitle()
+    assert "4 of 4 metrics" in image.read_text()
+    assert [_labels(axes) for axes in _panels(figure).values()] == [
+        ["frames/s"],
+        ["frames/s"],
+    ]
 
 
 def test_a_panel_draws_at_most_max_lines_lines_rates_first() -> None:
@@ -1346,7 +1415,7 @@ def test_a_long_lines_points_are_downsampled_keeping_each_spike(
         image = plot_file(path, tmp_path / "long.png")
         assert image.exists()
         data = formats.read_downsampled(path, buckets=BUCKETS)
-        ys = [point.value for point in data.points["learner/loss"]]
+        ys = data.points["learner/loss"].values
     else:
         figure = plot_run(read(path), run="long", match="learner/*")
         (line,) = _panels(figure)["learner"].get_lines()
@@ -1367,16 +1436,90 @@ def test_a_downsampled_sqlite_run_keeps_the_extremes_a_line_file_keeps(
     from_records = formats.downsample(read(path), buckets=200)
 
     for name in ("learner/loss", "collector/frames"):
-        sql_values = [point.value for point in from_sql.points[name]]
-        python_values = [point.value for point in from_records.points[name]]
+        sql_values = from_sql.points[name].values
+        python_values = from_records.points[name].values
         assert (min(sql_values), max(sql_values)) == (
             min(python_values),
             max(python_values),
         )
     assert from_sql.kinds == from_records.kinds
-    for name, points in from_sql.points.items():
-        assert {point.kind for point in points} == {from_records.kinds[name]}
     assert from_sql.records == from_records.records == 60_000
+
+
+def test_a_downsampled_sqlite_run_keeps_a_gap_where_a_bucket_holds_a_nan(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "long.sqlite"
+    with SQLiteLogger(path, run="long") as sink:
+        sink.log_payloads(
+            [
+                Payload(
+                    {
+                        "learner/loss": math.nan if index == 30_000 else 1.0,
+                        "learner/steps": float(index),
+                    },
+                    index,
+                    START + index,
+                    {"learner/steps": Kind.COUNTER},
+                )
+                for index in range(40_000)
+            ]
+        )
+
+    points = formats.read_downsampled(path, buckets=100).points
+    loss, steps = points["learner/loss"], points["learner/steps"]
+
+    gaps = [
+        at
+        for at, value in zip(loss.wall_times, loss.values, strict=True)
+        if math.isnan(value)
+    ]
+    assert len(gaps) == 1
+    assert START + 29_600 <= gaps[0] <= START + 30_400  # in the NaN's bucket
+    assert {value for value in loss.values if not math.isnan(value)} == {1.0}
+    assert loss.wall_times == sorted(loss.wall_times)
+    assert len(steps.values) == len(set(steps.wall_times)) <= 2 * 100 + 2
+    assert (steps.values[0], steps.values[-1]) == (0.0, 39_999.0)
+    assert steps.steps[-1] == 39_999
+
+
+def test_a_downsampled_sqlite_run_begun_without_kinds_reads_the_metrics_lacking_one(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "long.sqlite"
+    with SQLiteLogger(path, run="long") as sink:
+        sink.log_payloads(
+            [
+                Payload(
+                    {"old/loss": 1.0 / (1 + index), "new/size": float(index % 10)},
+                    index,
+                    START + index,
+                    {},
+                )
+                for index in range(30_000)
+            ]
+        )
+    with contextlib.closing(sqlite3.connect(path)) as connection, connection:
+        # As a run rlpulse 0.1.0 began (storing no kind) and a logger that
+        # stores kinds resumed leaves it.
+        connection.execute("DELETE FROM kinds WHERE name = 'old/loss'")
+
+    run = formats.read_downsampled(path, buckets=100, keep=lambda kinds: set())
+
+    assert set(run.points) == {"old/loss"}
+    assert run.kinds == {"old/loss": Kind.GAUGE, "new/size": Kind.GAUGE}
+    assert max(run.points["old/loss"].values) == 1.0
+
+
+def test_a_downsampled_sqlite_run_reads_only_the_metrics_kept(tmp_path: Path) -> None:
+    path = _wide_run(tmp_path / "long.sqlite", 3, 9_000)
+
+    run = formats.read_downsampled(
+        path, buckets=100, keep=lambda kinds: {"w01/frames_per_second"}
+    )
+
+    assert set(run.points) == {"w01/frames_per_second"}
+    assert len(run.kinds) == 6
 
 
 def _tensorboard_smoothing(values: list[float], weight: float) -> list[float]:

@@ -29,7 +29,7 @@ the line and what is wrong.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 from rlpulse.formats.csv import CSV_FIELDS, CSV_FIELDS_0_1, CSVFollower, read_csv
@@ -38,7 +38,9 @@ from rlpulse.formats.records import (
     DistributionRecord,
     Downsampled,
     Followed,
+    Keep,
     MetricAggregate,
+    Points,
     Record,
     RunAggregate,
     RunFileError,
@@ -75,6 +77,7 @@ __all__ = [
     "Downsampled",
     "Followed",
     "MetricAggregate",
+    "Points",
     "Record",
     "RunAggregate",
     "RunFileError",
@@ -174,13 +177,13 @@ def read_downsampled(
     run: str | None = None,
     *,
     buckets: int,
-    keep: Callable[[Collection[str]], Collection[str]] | None = None,
+    keep: Keep | None = None,
 ) -> Downsampled:
     """The records of a run (as :func:`read` reads them) downsampled to about ``buckets`` buckets of time per metric, as :func:`downsample` does it.
 
-    ``keep``, given the run's metric names, returns those whose points to
-    keep (``None``: all); SQLite asks it of the metrics whose kind it
-    stores, and keeps the points of the others too.
+    ``keep``, given the kind of each metric of the run, returns the names
+    of those whose points to keep (``None``: all); SQLite asks it of the
+    metrics whose kind it stores, and keeps the points of the others too.
     SQLite downsamples a long run itself; a CSV or JSON lines file is read
     once, keeping a few points per bucket. ``run`` and the errors as for
     :func:`read`.
@@ -192,7 +195,7 @@ def read_downsampled(
     ...         for second in range(1000):
     ...             sink.log_metrics({"b/size": float(second % 10)}, timestamp=float(second))
     ...     run = read_downsampled(sink.path, buckets=50)
-    >>> run.records, len(run.points["b/size"]) <= 100, max(p.value for p in run.points["b/size"])
+    >>> run.records, len(run.points["b/size"].values) <= 100, max(run.points["b/size"].values)
     (1000, True, 9.0)
     """
     path = Path(path)

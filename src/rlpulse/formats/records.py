@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
@@ -31,6 +31,7 @@ __all__ = [
     "Downsampled",
     "Followed",
     "MetricAggregate",
+    "Points",
     "Record",
     "RunAggregate",
     "RunFileError",
@@ -452,21 +453,38 @@ def aggregate(records: Iterable[Record]) -> RunAggregate:
     )
 
 
+class Points(NamedTuple):
+    """One metric's points as a chart draws them: columns of wall times, steps and values, in time order.
+
+    A step is ``None`` where the payload had none, a value NaN where the
+    metric was NaN, or where a bucket of a downsampled line held a NaN (a
+    gap in the line).
+
+    >>> points = Points([10.0, 11.0], [0, None], [0.5, math.nan])
+    >>> len(points.wall_times), points.values[0]
+    (2, 0.5)
+    """
+
+    wall_times: list[float]
+    steps: list[int | None]
+    values: list[float]
+
+
 class Downsampled(NamedTuple):
     """A run as a chart can show it: its records' count and span, every metric's kind, and some metrics' points, downsampled.
 
-    ``points`` holds, by metric name, its records in time order: all of
-    them when there are at most twice as many as buckets, else, in each
-    of about that many buckets of time, the record of its smallest and of
-    its largest value (so that spikes survive) and one NaN record where
-    the bucket holds any (a gap in the line). ``kinds`` has every
+    ``points`` holds, by metric name, its :class:`Points` in time order:
+    all of its records when there are at most twice as many as buckets,
+    else, in each of about that many buckets of time, the record of its
+    smallest and of its largest value (so that spikes survive) and one NaN
+    where the bucket holds any (a gap in the line). ``kinds`` has every
     metric of the run, ``points`` those asked for (and, in a SQLite file,
     any whose kind the file does not store).
 
     >>> records = [Record(float(t), t, "c/x", float(t % 7)) for t in range(10_000)]
     >>> run = downsample(records, buckets=100)
     >>> points = run.points["c/x"]
-    >>> len(points) <= 200, min(p.value for p in points), max(p.value for p in points)
+    >>> len(points.values) <= 200, min(points.values), max(points.values)
     (True, 0.0, 6.0)
     """
 
@@ -474,7 +492,11 @@ class Downsampled(NamedTuple):
     start_wall_time: float
     end_wall_time: float
     kinds: dict[str, Kind | None]
-    points: dict[str, list[Record]]
+    points: dict[str, Points]
+
+
+Keep = Callable[[Mapping[str, Kind | None]], Collection[str]]
+"""Which metrics' points a downsampled run keeps: given every metric's kind (``None`` where unknown), their names."""
 
 
 class _Reducer:
@@ -527,7 +549,7 @@ class _Reducer:
                     _keep(merged, record)
         self.cells = cells
 
-    def points(self) -> list[Record]:
+    def points(self) -> Points:
         if self.raw is not None:
             kept = self.raw
         else:
@@ -539,7 +561,12 @@ class _Reducer:
                     if record is not None
                 }.values()
             )
-        return sorted(kept, key=lambda record: record.wall_time)
+        kept.sort(key=lambda record: record.wall_time)
+        return Points(
+            [record.wall_time for record in kept],
+            [record.step for record in kept],
+            [record.value for record in kept],
+        )
 
 
 def _keep(cell: list[Record | None], record: Record) -> None:
@@ -559,9 +586,9 @@ def _keep(cell: list[Record | None], record: Record) -> None:
 def downsample(
     records: Iterable[Record],
     buckets: int,
-    keep: Callable[[Collection[str]], Collection[str]] | None = None,
+    keep: Keep | None = None,
 ) -> Downsampled:
-    """Downsample ``records`` in one pass to about ``buckets`` buckets of time per metric (see :class:`Downsampled`); keep the points of the names ``keep(names)`` returns, when given.
+    """Downsample ``records`` in one pass to about ``buckets`` buckets of time per metric (see :class:`Downsampled`); keep the points of the names ``keep(kinds)`` returns, when given.
 
     Memory stays within a few points per bucket and metric, whatever the
     run's length: buckets that grow too many are merged in pairs.
@@ -585,7 +612,7 @@ def downsample(
         if reducer is None:
             reducer = reducers[name] = _Reducer(buckets)
         reducer.add(record)
-    kept = reducers.keys() if keep is None else set(keep(reducers.keys()))
+    kept = reducers.keys() if keep is None else set(keep(kinds))
     return Downsampled(
         count,
         start_wall_time,

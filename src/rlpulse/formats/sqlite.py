@@ -25,11 +25,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import json
 import math
+import operator
 import os
 import sqlite3
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple, cast
 
@@ -38,7 +40,9 @@ from rlpulse.formats.records import (
     DistributionRecord,
     Downsampled,
     Followed,
+    Keep,
     MetricAggregate,
+    Points,
     Record,
     RunAggregate,
     RunFileError,
@@ -1435,15 +1439,16 @@ def _rows_by_id(
 def read_sqlite_downsampled(
     path: Path,
     run: str | None,
-    keep: Callable[[Collection[str]], Collection[str]] | None,
+    keep: Keep | None,
     buckets: int,
 ) -> Downsampled:
     """Run ``run`` (``None``: the latest) of a SQLite file downsampled as :func:`~rlpulse.formats.records.downsample` does it; the run is checked first.
 
-    A long run is downsampled by SQLite, grouping the rows of the metrics
-    ``keep`` returns of those whose kind the file stores (all for ``None``)
-    and of every other metric by metric and bucket of time: each bucket's smallest and largest
-    value at their times, a NaN where it holds one.
+    A long run is downsampled by SQLite in one scan of its rows: those of
+    the metrics ``keep`` returns of those whose kind the file stores (all
+    for ``None``) and of every other metric, grouped by metric and bucket
+    of time: each bucket's smallest and largest value at their times, a NaN
+    where it holds one.
     """
     run_id = _run_id(path, run)
     with contextlib.closing(_connect_for_reading(path)) as connection:
@@ -1461,11 +1466,34 @@ def read_sqlite_downsampled(
         )
         points = _buckets(connection, run_id, start, width, wanted, stored)
     kinds: dict[str, Kind | None] = dict(stored)
-    unstored = [name for name in points if name not in stored]
-    for name in unstored:
-        kinds[name] = inferred_kind(name, kinds.keys())
-        points[name] = [record._replace(kind=kinds[name]) for record in points[name]]
+    for name in points:
+        if name not in stored:
+            kinds[name] = inferred_kind(name, kinds.keys())
     return Downsampled(count, start, end, kinds, points)
+
+
+# Each bucket's extremes at their times, in time order by metric, from one
+# scan of the run's rows: grouped twice, once for the smallest values and
+# once for the largest (a bare column comes from the row of the one MIN or
+# MAX of its query), a row that is both once, and a NaN at the middle of
+# each bucket that holds one. ?1 the run, ?2 the start, ?3 the buckets' width.
+_BUCKETS = """
+WITH rows AS MATERIALIZED (
+    SELECT rowid AS id, name, CAST((wall_time - ?2) / ?3 AS INTEGER) AS bucket,
+        wall_time, step, value
+    FROM metrics WHERE run = ?1 AND {chosen}
+), lowest AS MATERIALIZED (
+    SELECT id, name, bucket, wall_time, step, MIN(value) AS value,
+        COUNT(value) < COUNT(*) AS gap
+    FROM rows GROUP BY name, bucket
+)
+SELECT name, wall_time, step, value, id FROM lowest
+UNION
+SELECT name, ?2 + (bucket + 0.5) * ?3, NULL, NULL, NULL FROM lowest WHERE gap
+UNION
+SELECT name, wall_time, step, MAX(value), id FROM rows GROUP BY name, bucket
+ORDER BY name, wall_time, id
+"""
 
 
 def _buckets(
@@ -1475,40 +1503,41 @@ def _buckets(
     width: float,
     names: list[str],
     stored: dict[str, Kind],
-) -> dict[str, list[Record]]:
-    # Each metric's extremes by bucket, in time order: one grouped query for
-    # the smallest values and one for the largest (a bare column comes from
-    # the row of the one MIN or MAX of its query).
+) -> dict[str, Points]:
+    # Each metric's points: its rows of _BUCKETS, as columns.
     chosen = "1"
     parameters: list[object] = [run_id, start, width]
     if stored.keys() - set(names) and len(names) < _NAMES_PER_STATEMENT:
-        # The names asked for, and those whose kind is not stored: guessed
-        # from every name.
         marks = ", ".join(f"?{4 + index}" for index in range(len(names)))
-        chosen = "name NOT IN (SELECT name FROM kinds WHERE run = ?1)"
-        if names:
-            chosen = f"({chosen} OR name IN ({marks}))"
+        chosen = f"name IN ({marks})"
+        if not _every_kind_stored(connection, run_id):
+            # And the names whose kind is not stored: guessed from every name.
+            chosen = (
+                f"({chosen} OR name NOT IN (SELECT name FROM kinds WHERE run = ?1))"
+            )
         parameters += names
-    cells: dict[tuple[str, int], dict[int, Record]] = {}
-    for extreme in ("MIN", "MAX"):
-        rows = connection.execute(
-            f"SELECT name, CAST((wall_time - ?2) / ?3 AS INTEGER) AS bucket,"
-            f" {extreme}(value), wall_time, step, rowid, COUNT(value) < COUNT(*)"
-            f" FROM metrics WHERE run = ?1 AND {chosen} GROUP BY name, bucket",
-            parameters,
+    rows = connection.execute(_BUCKETS.format(chosen=chosen), parameters).fetchall()
+    points: dict[str, Points] = {}
+    for name, group in itertools.groupby(rows, operator.itemgetter(0)):
+        _, wall_times, steps, values, _ = zip(*group, strict=True)
+        points[name] = Points(
+            list(wall_times),
+            list(steps),
+            [math.nan if value is None else value for value in values]
+            if None in values
+            else list(values),
         )
-        for name, bucket, value, wall_time, step, rowid, has_nan in rows:
-            cell = cells.setdefault((name, bucket), {})
-            if value is None:
-                value = math.nan
-            kind = stored.get(name)
-            cell[rowid] = Record(wall_time, step, name, value, kind)
-            if has_nan and -1 not in cell:
-                middle = start + (bucket + 0.5) * width
-                cell[-1] = Record(middle, None, name, math.nan, kind)
-    points: dict[str, list[Record]] = {}
-    for (name, _), cell in cells.items():
-        points.setdefault(name, []).extend(cell.values())
-    for records in points.values():
-        records.sort(key=lambda record: record.wall_time)
     return points
+
+
+def _every_kind_stored(connection: sqlite3.Connection, run_id: int) -> bool:
+    # A logger that stores kinds stores each metric's with the metric's first
+    # row: a run it began (its first row's kind is stored) has every kind
+    # stored; one begun by rlpulse 0.1.0, resumed since, only some.
+    (stored,) = connection.execute(
+        "SELECT EXISTS (SELECT 1 FROM kinds WHERE run = ?1 AND name = ("
+        " SELECT name FROM metrics WHERE rowid = ("
+        "  SELECT MIN(rowid) FROM metrics WHERE run = ?1)))",
+        (run_id,),
+    ).fetchone()
+    return bool(stored)

@@ -48,12 +48,12 @@ import math
 import os
 import textwrap
 import warnings
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from rlpulse.formats import Downsampled, downsample, read_downsampled
+from rlpulse.formats import Downsampled, Points, downsample, read_downsampled
 from rlpulse.naming import (
     RATE_SUFFIX,
     Kind,
@@ -149,6 +149,9 @@ _LEFT_INCHES = 1.05
 _RIGHT_INCHES = 0.15
 _AXES_GAP_INCHES = 0.3
 _X_LABEL_INCHES = 0.65
+# The x axis's label, under its one line of tick labels: its top this far
+# below the axis, placed rather than measured against every axis's ticks.
+_X_LABEL_TOP_INCHES = 0.29
 # A header line, and the margin under the header; lines of text that fit the
 # figure's width (large type for the header, small for a panel's constants).
 _HEADER_LINE_INCHES = 0.25
@@ -326,11 +329,27 @@ class _Options:
                 f"smoothing, got {self.smooth!r}; 0.6 to 0.99 is usual"
             )
 
-    def keep(self, names: Collection[str]) -> set[str]:
-        """Of a run's ``names``, those a chart draws: the metrics of its first watches, and the counter on the x axis."""
-        selected = select_metrics(names, self.match) or list(names)
+    def keep(self, kinds: Mapping[str, Kind | None]) -> set[str]:
+        """Of a run's metrics (by kind), those a chart draws: the metrics of its first watches, and the counter on the x axis.
+
+        A counter whose rate was logged beside it is drawn as that rate:
+        left out, unless drawn itself (``cumulative``) or the steps decide
+        what is drawn.
+        """
+        names = kinds.keys()
+        selected = set(select_metrics(names, self.match) or names)
         watches = sorted({split(name)[0] for name in selected})[:MAX_PANELS]
-        kept = {name for name in selected if split(name)[0] in watches}
+        kept = {
+            name
+            for name in selected
+            if split(name)[0] in watches
+            and not (
+                not self.cumulative
+                and self.x != "step"
+                and rate_of(name) in selected
+                and (kinds[name] or inferred_kind(name, names)) is Kind.COUNTER
+            )
+        }
         if self.x not in ("time", "step"):
             kept.add(self.x)
         return kept
@@ -356,9 +375,12 @@ def _plot_run(
             "plot it over time instead (x='time', --x time)"
         )
     notes = []
-    if x == "step" and (stepless := _stepless(selected, series)):
+    # The run was read for what a chart draws (_Options.keep): what it did
+    # not read counts among what the chart leaves out, never as stepless.
+    unread = selected - data.points.keys()
+    if x == "step" and (stepless := _stepless(selected - unread, series)):
         notes.append(stepless)
-    panels, left_out = _panels(series, options.cumulative)
+    panels, left_out = _panels(series, options.cumulative, unread)
     if left_out:
         notes.append(left_out)
     for note in notes:
@@ -366,9 +388,12 @@ def _plot_run(
     title = f"rlpulse run {run}"
     if source:
         title += f" — {source}"
+    # A counter drawn as the rate logged beside it counts as shown, read or not.
+    drawn = {panel.watch for panel in panels}
+    shown = len(series) + sum(_watch_of(name) in drawn for name in unread)
     subtitle = (
         f"{plural(data.records, 'record')} over {format_duration(end - start)}, "
-        f"{len(series):,} of {plural(len(names), 'metric')}"
+        f"{shown:,} of {plural(len(names), 'metric')}"
     )
     if options.smooth:
         subtitle += f", smoothed {options.smooth:g} (faint: as logged)"
@@ -420,9 +445,10 @@ def _plot_runs(loaded: list[tuple[str, Downsampled]], options: _Options) -> Figu
     for index, (label, data) in enumerate(loaded):
         names = set(data.kinds)
         start = data.start_wall_time
-        series = _series(
-            data, set(select_metrics(names, match)), x, start, time_scale, label
-        )
+        selected = set(select_metrics(names, match))
+        series = _series(data, selected, x, start, time_scale, label)
+        for name in selected - data.points.keys():
+            metrics_of.setdefault(_watch_of(name), set()).add(name)
         if not series:
             matching = "" if match is None else f" matching {patterns_text(match)}"
             notes.append(
@@ -441,7 +467,8 @@ def _plot_runs(loaded: list[tuple[str, Downsampled]], options: _Options) -> Figu
             + (" with a step" if x == "step" else "")
         )
     panels, left_out = _arranged(
-        {watch: len(names) for watch, names in metrics_of.items()}, lines_of.__getitem__
+        {watch: len(names) for watch, names in metrics_of.items()},
+        lambda watch: lines_of.get(watch, []),
     )
     if left_out:
         notes.append(left_out)
@@ -587,34 +614,46 @@ def _series(
     run: str,
 ) -> dict[str, _Series]:
     """The ``selected`` metrics' points, over their step, the time since ``start`` in ``time_scale`` units, or counter ``x``."""
-    position = _position(data, x, start, time_scale, run)
+    positions = _positions(data, x, start, time_scale, run)
     names = data.kinds.keys()
     series: dict[str, _Series] = {}
     for name in sorted(selected & data.points.keys()):
         kind = data.kinds.get(name)
-        line = _Series(name, kind=inferred_kind(name, names) if kind is None else kind)
-        for record in data.points[name]:
-            at = position(record)
-            if at is None:
-                continue
-            line.times.append(record.wall_time)
-            line.xs.append(at)
-            line.ys.append(record.value)
-        if line.times:
-            series[name] = line
+        points = data.points[name]
+        xs = positions(points)
+        times, ys = points.wall_times, points.values
+        if None in xs:
+            kept = [index for index, at in enumerate(xs) if at is not None]
+            times = [times[index] for index in kept]
+            ys = [ys[index] for index in kept]
+        if times:
+            series[name] = _Series(
+                name,
+                times,
+                [at for at in xs if at is not None],
+                ys,
+                inferred_kind(name, names) if kind is None else kind,
+            )
     return series
 
 
-def _position(
+def _positions(
     data: Downsampled, x: XAxis, start: float, time_scale: float, run: str
-) -> Callable[[Record], float | None]:
-    """Where a record goes on the x axis ``x``; ``None`` for a record without a step on the step axis."""
+) -> Callable[[Points], list[float | None]]:
+    """Where points go on the x axis ``x``; ``None`` for a point without a step on the step axis."""
     if x == "time":
-        return lambda record: (record.wall_time - start) / time_scale
+        return lambda points: [
+            (wall_time - start) / time_scale for wall_time in points.wall_times
+        ]
     if x == "step":
-        return lambda record: None if record.step is None else float(record.step)
-    counter = [p for p in data.points.get(x, []) if math.isfinite(p.value)]
-    if not counter:
+        return lambda points: [
+            None if step is None else float(step) for step in points.steps
+        ]
+    counter = data.points.get(x, Points([], [], []))
+    finite = [
+        index for index, value in enumerate(counter.values) if math.isfinite(value)
+    ]
+    if not finite:
         names = data.kinds.keys()
         counters = sorted(
             name
@@ -630,11 +669,13 @@ def _position(
             f"run {run} has no counter {x!r} to draw on the x axis; draw it "
             f"over time, step or a counter (x=, --x): {choices}"
         )
-    times = [point.wall_time for point in counter]
-    values = [point.value for point in counter]
+    times = [counter.wall_times[index] for index in finite]
+    values = [counter.values[index] for index in finite]
     # A counter only grows (a reset aside): its value at any time lies
     # between its records'.
-    return lambda record: _interpolated(times, values, record.wall_time)
+    return lambda points: [
+        _interpolated(times, values, wall_time) for wall_time in points.wall_times
+    ]
 
 
 def _interpolated(times: list[float], values: list[float], at: float) -> float:
@@ -672,15 +713,19 @@ def _stepless(selected: set[str], series: dict[str, _Series]) -> str | None:
 
 
 def _panels(
-    series: dict[str, _Series], cumulative: bool
+    series: dict[str, _Series], cumulative: bool, unread: Collection[str]
 ) -> tuple[list[_Panel], str | None]:
-    """The panels to draw, within the bounds, and what they leave out (``None`` when nothing)."""
+    """The panels to draw, within the bounds, and what they leave out (``None`` when nothing); ``unread``: metrics not read, left out."""
     by_watch: dict[str, list[_Series]] = {}
     for name in sorted(series):
         by_watch.setdefault(series[name].watch, []).append(series[name])
+    metrics_of = {watch: len(metrics) for watch, metrics in by_watch.items()}
+    for name in unread:
+        watch = _watch_of(name)
+        metrics_of[watch] = metrics_of.get(watch, 0) + 1
     return _arranged(
-        {watch: len(metrics) for watch, metrics in by_watch.items()},
-        lambda watch: _lines(by_watch[watch], series, cumulative),
+        metrics_of,
+        lambda watch: _lines(by_watch.get(watch, []), series, cumulative),
     )
 
 
@@ -937,11 +982,17 @@ def _draw_panel(
     """Draw one watch at ``places``: an axis per unit, the watch's name and constants above."""
     units = panel.units
     all_axes = [figure.add_axes(place) for place in places]
+    for axes, (_, _, _, axes_height) in zip(all_axes, places, strict=True):
+        axes.xaxis.set_label_coords(
+            0.5, -_X_LABEL_TOP_INCHES / (axes_height * figure.get_figheight())
+        )
     top = all_axes[0]
-    top.set_title(panel.watch or "(no watch)", loc="left", fontweight="bold")
+    # Titles placed on the axis's top edge (y=1.0), not measured against
+    # the ticks above it: there are none.
+    top.set_title(panel.watch or "(no watch)", loc="left", fontweight="bold", y=1.0)
     if panel.constants:
         note = "\n".join(_constants_lines(panel.constants))
-        top.set_title(note, loc="right", fontsize="small")
+        top.set_title(note, loc="right", fontsize="small", y=1.0)
     colors = iter(f"C{index}" for index in range(len(panel.lines) + 10))
     # One colour per metric: runs drawn together share it.
     color_of: dict[str, str] = {}
