@@ -1067,18 +1067,23 @@ _GROUPED_SEEDS = """
 # NaN to the next where it did not go down, and its seconds, over the rows
 # after the summaries, each continued from its stored summary (a row first
 # in its metric, standing for the last value it includes and carrying its
-# growth, {seeds}); and the last value that is not NaN and its time.
+# growth, {seeds}); whether the growth is NaN (a step from an infinity to
+# the same one, which SQLite gives as NULL, or a stored growth of NaN: a
+# sum, as MAX(id) must be the only MIN or MAX for its row to give the bare
+# columns); and the last value that is not NaN and its time.
 _GROWTH_AFTER = """
 SELECT name, MAX(id), value, wall_time,
- TOTAL(IFNULL(seed_growth, CASE WHEN grew >= 0 THEN grew END)),
- TOTAL(IFNULL(seed_growth_s, CASE WHEN grew >= 0 THEN seconds END))
+ TOTAL(IFNULL(seed_growth, CASE WHEN grew_on THEN grew END)),
+ TOTAL(IFNULL(seed_growth_s, CASE WHEN grew_on THEN seconds END)),
+ TOTAL(IFNULL(seed_nan, grew_on AND grew IS NULL))
 FROM (
- SELECT name, id, value, wall_time, seed_growth, seed_growth_s,
+ SELECT name, id, value, wall_time, seed_growth, seed_growth_s, seed_nan,
+  value >= LAG(value) OVER in_order AS grew_on,
   value - LAG(value) OVER in_order AS grew,
   wall_time - LAG(wall_time) OVER in_order AS seconds
  FROM ({seeds}
   SELECT name, rowid AS id, value, wall_time, NULL AS seed_growth,
-   NULL AS seed_growth_s
+   NULL AS seed_growth_s, NULL AS seed_nan
   FROM metrics
   WHERE run = ?1 AND rowid > ?2 AND value IS NOT NULL AND name IN ({names})
  )
@@ -1087,7 +1092,8 @@ FROM (
 """
 _GROWTH_SEEDS = """
   SELECT name, ?2 AS id, previous AS value, previous_wall_time AS wall_time,
-   growth AS seed_growth, growth_s AS seed_growth_s
+   growth AS seed_growth, growth_s AS seed_growth_s,
+   growth IS NULL AS seed_nan
   FROM summaries
   WHERE run = ?1 AND previous IS NOT NULL AND name IN ({names})
   UNION ALL"""
@@ -1199,8 +1205,8 @@ def _growth_after(
         rows = connection.execute(
             _GROWTH_AFTER.format(seeds=seeds, names=marks), (run_id, through, *chunk)
         )
-        for name, _, value, wall_time, grew, grew_s in rows:
-            growth[name] = (value, wall_time, grew, grew_s)
+        for name, _, value, wall_time, grew, grew_s, grew_nan in rows:
+            growth[name] = (value, wall_time, math.nan if grew_nan else grew, grew_s)
     return growth
 
 
