@@ -312,3 +312,32 @@ def test_a_counter_that_stays_infinite_grows_as_in_its_records(
 
     assert unsummarized(path) == 0
     assert from_sqlite(path) == from_records(path)
+
+
+def cancelling(index: int) -> Payload:
+    """Values whose sum depends on how it is added up: one at a time, in order, as :func:`aggregate` adds them, they cancel to 0 where a compensated sum (SQLite's since 3.43) keeps what each large value swallowed."""
+    value = (0.1, 1e16, 1.0, -1e16)[index % 4]
+    return Payload(
+        {"collector/frames": 10.0 * index + value, "learner/loss": value},
+        index,
+        1_700_000_000.0 + index * 0.5,
+        {"collector/frames": Kind.COUNTER},
+    )
+
+
+@pytest.mark.parametrize("writers", [1, 2])
+def test_sums_are_added_up_in_the_order_of_the_records(
+    tmp_path: Path, writers: int
+) -> None:
+    path = tmp_path / "run.sqlite"
+    with (
+        SQLiteLogger(path, run="r", resume=True) as first,
+        SQLiteLogger(path, run="r", resume=True) as second,
+    ):
+        sinks = [first, second][:writers]
+        for index in range(700):
+            sinks[index % writers].log_payloads([cancelling(index)])
+            if index % 150 == 149:
+                assert from_sqlite(path) == from_records(path)
+
+    assert from_sqlite(path) == from_records(path)
