@@ -276,3 +276,68 @@ def test_a_writers_summaries_equal_those_sqlite_computes_from_its_rows(
         return [row if row[1] in COUNTERS else row[:11] + row[15:] for row in rows]
 
     assert counters_only(computed) == counters_only(kept)
+
+
+def counter_at_infinity(index: int) -> Payload:
+    """A counter that reaches infinity and stays there (a growth of NaN, as ``inf - inf``), then restarts, NaN now and then."""
+    frames = 10.0 * index if index < 200 else math.inf
+    if index >= 300:
+        frames = -math.inf if index < 320 else 10.0 * (index - 320)
+    if index % 41 == 0:
+        frames = math.nan
+    return Payload(
+        {"collector/frames": frames},
+        index,
+        1_700_000_000.0 + index * 0.5,
+        {"collector/frames": Kind.COUNTER},
+    )
+
+
+@pytest.mark.parametrize("writers", [1, 2])
+def test_a_counter_that_stays_infinite_grows_as_in_its_records(
+    tmp_path: Path, writers: int
+) -> None:
+    # One writer keeps the summaries itself; two at once leave SQLite to
+    # compute them, and a reader computes the rows after them either way.
+    path = tmp_path / "run.sqlite"
+    with (
+        SQLiteLogger(path, run="r", resume=True) as first,
+        SQLiteLogger(path, run="r", resume=True) as second,
+    ):
+        sinks = [first, second][:writers]
+        for index in range(1200):
+            sinks[index % writers].log_payloads([counter_at_infinity(index)])
+            if index % 150 == 149:
+                assert from_sqlite(path) == from_records(path)
+
+    assert unsummarized(path) == 0
+    assert from_sqlite(path) == from_records(path)
+
+
+def cancelling(index: int) -> Payload:
+    """Values whose sum depends on how it is added up: one at a time, in order, as :func:`aggregate` adds them, they cancel to 0 where a compensated sum (SQLite's since 3.43) keeps what each large value swallowed."""
+    value = (0.1, 1e16, 1.0, -1e16)[index % 4]
+    return Payload(
+        {"collector/frames": 10.0 * index + value, "learner/loss": value},
+        index,
+        1_700_000_000.0 + index * 0.5,
+        {"collector/frames": Kind.COUNTER},
+    )
+
+
+@pytest.mark.parametrize("writers", [1, 2])
+def test_sums_are_added_up_in_the_order_of_the_records(
+    tmp_path: Path, writers: int
+) -> None:
+    path = tmp_path / "run.sqlite"
+    with (
+        SQLiteLogger(path, run="r", resume=True) as first,
+        SQLiteLogger(path, run="r", resume=True) as second,
+    ):
+        sinks = [first, second][:writers]
+        for index in range(700):
+            sinks[index % writers].log_payloads([cancelling(index)])
+            if index % 150 == 149:
+                assert from_sqlite(path) == from_records(path)
+
+    assert from_sqlite(path) == from_records(path)

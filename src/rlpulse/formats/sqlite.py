@@ -1050,13 +1050,13 @@ _STORE_SUMMARY = (
 # aggregate, by metric (those with such rows): what does not depend on their
 # order, the ids of their first and last rows, and the sum of the finite
 # values. The stored summaries come first, a row each ({seeds}), and
-# SQLite's GROUP BY adds up a metric's rows in the order they come: the
-# sums go on from them, in the order `aggregate` adds the values.
+# SQLite's GROUP BY hands an aggregate a metric's rows in the order they
+# come: the sums (IN_ORDER_SUM) go on from them, as `aggregate` adds the values.
 _GROUPED_AFTER = """
 SELECT name, COUNT(id), MIN(value), MAX(value), MIN(id), MAX(id),
  MIN(wall_time), MAX(wall_time),
  COUNT(CASE WHEN value > -9e999 AND value < 9e999 THEN 1 END),
- TOTAL(IFNULL(seed, CASE WHEN value > -9e999 AND value < 9e999 THEN value END))
+ IN_ORDER_SUM(IFNULL(seed, CASE WHEN value > -9e999 AND value < 9e999 THEN value END))
 FROM ({seeds}
  SELECT name, rowid AS id, value, wall_time, NULL AS seed FROM metrics
  WHERE run = ?1 AND rowid > ?2
@@ -1071,18 +1071,23 @@ _GROUPED_SEEDS = """
 # NaN to the next where it did not go down, and its seconds, over the rows
 # after the summaries, each continued from its stored summary (a row first
 # in its metric, standing for the last value it includes and carrying its
-# growth, {seeds}); and the last value that is not NaN and its time.
+# growth, {seeds}); whether the growth is NaN (a step from an infinity to
+# the same one, which SQLite gives as NULL, or a stored growth of NaN: a
+# sum, as MAX(id) must be the only MIN or MAX for its row to give the bare
+# columns); and the last value that is not NaN and its time.
 _GROWTH_AFTER = """
 SELECT name, MAX(id), value, wall_time,
- TOTAL(IFNULL(seed_growth, CASE WHEN grew >= 0 THEN grew END)),
- TOTAL(IFNULL(seed_growth_s, CASE WHEN grew >= 0 THEN seconds END))
+ IN_ORDER_SUM(IFNULL(seed_growth, CASE WHEN grew_on THEN grew END)),
+ IN_ORDER_SUM(IFNULL(seed_growth_s, CASE WHEN grew_on THEN seconds END)),
+ TOTAL(IFNULL(seed_nan, grew_on AND grew IS NULL))
 FROM (
- SELECT name, id, value, wall_time, seed_growth, seed_growth_s,
+ SELECT name, id, value, wall_time, seed_growth, seed_growth_s, seed_nan,
+  value >= LAG(value) OVER in_order AS grew_on,
   value - LAG(value) OVER in_order AS grew,
   wall_time - LAG(wall_time) OVER in_order AS seconds
  FROM ({seeds}
   SELECT name, rowid AS id, value, wall_time, NULL AS seed_growth,
-   NULL AS seed_growth_s
+   NULL AS seed_growth_s, NULL AS seed_nan
   FROM metrics
   WHERE run = ?1 AND rowid > ?2 AND value IS NOT NULL AND name IN ({names})
  )
@@ -1091,7 +1096,8 @@ FROM (
 """
 _GROWTH_SEEDS = """
   SELECT name, ?2 AS id, previous AS value, previous_wall_time AS wall_time,
-   growth AS seed_growth, growth_s AS seed_growth_s
+   growth AS seed_growth, growth_s AS seed_growth_s,
+   growth IS NULL AS seed_nan
   FROM summaries
   WHERE run = ?1 AND previous IS NOT NULL AND name IN ({names})
   UNION ALL"""
@@ -1131,6 +1137,8 @@ def _summaries_after(
     A metric has a growth where its stored kind is a counter or it has
     none (a counter, maybe, by its name among the run's names).
     """
+    # typeshed has an aggregate's result an int; SQLite takes a float too.
+    connection.create_aggregate("IN_ORDER_SUM", 1, _InOrderSum)  # type: ignore[arg-type]
     seeds = _GROUPED_SEEDS if stored else ""
     grouped = connection.execute(
         _GROUPED_AFTER.format(seeds=seeds), (run_id, through)
@@ -1203,9 +1211,30 @@ def _growth_after(
         rows = connection.execute(
             _GROWTH_AFTER.format(seeds=seeds, names=marks), (run_id, through, *chunk)
         )
-        for name, _, value, wall_time, grew, grew_s in rows:
-            growth[name] = (value, wall_time, grew, grew_s)
+        for name, _, value, wall_time, grew, grew_s, grew_nan in rows:
+            growth[name] = (value, wall_time, math.nan if grew_nan else grew, grew_s)
     return growth
+
+
+class _InOrderSum:
+    """SQL's ``IN_ORDER_SUM(x)``: the values not NULL added one at a time, in the order they come, as Python adds them.
+
+    SQLite's own ``TOTAL`` compensates for rounding since 3.43, and a sum
+    of the same values then differs in its last bits from
+    :func:`~rlpulse.formats.records.aggregate`'s.
+    """
+
+    __slots__ = ("total",)
+
+    def __init__(self) -> None:
+        self.total = 0.0
+
+    def step(self, value: float | None, /) -> None:
+        if value is not None:
+            self.total += value
+
+    def finalize(self) -> float:
+        return self.total
 
 
 def _least(value: float, other: float) -> float:
