@@ -38,6 +38,8 @@ TINY = Settings(
 )
 
 
+# The first test to ask for one of these module fixtures pays for measuring
+# it: a few seconds here, more on a loaded machine.
 @pytest.fixture(scope="module")
 def tiny_results() -> tuple[CaseResult, ...]:
     return measure(TINY)
@@ -48,6 +50,7 @@ def tiny_background() -> BackgroundResults:
     return measure_background(TINY)
 
 
+@pytest.mark.timeout(180)
 def test_monitor_benchmark_measures_every_case_on_both_monitors(
     tiny_results: tuple[CaseResult, ...],
 ) -> None:
@@ -57,7 +60,7 @@ def test_monitor_benchmark_measures_every_case_on_both_monitors(
         assert all(ns > 0 for ns in result.torchrl_ns + result.rlpulse_ns)
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(180)
 def test_background_benchmark_measures_every_case_and_an_idle_round_on_both_monitors(
     tiny_background: BackgroundResults,
 ) -> None:
@@ -79,6 +82,7 @@ def test_background_benchmark_measures_every_case_and_an_idle_round_on_both_moni
         assert all(expected(ns) for ns in result.rlpulse_ns), result.case
 
 
+@pytest.mark.timeout(180)
 def test_background_cost_of_a_watch_poll_is_the_round_minus_the_idle_round_per_watch(
     tiny_background: BackgroundResults,
 ) -> None:
@@ -94,6 +98,7 @@ def test_background_cost_of_a_watch_poll_is_the_round_minus_the_idle_round_per_w
         )
 
 
+@pytest.mark.timeout(180)
 def test_monitor_section_renders_a_row_per_case_and_mode_with_a_verdict(
     tiny_results: tuple[CaseResult, ...], tiny_background: BackgroundResults
 ) -> None:
@@ -110,6 +115,7 @@ def test_monitor_section_renders_a_row_per_case_and_mode_with_a_verdict(
     )
 
 
+@pytest.mark.timeout(180)
 def test_monitor_section_without_background_results_has_no_background_table(
     tiny_results: tuple[CaseResult, ...],
 ) -> None:
@@ -153,6 +159,7 @@ def test_background_rlpulse_payloads_where_none_were_due_are_refused() -> None:
         _check_background_work_done(CASES[1], rig, before, after)
 
 
+@pytest.mark.timeout(180)
 def test_background_section_reports_payloads_dropped_by_rlpulses_queue(
     tiny_results: tuple[CaseResult, ...], tiny_background: BackgroundResults
 ) -> None:
