@@ -30,6 +30,7 @@ __all__ = [
     "DistributionRecord",
     "Downsampled",
     "Followed",
+    "MetricAccumulator",
     "MetricAggregate",
     "Points",
     "Record",
@@ -346,11 +347,23 @@ class RunAggregate(NamedTuple):
     metrics: tuple[MetricAggregate, ...]
 
 
-class _Accumulator:
-    """The running aggregate of one metric while the records stream past."""
+class MetricAccumulator:
+    """The running aggregate of one metric while its values stream past: what :func:`aggregate` and a SQLite run's summaries keep.
+
+    Built from the metric's first record (its value and wall time, and its
+    kind where known), then given every record, the first included, in
+    order. :meth:`take` takes in a value alone; :meth:`add` a record, its
+    kind too.
+
+    >>> metric = MetricAccumulator(3.0, 10.0)
+    >>> for wall_time, value in ((10.0, 3.0), (11.0, 5.0), (12.0, 2.0), (13.0, 4.0)):
+    ...     metric.take(value, wall_time)
+    >>> metric.records, metric.growth, metric.minimum, metric.maximum
+    (4, 4.0, 2.0, 5.0)
+    """
 
     __slots__ = (
-        "count",
+        "end_wall_time",
         "finite_count",
         "finite_sum",
         "first",
@@ -364,14 +377,20 @@ class _Accumulator:
         "minimum",
         "previous",
         "previous_wall_time",
+        "records",
+        "start_wall_time",
     )
 
-    def __init__(self, record: Record) -> None:
-        self.count = 0
-        self.first = record.value
-        self.first_wall_time = record.wall_time
-        self.last = record.value
-        self.last_wall_time = record.wall_time
+    def __init__(
+        self, value: float, wall_time: float, kind: Kind | None = None
+    ) -> None:
+        self.records = 0
+        self.first = value
+        self.first_wall_time = wall_time
+        self.last = value
+        self.last_wall_time = wall_time
+        self.start_wall_time = wall_time
+        self.end_wall_time = wall_time
         self.minimum = math.nan
         self.maximum = math.nan
         self.growth = 0.0
@@ -379,28 +398,36 @@ class _Accumulator:
         self.finite_sum = 0.0
         self.finite_count = 0
         self.previous = math.nan
-        self.previous_wall_time = record.wall_time
-        self.kind = record.kind
+        self.previous_wall_time = wall_time
+        self.kind = kind
 
     def add(self, record: Record) -> None:
-        value = record.value
-        self.count += 1
+        """Take in ``record``: its value, and its kind where it says more than the kind so far."""
         if record.kind is not self.kind and (
             self.kind is None or record.kind is Kind.COUNTER
         ):
             self.kind = record.kind
+        self.take(record.value, record.wall_time)
+
+    def take(self, value: float, wall_time: float) -> None:
+        """Take in the metric's next value, logged at ``wall_time``."""
+        self.records += 1
         self.last = value
-        self.last_wall_time = record.wall_time
-        if math.isnan(value):
+        self.last_wall_time = wall_time
+        if wall_time < self.start_wall_time:
+            self.start_wall_time = wall_time
+        if wall_time > self.end_wall_time:
+            self.end_wall_time = wall_time
+        if value != value:  # NaN
             return
-        if math.isfinite(value):
+        if -math.inf < value < math.inf:
             self.finite_sum += value
             self.finite_count += 1
         if value >= self.previous:
             self.growth += value - self.previous
-            self.growth_s += record.wall_time - self.previous_wall_time
+            self.growth_s += wall_time - self.previous_wall_time
         self.previous = value
-        self.previous_wall_time = record.wall_time
+        self.previous_wall_time = wall_time
         # NaN compares false with everything, so a NaN extreme is replaced at
         # once by the first real value.
         if not value >= self.minimum:
@@ -412,7 +439,7 @@ class _Accumulator:
         return MetricAggregate(
             name,
             self.kind,
-            self.count,
+            self.records,
             self.first,
             self.last,
             self.minimum,
@@ -433,7 +460,7 @@ def aggregate(records: Iterable[Record]) -> RunAggregate:
     >>> run.records, run.metrics[0].records, run.metrics[0].last, run.metrics[0].maximum
     (2, 2, nan, 3.0)
     """
-    accumulators: dict[str, _Accumulator] = {}
+    accumulators: dict[str, MetricAccumulator] = {}
     count = 0
     start_wall_time = math.inf
     end_wall_time = -math.inf
@@ -443,7 +470,9 @@ def aggregate(records: Iterable[Record]) -> RunAggregate:
         end_wall_time = max(end_wall_time, record.wall_time)
         accumulator = accumulators.get(record.name)
         if accumulator is None:
-            accumulator = accumulators[record.name] = _Accumulator(record)
+            accumulator = accumulators[record.name] = MetricAccumulator(
+                record.value, record.wall_time, record.kind
+            )
         accumulator.add(record)
     return RunAggregate(
         count,

@@ -41,6 +41,7 @@ from rlpulse.formats.records import (
     Downsampled,
     Followed,
     Keep,
+    MetricAccumulator,
     MetricAggregate,
     Points,
     Record,
@@ -1272,7 +1273,7 @@ class RunSummaries:
         self._through = 0
         self._stored: dict[str, _Summary] = {}
         self._unsummarized = 0
-        self._running: dict[str, _Running] = {}
+        self._running: dict[str, MetricAccumulator] = {}
         # The writer's rows since the stored summaries, and whether they
         # are all the rows after them, taken in.
         self._own = 0
@@ -1306,10 +1307,13 @@ class RunSummaries:
         for _, wall_time, _, name, value in rows_bound:
             metric = running.get(name)
             if metric is None:
-                metric = running[name] = _Running(
-                    stored.get(name) or _first_summary(name, value, wall_time)
+                summary = stored.get(name)
+                metric = running[name] = (
+                    MetricAccumulator(value, wall_time)
+                    if summary is None
+                    else _running(summary)
                 )
-            metric.add(value, wall_time)
+            metric.take(value, wall_time)
 
     def update(self, connection: sqlite3.Connection) -> None:
         """Store the summaries brought up to date with every row of the run, in the transaction under way."""
@@ -1318,7 +1322,8 @@ class RunSummaries:
             if count == self._own:
                 if last_rowid is not None:
                     newer = {
-                        name: metric.summary() for name, metric in self._running.items()
+                        name: _summary_of(name, metric)
+                        for name, metric in self._running.items()
                     }
                     _store_summaries(connection, self._run_id, newer, last_rowid)
                     self._stored.update(newer)
@@ -1365,65 +1370,20 @@ def _rows_after(
     return count, last_rowid
 
 
-def _first_summary(name: str, value: float, wall_time: float) -> _Summary:
-    # The summary of a metric before its first row.
-    return _Summary(
-        name, 0, math.nan, math.nan, wall_time, wall_time, value, wall_time,
-        math.nan, math.nan, math.nan, math.nan, 0.0, 0.0, 0.0, 0,
-    )  # fmt: skip
+# The fields of a summary its running aggregate holds: all but the name.
+_RUNNING_FIELDS = _Summary._fields[1:]
 
 
-class _Running:
-    """A metric's summary going on with the rows a writer writes: `aggregate`'s steps, from a stored summary."""
+def _running(summary: _Summary) -> MetricAccumulator:
+    # A metric's running aggregate, going on from its summary.
+    metric = MetricAccumulator(summary.first, summary.first_wall_time)
+    for field, value in zip(_RUNNING_FIELDS, summary[1:], strict=True):
+        setattr(metric, field, value)
+    return metric
 
-    __slots__ = _Summary._fields
 
-    name: str
-    records: int
-    minimum: float
-    maximum: float
-    start_wall_time: float
-    end_wall_time: float
-    first: float
-    first_wall_time: float
-    last: float
-    last_wall_time: float
-    previous: float
-    previous_wall_time: float
-    growth: float
-    growth_s: float
-    finite_sum: float
-    finite_count: int
-
-    def __init__(self, summary: _Summary) -> None:
-        for field, value in zip(_Summary._fields, summary, strict=True):
-            setattr(self, field, value)
-
-    def add(self, value: float, wall_time: float) -> None:
-        self.records += 1
-        self.last = value
-        self.last_wall_time = wall_time
-        if wall_time < self.start_wall_time:
-            self.start_wall_time = wall_time
-        if wall_time > self.end_wall_time:
-            self.end_wall_time = wall_time
-        if value != value:
-            return
-        if -math.inf < value < math.inf:
-            self.finite_sum += value
-            self.finite_count += 1
-        if value >= self.previous:
-            self.growth += value - self.previous
-            self.growth_s += wall_time - self.previous_wall_time
-        self.previous = value
-        self.previous_wall_time = wall_time
-        if not value >= self.minimum:
-            self.minimum = value
-        if not value <= self.maximum:
-            self.maximum = value
-
-    def summary(self) -> _Summary:
-        return _Summary._make(getattr(self, field) for field in _Summary._fields)
+def _summary_of(name: str, metric: MetricAccumulator) -> _Summary:
+    return _Summary(name, *(getattr(metric, field) for field in _RUNNING_FIELDS))
 
 
 def _summarize(connection: sqlite3.Connection, run_id: int) -> None:
