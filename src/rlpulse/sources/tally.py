@@ -197,10 +197,11 @@ class Tally:
         # Which kind owns every name that stats() can return, so that two
         # kinds never silently write the same entry.
         self._owners: dict[str, str] = {}
-        # Per counter of busy() and waiting(), when each block or wait under
-        # way began: stats() counts them before they end, so that one longer
-        # than a reader's interval shows in every interval it spans.
-        self._under_way: dict[str, list[float]] = {}
+        # Per counter of busy() and waiting(), what adds its blocks' seconds,
+        # with when each block or wait under way began: stats() counts them
+        # before they end, so that one longer than a reader's interval shows
+        # in every interval it spans.
+        self._under_way: dict[str, _Seconds] = {}
         self._under_way_lock = threading.Lock()
 
     @property
@@ -336,11 +337,11 @@ class Tally:
         # nor neither: each counter only grows from one read to the next.
         with self._under_way_lock:
             now = perf_counter()
-            for key, starts in self._under_way.copy().items():
+            for key, seconds in self._under_way.copy().items():
                 # A start after ``now`` (the writer ran between the two
                 # reads) has nothing to add yet.
                 snapshot[key] = self._counters[key] + sum(
-                    now - start for start in starts.copy() if start < now
+                    now - start for start in seconds.starts.copy() if start < now
                 )
 
     def metric_kinds(self) -> dict[str, Kind]:
@@ -460,11 +461,15 @@ class Tally:
         return _waited(iter(iterable), self._seconds(key))
 
     def _seconds(self, key: str) -> _Seconds:
-        """What adds the seconds of blocks to the counter ``key``, from 0 now, counting those under way."""
-        if key not in self._counters:
-            self.inc(key, 0)
-        starts = self._under_way.setdefault(key, [])
-        return _Seconds(key, self.inc, starts, self._under_way_lock)
+        """What adds the seconds of blocks to the counter ``key`` (from 0 at its first call), counting those under way."""
+        try:
+            return self._under_way[key]
+        except KeyError:
+            if key not in self._counters:
+                self.inc(key, 0)
+            return self._under_way.setdefault(
+                key, _Seconds(key, self.inc, self._under_way_lock)
+            )
 
     def __repr__(self) -> str:
         return (
@@ -515,31 +520,27 @@ class _Seconds:
     and ending it one step for :meth:`Tally.stats`.
     """
 
-    __slots__ = ("_inc", "_key", "_lock", "_starts")
+    __slots__ = ("_inc", "_key", "_lock", "starts")
 
     def __init__(
-        self,
-        key: str,
-        inc: Callable[[str, float], None],
-        starts: list[float],
-        lock: threading.Lock,
+        self, key: str, inc: Callable[[str, float], None], lock: threading.Lock
     ) -> None:
         self._key = key
         self._inc = inc
-        self._starts = starts
         self._lock = lock
+        self.starts: list[float] = []
 
     def begin(self) -> float:
         """Start a block now; returns its start, for :meth:`end`."""
         start = perf_counter()
-        self._starts.append(start)
+        self.starts.append(start)
         return start
 
     def end(self, start: float) -> None:
         """End the block begun at ``start``: add its seconds to the counter."""
         with self._lock:
             self._inc(self._key, perf_counter() - start)
-            self._starts.remove(start)
+            self.starts.remove(start)
 
 
 class _Timer:
