@@ -221,7 +221,9 @@ class Poller:
         # Told when a call marked hung returns.
         self.on_resumed: Callable[[Watch], None] = lambda watch: None
         self._stopping = False
-        # Set when a round starts: the watchdog sleeps while no round runs.
+        # Set when a round someone asked for starts (a step(), the final
+        # snapshots), and to end the watchdog: between rounds it sleeps
+        # until a timed round may have held on for a check period.
         self.busy = threading.Event()
         self._requests: deque[Round] = deque()
         # The round being polled, for the watchdog.
@@ -350,7 +352,8 @@ class Poller:
         """Poll the rest of ``polls``; False when this thread was left behind meanwhile."""
         me = threading.current_thread()
         self.active = polls
-        self.busy.set()
+        if polls.done is not _UNAWAITED:
+            self.busy.set()  # not due on the timer: the watchdog is told
         started = time.monotonic()
         logged: dict[str, dict[str, float]] | None = (
             None if polls.done is _UNAWAITED else polls.logged

@@ -6,6 +6,11 @@ round up for longer than its watch's hand-over delay
 leave the call behind, so the other watches are delayed by about that much,
 once. The slow call's watch is skipped while the call is outstanding, and
 marked hung (warned, counted) only if it outlasts ``poll_timeout``.
+
+Between rounds it sleeps until the next timed round could have held on for
+a check period (or a round someone asked for starts): a round that ends
+sooner, as nearly all do, costs it one wake-up, none at the round's start,
+when the polling thread wants the interpreter lock.
 """
 
 from __future__ import annotations
@@ -19,7 +24,11 @@ from rlpulse.runtime.supervision import handover_after
 from rlpulse.runtime.threads import MonitorThread
 from rlpulse.watch import Watch
 
-__all__ = ["Watchdog"]
+__all__ = ["IDLE_CHECK_S", "Watchdog"]
+
+IDLE_CHECK_S = 1.0
+"""The longest the watchdog sleeps between rounds without looking: a round
+brought forward (a watch registered) is looked at within this."""
 
 
 class Watchdog:
@@ -75,9 +84,7 @@ class Watchdog:
         while not self._stopping:
             polls = poller.active
             if polls is None and not poller.supervision.left:
-                # Nothing to watch: sleep until a round starts.
-                poller.busy.wait()
-                poller.busy.clear()
+                self._sleep_between_rounds()
                 continue
             if self._wake.wait(self.period()):
                 return
@@ -85,6 +92,20 @@ class Watchdog:
             if polls is not None:
                 self.check(polls)
             self._check_left_behind()
+
+    def _sleep_between_rounds(self) -> None:
+        """Sleep until the next timed round is due and one check period more, or a requested round starts.
+
+        A timed round still under way then is checked from then on; one
+        overdue (its thread waiting for its turn) is looked for again a
+        period later.
+        """
+        poller = self._poller
+        period = self.period()
+        wake_at = poller.cadence.next_tick + period
+        timeout = wake_at - time.monotonic()
+        poller.busy.wait(min(timeout if timeout > 0 else period, IDLE_CHECK_S))
+        poller.busy.clear()
 
     def check(self, polls: Round) -> None:
         """Leave the current call of ``polls`` behind if it has held the round up too long."""
