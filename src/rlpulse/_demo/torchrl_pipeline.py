@@ -634,24 +634,20 @@ def _ctrl_c_stops() -> Iterator[threading.Event]:
         signal.signal(signal.SIGINT, previous)
 
 
+@dataclass
 class _TrainingClock:
     """Whether training goes on (before the deadline, not stopped, the collector alive); prints progress when due."""
 
-    def __init__(
-        self,
-        parts: _Parts,
-        deadline: float,
-        progress_every: float,
-        stdout: TextIO,
-        stop: threading.Event,
-    ) -> None:
-        self.parts = parts
-        self.deadline = deadline
-        self.progress_every = progress_every
-        self.stdout = stdout
-        self.stop = stop
-        self.started = time.monotonic()
-        self.next_progress = self.started + progress_every
+    parts: _Parts
+    deadline: float
+    progress_every: float
+    stdout: TextIO
+    stop: threading.Event
+    started: float = field(default_factory=time.monotonic, init=False)
+    next_progress: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.next_progress = self.started + self.progress_every
 
     def running(self) -> bool:
         now = time.monotonic()

@@ -23,14 +23,8 @@ from pathlib import Path
 from typing import IO
 
 from rlpulse.formats import lines
-from rlpulse.formats.lines import LineReader, last_line_end, left_out, names_of
-from rlpulse.formats.records import (
-    Followed,
-    Record,
-    RunFileError,
-    kind_named,
-    kinds_completed,
-)
+from rlpulse.formats.lines import LineReader, last_line_end, left_out, with_kinds
+from rlpulse.formats.records import Followed, Record, RunFileError, kind_named
 from rlpulse.naming import Payload
 
 __all__ = [
@@ -214,9 +208,7 @@ def read_csv(path: Path) -> Iterator[Record]:
             f"without kinds, {','.join(CSV_FIELDS_0_1)!r})"
         )
     width = len(header)
-    return kinds_completed(
-        _csv_records(path, width), lambda: names_of(_csv_records(path, width))
-    )
+    return with_kinds(functools.partial(_csv_records, path, width))
 
 
 def _csv_records(path: Path, width: int) -> Iterator[Record]:

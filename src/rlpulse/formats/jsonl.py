@@ -19,6 +19,7 @@ while it is written (:class:`JSONLFollower`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 from collections.abc import Generator, Iterator, Sequence
@@ -27,14 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from rlpulse.formats import lines
-from rlpulse.formats.lines import LineReader, left_out, names_of
-from rlpulse.formats.records import (
-    Followed,
-    Record,
-    RunFileError,
-    kind_named,
-    kinds_completed,
-)
+from rlpulse.formats.lines import LineReader, left_out, with_kinds
+from rlpulse.formats.records import Followed, Record, RunFileError, kind_named
 from rlpulse.naming import Kind, Payload
 from rlpulse.runtime.events import Event
 
@@ -132,7 +127,7 @@ def read_jsonl(path: Path) -> Iterator[Record]:
     # The first payload is checked now, as a CSV file's header is.
     with contextlib.closing(_jsonl_records(path)) as records:
         next(records, None)
-    return kinds_completed(_jsonl_records(path), lambda: names_of(_jsonl_records(path)))
+    return with_kinds(functools.partial(_jsonl_records, path))
 
 
 def _jsonl_records(path: Path) -> Generator[Record, None, None]:

@@ -15,15 +15,21 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
-from rlpulse.formats.records import Record, RunFileError, RunFileWarning, unwritable
+from rlpulse.formats.records import (
+    Record,
+    RunFileError,
+    RunFileWarning,
+    kinds_completed,
+    unwritable,
+)
 
 __all__ = [
     "LineFollower",
     "LineReader",
     "last_line_end",
     "left_out",
-    "names_of",
     "open_line_file",
+    "with_kinds",
 ]
 
 _TAIL_CHUNK_BYTES = 4096
@@ -119,7 +125,16 @@ def left_out(path: Path, line_number: int, problem: str, text: str) -> None:
     )
 
 
-def names_of(records: Iterator[Record]) -> set[str]:
+def with_kinds(read_records: Callable[[], Iterator[Record]]) -> Iterator[Record]:
+    """The records ``read_records()`` reads of a line file, each whose kind the file does not store given the one guessed from the run's names.
+
+    The names are read in a second pass of ``read_records()``, only when a
+    record first needs them (:func:`~rlpulse.formats.records.kinds_completed`).
+    """
+    return kinds_completed(read_records(), lambda: _names_of(read_records()))
+
+
+def _names_of(records: Iterator[Record]) -> set[str]:
     # A second pass over a line file: what it leaves out was said in the first.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RunFileWarning)

@@ -461,23 +461,19 @@ def aggregate(records: Iterable[Record]) -> RunAggregate:
     (2, 2, nan, 3.0)
     """
     accumulators: dict[str, MetricAccumulator] = {}
-    count = 0
-    start_wall_time = math.inf
-    end_wall_time = -math.inf
     for record in records:
-        count += 1
-        start_wall_time = min(start_wall_time, record.wall_time)
-        end_wall_time = max(end_wall_time, record.wall_time)
         accumulator = accumulators.get(record.name)
         if accumulator is None:
             accumulator = accumulators[record.name] = MetricAccumulator(
                 record.value, record.wall_time, record.kind
             )
         accumulator.add(record)
+    # The run's count and span are its metrics', which each accumulator keeps.
+    metrics = accumulators.values()
     return RunAggregate(
-        count,
-        start_wall_time if count else None,
-        end_wall_time if count else None,
+        sum(metric.records for metric in metrics),
+        min((metric.start_wall_time for metric in metrics), default=None),
+        max((metric.end_wall_time for metric in metrics), default=None),
         tuple(accumulators[name].aggregate(name) for name in sorted(accumulators)),
     )
 

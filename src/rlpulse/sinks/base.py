@@ -26,6 +26,7 @@ from rlpulse.runtime.retry import TransientSinkError
 
 __all__ = [
     "BaseSink",
+    "BatchSink",
     "LineFileSink",
     "Payload",
     "RunExistsError",
@@ -82,7 +83,45 @@ class RunExistsError(RunFileError):
         super().__init__(f"{existing}, left as it is: {advice}")
 
 
-class BaseSink(abc.ABC):
+class BatchSink(abc.ABC):
+    """A sink that takes its payloads through ``log_batch``: ``log_metrics`` logs a batch of one.
+
+    What :class:`BaseSink` and :class:`~rlpulse.sinks.process.SinkProcess`
+    share: each writes a batch in one go (one transaction, one pipe write),
+    one payload included.
+
+    >>> class Printed(BatchSink):
+    ...     def log_batch(self, payloads):
+    ...         print(list(payloads))
+    >>> Printed().log_metrics({"buffer/size": 5.0}, step=7, timestamp=1.5)
+    [({'buffer/size': 5.0}, 7, 1.5)]
+    """
+
+    def log_metrics(
+        self,
+        metrics: Mapping[str, float],
+        step: int | None = None,
+        *,
+        timestamp: float | None = None,
+    ) -> None:
+        """Consume one payload, produced by a poll at wall-clock time ``timestamp`` (now when ``None``).
+
+        >>> import io
+        >>> from rlpulse import ConsoleLogger
+        >>> with ConsoleLogger(io.StringIO()) as sink:
+        ...     sink.log_metrics({"collector/frames": 96.0}, step=3, timestamp=1.5)
+        """
+        self.log_batch(((metrics, step, timestamp),))
+
+    @abc.abstractmethod
+    def log_batch(
+        self,
+        payloads: Iterable[tuple[Mapping[str, float], int | None, float | None]],
+    ) -> None:
+        """Consume several ``(metrics, step, timestamp)`` payloads at once, in order; a ``timestamp`` of ``None`` means now."""
+
+
+class BaseSink(BatchSink):
     """The shared machinery of every rlpulse sink; a backend adds ``_write_batch``.
 
     ``log_metrics`` and ``log_batch`` resolve each payload's wall-clock time
@@ -112,26 +151,6 @@ class BaseSink(abc.ABC):
         self._closed = False
         # What the sink writes to, as the closed-sink error names it.
         self._destination = ""
-
-    def log_metrics(
-        self,
-        metrics: Mapping[str, float],
-        step: int | None = None,
-        *,
-        timestamp: float | None = None,
-    ) -> None:
-        """Consume one payload, produced by a poll at wall-clock time ``timestamp`` (now when ``None``).
-
-        >>> import io
-        >>> from rlpulse import ConsoleLogger
-        >>> with ConsoleLogger(io.StringIO()) as sink:
-        ...     sink.log_metrics({"collector/frames": 96.0}, step=3, timestamp=1.5)
-        """
-        wall_time = time.time() if timestamp is None else float(timestamp)
-        payload = Payload(metrics, step, wall_time, inferred_kinds(metrics))
-        with self._lock:
-            self._check_open()
-            self._write((payload,))
 
     def log_batch(
         self,
@@ -237,10 +256,10 @@ class BaseSink(abc.ABC):
     def _write_batch(self, payloads: Sequence[Payload]) -> None:
         """Write ``payloads``, in order; called under the lock, only while open."""
 
-    def _flush(self) -> None:  # noqa: B027 - most sinks have nothing to flush
+    def _flush(self) -> None:  # most sinks have nothing to flush
         """Flush what the sink buffers; called under the lock, only while open."""
 
-    def _close(self) -> None:  # noqa: B027 - some sinks hold nothing to release
+    def _close(self) -> None:  # some sinks hold nothing to release
         """Release the sink's resources; called under the lock, once."""
 
     def _check_open(self) -> None:

@@ -63,6 +63,7 @@ from rlpulse.runtime.events import Event
 from rlpulse.runtime.queues import Item, SinkQueue
 from rlpulse.runtime.retry import TransientSinkError
 from rlpulse.runtime.sinks import Sink
+from rlpulse.sinks.base import BatchSink
 from rlpulse.sinks.registry import SinkSpecError, open_sink
 
 __all__ = ["SinkProcess", "SinkProcessError"]
@@ -85,7 +86,7 @@ class SinkProcessError(RuntimeError):
     """
 
 
-class SinkProcess:
+class SinkProcess(BatchSink):
     """A sink that hands its payloads to sinks running in a child process.
 
     Use it beside a CPU-bound training loop: storing and printing then run
@@ -190,16 +191,6 @@ class SinkProcess:
             f"the sink process for {', '.join(map(repr, self.specs))} {how}; "
             "see its standard error above"
         )
-
-    def log_metrics(
-        self,
-        metrics: Mapping[str, float],
-        step: int | None = None,
-        *,
-        timestamp: float | None = None,
-    ) -> None:
-        """Send one payload, produced by a poll at wall-clock time ``timestamp`` (now when ``None``)."""
-        self.log_batch(((metrics, step, timestamp),))
 
     def log_batch(
         self,
