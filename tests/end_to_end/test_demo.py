@@ -10,11 +10,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from rlpulse import Record, SQLiteLogger, read
-from rlpulse._demo.common import DemoResult, DemoSinks, chart_path
+from rlpulse._demo.common import DemoOutput, DemoResult, DemoSinks, chart_path
 from rlpulse._demo.synthetic import (
     Consumer,
     Producer,
@@ -392,21 +393,17 @@ class DemoOutcome:
         directory: Path,
         seconds: float,
         extra_scheme: str,
-        **settings: float,
+        *,
+        chart: bool = True,
+        **settings: Any,
     ) -> DemoOutcome:
-        """Run a demo into ``directory`` with one extra sink of ``extra_scheme``."""
+        """Run a demo into ``directory`` with one extra sink of ``extra_scheme``; ``settings`` are the demo's own."""
         path = directory / "runs" / "demo.sqlite"
         extra = path.with_name(f"extra.{extra_scheme}")
         stdout = io.StringIO()
         console = io.StringIO()
-        result = demo(
-            seconds,
-            path,
-            sinks=[f"{extra_scheme}:{extra}"],
-            stdout=stdout,
-            console=console,
-            **settings,
-        )
+        output = DemoOutput([f"{extra_scheme}:{extra}"], chart, stdout, console)
+        result = demo(seconds, path, output=output, **settings)
         return cls(
             result,
             list(read(result.path)),
@@ -701,9 +698,7 @@ def test_demo_adds_a_new_run_to_an_existing_file(
     result = run_demo(
         0.2,
         demo_outcome.result.path,
-        chart=False,
-        stdout=io.StringIO(),
-        console=io.StringIO(),
+        output=DemoOutput(chart=False, stdout=io.StringIO(), console=io.StringIO()),
     )
 
     assert list_runs(result.path)[-2:] == [demo_outcome.result.run, result.run]
@@ -754,7 +749,9 @@ def test_demo_without_matplotlib_skips_the_chart_with_a_one_line_note(
     stdout = io.StringIO()
 
     result = run_demo(
-        0.2, tmp_path / "demo.sqlite", stdout=stdout, console=io.StringIO()
+        0.2,
+        tmp_path / "demo.sqlite",
+        output=DemoOutput(stdout=stdout, console=io.StringIO()),
     )
 
     assert result.chart is None
@@ -770,9 +767,7 @@ def test_demo_with_chart_false_draws_nothing(tmp_path: Path) -> None:
     result = run_demo(
         0.2,
         tmp_path / "demo.sqlite",
-        chart=False,
-        stdout=io.StringIO(),
-        console=io.StringIO(),
+        output=DemoOutput(chart=False, stdout=io.StringIO(), console=io.StringIO()),
     )
 
     assert result.chart is None
@@ -864,10 +859,12 @@ def test_demo_closes_its_extra_sinks(tmp_path: Path) -> None:
     run_demo(
         0.2,
         tmp_path / "demo.sqlite",
-        sinks=[f"sqlite:{extra}"],
-        chart=False,
-        stdout=io.StringIO(),
-        console=io.StringIO(),
+        output=DemoOutput(
+            [f"sqlite:{extra}"],
+            chart=False,
+            stdout=io.StringIO(),
+            console=io.StringIO(),
+        ),
     )
 
     assert any(record.name == "collector/frames" for record in read(extra))
@@ -876,7 +873,7 @@ def test_demo_closes_its_extra_sinks(tmp_path: Path) -> None:
 
 def test_demo_with_a_bad_sink_spec_records_nothing(tmp_path: Path) -> None:
     with pytest.raises(SinkSpecError, match="known schemes"):
-        run_demo(0.2, tmp_path / "demo.sqlite", sinks=["nosuch:place"])
+        run_demo(0.2, tmp_path / "demo.sqlite", output=DemoOutput(["nosuch:place"]))
 
     assert list(tmp_path.iterdir()) == []
 
@@ -897,7 +894,7 @@ def test_demo_sink_store_is_a_new_run_of_an_existing_file(tmp_path: Path) -> Non
 @pytest.fixture(scope="module")
 def torchrl_demo_outcome(tmp_path_factory: pytest.TempPathFactory) -> DemoOutcome:
     torch = pytest.importorskip("torch")
-    from rlpulse._demo.torchrl_pipeline import run_torchrl_demo
+    from rlpulse._demo.torchrl_pipeline import TorchRLSettings, run_torchrl_demo
 
     threads_before = torch.get_num_threads()
     outcome = DemoOutcome.record(
@@ -905,7 +902,7 @@ def torchrl_demo_outcome(tmp_path_factory: pytest.TempPathFactory) -> DemoOutcom
         tmp_path_factory.mktemp("torchrl_demo"),
         TORCHRL_DEMO_SECONDS,
         "csv",
-        **TORCHRL_SETTINGS,
+        settings=TorchRLSettings(**TORCHRL_SETTINGS),
     )
     assert torch.get_num_threads() == threads_before
     return outcome
@@ -928,11 +925,11 @@ FRAMES_PER_UPDATE = 4  # the demo's default
 
 def torchrl_cost_outcome(directory: Path, **costs: float) -> DemoOutcome:
     """A short TorchRL demo with the settings of ``torchrl_demo_outcome`` and ``costs``, learning from the first 100 frames."""
-    from rlpulse._demo.torchrl_pipeline import run_torchrl_demo
+    from rlpulse._demo.torchrl_pipeline import TorchRLSettings, run_torchrl_demo
 
-    settings = {**TORCHRL_SETTINGS, "warmup_frames": 100}
+    settings = TorchRLSettings(**{**TORCHRL_SETTINGS, "warmup_frames": 100, **costs})
     return DemoOutcome.record(
-        run_torchrl_demo, directory, 4.0, "jsonl", chart=False, **settings, **costs
+        run_torchrl_demo, directory, 4.0, "jsonl", chart=False, settings=settings
     )
 
 
@@ -1241,7 +1238,9 @@ def test_torchrl_demo_with_a_bad_sink_spec_records_nothing(tmp_path: Path) -> No
     from rlpulse._demo.torchrl_pipeline import run_torchrl_demo
 
     with pytest.raises(SinkSpecError, match="known schemes"):
-        run_torchrl_demo(1.0, tmp_path / "demo.sqlite", sinks=["nosuch:place"])
+        run_torchrl_demo(
+            1.0, tmp_path / "demo.sqlite", output=DemoOutput(["nosuch:place"])
+        )
 
     assert list(tmp_path.iterdir()) == []
 
@@ -1373,10 +1372,12 @@ def test_step_cost_makes_every_environment_step_slower() -> None:
 
 def test_torchrl_demo_refuses_a_negative_cost_before_recording(tmp_path: Path) -> None:
     pytest.importorskip("torchrl")
-    from rlpulse._demo.torchrl_pipeline import run_torchrl_demo
+    from rlpulse._demo.torchrl_pipeline import TorchRLSettings, run_torchrl_demo
 
     with pytest.raises(ValueError, match="env_cost must be a finite number"):
-        run_torchrl_demo(1.0, tmp_path / "demo.sqlite", env_cost=-1)
+        run_torchrl_demo(
+            1.0, tmp_path / "demo.sqlite", settings=TorchRLSettings(env_cost=-1)
+        )
 
     assert list(tmp_path.iterdir()) == []
 

@@ -40,6 +40,7 @@ __all__ = [
     "DEFAULT_OUT",
     "EPISODE_WINDOW",
     "RETURN_KEY",
+    "DemoOutput",
     "DemoPipeline",
     "DemoResult",
     "DemoSinks",
@@ -80,6 +81,25 @@ class DemoResult:
     frames: int
     interrupted: bool
     chart: Path | None = None
+
+
+@dataclass(frozen=True)
+class DemoOutput:
+    """Where a demo's output goes besides its store: extra sinks, the chart, what it prints, the console.
+
+    ``sinks`` are the extra sinks' specs (see :class:`DemoSinks`);
+    ``chart`` whether the run's chart is drawn (see :func:`report`);
+    ``stdout`` takes what the demo prints (standard output when ``None``)
+    and ``console`` the console sink's lines (standard error when ``None``).
+
+    >>> DemoOutput(sinks=["csv:runs/demo.csv"]).chart
+    True
+    """
+
+    sinks: Sequence[str] = ()
+    chart: bool = True
+    stdout: TextIO | None = None
+    console: TextIO | None = None
 
 
 class DemoSinks:
@@ -197,8 +217,8 @@ class DemoPipeline(abc.ABC):
     ...     def frames(self):
     ...         return 8
     >>> with tempfile.TemporaryDirectory() as tmp:
-    ...     result = record_demo(Idle(), 1.0, pathlib.Path(tmp) / "demo.sqlite",
-    ...                          chart=False, stdout=io.StringIO(), console=io.StringIO())
+    ...     output = DemoOutput(chart=False, stdout=io.StringIO(), console=io.StringIO())
+    ...     result = record_demo(Idle(), 1.0, pathlib.Path(tmp) / "demo.sqlite", output)
     >>> result.frames, result.interrupted
     (8, False)
     """
@@ -321,25 +341,22 @@ def record_demo(
     pipeline: DemoPipeline,
     seconds: float,
     out: str | os.PathLike[str],
-    *,
-    sinks: Sequence[str] = (),
-    chart: bool = True,
-    stdout: TextIO | None = None,
-    console: TextIO | None = None,
+    output: DemoOutput | None = None,
 ) -> DemoResult:
     """Drive ``pipeline`` for ``seconds``, recording it into a new run of ``out``; print how it ended.
 
-    The sinks (see :class:`DemoSinks`: the SQLite file ``out``, ``console``,
-    standard error by default, and the extra ``sinks`` specs) are closed
-    whether the pipeline ran its time, stopped early on Ctrl-C or failed.
-    What the demo prints, then the :func:`report` of the run (``chart`` as
-    there), go to ``stdout`` (standard output by default). An example is
-    :class:`DemoPipeline`'s.
+    The sinks (see :class:`DemoSinks`: the SQLite file ``out``, the
+    console and the extra sinks of ``output``) are closed whether the
+    pipeline ran its time, stopped early on Ctrl-C or failed. What the
+    demo prints, then the :func:`report` of the run (``output.chart`` as
+    there), go to ``output.stdout``; ``None`` is ``DemoOutput()``. An
+    example is :class:`DemoPipeline`'s.
     """
     if not seconds > 0:
         raise ValueError(f"seconds must be positive, got {seconds!r}")
-    stdout = sys.stdout if stdout is None else stdout
-    demo_sinks = DemoSinks(out, sinks, console)
+    output = DemoOutput() if output is None else output
+    stdout = sys.stdout if output.stdout is None else output.stdout
+    demo_sinks = DemoSinks(out, output.sinks, output.console)
     started = time.monotonic()
     try:
         interrupted = pipeline.drive(demo_sinks, seconds, stdout)
@@ -353,7 +370,7 @@ def record_demo(
         elapsed=elapsed,
         interrupted=interrupted,
         stdout=stdout,
-        chart=chart,
+        chart=output.chart,
     )
     return DemoResult(
         path=demo_sinks.store.path,

@@ -34,6 +34,7 @@ from rlpulse._demo.common import (
     DEFAULT_OUT,
     EPISODE_WINDOW,
     RETURN_KEY,
+    DemoOutput,
     DemoPipeline,
     DemoResult,
     DemoSinks,
@@ -565,15 +566,12 @@ def run_demo(
     seconds: float = 30.0,
     out: str | os.PathLike[str] = DEFAULT_OUT,
     *,
-    sinks: Sequence[str] = (),
     poll_interval: float = 0.25,
     frames_per_second: float = 4000.0,
     env_cost: float = 0.0,
     learner_cost: float = 0.0,
     window: float | None = None,
-    chart: bool = True,
-    stdout: TextIO | None = None,
-    console: TextIO | None = None,
+    output: DemoOutput | None = None,
 ) -> DemoResult:
     """Drive the synthetic demo pipeline (standard library only) for ``seconds``, then print the summary of its run.
 
@@ -589,12 +587,13 @@ def run_demo(
     and every ``window`` seconds (:func:`~rlpulse._demo.common.verdict_window`
     of ``seconds`` unless given) the ``bottleneck`` verdict of the
     collector's and the learner's stage timing and the learner's replay
-    ratio against its target, into a new run of the SQLite file ``out``, onto ``console`` (standard error by default) and into
-    every extra sink opened from the ``sinks`` specs (see
-    :class:`~rlpulse._demo.common.DemoSinks`). A progress line, the run's
-    summary, the chart (``chart=True``, drawn next to ``out`` when matplotlib
-    is installed, see :func:`~rlpulse._demo.common.report`) and how to show
-    the run again go to ``stdout`` (standard output by default). Ctrl-C ends
+    ratio against its target, into a new run of the SQLite file ``out``,
+    onto the console and into every extra sink of ``output`` (see
+    :class:`~rlpulse._demo.common.DemoOutput`). A progress line, the run's
+    summary, the chart (drawn next to ``out`` unless ``output.chart`` is
+    false, when matplotlib is installed, see
+    :func:`~rlpulse._demo.common.report`) and how to show the run again go
+    to ``output.stdout``. Ctrl-C ends
     the demo early; the threads and the monitor are stopped and every sink
     the demo opened is closed either way, so every watch's final snapshot is
     recorded.
@@ -603,22 +602,15 @@ def run_demo(
     >>> from rlpulse.read.records import read
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     output = io.StringIO()
-    ...     result = run_demo(0.3, pathlib.Path(tmp) / "demo.sqlite", chart=False,
-    ...                       stdout=output, console=io.StringIO())
+    ...     result = run_demo(0.3, pathlib.Path(tmp) / "demo.sqlite", output=DemoOutput(
+    ...         chart=False, stdout=output, console=io.StringIO()))
     ...     final_frames = [r.value for r in read(result.path) if r.name == "collector/frames"][-1]
     >>> final_frames == result.frames > 0
     True
     >>> "rlpulse show" in output.getvalue()
     True
     """
-    return record_demo(
-        _SyntheticPipeline(
-            frames_per_second, poll_interval, env_cost, learner_cost, window
-        ),
-        seconds,
-        out,
-        sinks=sinks,
-        chart=chart,
-        stdout=stdout,
-        console=console,
+    pipeline = _SyntheticPipeline(
+        frames_per_second, poll_interval, env_cost, learner_cost, window
     )
+    return record_demo(pipeline, seconds, out, output)

@@ -70,6 +70,7 @@ __all__ = [
     "CollectorTiming",
     "DQNLearner",
     "StepCost",
+    "TorchRLSettings",
     "run_torchrl_demo",
     "sampled_batches",
 ]
@@ -312,32 +313,49 @@ class StepCost(Transform):  # type: ignore[misc]
         return f"{type(self).__name__}(seconds={self.seconds!r})"
 
 
+@dataclass(frozen=True)
+class TorchRLSettings:
+    """The TorchRL demo's settings: its pipeline's sizes, costs, schedules and seed; :func:`run_torchrl_demo` says what each does.
+
+    >>> TorchRLSettings(learner_cost=0.05).batch_size
+    64
+    >>> TorchRLSettings(env_cost=-1)
+    Traceback (most recent call last):
+    ...
+    ValueError: env_cost must be a finite number of seconds, zero or more, got -1
+    """
+
+    env_cost: float = 0.0
+    learner_cost: float = 0.0
+    frames_per_batch: int = 50
+    collector_every: int = 10_000
+    buffer_every: float = 5.0
+    poll_interval: float = 1.0
+    buffer_capacity: int = 100_000
+    batch_size: int = 64
+    warmup_frames: int = 1_000
+    frames_per_update: float = 4.0
+    annealing_frames: int = 10_000
+    seed: int | None = 0
+    progress_every: float = 5.0
+    window: float | None = None
+
+    def __post_init__(self) -> None:
+        common.check_cost("env_cost", self.env_cost)
+        common.check_cost("learner_cost", self.learner_cost)
+
+
 def run_torchrl_demo(
     seconds: float = 30.0,
     out: str | os.PathLike[str] = common.DEFAULT_OUT,
     *,
-    sinks: Sequence[str] = (),
-    env_cost: float = 0.0,
-    learner_cost: float = 0.0,
-    frames_per_batch: int = 50,
-    collector_every: int = 10_000,
-    buffer_every: float = 5.0,
-    poll_interval: float = 1.0,
-    buffer_capacity: int = 100_000,
-    batch_size: int = 64,
-    warmup_frames: int = 1_000,
-    frames_per_update: float = 4.0,
-    annealing_frames: int = 10_000,
-    seed: int | None = 0,
-    progress_every: float = 5.0,
-    window: float | None = None,
-    chart: bool = True,
-    stdout: TextIO | None = None,
-    console: TextIO | None = None,
+    settings: TorchRLSettings | None = None,
+    output: common.DemoOutput | None = None,
 ) -> common.DemoResult:
     """Drive the monitored TorchRL pipeline for ``seconds``, then print the summary of its run and draw it.
 
-    A ``Collector`` on ``CartPole-v1`` (``frames_per_batch`` frames a
+    Each name below is one of ``settings`` (a :class:`TorchRLSettings`,
+    its defaults when ``None``). A ``Collector`` on ``CartPole-v1`` (``frames_per_batch`` frames a
     batch; each step ``env_cost`` seconds slower, see :class:`StepCost`)
     fills a ``ReplayBuffer`` of ``buffer_capacity`` transitions from its own
     thread, acting with the epsilon-greedy policy of a :class:`DQNLearner`
@@ -367,11 +385,12 @@ def run_torchrl_demo(
       the collector's (``busy_s``, see :class:`CollectorTiming`) and the
       samples drawn per frame against ``batch_size / frames_per_update``;
 
-    into a new run of the SQLite file ``out``, onto ``console`` (standard
-    error by default) and into every extra sink opened from the ``sinks``
-    specs (see :class:`~rlpulse._demo.common.DemoSinks`). A line every
+    into a new run of the SQLite file ``out``, onto the console and into
+    every extra sink of ``output`` (see
+    :class:`~rlpulse._demo.common.DemoOutput`). A line every
     ``progress_every`` seconds, then the run's summary and its chart (next to
-    ``out``, see :func:`rlpulse._demo.common.report`) go to ``stdout``. Ctrl-C
+    ``out``, see :func:`rlpulse._demo.common.report`) go to
+    ``output.stdout``. Ctrl-C
     ends the demo early; the collector, the monitor and every sink are
     stopped either way, so each watch's final snapshot is recorded.
 
@@ -384,38 +403,16 @@ def run_torchrl_demo(
     >>> from rlpulse import read
     >>> with tempfile.TemporaryDirectory() as tmp:
     ...     result = run_torchrl_demo(
-    ...         1.0, pathlib.Path(tmp) / "demo.sqlite", frames_per_batch=50,
-    ...         collector_every=100, chart=False, stdout=io.StringIO(),
-    ...         console=io.StringIO())
+    ...         1.0, pathlib.Path(tmp) / "demo.sqlite",
+    ...         settings=TorchRLSettings(frames_per_batch=50, collector_every=100),
+    ...         output=common.DemoOutput(chart=False, stdout=io.StringIO(),
+    ...                                  console=io.StringIO()))
     ...     frames = [r.value for r in read(result.path) if r.name == "collector/frames"]
     >>> frames[-1] == result.frames > 0
     True
     """
-    pipeline = _TorchRLPipeline(
-        env_cost=env_cost,
-        learner_cost=learner_cost,
-        frames_per_batch=frames_per_batch,
-        collector_every=collector_every,
-        buffer_every=buffer_every,
-        poll_interval=poll_interval,
-        buffer_capacity=buffer_capacity,
-        batch_size=batch_size,
-        warmup_frames=warmup_frames,
-        frames_per_update=frames_per_update,
-        annealing_frames=annealing_frames,
-        seed=seed,
-        progress_every=progress_every,
-        window=window,
-    )
-    return common.record_demo(
-        pipeline,
-        seconds,
-        out,
-        sinks=sinks,
-        chart=chart,
-        stdout=stdout,
-        console=console,
-    )
+    pipeline = _TorchRLPipeline(TorchRLSettings() if settings is None else settings)
+    return common.record_demo(pipeline, seconds, out, output)
 
 
 @dataclass(frozen=True)
@@ -432,34 +429,19 @@ class _Parts:
 
 @dataclass
 class _TorchRLPipeline(common.DemoPipeline):
-    """The settings of the TorchRL pipeline and, once driven, its collector."""
+    """The TorchRL pipeline: its settings and, once driven, its collector."""
 
-    env_cost: float
-    learner_cost: float
-    frames_per_batch: int
-    collector_every: int
-    buffer_every: float
-    poll_interval: float
-    buffer_capacity: int
-    batch_size: int
-    warmup_frames: int
-    frames_per_update: float
-    annealing_frames: int
-    seed: int | None
-    progress_every: float
-    window: float | None = None
+    settings: TorchRLSettings
     collector: Collector | None = field(default=None, init=False)
-
-    def __post_init__(self) -> None:
-        common.check_cost("env_cost", self.env_cost)
-        common.check_cost("learner_cost", self.learner_cost)
 
     def drive(self, sinks: common.DemoSinks, seconds: float, stdout: TextIO) -> bool:
         deadline = time.monotonic() + seconds
         with _torch_quietly():
             parts = self._build()
             self.collector = parts.collector
-            with LoggerMonitor(sinks.all, poll_interval=self.poll_interval) as monitor:
+            with LoggerMonitor(
+                sinks.all, poll_interval=self.settings.poll_interval
+            ) as monitor:
                 self._watch(monitor, parts, seconds)
                 print(
                     f"rlpulse demo: TorchRL Collector on {ENV_NAME} "
@@ -473,7 +455,7 @@ class _TorchRLPipeline(common.DemoPipeline):
                 try:
                     with _ctrl_c_stops() as stop:
                         clock = _TrainingClock(
-                            parts, deadline, self.progress_every, stdout, stop
+                            parts, deadline, self.settings.progress_every, stdout, stop
                         )
                         self._train(parts, clock)
                     return stop.is_set()
@@ -491,27 +473,28 @@ class _TorchRLPipeline(common.DemoPipeline):
         costs = [
             f"{what} +{cost * 1000:g} ms"
             for what, cost in (
-                ("each env step", self.env_cost),
-                ("each update", self.learner_cost),
+                ("each env step", self.settings.env_cost),
+                ("each update", self.settings.learner_cost),
             )
             if cost
         ]
         return "".join(f"; {cost}" for cost in costs)
 
     def _build(self) -> _Parts:
-        if self.seed is not None:
-            torch.manual_seed(self.seed)
+        settings = self.settings
+        if settings.seed is not None:
+            torch.manual_seed(settings.seed)
         env: EnvBase = GymEnv(ENV_NAME)
-        if self.env_cost:
-            env = TransformedEnv(env, StepCost(self.env_cost))
-        if self.seed is not None:
-            env.set_seed(self.seed)
-        buffer = ReplayBuffer(storage=LazyTensorStorage(self.buffer_capacity))
+        if settings.env_cost:
+            env = TransformedEnv(env, StepCost(settings.env_cost))
+        if settings.seed is not None:
+            env.set_seed(settings.seed)
+        buffer = ReplayBuffer(storage=LazyTensorStorage(settings.buffer_capacity))
         learner = DQNLearner(
             env.action_spec,
             observation_size=env.observation_spec["observation"].shape[-1],
-            annealing_frames=self.annealing_frames,
-            cost=self.learner_cost,
+            annealing_frames=settings.annealing_frames,
+            cost=settings.learner_cost,
         )
         episodes = Tally(window=common.EPISODE_WINDOW)
         collecting = CollectorTiming(
@@ -523,7 +506,7 @@ class _TorchRLPipeline(common.DemoPipeline):
             # takes the learner's weights when the training loop hands them
             # over, as it would in another process or on another device.
             copy.deepcopy(learner.policy),
-            frames_per_batch=self.frames_per_batch,
+            frames_per_batch=settings.frames_per_batch,
             total_frames=-1,
             replay_buffer=buffer,
             pre_collect_hook=collecting.before,
@@ -536,13 +519,14 @@ class _TorchRLPipeline(common.DemoPipeline):
         )
 
     def _train(self, parts: _Parts, clock: _TrainingClock) -> None:
+        settings = self.settings
         learner, collector = parts.learner, parts.collector
         handed_over = 0
         batches = sampled_batches(
             parts.buffer,
-            self.batch_size,
-            warmup_frames=self.warmup_frames,
-            frames_per_update=self.frames_per_update,
+            settings.batch_size,
+            warmup_frames=settings.warmup_frames,
+            frames_per_update=settings.frames_per_update,
             running=clock.running,
         )
         # The learner waits for data in this loop's iteration and is busy in
@@ -552,20 +536,22 @@ class _TorchRLPipeline(common.DemoPipeline):
             with learner.stages.busy():
                 learner.update(batch)
                 written = parts.buffer.write_count
-                if written - handed_over >= self.frames_per_batch:
+                if written - handed_over >= settings.frames_per_batch:
                     # Once per batch collected, as TorchRL's DQN examples do.
                     learner.explore_less(written - handed_over)
                     collector.update_policy_weights_(learner.weights)
                     handed_over = written
 
     def _watch(self, monitor: LoggerMonitor, parts: _Parts, seconds: float) -> None:
+        settings = self.settings
         monitor.watch(
             parts.collector,
             name="collector",
             stats_fn=functools.partial(_collector_stats, parts),
             # Every collector_every frames, and at least every 5 s however
             # slowly the machine collects.
-            schedule=Every.counter("frames", self.collector_every) | Every.seconds(5),
+            schedule=Every.counter("frames", settings.collector_every)
+            | Every.seconds(5),
             # Its stage timing is a counter too: busy_s_per_second is the
             # share of the time the collector collects.
             rate_keys=("frames", "batches", "busy_s"),
@@ -573,7 +559,7 @@ class _TorchRLPipeline(common.DemoPipeline):
         monitor.watch(
             parts.samples,
             name="replay_buffer",
-            schedule=Every.seconds(self.buffer_every),
+            schedule=Every.seconds(settings.buffer_every),
             step="write_count",
         )
         common.watch_learning(
@@ -582,10 +568,10 @@ class _TorchRLPipeline(common.DemoPipeline):
             episodes=parts.episodes,
             buffer="replay_buffer",
             # The samples per frame the learner keeps to when it keeps up.
-            target_ratio=self.batch_size / self.frames_per_update,
+            target_ratio=settings.batch_size / settings.frames_per_update,
             window=common.verdict_window(seconds)
-            if self.window is None
-            else self.window,
+            if settings.window is None
+            else settings.window,
         )
 
 

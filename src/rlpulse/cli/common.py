@@ -39,8 +39,15 @@ def add_command(
     summary: str,
     description: str,
     handler: Handler,
+    *,
+    runs: str | None = None,
 ) -> argparse.ArgumentParser:
-    """Add the command ``name``, which ``main`` hands to ``handler``."""
+    """Add the command ``name``, which ``main`` hands to ``handler``.
+
+    A command that reads one run or more gives ``runs``, what its RUN
+    arguments are (files, or ``FILE:NAME``): it takes them first, as
+    ``args.runs``.
+    """
     command = commands.add_parser(
         name,
         help=summary,
@@ -48,6 +55,8 @@ def add_command(
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     command.set_defaults(handler=handler)
+    if runs is not None:
+        command.add_argument("runs", nargs="+", metavar="RUN", help=runs)
     return command
 
 
@@ -59,11 +68,6 @@ def add_run_file_argument(command: argparse.ArgumentParser) -> None:
         metavar="RUN",
         help="metrics file written by an rlpulse file sink (SQLite, CSV, JSON lines)",
     )
-
-
-def add_runs_argument(command: argparse.ArgumentParser, meaning: str) -> None:
-    """Add the RUN arguments of a command that reads one run or more: files, or ``FILE:NAME``."""
-    command.add_argument("runs", nargs="+", metavar="RUN", help=meaning)
 
 
 def add_match_option(command: argparse.ArgumentParser) -> None:

@@ -10,6 +10,9 @@ from rlpulse.read.compare import compare_files, format_comparison, run_argument
 SUMMARY = "put recorded runs side by side"
 """What ``rlpulse --help`` says of the command."""
 
+RUNS = "a metrics file (its latest run) or FILE:NAME; the first is the baseline"
+"""What ``rlpulse compare --help`` says of its RUN arguments."""
+
 DESCRIPTION = f"""\
 Put recorded runs side by side: one row per metric, its figure in each run
 and each run's ratio to the first (the baseline). A cumulative counter's
@@ -33,10 +36,8 @@ examples:
 
 
 def add(commands: common.Commands) -> None:
-    compare = common.add_command(commands, "compare", SUMMARY, DESCRIPTION, run)
-    common.add_runs_argument(
-        compare,
-        "a metrics file (its latest run) or FILE:NAME; the first is the baseline",
+    compare = common.add_command(
+        commands, "compare", SUMMARY, DESCRIPTION, run, runs=RUNS
     )
     common.add_match_option(compare)
     common.add_exact_option(compare)

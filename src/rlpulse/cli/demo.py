@@ -9,10 +9,9 @@ import signal
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from rlpulse import stop_on_sigterm
-from rlpulse._demo.common import DEFAULT_OUT
+from rlpulse._demo.common import DEFAULT_OUT, DemoOutput
 from rlpulse._demo.synthetic import run_demo
 from rlpulse.cli import common
 from rlpulse.sinks.registry import SCHEMES
@@ -167,9 +166,13 @@ def _run_demo(args: argparse.Namespace) -> int:
             f"records its run in a SQLite file: give --out a .sqlite path, and "
             f"add --sink {line_format}:{args.out} for a {line_format.upper()} copy"
         )
+    output = DemoOutput(sinks=args.sinks)
     if not args.synthetic:
         try:
-            from rlpulse._demo.torchrl_pipeline import run_torchrl_demo
+            from rlpulse._demo.torchrl_pipeline import (
+                TorchRLSettings,
+                run_torchrl_demo,
+            )
         except ModuleNotFoundError as error:
             missing = (error.name or "").partition(".")[0]
             if missing not in _TORCHRL_MODULES:
@@ -181,16 +184,16 @@ def _run_demo(args: argparse.Namespace) -> int:
                 flush=True,
             )
         else:
-            run_torchrl_demo(args.seconds, args.out, **_settings(args))
+            settings = TorchRLSettings(
+                env_cost=args.env_cost, learner_cost=args.learner_cost
+            )
+            run_torchrl_demo(args.seconds, args.out, settings=settings, output=output)
             return 0
-    run_demo(args.seconds, args.out, **_settings(args))
+    run_demo(
+        args.seconds,
+        args.out,
+        env_cost=args.env_cost,
+        learner_cost=args.learner_cost,
+        output=output,
+    )
     return 0
-
-
-def _settings(args: argparse.Namespace) -> dict[str, Any]:
-    """What either pipeline takes from the command line besides its length and store."""
-    return {
-        "sinks": args.sinks,
-        "env_cost": args.env_cost,
-        "learner_cost": args.learner_cost,
-    }

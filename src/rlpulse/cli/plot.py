@@ -17,6 +17,12 @@ from rlpulse.read.plot import (
 SUMMARY = "draw recorded runs into an image"
 """What ``rlpulse --help`` says of the command."""
 
+RUNS = (
+    "metrics file written by an rlpulse file sink (SQLite, CSV, JSON lines), "
+    "or FILE:NAME; several are drawn over each other"
+)
+"""What ``rlpulse plot --help`` says of its RUN arguments."""
+
 DESCRIPTION = f"""\
 Draw a recorded run into an image: one panel per watch (the part of a metric
 name before the first '/'), over the time since the run started, over the
@@ -59,12 +65,7 @@ examples:
 
 
 def add(commands: common.Commands) -> None:
-    plot = common.add_command(commands, "plot", SUMMARY, DESCRIPTION, run)
-    common.add_runs_argument(
-        plot,
-        "metrics file written by an rlpulse file sink (SQLite, CSV, JSON lines), "
-        "or FILE:NAME; several are drawn over each other",
-    )
+    plot = common.add_command(commands, "plot", SUMMARY, DESCRIPTION, run, runs=RUNS)
     plot.add_argument(
         "-o",
         "--output",

@@ -16,6 +16,12 @@ from rlpulse.read.top import follow, frame, live_view_available
 SUMMARY = "follow runs as they are written, live"
 """What ``rlpulse --help`` says of the command."""
 
+RUNS = (
+    "a metrics file (its latest run, and a run started later in it once"
+    " there is one) or FILE:NAME; several side by side"
+)
+"""What ``rlpulse top --help`` says of its RUN arguments."""
+
 DESCRIPTION = f"""\
 Follow runs while other processes write them, as htop follows processes.
 
@@ -56,12 +62,7 @@ examples:
 
 
 def add(commands: common.Commands) -> None:
-    top = common.add_command(commands, "top", SUMMARY, DESCRIPTION, run)
-    common.add_runs_argument(
-        top,
-        "a metrics file (its latest run, and a run started later in it once"
-        " there is one) or FILE:NAME; several side by side",
-    )
+    top = common.add_command(commands, "top", SUMMARY, DESCRIPTION, run, runs=RUNS)
     common.add_run_option(top, "follow")
     top.add_argument(
         "--interval",

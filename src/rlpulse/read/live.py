@@ -351,26 +351,9 @@ class LiveRun:
                         total=series.last,
                     )
                 )
-            elif series.kind is Kind.GAUGE:
-                capacity = next(
-                    (
-                        self.series[other]
-                        for other in capacities_of(name)
-                        if other in self.series
-                    ),
-                    None,
-                )
-                if capacity is not None and capacity.last > 0:
-                    shown.update(capacities_of(name))
-                    bars.append(
-                        Line(
-                            split(name)[1],
-                            series.last,
-                            series=series,
-                            fill=min(1.0, max(0.0, series.last / capacity.last)),
-                            capacity=capacity.last,
-                        )
-                    )
+            elif series.kind is Kind.GAUGE and (bar := self._bar(name)) is not None:
+                shown.update(capacities_of(name))
+                bars.append(bar)
         for name in names:
             series = self.series[name]
             metric = split(name)[1]
@@ -383,6 +366,25 @@ class LiveRun:
             elif not any(line.label == metric for line in bars):
                 gauges.append(Line(metric, series.last, series=series))
         return [*counters, *rates, *bars, *_quantile_lines(quantiles), *gauges]
+
+    def _bar(self, name: str) -> Line | None:
+        """Gauge ``name``'s line with a bar: its share of the first of its capacities logged, ``None`` when none is, or it is not positive."""
+        capacity = next(
+            (
+                self.series[other]
+                for other in capacities_of(name)
+                if other in self.series
+            ),
+            None,
+        )
+        if capacity is None or not capacity.last > 0:
+            return None
+        series = self.series[name]
+        fill = min(1.0, max(0.0, series.last / capacity.last))
+        metric = split(name)[1]
+        return Line(
+            metric, series.last, series=series, fill=fill, capacity=capacity.last
+        )
 
 
 def _quantile_lines(quantiles: list[tuple[str, Series]]) -> list[Line]:

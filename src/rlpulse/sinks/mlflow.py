@@ -13,8 +13,8 @@ import re
 import socket
 import urllib.parse
 import urllib.request
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 from rlpulse.runtime.retry import TransientSinkError
 from rlpulse.sinks.base import BaseSink, Payload
@@ -100,7 +100,7 @@ class MLflowLogger(BaseSink):
         run_id: str | None,
         experiment: str | None,
         tracking_uri: str | None,
-        backend: Any,
+        backend: _Backend,
     ) -> tuple[str, bool]:
         # The run to log into, and whether the logger started it.
         if run_id is not None:
@@ -125,7 +125,7 @@ class MLflowLogger(BaseSink):
                 "of an existing run there, or run_id=None to start a new run"
             ) from error
 
-    def _experiment_id(self, name: str, backend: Any) -> str:
+    def _experiment_id(self, name: str, backend: _Backend) -> str:
         found = self.client.get_experiment_by_name(name)
         if found is not None:
             return str(found.experiment_id)
@@ -238,25 +238,15 @@ def _mlflow_key(name: str) -> str:
     )
 
 
-class _Backend:
-    """What the logger uses from MLflow, imported together."""
+class _Backend(NamedTuple):
+    """What the logger uses from MLflow, imported together by :func:`_import_backend`."""
 
-    def __init__(self) -> None:
-        from mlflow.entities import Metric
-        from mlflow.exceptions import MlflowException
-        from mlflow.tracking import MlflowClient, get_tracking_uri
-        from mlflow.tracking.fluent import active_run
-
-        self.Metric = Metric
-        self.MlflowException = MlflowException
-        self.MlflowClient = MlflowClient
-        self.active_run = active_run
-        self.get_tracking_uri = get_tracking_uri
-        try:
-            from mlflow.utils.validation import MAX_METRICS_PER_BATCH
-        except ImportError:  # pragma: no cover - present in every MLflow 2 and 3
-            MAX_METRICS_PER_BATCH = _DEFAULT_METRICS_PER_BATCH
-        self.metrics_per_batch = int(MAX_METRICS_PER_BATCH)
+    Metric: Any
+    MlflowException: type[Exception]
+    MlflowClient: Any
+    active_run: Callable[[], Any]
+    get_tracking_uri: Callable[[], str]
+    metrics_per_batch: int
 
 
 def _server_away(error: BaseException) -> bool:
@@ -291,11 +281,26 @@ def _server_away(error: BaseException) -> bool:
     return False
 
 
-def _import_backend() -> Any:
+def _import_backend() -> _Backend:
     try:
-        return _Backend()
+        from mlflow.entities import Metric
+        from mlflow.exceptions import MlflowException
+        from mlflow.tracking import MlflowClient, get_tracking_uri
+        from mlflow.tracking.fluent import active_run
     except ImportError as error:
         raise ImportError(
             "MLflowLogger needs MLflow, which is not installed: "
             "pip install 'rlpulse[mlflow]'"
         ) from error
+    try:
+        from mlflow.utils.validation import MAX_METRICS_PER_BATCH
+    except ImportError:  # pragma: no cover - present in every MLflow 2 and 3
+        MAX_METRICS_PER_BATCH = _DEFAULT_METRICS_PER_BATCH
+    return _Backend(
+        Metric,
+        MlflowException,
+        MlflowClient,
+        active_run,
+        get_tracking_uri,
+        int(MAX_METRICS_PER_BATCH),
+    )

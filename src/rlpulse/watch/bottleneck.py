@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from rlpulse.metrics import snapshot_of
@@ -23,6 +24,7 @@ __all__ = ["Bottleneck"]
 _Provider = Callable[[], Any]
 
 
+@dataclass(eq=False, repr=False)
 class Bottleneck:
     """Judges, at each ``stats()`` call, the window since the last one: which side held the pipeline back.
 
@@ -49,30 +51,22 @@ class Bottleneck:
         collector-bound: the learner waited 63% of the last 30 s for data; a faster learner gains nothing, a faster collector up to 2.7x before the learner limits
     """
 
-    def __init__(
-        self,
-        producer: _Provider,
-        consumer: _Provider,
-        buffer: _Provider | None = None,
-        *,
-        names: tuple[str, str],
-        window: float,
-        target_ratio: float | None = None,
-        on_change: Callable[[Verdict], object] | None = None,
-        hold: int = 2,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._producer = producer
-        self._consumer = consumer
-        self._buffer = buffer
-        self._names = names
-        self._window = window
-        self._target_ratio = target_ratio
-        self._on_change = on_change
-        self._hysteresis = Hysteresis(hold)
-        self._clock = clock
-        self._last: Reading | None = None
-        self._held: Verdict | None = None
+    producer: _Provider
+    consumer: _Provider
+    buffer: _Provider | None = None
+    _: KW_ONLY
+    names: tuple[str, str]
+    window: float
+    target_ratio: float | None = None
+    on_change: Callable[[Verdict], object] | None = None
+    hold: int = 2
+    clock: Callable[[], float] = time.monotonic
+    _hysteresis: Hysteresis = field(init=False)
+    _last: Reading | None = field(default=None, init=False)
+    _held: Verdict | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        self._hysteresis = Hysteresis(self.hold)
 
     @property
     def current(self) -> Verdict | None:
@@ -82,10 +76,10 @@ class Bottleneck:
     def stats(self) -> dict[str, float]:
         """Read both sides (and the buffer), judge the window since the last call, and return its figures and verdict."""
         reading = Reading(
-            self._clock(),
-            snapshot_of(self._producer()),
-            snapshot_of(self._consumer()),
-            None if self._buffer is None else snapshot_of(self._buffer()),
+            self.clock(),
+            snapshot_of(self.producer()),
+            snapshot_of(self.consumer()),
+            None if self.buffer is None else snapshot_of(self.buffer()),
         )
         before = self._last
         # The next window starts from each counter's last value seen: one
@@ -93,13 +87,13 @@ class Bottleneck:
         self._last = reading if before is None else _carried(before, reading)
         if before is None:
             return {}
-        window = measure(before, reading, self._target_ratio)
-        producer, consumer = self._names
-        verdict = judge(window, producer, consumer, minimum_s=self._window / 2)
+        window = measure(before, reading, self.target_ratio)
+        producer, consumer = self.names
+        verdict = judge(window, producer, consumer, minimum_s=self.window / 2)
         if self._hysteresis.update(verdict.bound):
             self._held = verdict
-            if self._on_change is not None:
-                self._on_change(verdict)
+            if self.on_change is not None:
+                self.on_change(verdict)
         return verdict.metrics()
 
     def metric_kinds(self) -> dict[str, Kind]:
@@ -107,8 +101,8 @@ class Bottleneck:
         return {}
 
     def __repr__(self) -> str:
-        producer, consumer = self._names
-        return f"Bottleneck({producer!r} -> {consumer!r}, window={self._window:g})"
+        producer, consumer = self.names
+        return f"Bottleneck({producer!r} -> {consumer!r}, window={self.window:g})"
 
 
 def _carried(before: Reading, after: Reading) -> Reading:
