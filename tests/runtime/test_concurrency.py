@@ -224,6 +224,27 @@ def test_no_thread_wakes_while_the_monitor_has_nothing_to_do() -> None:
     assert max(woke.values()) <= 5, woke
 
 
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc")
+def test_the_watchdog_wakes_once_a_round_that_ends_in_time() -> None:
+    # It looks when a round could have lasted one check, not as the round
+    # starts and again after it: a wake-up costs the training loop a turn
+    # of the interpreter lock.
+    monitor = LoggerMonitor(Discard(), poll_interval=0.05)
+    monitor.watch(Source(), name="source")
+    with monitor:
+        time.sleep(0.2)
+        (watchdog,) = [t for t in threading.enumerate() if t.name == "rlpulse-watchdog"]
+        rounds_before, woke_before = (
+            monitor.stats()["rounds"],
+            _context_switches(watchdog),
+        )
+        time.sleep(1.0)
+        rounds = monitor.stats()["rounds"] - rounds_before
+        woke = _context_switches(watchdog) - woke_before
+    assert rounds >= 10
+    assert woke <= 1.5 * rounds, (woke, rounds)
+
+
 def test_two_threads_tallies_that_are_equal_are_each_counted_once() -> None:
     from rlpulse.runtime.reporting import Reporter
 
