@@ -984,6 +984,15 @@ def test_without_matplotlib_plotting_raises_import_error_naming_the_extra(
     assert INSTALL_HINT in str(error.value)
 
 
+@pytest.mark.usefixtures("without_matplotlib")
+def test_without_matplotlib_a_run_the_file_lacks_is_said_before_the_missing_extra(
+    sqlite_run: Path, tmp_path: Path
+) -> None:
+    # The run is read while matplotlib would be imported: its error comes first.
+    with pytest.raises(formats.RunFileError, match="has no run named 'missing'"):
+        plot_file(sqlite_run, tmp_path / "chart.png", run="missing")
+
+
 def test_importing_rlpulse_plot_does_not_import_matplotlib() -> None:
     code = (
         "import sys, rlpulse, rlpulse.read.plot, rlpulse.cli; "
@@ -1481,6 +1490,30 @@ def test_a_downsampled_sqlite_run_keeps_a_gap_where_a_bucket_holds_a_nan(
     assert len(steps.values) == len(set(steps.wall_times)) <= 2 * 100 + 2
     assert (steps.values[0], steps.values[-1]) == (0.0, 39_999.0)
     assert steps.steps[-1] == 39_999
+
+
+def test_a_downsampled_sqlite_run_counts_its_summarized_rows_and_those_after_them(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "long.sqlite"
+    _spiky_run(path, 30_000)  # summarized as the logger closes
+    with contextlib.closing(sqlite3.connect(path)) as connection, connection:
+        # Rows no summary counts yet, as another writer leaves them.
+        connection.executemany(
+            "INSERT INTO metrics (run, wall_time, step, name, value)"
+            " VALUES (1, ?, NULL, 'learner/loss', 1000.0)",
+            [(START - 10.0,), (START + 20_000.0,)],
+        )
+
+    run = formats.read_downsampled(path, buckets=100)
+
+    records = list(read(path))
+    assert run.records == len(records) == 60_002
+    assert run.start_wall_time == START - 10.0
+    assert run.end_wall_time == START + 20_000.0
+    assert {START - 10.0, START + 20_000.0} <= set(
+        run.points["learner/loss"].wall_times
+    )
 
 
 def test_a_downsampled_sqlite_run_begun_without_kinds_reads_the_metrics_lacking_one(

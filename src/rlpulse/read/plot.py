@@ -44,16 +44,25 @@ prints on standard error.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import math
 import os
 import textwrap
+import threading
 import warnings
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypeVar
 
-from rlpulse.formats import Downsampled, Points, downsample, read_downsampled
+from rlpulse.formats import (
+    Downsampled,
+    Points,
+    detect_format,
+    downsample,
+    read_downsampled,
+)
 from rlpulse.naming import (
     RATE_SUFFIX,
     Kind,
@@ -108,6 +117,8 @@ XAxis = str
 
 BUCKETS = 1000
 """The buckets of time each line is downsampled to: about the width of a panel in pixels."""
+
+_Read = TypeVar("_Read")
 
 _BANDS = (("p10", "p90"), ("p50", "p99"))
 # A distribution's band: the first pair of quantiles it logged, around its p50.
@@ -521,7 +532,9 @@ def plot_file(
     """
     options = _Options(match, x, cumulative, smooth)
     path = Path(path)
-    data = read_downsampled(path, run, buckets=BUCKETS, keep=options.keep)
+    data = _read_while_importing(
+        [path], lambda: read_downsampled(path, run, buckets=BUCKETS, keep=options.keep)
+    )
     figure = _plot_run(data, run=run_name(path, run), source=str(path), options=options)
     return _save(figure, Path(output))
 
@@ -553,14 +566,44 @@ def plot_files(
             smooth=smooth,
         )
     options = _Options(match, x, cumulative, smooth)
-    loaded = [
-        (
-            f"{path} (run {run_name(path, run)})",
-            read_downsampled(path, run, buckets=BUCKETS, keep=options.keep),
-        )
-        for path, run in runs
-    ]
+    loaded = _read_while_importing(
+        [path for path, _ in runs],
+        lambda: [
+            (
+                f"{path} (run {run_name(path, run)})",
+                read_downsampled(path, run, buckets=BUCKETS, keep=options.keep),
+            )
+            for path, run in runs
+        ],
+    )
     return _save(_plot_runs(loaded, options), Path(output))
+
+
+def _read_while_importing(
+    paths: Iterable[str | os.PathLike[str]], read: Callable[[], _Read]
+) -> _Read:
+    """What ``read()`` returns (or raises), reading the files at ``paths``: on a thread of its own while this one imports matplotlib where they are SQLite files.
+
+    SQLite scans a run without holding the GIL: reading and importing take
+    the time of the longer. A line file is read in Python, which holds it:
+    read first, on this thread. Without matplotlib, a file's error comes
+    first all the same.
+    """
+    if any(detect_format(Path(path)) != "sqlite" for path in paths):
+        return read()
+    done: Future[_Read] = Future()
+
+    def work() -> None:
+        try:
+            done.set_result(read())
+        except BaseException as error:  # raised where the caller waits
+            done.set_exception(error)
+
+    # A daemon: a process interrupted while waiting need not wait for the scan.
+    threading.Thread(target=work, name="rlpulse-plot-read", daemon=True).start()
+    with contextlib.suppress(ImportError):
+        _matplotlib()
+    return done.result()
 
 
 def _save(figure: Figure, output: Path) -> Path:
