@@ -537,6 +537,33 @@ def test_negative_values_keep_zero_in_view() -> None:
     assert _panels(figure)["learner"].get_ylim()[1] == 0.0
 
 
+def test_a_linear_axis_has_a_few_ticks_and_ticks_only_within_its_view() -> None:
+    figure = plot_run(
+        _records(
+            *(
+                row
+                for second in range(600)
+                for row in (
+                    (second, None, "w/frames_per_second", 1000.0 + second % 3),
+                    (second, None, "w/latency_s", 0.01 + (second % 7) / 1000),
+                    (second, None, "w/queue_depth", float(second % 10)),
+                )
+            )
+        ),
+        run="r",
+    )
+    figure.canvas.draw()
+
+    assert [axes.get_yscale() for axes in figure.axes] == ["linear"] * 3
+    for axes in figure.axes:
+        for ticks, (low, high) in (
+            (axes.yaxis.get_majorticklocs(), axes.get_ylim()),
+            (axes.xaxis.get_majorticklocs(), axes.get_xlim()),
+        ):
+            assert 2 <= len(ticks) <= 6
+            assert all(low <= at <= high for at in ticks)
+
+
 def test_legends_sit_inside_their_axis(sqlite_run: Path) -> None:
     figure = plot_run(read(sqlite_run), run="baseline", cumulative=True)
     figure.canvas.draw()

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import functools
 import math
 import os
 import textwrap
@@ -87,6 +88,7 @@ from rlpulse.text import format_duration, format_number, plural
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
 __all__ = [
     "BUCKETS",
@@ -163,6 +165,9 @@ _X_LABEL_INCHES = 0.65
 # The x axis's label, under its one line of tick labels: its top this far
 # below the axis, placed rather than measured against every axis's ticks.
 _X_LABEL_TOP_INCHES = 0.29
+# A y axis's label, its right edge this far left of the axis: beside tick
+# labels of up to nine characters (0.0001234), within the room on the left.
+_Y_LABEL_RIGHT_INCHES = 0.86
 # A header line, and the margin under the header; lines of text that fit the
 # figure's width (large type for the header, small for a panel's constants).
 _HEADER_LINE_INCHES = 0.25
@@ -171,6 +176,10 @@ _TITLE_LINE_INCHES = 0.15
 _HEADER_CHARACTERS = 105
 _CONSTANTS_CHARACTERS = 110
 _DPI = 110
+# Ticks at multiples of these (times a power of ten), as matplotlib's
+# default; at most this many intervals between a linear y axis's ticks.
+_TICK_STEPS = [1.0, 2.0, 2.5, 5.0, 10.0]
+_Y_TICKS = 5
 # Fewer points than this get a marker on each, so that sparse series (a
 # counter schedule logging every 10,000 frames) read as measurements.
 _MARKERS_BELOW = 40
@@ -636,6 +645,29 @@ class _Matplotlib:
         self.FigureCanvasAgg = FigureCanvasAgg
         self.FuncFormatter = FuncFormatter
         self.NullFormatter = NullFormatter
+        self.InViewLocator = _in_view_locator()
+
+
+@functools.cache
+def _in_view_locator() -> type[MaxNLocator]:
+    from matplotlib.ticker import MaxNLocator
+
+    class InViewLocator(MaxNLocator):
+        """Ticks where ``MaxNLocator`` puts them, but only within the axis's view.
+
+        Matplotlib makes a tick (five artists) for each place its locator
+        gives, drawn or not, and ``MaxNLocator`` gives one beyond each end.
+        """
+
+        def __call__(self) -> Sequence[float]:
+            ticks = super().__call__()
+            if self.axis is None:
+                return ticks
+            low, high = sorted(self.axis.get_view_interval())
+            slack = (high - low) * 1e-9
+            return [at for at in ticks if low - slack <= at <= high + slack]
+
+    return InViewLocator
 
 
 def _matplotlib() -> _Matplotlib:
@@ -1025,9 +1057,15 @@ def _draw_panel(
     """Draw one watch at ``places``: an axis per unit, the watch's name and constants above."""
     units = panel.units
     all_axes = [figure.add_axes(place) for place in places]
-    for axes, (_, _, _, axes_height) in zip(all_axes, places, strict=True):
+    for axes, (_, _, axes_width, axes_height) in zip(all_axes, places, strict=True):
+        axes.xaxis.set_major_locator(
+            matplotlib.InViewLocator(nbins="auto", steps=_TICK_STEPS)
+        )
         axes.xaxis.set_label_coords(
             0.5, -_X_LABEL_TOP_INCHES / (axes_height * figure.get_figheight())
+        )
+        axes.yaxis.set_label_coords(
+            -_Y_LABEL_RIGHT_INCHES / (axes_width * figure.get_figwidth()), 0.5
         )
     top = all_axes[0]
     # Titles placed on the axis's top edge (y=1.0), not measured against
@@ -1165,6 +1203,9 @@ def _scale(axes: Axes, lines: list[_Line], label: str, matplotlib: _Matplotlib) 
             axes.set_ylim(0.0, max(high, max(peaks, default=high) * 1.05))
         elif high < 0:
             axes.set_ylim(min(low, -max(peaks, default=-low) * 1.05), 0.0)
+        axes.yaxis.set_major_locator(
+            matplotlib.InViewLocator(nbins=_Y_TICKS, steps=_TICK_STEPS)
+        )
     axes.yaxis.set_major_formatter(
         matplotlib.FuncFormatter(lambda value, _: format_number(value))
     )
