@@ -1494,6 +1494,19 @@ def test_a_long_lines_points_are_downsampled_keeping_each_spike(
     assert min(ys) == -7.0
 
 
+def test_plot_file_of_a_long_sqlite_run_draws_only_the_axes_its_panels_have(
+    tmp_path: Path,
+) -> None:
+    # Axes are made while SQLite reads the run, before it is known how many
+    # the chart has: those left over are not drawn.
+    path = tmp_path / "long.sqlite"
+    _spiky_run(path, 40_000)
+
+    image = plot_file(path, tmp_path / "long.svg")
+
+    assert image.read_text().count('<g id="axes_') == 2  # collector, learner
+
+
 def test_a_downsampled_sqlite_run_keeps_the_extremes_a_line_file_keeps(
     tmp_path: Path,
 ) -> None:

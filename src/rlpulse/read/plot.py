@@ -182,6 +182,8 @@ _DPI = 110
 # default; at most this many intervals between a linear y axis's ticks.
 _TICK_STEPS = [1.0, 2.0, 2.5, 5.0, 10.0]
 _Y_TICKS = 5
+# The ticks an axis made ahead of its chart has on each side.
+_TICKS_AHEAD = 6
 # Fewer points than this get a marker on each, so that sparse series (a
 # counter schedule logging every 10,000 frames) read as measurements.
 _MARKERS_BELOW = 40
@@ -378,7 +380,12 @@ class _Options:
 
 
 def _plot_run(
-    data: Downsampled, *, run: str, source: str | None, options: _Options
+    data: Downsampled,
+    *,
+    run: str,
+    source: str | None,
+    options: _Options,
+    sheet: _Sheet | None = None,
 ) -> Figure:
     x, match = options.x, options.match
     matplotlib = _matplotlib()
@@ -419,7 +426,8 @@ def _plot_run(
     )
     if options.smooth:
         subtitle += f", smoothed {options.smooth:g} (faint: as logged)"
-    return _figure(panels, options, time_unit, matplotlib, [title, subtitle, *notes])
+    header = [title, subtitle, *notes]
+    return _figure(panels, options, time_unit, sheet or _Sheet(matplotlib), header)
 
 
 def plot_runs(
@@ -450,10 +458,14 @@ def plot_runs(
     )
 
 
-def _plot_runs(loaded: list[tuple[str, Downsampled]], options: _Options) -> Figure:
+def _plot_runs(
+    loaded: list[tuple[str, Downsampled]],
+    options: _Options,
+    sheet: _Sheet | None = None,
+) -> Figure:
     if len(loaded) == 1:
         label, data = loaded[0]
-        return _plot_run(data, run=label, source=None, options=options)
+        return _plot_run(data, run=label, source=None, options=options, sheet=sheet)
     match, x = options.match, options.x
     matplotlib = _matplotlib()
     for label, data in loaded:
@@ -499,9 +511,8 @@ def _plot_runs(loaded: list[tuple[str, Downsampled]], options: _Options) -> Figu
     legend = ", ".join(
         f"{run_letter(index)}: {label}" for index, (label, _) in enumerate(loaded)
     )
-    return _figure(
-        panels, options, time_unit, matplotlib, [f"rlpulse runs {legend}", *notes]
-    )
+    header = [f"rlpulse runs {legend}", *notes]
+    return _figure(panels, options, time_unit, sheet or _Sheet(matplotlib), header)
 
 
 def plot_file(
@@ -543,10 +554,12 @@ def plot_file(
     """
     options = _Options(match, x, cumulative, smooth)
     path = Path(path)
-    data = _read_while_importing(
+    data, sheet = _read_while_preparing(
         [path], lambda: read_downsampled(path, run, buckets=BUCKETS, keep=options.keep)
     )
-    figure = _plot_run(data, run=run_name(path, run), source=str(path), options=options)
+    figure = _plot_run(
+        data, run=run_name(path, run), source=str(path), options=options, sheet=sheet
+    )
     return _save(figure, Path(output))
 
 
@@ -577,7 +590,7 @@ def plot_files(
             smooth=smooth,
         )
     options = _Options(match, x, cumulative, smooth)
-    loaded = _read_while_importing(
+    loaded, sheet = _read_while_preparing(
         [path for path, _ in runs],
         lambda: [
             (
@@ -587,21 +600,23 @@ def plot_files(
             for path, run in runs
         ],
     )
-    return _save(_plot_runs(loaded, options), Path(output))
+    return _save(_plot_runs(loaded, options, sheet), Path(output))
 
 
-def _read_while_importing(
+def _read_while_preparing(
     paths: Iterable[str | os.PathLike[str]], read: Callable[[], _Read]
-) -> _Read:
-    """What ``read()`` returns (or raises), reading the files at ``paths``: on a thread of its own while this one imports matplotlib where they are SQLite files.
+) -> tuple[_Read, _Sheet | None]:
+    """What ``read()`` returns (or raises), reading the files at ``paths``, and a sheet prepared meanwhile where they are SQLite files.
 
-    SQLite scans a run without holding the GIL: reading and importing take
-    the time of the longer. A line file is read in Python, which holds it:
-    read first, on this thread. Without matplotlib, a file's error comes
-    first all the same.
+    SQLite scans a run without holding the GIL: while it reads on a thread
+    of its own, this one imports matplotlib and makes the chart's figure
+    and axes ahead, as many as a chart of :data:`MAX_PANELS` panels of
+    three axes has, until the run is read. A line file is read in Python,
+    which holds the GIL: read first, on this thread. Without matplotlib, a
+    file's error comes first all the same.
     """
     if any(detect_format(Path(path)) != "sqlite" for path in paths):
-        return read()
+        return read(), None
     done: Future[_Read] = Future()
 
     def work() -> None:
@@ -612,9 +627,53 @@ def _read_while_importing(
 
     # A daemon: a process interrupted while waiting need not wait for the scan.
     threading.Thread(target=work, name="rlpulse-plot-read", daemon=True).start()
+    sheet = None
     with contextlib.suppress(ImportError):
-        _matplotlib()
-    return done.result()
+        sheet = _Sheet(_matplotlib())
+        while not done.done() and sheet.spares < 3 * MAX_PANELS:
+            sheet.make_spare()
+    return done.result(), sheet
+
+
+class _Sheet:
+    """A figure on an Agg canvas, and axes made for it before it is known where they go.
+
+    A chart's axes take the longest to make of its parts that need no data:
+    made while its run is read, they are ready when it is.
+    """
+
+    def __init__(self, matplotlib: _Matplotlib) -> None:
+        self.matplotlib = matplotlib
+        self.figure = matplotlib.Figure(figsize=(_PANEL_WIDTH_INCHES, 1.0), dpi=_DPI)
+        matplotlib.FigureCanvasAgg(self.figure)
+        self._spare: list[Axes] = []
+
+    @property
+    def spares(self) -> int:
+        return len(self._spare)
+
+    def make_spare(self) -> None:
+        axes = self.figure.add_axes((0.0, 0.0, 1.0, 1.0))
+        # Matplotlib makes an axis's ticks as it draws it, as many as its
+        # locator places: those most charts need, made now, are not then.
+        axes.xaxis.get_major_ticks(_TICKS_AHEAD)
+        axes.yaxis.get_major_ticks(_TICKS_AHEAD)
+        self._spare.append(axes)
+
+    def add_axes(self, place: tuple[float, float, float, float]) -> Axes:
+        """Axes at ``place`` (as ``Figure.add_axes`` takes it): the first spare, else new ones."""
+        if not self._spare:
+            return self.figure.add_axes(place)
+        axes = self._spare.pop(0)
+        axes.set_position(place)
+        return axes
+
+    def finish(self) -> Figure:
+        """The figure, without the spare axes no panel took."""
+        for axes in self._spare:
+            self.figure.delaxes(axes)
+        self._spare.clear()
+        return self.figure
 
 
 def _save(figure: Figure, output: Path) -> Path:
@@ -1002,10 +1061,10 @@ def _figure(
     panels: list[_Panel],
     options: _Options,
     time_unit: str,
-    matplotlib: _Matplotlib,
+    sheet: _Sheet,
     header: list[str],
 ) -> Figure:
-    """A figure of one panel per watch, stacked, each one axis per unit, on an Agg canvas, under ``header``'s lines."""
+    """A figure of one panel per watch, stacked, each one axis per unit, on ``sheet``, under ``header``'s lines."""
     x = options.x
     header = _wrapped(header, _HEADER_CHARACTERS)
     heights = [
@@ -1016,8 +1075,8 @@ def _figure(
     ]
     header_inches = _HEADER_MARGIN_INCHES + _HEADER_LINE_INCHES * len(header)
     height = header_inches + sum(heights)
-    figure = matplotlib.Figure(figsize=(_PANEL_WIDTH_INCHES, height), dpi=_DPI)
-    matplotlib.FigureCanvasAgg(figure)
+    figure = sheet.figure
+    figure.set_size_inches(_PANEL_WIDTH_INCHES, height)
     figure.suptitle(
         "\n".join(header),
         fontsize="large",
@@ -1039,7 +1098,7 @@ def _figure(
     for panel, panel_height in zip(panels, heights, strict=True):
         places = _axes_places(len(panel.units), top, panel_height, height)
         top -= panel_height
-        all_axes = _draw_panel(figure, places, panel, matplotlib, options.smooth)
+        all_axes = _draw_panel(sheet, places, panel, options.smooth)
         # Every axis of the figure over one x range, with one set of ticks
         # (over time; steps differ from watch to watch): a panel's axes
         # share it with the first panel's first axis.
@@ -1055,7 +1114,7 @@ def _figure(
             axes.tick_params(labelbottom=False)
         xlabel = f"{time_unit} since the start of the run" if x == "time" else x
         all_axes[-1].set_xlabel(xlabel)
-    return figure
+    return sheet.finish()
 
 
 def _axes_places(
@@ -1082,15 +1141,15 @@ def _axes_places(
 
 
 def _draw_panel(
-    figure: Figure,
+    sheet: _Sheet,
     places: list[tuple[float, float, float, float]],
     panel: _Panel,
-    matplotlib: _Matplotlib,
     smooth: float,
 ) -> list[Axes]:
     """Draw one watch at ``places``: an axis per unit, the watch's name and constants above."""
     units = panel.units
-    all_axes = [figure.add_axes(place) for place in places]
+    figure, matplotlib = sheet.figure, sheet.matplotlib
+    all_axes = [sheet.add_axes(place) for place in places]
     for axes, (_, _, axes_width, axes_height) in zip(all_axes, places, strict=True):
         axes.xaxis.set_major_locator(
             matplotlib.InViewLocator(nbins="auto", steps=_TICK_STEPS)
