@@ -1670,11 +1670,28 @@ def test_a_distributions_p50_is_drawn_with_a_band_to_its_p99() -> None:
 
     axes = _panels(figure)["learner"]
     assert _labels(axes) == ["update_s_p50", "update_s_p90"]
-    (band,) = axes.collections
+    (band,) = axes.patches
     assert band.get_label() == "update_s p50–p99"
-    (path,) = band.get_paths()
-    assert path.vertices[:, 1].max() == pytest.approx(0.040 + 19 / 1000)
-    assert path.vertices[:, 1].min() == pytest.approx(0.010)
+    vertices = band.get_path().vertices
+    assert vertices[:, 1].max() == pytest.approx(0.040 + 19 / 1000)
+    assert vertices[:, 1].min() == pytest.approx(0.010)
+
+
+def test_a_band_leaves_a_gap_where_a_bound_is_nan() -> None:
+    rows = []
+    for second in range(20):
+        rows += [
+            (second, None, "learner/update_s_p50", 0.010),
+            (second, None, "learner/update_s_p99", math.nan if second == 9 else 0.04),
+        ]
+
+    figure = plot_run(_records(*rows), run="r")
+
+    (band,) = _panels(figure)["learner"].patches
+    path = band.get_path()
+    assert list(path.codes).count(path.MOVETO) == 2  # a polygon each side
+    assert not any(math.isnan(value) for value in path.vertices.flat)
+    assert 9.0 not in path.vertices[:, 0]  # seconds since the start
 
 
 def test_a_counter_on_the_x_axis_places_every_watch_at_its_value_at_their_time() -> (

@@ -46,6 +46,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import functools
+import itertools
 import math
 import os
 import struct
@@ -123,6 +124,9 @@ BUCKETS = 1000
 """The buckets of time each line is downsampled to: about the width of a panel in pixels."""
 
 _Read = TypeVar("_Read")
+
+# Matplotlib's path codes: where an outline starts, goes on, and closes.
+_MOVETO, _LINETO, _CLOSEPOLY = 1, 2, 79
 
 _BANDS = (("p10", "p90"), ("p50", "p99"))
 # A distribution's band: the first pair of quantiles it logged, around its p50.
@@ -741,12 +745,16 @@ class _Matplotlib:
     def __init__(self) -> None:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
+        from matplotlib.patches import PathPatch
+        from matplotlib.path import Path
         from matplotlib.ticker import FuncFormatter, NullFormatter
 
         self.Figure = Figure
         self.FigureCanvasAgg = FigureCanvasAgg
         self.FuncFormatter = FuncFormatter
         self.NullFormatter = NullFormatter
+        self.Path = Path
+        self.PathPatch = PathPatch
         self.InViewLocator = _in_view_locator()
 
 
@@ -1183,7 +1191,7 @@ def _draw_panel(
         lines = [line for line in panel.lines if line.unit == unit]
         for line in lines:
             color = color_of.setdefault(line.metric or line.label, next(colors))
-            _draw(axes, line, color, smooth)
+            _draw(axes, line, color, smooth, matplotlib)
         _scale(axes, lines, _UNIT_LABELS[unit], matplotlib)
         axes.set_label(panel.watch)
         axes.grid(True, alpha=0.3)
@@ -1215,11 +1223,18 @@ def _wrapped(lines: list[str], width: int) -> list[str]:
     return [part for line in lines for part in textwrap.wrap(line, width) or [""]]
 
 
-def _draw(axes: Axes, line: _Line, color: str, smooth: float) -> None:
+def _draw(
+    axes: Axes, line: _Line, color: str, smooth: float, matplotlib: _Matplotlib
+) -> None:
     if line.band is not None:
         label, lows, highs = line.band
-        axes.fill_between(
-            line.xs, lows, highs, color=color, alpha=0.2, linewidth=0, label=label
+        # One patch, drawn as a path: fill_between's collection of one
+        # polygon is drawn as a marker, several times slower.
+        outline = matplotlib.Path(*_band_outline(line.xs, lows, highs))
+        axes.add_patch(
+            matplotlib.PathPatch(
+                outline, color=color, alpha=0.2, linewidth=0, label=label
+            )
         )
     ys = line.ys
     if smooth and line.kind != _CUMULATIVE:
@@ -1244,6 +1259,38 @@ def _draw(axes: Axes, line: _Line, color: str, smooth: float) -> None:
         linewidth=1.6,
         label=line.label,
     )
+
+
+def _band_outline(
+    xs: list[float], lows: list[float], highs: list[float]
+) -> tuple[list[tuple[float, float]], list[int]]:
+    """The vertices and path codes of the band between ``lows`` and ``highs`` at ``xs``: a polygon over each run of points where both are known.
+
+    A NaN leaves a gap, as ``fill_between`` leaves one.
+
+    >>> vertices, codes = _band_outline([0.0, 1.0, 2.0, 3.0], [1.0, 1.0, math.nan, 1.0], [2.0, 3.0, 2.0, 2.0])
+    >>> vertices[:4], codes[:5]
+    ([(0.0, 2.0), (1.0, 3.0), (1.0, 1.0), (0.0, 1.0)], [1, 2, 2, 2, 79])
+    """
+    vertices: list[tuple[float, float]] = []
+    codes: list[int] = []
+    known = [
+        index
+        for index, bounds in enumerate(zip(xs, lows, highs, strict=True))
+        if all(math.isfinite(bound) for bound in bounds)
+    ]
+    runs = [
+        [index for _, index in run]
+        for _, run in itertools.groupby(
+            enumerate(known), lambda pair: pair[1] - pair[0]
+        )
+    ]
+    for run in runs:
+        outline = [(xs[index], highs[index]) for index in run]
+        outline += [(xs[index], lows[index]) for index in reversed(run)]
+        vertices += [*outline, outline[0]]
+        codes += [_MOVETO] + [_LINETO] * (len(outline) - 1) + [_CLOSEPOLY]
+    return vertices, codes
 
 
 def smoothed(values: Sequence[float], weight: float) -> list[float]:
