@@ -1675,6 +1675,7 @@ def test_a_distributions_p50_is_drawn_with_a_band_to_its_p99() -> None:
     vertices = band.get_path().vertices
     assert vertices[:, 1].max() == pytest.approx(0.040 + 19 / 1000)
     assert vertices[:, 1].min() == pytest.approx(0.010)
+    assert axes.get_ylim()[1] > 0.040 + 19 / 1000  # the band in view
 
 
 def test_a_band_leaves_a_gap_where_a_bound_is_nan() -> None:

@@ -1229,11 +1229,18 @@ def _draw(
     if line.band is not None:
         label, lows, highs = line.band
         # One patch, drawn as a path: fill_between's collection of one
-        # polygon is drawn as a marker, several times slower.
-        outline = matplotlib.Path(*_band_outline(line.xs, lows, highs))
-        axes.add_patch(
+        # polygon is drawn as a marker, several times slower. Its vertices
+        # widen the axis's limits at once (add_patch would measure the
+        # patch a segment at a time); the line drawn next rescales it.
+        vertices, codes = _band_outline(line.xs, lows, highs)
+        axes.update_datalim(vertices)
+        axes.add_artist(
             matplotlib.PathPatch(
-                outline, color=color, alpha=0.2, linewidth=0, label=label
+                matplotlib.Path(vertices, codes),
+                color=color,
+                alpha=0.2,
+                linewidth=0,
+                label=label,
             )
         )
     ys = line.ys
