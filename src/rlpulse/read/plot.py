@@ -188,8 +188,6 @@ _TICK_STEPS = [1.0, 2.0, 2.5, 5.0, 10.0]
 _Y_TICKS = 5
 # The ticks an axis made ahead of its chart has on each side.
 _TICKS_AHEAD = 6
-# The rows of pixels a PNG is packed by at a time.
-_PNG_BLOCK_ROWS = 256
 # Fewer points than this get a marker on each, so that sparse series (a
 # counter schedule logging every 10,000 frames) read as measurements.
 _MARKERS_BELOW = 40
@@ -716,15 +714,8 @@ def _write_png(figure: Figure, output: Path) -> None:
     background = to_rgba(figure.patch.get_facecolor())
     opaque = figure.patch.get_visible() and background[3] == 1.0
     channels = 3 if opaque else 4
-    # Packed a block of rows at a time, each row after its filter (0, none).
-    packer = zlib.compressobj(1)
-    packed = []
-    for top in range(0, height, _PNG_BLOCK_ROWS):
-        block = pixels[top : top + _PNG_BLOCK_ROWS, :, :channels]
-        rows = numpy.zeros((len(block), 1 + channels * width), numpy.uint8)
-        rows[:, 1:].reshape(block.shape)[...] = block
-        packed.append(packer.compress(rows.data))
-    packed.append(packer.flush())
+    rows = numpy.zeros((height, 1 + channels * width), numpy.uint8)  # filter 0
+    rows[:, 1:] = pixels[:, :, :channels].reshape(height, -1)
     color_type = 2 if opaque else 6  # RGB, RGBA
     dots_per_meter = round(figure.dpi / 0.0254)
     with open(output, "wb") as file:
@@ -732,7 +723,7 @@ def _write_png(figure: Figure, output: Path) -> None:
         for kind, body in (
             (b"IHDR", struct.pack(">IIBBBBB", width, height, 8, color_type, 0, 0, 0)),
             (b"pHYs", struct.pack(">IIB", dots_per_meter, dots_per_meter, 1)),
-            (b"IDAT", b"".join(packed)),
+            (b"IDAT", zlib.compress(rows.data, 1)),
             (b"IEND", b""),
         ):
             file.write(struct.pack(">I", len(body)) + kind + body)
