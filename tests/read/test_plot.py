@@ -143,38 +143,6 @@ def test_plot_file_writes_a_png_of_a_run_from_every_file_sink(
     assert 400 <= height <= 2000
 
 
-def test_plot_file_writes_the_pixels_matplotlib_draws_into_an_opaque_png(
-    sqlite_run: Path, tmp_path: Path
-) -> None:
-    import numpy
-    from PIL import Image
-
-    image = plot_file(sqlite_run, tmp_path / "chart.png")
-    figure = plot_run(read(sqlite_run), run="baseline", source=str(sqlite_run))
-    figure.canvas.draw()
-
-    with Image.open(image) as png:
-        assert png.mode == "RGB"
-        assert png.info["dpi"] == pytest.approx((figure.dpi, figure.dpi), abs=0.01)
-        written = numpy.asarray(png)
-    drawn = numpy.asarray(figure.canvas.buffer_rgba())  # type: ignore[attr-defined]
-    assert (written == drawn[:, :, :3]).all()
-
-
-def test_plot_file_keeps_the_transparency_of_a_background_matplotlib_makes_clear(
-    sqlite_run: Path, tmp_path: Path
-) -> None:
-    import matplotlib
-    from PIL import Image
-
-    with matplotlib.rc_context({"figure.facecolor": (1.0, 1.0, 1.0, 0.0)}):
-        image = plot_file(sqlite_run, tmp_path / "chart.png")
-
-    with Image.open(image) as png:
-        assert png.mode == "RGBA"
-        assert png.getpixel((0, png.height - 1))[3] == 0  # a corner: background
-
-
 def test_plot_file_grows_taller_with_more_panels(
     sqlite_run: Path, tmp_path: Path
 ) -> None:
