@@ -271,15 +271,18 @@ run's summaries. `show` reads the summaries (and aggregates the rows
 after them, none here, with SQL); `plot` has SQLite downsample the lines
 it draws (the first twelve watches' metrics but the counters drawn as the
 rates logged beside them) to {1000} buckets of time each in one scan of
-the run, keeping each bucket's smallest and largest value at their times.
-"before" is the code at commit
+the run, keeping each bucket's smallest and largest value at their times,
+on a thread of its own while matplotlib is imported and the chart's axes
+are made (the run's span and count come from its summaries), then draws
+the chart and writes its PNG. "before" is the code at commit
 `{BASELINE_COMMIT}`, which read every record into Python, run from its
 sources in the same run; each figure is one fresh process's (the call's
 seconds, the process's peak resident memory). The last row of each command
 is today's code on a run a quarter as long: memory does not grow with the
 run, and neither does much of the time: what remains of `plot` is mostly
-matplotlib: importing it, laying out and drawing twelve panels of three axes
-each, and packing the image into a PNG. Budgets: {budgets}. {verdict}
+matplotlib's: importing it, making and drawing twelve panels of three axes
+each (their ticks, legends and lines), and the PNG. Budgets: {budgets}.
+{verdict}
 
 {chr(10).join(rows)}
 

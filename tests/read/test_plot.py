@@ -537,6 +537,33 @@ def test_negative_values_keep_zero_in_view() -> None:
     assert _panels(figure)["learner"].get_ylim()[1] == 0.0
 
 
+def test_a_linear_axis_has_a_few_ticks_and_ticks_only_within_its_view() -> None:
+    figure = plot_run(
+        _records(
+            *(
+                row
+                for second in range(600)
+                for row in (
+                    (second, None, "w/frames_per_second", 1000.0 + second % 3),
+                    (second, None, "w/latency_s", 0.01 + (second % 7) / 1000),
+                    (second, None, "w/queue_depth", float(second % 10)),
+                )
+            )
+        ),
+        run="r",
+    )
+    figure.canvas.draw()
+
+    assert [axes.get_yscale() for axes in figure.axes] == ["linear"] * 3
+    for axes in figure.axes:
+        for ticks, (low, high) in (
+            (axes.yaxis.get_majorticklocs(), axes.get_ylim()),
+            (axes.xaxis.get_majorticklocs(), axes.get_xlim()),
+        ):
+            assert 2 <= len(ticks) <= 6
+            assert all(low <= at <= high for at in ticks)
+
+
 def test_legends_sit_inside_their_axis(sqlite_run: Path) -> None:
     figure = plot_run(read(sqlite_run), run="baseline", cumulative=True)
     figure.canvas.draw()
@@ -984,6 +1011,15 @@ def test_without_matplotlib_plotting_raises_import_error_naming_the_extra(
     assert INSTALL_HINT in str(error.value)
 
 
+@pytest.mark.usefixtures("without_matplotlib")
+def test_without_matplotlib_a_run_the_file_lacks_is_said_before_the_missing_extra(
+    sqlite_run: Path, tmp_path: Path
+) -> None:
+    # The run is read while matplotlib would be imported: its error comes first.
+    with pytest.raises(formats.RunFileError, match="has no run named 'missing'"):
+        plot_file(sqlite_run, tmp_path / "chart.png", run="missing")
+
+
 def test_importing_rlpulse_plot_does_not_import_matplotlib() -> None:
     code = (
         "import sys, rlpulse, rlpulse.read.plot, rlpulse.cli; "
@@ -1426,6 +1462,19 @@ def test_a_long_lines_points_are_downsampled_keeping_each_spike(
     assert min(ys) == -7.0
 
 
+def test_plot_file_of_a_long_sqlite_run_draws_only_the_axes_its_panels_have(
+    tmp_path: Path,
+) -> None:
+    # Axes are made while SQLite reads the run, before it is known how many
+    # the chart has: those left over are not drawn.
+    path = tmp_path / "long.sqlite"
+    _spiky_run(path, 40_000)
+
+    image = plot_file(path, tmp_path / "long.svg")
+
+    assert image.read_text().count('<g id="axes_') == 2  # collector, learner
+
+
 def test_a_downsampled_sqlite_run_keeps_the_extremes_a_line_file_keeps(
     tmp_path: Path,
 ) -> None:
@@ -1481,6 +1530,30 @@ def test_a_downsampled_sqlite_run_keeps_a_gap_where_a_bucket_holds_a_nan(
     assert len(steps.values) == len(set(steps.wall_times)) <= 2 * 100 + 2
     assert (steps.values[0], steps.values[-1]) == (0.0, 39_999.0)
     assert steps.steps[-1] == 39_999
+
+
+def test_a_downsampled_sqlite_run_counts_its_summarized_rows_and_those_after_them(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "long.sqlite"
+    _spiky_run(path, 30_000)  # summarized as the logger closes
+    with contextlib.closing(sqlite3.connect(path)) as connection, connection:
+        # Rows no summary counts yet, as another writer leaves them.
+        connection.executemany(
+            "INSERT INTO metrics (run, wall_time, step, name, value)"
+            " VALUES (1, ?, NULL, 'learner/loss', 1000.0)",
+            [(START - 10.0,), (START + 20_000.0,)],
+        )
+
+    run = formats.read_downsampled(path, buckets=100)
+
+    records = list(read(path))
+    assert run.records == len(records) == 60_002
+    assert run.start_wall_time == START - 10.0
+    assert run.end_wall_time == START + 20_000.0
+    assert {START - 10.0, START + 20_000.0} <= set(
+        run.points["learner/loss"].wall_times
+    )
 
 
 def test_a_downsampled_sqlite_run_begun_without_kinds_reads_the_metrics_lacking_one(
@@ -1565,11 +1638,29 @@ def test_a_distributions_p50_is_drawn_with_a_band_to_its_p99() -> None:
 
     axes = _panels(figure)["learner"]
     assert _labels(axes) == ["update_s_p50", "update_s_p90"]
-    (band,) = axes.collections
+    (band,) = axes.patches
     assert band.get_label() == "update_s p50–p99"
-    (path,) = band.get_paths()
-    assert path.vertices[:, 1].max() == pytest.approx(0.040 + 19 / 1000)
-    assert path.vertices[:, 1].min() == pytest.approx(0.010)
+    vertices = band.get_path().vertices
+    assert vertices[:, 1].max() == pytest.approx(0.040 + 19 / 1000)
+    assert vertices[:, 1].min() == pytest.approx(0.010)
+    assert axes.get_ylim()[1] > 0.040 + 19 / 1000  # the band in view
+
+
+def test_a_band_leaves_a_gap_where_a_bound_is_nan() -> None:
+    rows = []
+    for second in range(20):
+        rows += [
+            (second, None, "learner/update_s_p50", 0.010),
+            (second, None, "learner/update_s_p99", math.nan if second == 9 else 0.04),
+        ]
+
+    figure = plot_run(_records(*rows), run="r")
+
+    (band,) = _panels(figure)["learner"].patches
+    path = band.get_path()
+    assert list(path.codes).count(path.MOVETO) == 2  # a polygon each side
+    assert not any(math.isnan(value) for value in path.vertices.flat)
+    assert 9.0 not in path.vertices[:, 0]  # seconds since the start
 
 
 def test_a_counter_on_the_x_axis_places_every_watch_at_its_value_at_their_time() -> (

@@ -1441,12 +1441,9 @@ def read_sqlite_downsampled(
     """
     run_id = _run_id(path, run)
     with contextlib.closing(_connect_for_reading(path)) as connection:
-        count, start, end = connection.execute(
-            "SELECT COUNT(*), MIN(wall_time), MAX(wall_time) FROM metrics"
-            " WHERE run = ?",
-            (run_id,),
-        ).fetchone()
-        if count <= _DOWNSAMPLED_IN_PYTHON_UP_TO:
+        # The run's span from its summaries, not a scan of its rows.
+        start, end, count = _run_span(connection, run_id)
+        if start is None or end is None or count <= _DOWNSAMPLED_IN_PYTHON_UP_TO:
             return downsample(read_sqlite(path, run), buckets, keep)
         stored = _sqlite_kinds(connection, run_id)
         width = (end - start) / buckets or 1.0

@@ -44,16 +44,27 @@ prints on standard error.
 from __future__ import annotations
 
 import bisect
+import contextlib
+import functools
+import itertools
 import math
 import os
 import textwrap
+import threading
 import warnings
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypeVar
 
-from rlpulse.formats import Downsampled, Points, downsample, read_downsampled
+from rlpulse.formats import (
+    Downsampled,
+    Points,
+    detect_format,
+    downsample,
+    read_downsampled,
+)
 from rlpulse.naming import (
     RATE_SUFFIX,
     Kind,
@@ -78,6 +89,7 @@ from rlpulse.text import format_duration, format_number, plural
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
 __all__ = [
     "BUCKETS",
@@ -108,6 +120,11 @@ XAxis = str
 
 BUCKETS = 1000
 """The buckets of time each line is downsampled to: about the width of a panel in pixels."""
+
+_Read = TypeVar("_Read")
+
+# Matplotlib's path codes: where an outline starts, goes on, and closes.
+_MOVETO, _LINETO, _CLOSEPOLY = 1, 2, 79
 
 _BANDS = (("p10", "p90"), ("p50", "p99"))
 # A distribution's band: the first pair of quantiles it logged, around its p50.
@@ -152,6 +169,9 @@ _X_LABEL_INCHES = 0.65
 # The x axis's label, under its one line of tick labels: its top this far
 # below the axis, placed rather than measured against every axis's ticks.
 _X_LABEL_TOP_INCHES = 0.29
+# A y axis's label, its right edge this far left of the axis: beside tick
+# labels of up to nine characters (0.0001234), within the room on the left.
+_Y_LABEL_RIGHT_INCHES = 0.86
 # A header line, and the margin under the header; lines of text that fit the
 # figure's width (large type for the header, small for a panel's constants).
 _HEADER_LINE_INCHES = 0.25
@@ -160,6 +180,12 @@ _TITLE_LINE_INCHES = 0.15
 _HEADER_CHARACTERS = 105
 _CONSTANTS_CHARACTERS = 110
 _DPI = 110
+# Ticks at multiples of these (times a power of ten), as matplotlib's
+# default; at most this many intervals between a linear y axis's ticks.
+_TICK_STEPS = [1.0, 2.0, 2.5, 5.0, 10.0]
+_Y_TICKS = 5
+# The ticks an axis made ahead of its chart has on each side.
+_TICKS_AHEAD = 6
 # Fewer points than this get a marker on each, so that sparse series (a
 # counter schedule logging every 10,000 frames) read as measurements.
 _MARKERS_BELOW = 40
@@ -356,7 +382,12 @@ class _Options:
 
 
 def _plot_run(
-    data: Downsampled, *, run: str, source: str | None, options: _Options
+    data: Downsampled,
+    *,
+    run: str,
+    source: str | None,
+    options: _Options,
+    sheet: _Sheet | None = None,
 ) -> Figure:
     x, match = options.x, options.match
     matplotlib = _matplotlib()
@@ -397,7 +428,8 @@ def _plot_run(
     )
     if options.smooth:
         subtitle += f", smoothed {options.smooth:g} (faint: as logged)"
-    return _figure(panels, options, time_unit, matplotlib, [title, subtitle, *notes])
+    header = [title, subtitle, *notes]
+    return _figure(panels, options, time_unit, sheet or _Sheet(matplotlib), header)
 
 
 def plot_runs(
@@ -428,10 +460,14 @@ def plot_runs(
     )
 
 
-def _plot_runs(loaded: list[tuple[str, Downsampled]], options: _Options) -> Figure:
+def _plot_runs(
+    loaded: list[tuple[str, Downsampled]],
+    options: _Options,
+    sheet: _Sheet | None = None,
+) -> Figure:
     if len(loaded) == 1:
         label, data = loaded[0]
-        return _plot_run(data, run=label, source=None, options=options)
+        return _plot_run(data, run=label, source=None, options=options, sheet=sheet)
     match, x = options.match, options.x
     matplotlib = _matplotlib()
     for label, data in loaded:
@@ -477,9 +513,8 @@ def _plot_runs(loaded: list[tuple[str, Downsampled]], options: _Options) -> Figu
     legend = ", ".join(
         f"{run_letter(index)}: {label}" for index, (label, _) in enumerate(loaded)
     )
-    return _figure(
-        panels, options, time_unit, matplotlib, [f"rlpulse runs {legend}", *notes]
-    )
+    header = [f"rlpulse runs {legend}", *notes]
+    return _figure(panels, options, time_unit, sheet or _Sheet(matplotlib), header)
 
 
 def plot_file(
@@ -521,8 +556,12 @@ def plot_file(
     """
     options = _Options(match, x, cumulative, smooth)
     path = Path(path)
-    data = read_downsampled(path, run, buckets=BUCKETS, keep=options.keep)
-    figure = _plot_run(data, run=run_name(path, run), source=str(path), options=options)
+    data, sheet = _read_while_preparing(
+        [path], lambda: read_downsampled(path, run, buckets=BUCKETS, keep=options.keep)
+    )
+    figure = _plot_run(
+        data, run=run_name(path, run), source=str(path), options=options, sheet=sheet
+    )
     return _save(figure, Path(output))
 
 
@@ -553,14 +592,90 @@ def plot_files(
             smooth=smooth,
         )
     options = _Options(match, x, cumulative, smooth)
-    loaded = [
-        (
-            f"{path} (run {run_name(path, run)})",
-            read_downsampled(path, run, buckets=BUCKETS, keep=options.keep),
-        )
-        for path, run in runs
-    ]
-    return _save(_plot_runs(loaded, options), Path(output))
+    loaded, sheet = _read_while_preparing(
+        [path for path, _ in runs],
+        lambda: [
+            (
+                f"{path} (run {run_name(path, run)})",
+                read_downsampled(path, run, buckets=BUCKETS, keep=options.keep),
+            )
+            for path, run in runs
+        ],
+    )
+    return _save(_plot_runs(loaded, options, sheet), Path(output))
+
+
+def _read_while_preparing(
+    paths: Iterable[str | os.PathLike[str]], read: Callable[[], _Read]
+) -> tuple[_Read, _Sheet | None]:
+    """What ``read()`` returns (or raises), reading the files at ``paths``, and a sheet prepared meanwhile where they are SQLite files.
+
+    SQLite scans a run without holding the GIL: while it reads on a thread
+    of its own, this one imports matplotlib and makes the chart's figure
+    and axes ahead, as many as a chart of :data:`MAX_PANELS` panels of
+    three axes has, until the run is read. A line file is read in Python,
+    which holds the GIL: read first, on this thread. Without matplotlib, a
+    file's error comes first all the same.
+    """
+    if any(detect_format(Path(path)) != "sqlite" for path in paths):
+        return read(), None
+    done: Future[_Read] = Future()
+
+    def work() -> None:
+        try:
+            done.set_result(read())
+        except BaseException as error:  # raised where the caller waits
+            done.set_exception(error)
+
+    # A daemon: a process interrupted while waiting need not wait for the scan.
+    threading.Thread(target=work, name="rlpulse-plot-read", daemon=True).start()
+    sheet = None
+    with contextlib.suppress(ImportError):
+        sheet = _Sheet(_matplotlib())
+        while not done.done() and sheet.spares < 3 * MAX_PANELS:
+            sheet.make_spare()
+    return done.result(), sheet
+
+
+class _Sheet:
+    """A figure on an Agg canvas, and axes made for it before it is known where they go.
+
+    A chart's axes take the longest to make of its parts that need no data:
+    made while its run is read, they are ready when it is.
+    """
+
+    def __init__(self, matplotlib: _Matplotlib) -> None:
+        self.matplotlib = matplotlib
+        self.figure = matplotlib.Figure(figsize=(_PANEL_WIDTH_INCHES, 1.0), dpi=_DPI)
+        matplotlib.FigureCanvasAgg(self.figure)
+        self._spare: list[Axes] = []
+
+    @property
+    def spares(self) -> int:
+        return len(self._spare)
+
+    def make_spare(self) -> None:
+        axes = self.figure.add_axes((0.0, 0.0, 1.0, 1.0))
+        # Matplotlib makes an axis's ticks as it draws it, as many as its
+        # locator places: those most charts need, made now, are not then.
+        axes.xaxis.get_major_ticks(_TICKS_AHEAD)
+        axes.yaxis.get_major_ticks(_TICKS_AHEAD)
+        self._spare.append(axes)
+
+    def add_axes(self, place: tuple[float, float, float, float]) -> Axes:
+        """Axes at ``place`` (as ``Figure.add_axes`` takes it): the first spare, else new ones."""
+        if not self._spare:
+            return self.figure.add_axes(place)
+        axes = self._spare.pop(0)
+        axes.set_position(place)
+        return axes
+
+    def finish(self) -> Figure:
+        """The figure, without the spare axes no panel took."""
+        for axes in self._spare:
+            self.figure.delaxes(axes)
+        self._spare.clear()
+        return self.figure
 
 
 def _save(figure: Figure, output: Path) -> Path:
@@ -587,12 +702,39 @@ class _Matplotlib:
     def __init__(self) -> None:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
+        from matplotlib.patches import PathPatch
+        from matplotlib.path import Path
         from matplotlib.ticker import FuncFormatter, NullFormatter
 
         self.Figure = Figure
         self.FigureCanvasAgg = FigureCanvasAgg
         self.FuncFormatter = FuncFormatter
         self.NullFormatter = NullFormatter
+        self.Path = Path
+        self.PathPatch = PathPatch
+        self.InViewLocator = _in_view_locator()
+
+
+@functools.cache
+def _in_view_locator() -> type[MaxNLocator]:
+    from matplotlib.ticker import MaxNLocator
+
+    class InViewLocator(MaxNLocator):
+        """Ticks where ``MaxNLocator`` puts them, but only within the axis's view.
+
+        Matplotlib makes a tick (five artists) for each place its locator
+        gives, drawn or not, and ``MaxNLocator`` gives one beyond each end.
+        """
+
+        def __call__(self) -> Sequence[float]:
+            ticks = super().__call__()
+            if self.axis is None:
+                return ticks
+            low, high = sorted(self.axis.get_view_interval())
+            slack = (high - low) * 1e-9
+            return [at for at in ticks if low - slack <= at <= high + slack]
+
+    return InViewLocator
 
 
 def _matplotlib() -> _Matplotlib:
@@ -893,10 +1035,10 @@ def _figure(
     panels: list[_Panel],
     options: _Options,
     time_unit: str,
-    matplotlib: _Matplotlib,
+    sheet: _Sheet,
     header: list[str],
 ) -> Figure:
-    """A figure of one panel per watch, stacked, each one axis per unit, on an Agg canvas, under ``header``'s lines."""
+    """A figure of one panel per watch, stacked, each one axis per unit, on ``sheet``, under ``header``'s lines."""
     x = options.x
     header = _wrapped(header, _HEADER_CHARACTERS)
     heights = [
@@ -907,8 +1049,8 @@ def _figure(
     ]
     header_inches = _HEADER_MARGIN_INCHES + _HEADER_LINE_INCHES * len(header)
     height = header_inches + sum(heights)
-    figure = matplotlib.Figure(figsize=(_PANEL_WIDTH_INCHES, height), dpi=_DPI)
-    matplotlib.FigureCanvasAgg(figure)
+    figure = sheet.figure
+    figure.set_size_inches(_PANEL_WIDTH_INCHES, height)
     figure.suptitle(
         "\n".join(header),
         fontsize="large",
@@ -930,7 +1072,7 @@ def _figure(
     for panel, panel_height in zip(panels, heights, strict=True):
         places = _axes_places(len(panel.units), top, panel_height, height)
         top -= panel_height
-        all_axes = _draw_panel(figure, places, panel, matplotlib, options.smooth)
+        all_axes = _draw_panel(sheet, places, panel, options.smooth)
         # Every axis of the figure over one x range, with one set of ticks
         # (over time; steps differ from watch to watch): a panel's axes
         # share it with the first panel's first axis.
@@ -946,7 +1088,7 @@ def _figure(
             axes.tick_params(labelbottom=False)
         xlabel = f"{time_unit} since the start of the run" if x == "time" else x
         all_axes[-1].set_xlabel(xlabel)
-    return figure
+    return sheet.finish()
 
 
 def _axes_places(
@@ -973,18 +1115,24 @@ def _axes_places(
 
 
 def _draw_panel(
-    figure: Figure,
+    sheet: _Sheet,
     places: list[tuple[float, float, float, float]],
     panel: _Panel,
-    matplotlib: _Matplotlib,
     smooth: float,
 ) -> list[Axes]:
     """Draw one watch at ``places``: an axis per unit, the watch's name and constants above."""
     units = panel.units
-    all_axes = [figure.add_axes(place) for place in places]
-    for axes, (_, _, _, axes_height) in zip(all_axes, places, strict=True):
+    figure, matplotlib = sheet.figure, sheet.matplotlib
+    all_axes = [sheet.add_axes(place) for place in places]
+    for axes, (_, _, axes_width, axes_height) in zip(all_axes, places, strict=True):
+        axes.xaxis.set_major_locator(
+            matplotlib.InViewLocator(nbins="auto", steps=_TICK_STEPS)
+        )
         axes.xaxis.set_label_coords(
             0.5, -_X_LABEL_TOP_INCHES / (axes_height * figure.get_figheight())
+        )
+        axes.yaxis.set_label_coords(
+            -_Y_LABEL_RIGHT_INCHES / (axes_width * figure.get_figwidth()), 0.5
         )
     top = all_axes[0]
     # Titles placed on the axis's top edge (y=1.0), not measured against
@@ -1000,7 +1148,7 @@ def _draw_panel(
         lines = [line for line in panel.lines if line.unit == unit]
         for line in lines:
             color = color_of.setdefault(line.metric or line.label, next(colors))
-            _draw(axes, line, color, smooth)
+            _draw(axes, line, color, smooth, matplotlib)
         _scale(axes, lines, _UNIT_LABELS[unit], matplotlib)
         axes.set_label(panel.watch)
         axes.grid(True, alpha=0.3)
@@ -1032,11 +1180,25 @@ def _wrapped(lines: list[str], width: int) -> list[str]:
     return [part for line in lines for part in textwrap.wrap(line, width) or [""]]
 
 
-def _draw(axes: Axes, line: _Line, color: str, smooth: float) -> None:
+def _draw(
+    axes: Axes, line: _Line, color: str, smooth: float, matplotlib: _Matplotlib
+) -> None:
     if line.band is not None:
         label, lows, highs = line.band
-        axes.fill_between(
-            line.xs, lows, highs, color=color, alpha=0.2, linewidth=0, label=label
+        # One patch, drawn as a path: fill_between's collection of one
+        # polygon is drawn as a marker, several times slower. Its vertices
+        # widen the axis's limits at once (add_patch would measure the
+        # patch a segment at a time); the line drawn next rescales it.
+        vertices, codes = _band_outline(line.xs, lows, highs)
+        axes.update_datalim(vertices)
+        axes.add_artist(
+            matplotlib.PathPatch(
+                matplotlib.Path(vertices, codes),
+                color=color,
+                alpha=0.2,
+                linewidth=0,
+                label=label,
+            )
         )
     ys = line.ys
     if smooth and line.kind != _CUMULATIVE:
@@ -1061,6 +1223,38 @@ def _draw(axes: Axes, line: _Line, color: str, smooth: float) -> None:
         linewidth=1.6,
         label=line.label,
     )
+
+
+def _band_outline(
+    xs: list[float], lows: list[float], highs: list[float]
+) -> tuple[list[tuple[float, float]], list[int]]:
+    """The vertices and path codes of the band between ``lows`` and ``highs`` at ``xs``: a polygon over each run of points where both are known.
+
+    A NaN leaves a gap, as ``fill_between`` leaves one.
+
+    >>> vertices, codes = _band_outline([0.0, 1.0, 2.0, 3.0], [1.0, 1.0, math.nan, 1.0], [2.0, 3.0, 2.0, 2.0])
+    >>> vertices[:4], codes[:5]
+    ([(0.0, 2.0), (1.0, 3.0), (1.0, 1.0), (0.0, 1.0)], [1, 2, 2, 2, 79])
+    """
+    vertices: list[tuple[float, float]] = []
+    codes: list[int] = []
+    known = [
+        index
+        for index, bounds in enumerate(zip(xs, lows, highs, strict=True))
+        if all(math.isfinite(bound) for bound in bounds)
+    ]
+    runs = [
+        [index for _, index in run]
+        for _, run in itertools.groupby(
+            enumerate(known), lambda pair: pair[1] - pair[0]
+        )
+    ]
+    for run in runs:
+        outline = [(xs[index], highs[index]) for index in run]
+        outline += [(xs[index], lows[index]) for index in reversed(run)]
+        vertices += [*outline, outline[0]]
+        codes += [_MOVETO] + [_LINETO] * (len(outline) - 1) + [_CLOSEPOLY]
+    return vertices, codes
 
 
 def smoothed(values: Sequence[float], weight: float) -> list[float]:
@@ -1122,6 +1316,9 @@ def _scale(axes: Axes, lines: list[_Line], label: str, matplotlib: _Matplotlib) 
             axes.set_ylim(0.0, max(high, max(peaks, default=high) * 1.05))
         elif high < 0:
             axes.set_ylim(min(low, -max(peaks, default=-low) * 1.05), 0.0)
+        axes.yaxis.set_major_locator(
+            matplotlib.InViewLocator(nbins=_Y_TICKS, steps=_TICK_STEPS)
+        )
     axes.yaxis.set_major_formatter(
         matplotlib.FuncFormatter(lambda value, _: format_number(value))
     )
