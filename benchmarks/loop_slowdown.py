@@ -15,6 +15,7 @@ import os
 import sqlite3
 import statistics
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -24,11 +25,14 @@ from typing import Any
 import rlpulse
 from benchmarks import Budget, machine, progress, reflow
 from benchmarks.monitor_overhead import AdvancingCollectorLike
+from rlpulse.naming import Payload
+from rlpulse.testing import InMemorySink
 
 __all__ = [
     "BARE_SINK",
     "BUDGETED",
     "CONFIGURATIONS",
+    "SINKS_ALONE",
     "CountingSink",
     "LoopResult",
     "Sample",
@@ -48,6 +52,7 @@ CONFIGURATIONS = (
     "rlpulse",
     "rlpulse, sinks in a process",
     "rlpulse, counting sink",
+    "the sinks alone, fed by threads",
 )
 """The configurations of each round, in their first round's order."""
 
@@ -62,6 +67,9 @@ OFF_PROCESS = CONFIGURATIONS[3]
 
 BARE_SINK = CONFIGURATIONS[4]
 """rlpulse's monitor logging to a sink that only counts: the monitor's own cost, without the sinks' work."""
+
+SINKS_ALONE = CONFIGURATIONS[5]
+"""No monitor: the payloads it would deliver handed to ``SQLiteLogger`` and ``ConsoleLogger`` by a thread each, every poll interval: the sinks' own cost."""
 
 
 class CountingSink:
@@ -423,6 +431,15 @@ def _sample(
         measured = _window(loop, seconds, monitor)
         return Sample(*measured, delivered=counter.payloads, due=due)
     store = directory / "rlpulse.sqlite"
+    if name == SINKS_ALONE:
+        with (
+            rlpulse.SQLiteLogger(store, run=f"round_{round_index}") as sqlite_sink,
+            open(directory / "console.log", "a") as stream,
+            rlpulse.ConsoleLogger(stream) as console,
+            _fed((sqlite_sink, console), _payloads(watches), settings.poll_interval),
+        ):
+            measured = _window(loop, seconds, None)
+        return Sample(*measured, delivered=_frames_rows(store), due=due)
     if name == OFF_PROCESS:
         with (
             _stderr_into(directory / "console.log"),
@@ -454,6 +471,39 @@ def _sample(
         )
         measured = _window(loop, seconds, monitor)
     return Sample(*measured, delivered=_frames_rows(store), due=due)
+
+
+def _payloads(watches: int) -> list[Payload]:
+    """One round's payloads as the monitor hands them to its sinks: ``watches`` collector-like watches, with their rates."""
+    kept = InMemorySink()
+    monitor = _watched(rlpulse.LoggerMonitor(kept, background=False), watches)
+    monitor.step()
+    monitor.step()
+    return kept.payloads[-watches:]
+
+
+@contextlib.contextmanager
+def _fed(
+    sinks: tuple[Any, ...], payloads: list[Payload], interval: float
+) -> Iterator[None]:
+    """Each of ``sinks`` handed ``payloads`` every ``interval`` seconds by a thread of its own, as a monitor's senders are, while the block runs."""
+    stop = threading.Event()
+
+    def feed(sink: Any) -> None:
+        due = time.monotonic() + interval
+        while not stop.wait(max(0.0, due - time.monotonic())):
+            sink.log_payloads(payloads)
+            due += interval
+
+    threads = [threading.Thread(target=feed, args=(sink,)) for sink in sinks]
+    for thread in threads:
+        thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
 
 
 def _frames_rows(store: Path) -> int:
@@ -602,7 +652,12 @@ def render(results: list[LoopResult], settings: Settings) -> str:
         "batch once and writes it into a pipe. "
         f"*{BARE_SINK}* is rlpulse's monitor with the same watches logging to a "
         "sink that only counts the payloads it is given: the monitor's own "
-        "share (polls, queue, sender), without what storing and printing cost.",
+        "share (polls, queue, sender), without what storing and printing cost. "
+        f"*{SINKS_ALONE}* has no monitor: the payloads it would deliver each "
+        "round (the same watches', with their rates) are handed to the same "
+        "`SQLiteLogger` and `ConsoleLogger` every interval by a thread each, as "
+        "the monitor's sender threads hand them: what the two sinks cost the "
+        "loop by themselves.",
     ]
     for result in results:
         parts += ["", f"### {result.loop}", "", table(result)]
@@ -635,6 +690,11 @@ def _shares(results: list[LoopResult], settings: Settings) -> str:
     def per_payload(result: LoopResult, name: str) -> str:
         return f"{result.off_cpu_added(name) * 1e6 / rate:.0f} µs"
 
+    alone = "; ".join(
+        f"{result.loop}: {_percent(result.off_cpu_added(SINKS_ALONE))} "
+        f"({per_payload(result, SINKS_ALONE)} a payload)"
+        for result in results
+    )
     figures = "; ".join(
         f"{result.loop}: {_percent(result.off_cpu_added(BARE_SINK))} "
         f"({per_payload(result, BARE_SINK)} a payload) of "
@@ -651,7 +711,10 @@ def _shares(results: list[LoopResult], settings: Settings) -> str:
         "payload on their sender threads, which hold the GIL while they run "
         "Python code; in a child, encoding the batch and writing it into the "
         "pipe, while the storing and printing compete with the loop only for "
-        "the machine's cores (its monitor CPU counts the child's)."
+        "the machine's cores (its monitor CPU counts the child's). The sinks "
+        f"alone (*{SINKS_ALONE}*) take {alone}: with the monitor's own share, "
+        "that is the least the sinks in this process can cost the loop, "
+        "however little the monitor does."
     )
 
 

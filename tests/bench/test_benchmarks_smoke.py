@@ -263,6 +263,7 @@ def test_loop_slowdown_benchmark_measures_every_configuration_of_both_loops() ->
         BARE_SINK,
         CONFIGURATIONS,
         OFF_PROCESS,
+        SINKS_ALONE,
         Settings,
         measure,
         render,
@@ -274,14 +275,17 @@ def test_loop_slowdown_benchmark_measures_every_configuration_of_both_loops() ->
     assert [result.loop for result in results] == list(settings.loops)
     for result in results:
         # A bare window before the first monitored one and after each.
-        assert [len(result.samples[name]) for name in CONFIGURATIONS] == [5, 1, 1, 1, 1]
-        assert [len(result.bases[name]) for name in CONFIGURATIONS[1:]] == [1] * 4
+        assert [len(result.samples[name]) for name in CONFIGURATIONS] == [
+            6, 1, 1, 1, 1, 1,
+        ]  # fmt: skip
+        assert [len(result.bases[name]) for name in CONFIGURATIONS[1:]] == [1] * 5
         assert all(s.iterations > 0 for s in result.samples["no monitor"])
         # Three watches, three rounds due in 0.35 s: the sinks got payloads.
         assert result.samples["rlpulse"][0].due == 9
         assert result.samples["rlpulse"][0].delivered > 0
         assert result.samples[BARE_SINK][0].delivered > 0
         assert result.samples[OFF_PROCESS][0].delivered > 0
+        assert result.samples[SINKS_ALONE][0].delivered > 0
         assert result.samples["TorchRL"][0].delivered > 0
     markdown = render(results, settings)
     assert markdown.startswith("## Loop slowdown")
