@@ -36,6 +36,7 @@ from benchmarks import Budget, machine, progress, reflow
 __all__ = [
     "BASELINE_COMMIT",
     "BUDGETS",
+    "SHORT_PAYLOADS",
     "Measurement",
     "Settings",
     "measure",
@@ -86,6 +87,9 @@ class Measurement:
     seconds: float
     peak_mib: float
 
+
+SHORT_PAYLOADS = 20
+"""Payloads a watch of the shortest run measured: about what one chart costs, whatever its run."""
 
 _PAYLOADS_PER_BATCH = 1000
 """Payloads written per transaction, as a monitor's sender hands them over on a busy run."""
@@ -200,13 +204,21 @@ def measure(settings: Settings) -> list[Measurement]:
     with tempfile.TemporaryDirectory() as temporary:
         folder = Path(temporary)
         full = folder / "long.sqlite"
-        quarter_settings = Settings(
-            settings.watches, max(settings.payloads // 4, 1), settings.baseline
-        )
-        quarter = folder / "quarter.sqlite"
+        # Shorter runs, today's code only: a quarter as long, and one of a
+        # few payloads a watch, whose chart costs what any chart of as many
+        # panels does.
+        shorter = {
+            folder / "quarter.sqlite": Settings(
+                settings.watches, max(settings.payloads // 4, 1), settings.baseline
+            ),
+            folder / "short.sqlite": Settings(
+                settings.watches, SHORT_PAYLOADS, settings.baseline
+            ),
+        }
         progress(f"long_runs: writing {settings.records:,} records")
         write_run(full, settings)
-        write_run(quarter, quarter_settings)
+        for path, short_settings in shorter.items():
+            write_run(path, short_settings)
         codes = [("today", REPOSITORY / "src")]
         if settings.baseline:
             codes.append(("before", _baseline_sources(folder / "baseline")))
@@ -214,15 +226,16 @@ def measure(settings: Settings) -> list[Measurement]:
             for code, source in codes:
                 progress(f"long_runs: {command}, {code}'s code")
                 results.append(_probe(source, command, full, code, settings.records))
-            results.append(
-                _probe(
-                    REPOSITORY / "src",
-                    command,
-                    quarter,
-                    "today",
-                    quarter_settings.records,
+            for path, short_settings in shorter.items():
+                results.append(
+                    _probe(
+                        REPOSITORY / "src",
+                        command,
+                        path,
+                        "today",
+                        short_settings.records,
+                    )
                 )
-            )
     return results
 
 
@@ -277,11 +290,13 @@ are made (the run's span and count come from its summaries), then draws
 the chart and writes its PNG. "before" is the code at commit
 `{BASELINE_COMMIT}`, which read every record into Python, run from its
 sources in the same run; each figure is one fresh process's (the call's
-seconds, the process's peak resident memory). The last row of each command
-is today's code on a run a quarter as long: memory does not grow with the
-run, and neither does much of the time: what remains of `plot` is mostly
-matplotlib's: importing it, making and drawing twelve panels of three axes
-each (their ticks, legends and lines), and the PNG. Budgets: {budgets}.
+seconds, the process's peak resident memory). The last two rows of each
+command are today's code on a run a quarter as long and on one of
+{SHORT_PAYLOADS} payloads a watch: memory does not grow with the run, and
+neither does much of the time: what remains of `plot` is mostly matplotlib's:
+importing it, making and drawing twelve panels of three axes each (their
+ticks, legends and lines), and the PNG, which the shortest run's chart costs
+as well. Budgets: {budgets}.
 {verdict}
 
 {chr(10).join(rows)}

@@ -46,13 +46,15 @@ def test_the_long_run_benchmark_measures_show_and_plot_and_renders_a_row_each() 
     assert [(r.command, r.records) for r in results] == [
         ("show", 600),
         ("show", 144),
+        ("show", 240),
         ("plot", 600),
         ("plot", 144),
+        ("plot", 240),
     ]
     assert all(r.seconds > 0 and r.peak_mib > 0 for r in results)
     markdown = render(results, TINY)
     assert markdown.startswith("## Long runs")
-    assert markdown.count("| `rlpulse ") == 4
+    assert markdown.count("| `rlpulse ") == 6
 
 
 def test_a_show_of_a_million_records_over_half_a_second_is_over_budget() -> None:
