@@ -1663,6 +1663,21 @@ def test_a_band_leaves_a_gap_where_a_bound_is_nan() -> None:
     assert 9.0 not in path.vertices[:, 0]  # seconds since the start
 
 
+def test_a_band_whose_bound_is_never_known_is_left_out_and_the_rest_drawn() -> None:
+    rows = []
+    for second in range(20):
+        rows += [
+            (second, None, "learner/update_s_p50", 0.010),
+            (second, None, "learner/update_s_p99", math.nan),
+        ]
+
+    figure = plot_run(_records(*rows), run="r")
+
+    learner = _panels(figure)["learner"]
+    assert not learner.patches
+    assert [line.get_label() for line in learner.get_lines()] == ["update_s_p50"]
+
+
 def test_a_counter_on_the_x_axis_places_every_watch_at_its_value_at_their_time() -> (
     None
 ):

@@ -1190,16 +1190,17 @@ def _draw(
         # widen the axis's limits at once (add_patch would measure the
         # patch a segment at a time); the line drawn next rescales it.
         vertices, codes = _band_outline(line.xs, lows, highs)
-        axes.update_datalim(vertices)
-        axes.add_artist(
-            matplotlib.PathPatch(
-                matplotlib.Path(vertices, codes),
-                color=color,
-                alpha=0.2,
-                linewidth=0,
-                label=label,
+        if vertices:  # none where a bound is never known
+            axes.update_datalim(vertices)
+            axes.add_artist(
+                matplotlib.PathPatch(
+                    matplotlib.Path(vertices, codes),
+                    color=color,
+                    alpha=0.2,
+                    linewidth=0,
+                    label=label,
+                )
             )
-        )
     ys = line.ys
     if smooth and line.kind != _CUMULATIVE:
         # The line as logged, faint, under its smoothed self.
