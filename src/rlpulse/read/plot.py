@@ -50,7 +50,6 @@ import itertools
 import math
 import os
 import textwrap
-import threading
 import warnings
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import Future
@@ -84,6 +83,7 @@ from rlpulse.read.match import (
 )
 from rlpulse.read.records import Record
 from rlpulse.read.summary import run_letter, run_name
+from rlpulse.runtime.threads import MonitorThread
 from rlpulse.text import format_duration, format_number, plural
 
 if TYPE_CHECKING:
@@ -628,7 +628,7 @@ def _read_while_preparing(
             done.set_exception(error)
 
     # A daemon: a process interrupted while waiting need not wait for the scan.
-    threading.Thread(target=work, name="rlpulse-plot-read", daemon=True).start()
+    MonitorThread("rlpulse-plot-read", work).start()
     sheet = None
     with contextlib.suppress(ImportError):
         sheet = _Sheet(_matplotlib())
