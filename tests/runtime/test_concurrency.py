@@ -19,7 +19,7 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from torchrl.record.loggers import TensorboardLogger
 
-from rlpulse import LoggerMonitor, SQLiteLogger, read
+from rlpulse import Every, LoggerMonitor, SQLiteLogger, read
 from rlpulse.testing import InMemorySink
 from tests.support import Blocking, Source, wait_until
 
@@ -243,6 +243,27 @@ def test_the_watchdog_wakes_once_a_round_that_ends_in_time() -> None:
         woke = _context_switches(watchdog) - woke_before
     assert rounds >= 10
     assert woke <= 1.5 * rounds, (woke, rounds)
+
+
+def test_a_hang_in_a_round_a_registration_brought_forward_is_left_behind_at_once() -> (
+    None
+):
+    # Every watch is due half a minute apart: the watchdog sleeps until the
+    # round it knew of, unless the poller tells it that a registration
+    # brought one forward.
+    monitor = LoggerMonitor(Discard(), poll_interval=0.1, poll_timeout=5.0)
+    monitor.watch(Source(), name="early", schedule=Every.seconds(30))
+    hanging, after = Blocking(), Source()
+    with monitor:
+        time.sleep(0.3)
+        monitor.watch(hanging, name="hanging", schedule=Every.seconds(30))
+        monitor.watch(after, name="after", schedule=Every.seconds(30))
+        try:
+            assert wait_until(lambda: hanging.calls == 1, timeout=5.0)
+            # Left behind after about one poll interval, not half a minute.
+            assert wait_until(lambda: after.frames >= 1, timeout=3.0)
+        finally:
+            hanging.release.set()
 
 
 def test_two_threads_tallies_that_are_equal_are_each_counted_once() -> None:

@@ -144,9 +144,17 @@ class Cadence:
         True
     """
 
-    def __init__(self, interval: float, next_due: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        interval: float,
+        next_due: Callable[[], float],
+        on_sooner: Callable[[], None] | None = None,
+    ) -> None:
         self.interval = interval
         self._next_due = next_due
+        # Told when a nudge brings the next round forward (the watchdog
+        # sleeps until the round it knew of).
+        self._on_sooner = on_sooner
         self.next_tick = 0.0
         self._wake = threading.Event()
         # Set by wake(nudge=True) on any thread; the sleeping thread acts on it.
@@ -175,7 +183,11 @@ class Cadence:
         """Sleep until the next round is due or :meth:`wake`; whether there was time to sleep."""
         if self._nudged:
             self._nudged = False
-            self.next_tick = min(self.next_tick, time.monotonic() + self.interval)
+            sooner = time.monotonic() + self.interval
+            if sooner < self.next_tick:
+                self.next_tick = sooner
+                if self._on_sooner is not None:
+                    self._on_sooner()
         timeout = self.next_tick - time.monotonic()
         if timeout <= 0:
             return False
@@ -213,7 +225,12 @@ class Poller:
         self.watches = watches
         self._due = due
         self.interval = interval
-        self.cadence = Cadence(interval, next_due)
+        # Set when a round someone asked for starts (a step()), when a nudge
+        # brings the next timed round forward, and to end the watchdog:
+        # between rounds it sleeps until a timed round may have held on for
+        # a check period.
+        self.busy = threading.Event()
+        self.cadence = Cadence(interval, next_due, self.busy.set)
         self.supervision = supervision
         self._reporter = reporter
         self._end_round = end_round
@@ -221,10 +238,6 @@ class Poller:
         # Told when a call marked hung returns.
         self.on_resumed: Callable[[Watch], None] = lambda watch: None
         self._stopping = False
-        # Set when a round someone asked for starts (a step(), the final
-        # snapshots), and to end the watchdog: between rounds it sleeps
-        # until a timed round may have held on for a check period.
-        self.busy = threading.Event()
         self._requests: deque[Round] = deque()
         # The round being polled, for the watchdog.
         self.active: Round | None = None

@@ -15,6 +15,7 @@ when the polling thread wants the interpreter lock.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Sequence
@@ -24,11 +25,7 @@ from rlpulse.runtime.supervision import handover_after
 from rlpulse.runtime.threads import MonitorThread
 from rlpulse.watch import Watch
 
-__all__ = ["IDLE_CHECK_S", "Watchdog"]
-
-IDLE_CHECK_S = 1.0
-"""The longest the watchdog sleeps between rounds without looking: a round
-brought forward (a watch registered) is looked at within this."""
+__all__ = ["Watchdog"]
 
 
 class Watchdog:
@@ -85,6 +82,11 @@ class Watchdog:
             polls = poller.active
             if polls is None and not poller.supervision.left:
                 self._sleep_between_rounds()
+                polls = poller.active
+                if polls is not None and not self._stopping:
+                    # A round under way as the sleep ends: its call is
+                    # first seen now, not a check period later.
+                    self.check(polls)
                 continue
             if self._wake.wait(self.period()):
                 return
@@ -94,17 +96,22 @@ class Watchdog:
             self._check_left_behind()
 
     def _sleep_between_rounds(self) -> None:
-        """Sleep until the next timed round is due and one check period more, or a requested round starts.
+        """Sleep until the next timed round is due and one check period more, or the poller says a round comes sooner.
 
-        A timed round still under way then is checked from then on; one
-        overdue (its thread waiting for its turn) is looked for again a
-        period later.
+        The poller sets ``busy`` when a requested round starts and when a
+        nudge brings the next timed round forward. A timed round still under
+        way when the sleep ends is checked from then on; one overdue (its
+        thread waiting for its turn) is looked for again a period later.
         """
         poller = self._poller
         period = self.period()
-        wake_at = poller.cadence.next_tick + period
-        timeout = wake_at - time.monotonic()
-        poller.busy.wait(min(timeout if timeout > 0 else period, IDLE_CHECK_S))
+        timeout = poller.cadence.next_tick + period - time.monotonic()
+        if timeout == math.inf:
+            poller.busy.wait()  # nothing is due until the poller says so
+        else:
+            poller.busy.wait(
+                min(timeout if timeout > 0 else period, threading.TIMEOUT_MAX)
+            )
         poller.busy.clear()
 
     def check(self, polls: Round) -> None:
