@@ -21,7 +21,7 @@ import pytest
 
 from rlpulse import SQLiteLogger
 from rlpulse.formats import sqlite as sqlite_format
-from rlpulse.formats.records import RunAggregate, aggregate
+from rlpulse.formats.records import Record, RunAggregate, aggregate
 from rlpulse.formats.sqlite import (
     SQLITE_FORMAT_VERSION,
     RunSummaries,
@@ -341,3 +341,15 @@ def test_sums_are_added_up_in_the_order_of_the_records(
                 assert from_sqlite(path) == from_records(path)
 
     assert from_sqlite(path) == from_records(path)
+
+
+def test_a_record_whose_time_is_nan_leaves_the_runs_span_to_the_others() -> None:
+    run = aggregate(
+        [
+            Record(math.nan, None, "a/x", 1.0),
+            Record(2.0, None, "a/x", 5.0),
+            Record(4.0, None, "b/y", 3.0),
+        ]
+    )
+
+    assert (run.records, run.start_wall_time, run.end_wall_time) == (3, 2.0, 4.0)

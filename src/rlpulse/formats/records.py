@@ -389,8 +389,9 @@ class MetricAccumulator:
         self.first_wall_time = wall_time
         self.last = value
         self.last_wall_time = wall_time
-        self.start_wall_time = wall_time
-        self.end_wall_time = wall_time
+        # The span of the times taken in; a time that is NaN is none.
+        self.start_wall_time = math.inf
+        self.end_wall_time = -math.inf
         self.minimum = math.nan
         self.maximum = math.nan
         self.growth = 0.0
