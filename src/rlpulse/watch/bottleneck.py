@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import KW_ONLY, InitVar, dataclass, field
 from typing import Any
 
 from rlpulse.metrics import snapshot_of
@@ -59,14 +59,14 @@ class Bottleneck:
     window: float
     target_ratio: float | None = None
     on_change: Callable[[Verdict], object] | None = None
-    hold: int = 2
+    hold: InitVar[int] = 2
     clock: Callable[[], float] = time.monotonic
     _hysteresis: Hysteresis = field(init=False)
     _last: Reading | None = field(default=None, init=False)
     _held: Verdict | None = field(default=None, init=False)
 
-    def __post_init__(self) -> None:
-        self._hysteresis = Hysteresis(self.hold)
+    def __post_init__(self, hold: int) -> None:
+        self._hysteresis = Hysteresis(hold)
 
     @property
     def current(self) -> Verdict | None:
