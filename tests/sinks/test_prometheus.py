@@ -295,6 +295,49 @@ def test_a_watched_key_s_observations_are_one_histogram_holding_their_count_and_
         )
 
 
+def test_a_count_and_sum_logged_before_the_first_observation_give_way_to_the_histogram() -> (
+    None
+):
+    # A tally claims a timed key at once: its count and sum (0) come before
+    # any observation, as counters; the histogram then serves them, under
+    # its own name.
+    registry = CollectorRegistry()
+    counters = {
+        "learner/update_s_count": Kind.COUNTER,
+        "learner/update_s_sum": Kind.COUNTER,
+    }
+    histogram = Histogram()
+    histogram.add_all([0.01, 0.02, 0.04])
+    with PrometheusExporter(registry=registry) as exporter:
+        exporter.log_payloads(
+            [
+                Payload(
+                    {"learner/update_s_count": 0.0, "learner/update_s_sum": 0.0},
+                    None,
+                    1.0,
+                    counters,
+                    {},
+                )
+            ]
+        )
+        exporter.log_payloads(
+            [
+                Payload(
+                    {"learner/update_s_count": 3.0, "learner/update_s_sum": 0.07},
+                    None,
+                    2.0,
+                    counters,
+                    {"learner/update_s": histogram},
+                )
+            ]
+        )
+        samples, types = served(registry)
+
+    assert types["rlpulse_update_seconds_count"] == "histogram"
+    assert samples[("rlpulse_update_seconds_count", "learner")] == 3
+    assert not any("_2" in name or "_total" in name for name, _ in samples)
+
+
 def test_a_histogram_accumulates_the_intervals_of_its_payloads() -> None:
     registry = CollectorRegistry()
     with PrometheusExporter(registry=registry) as exporter:

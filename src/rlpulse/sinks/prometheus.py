@@ -202,6 +202,8 @@ class PrometheusExporter(BaseSink):
         for payload in payloads:
             for key, interval in payload.distributions.items():
                 watch, metric = split(key)
+                if (metric, True) not in self._family_of_metric:
+                    self._retire_served_by_histogram(metric, watch)
                 family = self._family_for(metric, Kind.DISTRIBUTION)
                 served = self._histograms.setdefault((family.name, watch), Histogram())
                 served.merge(interval)
@@ -222,6 +224,24 @@ class PrometheusExporter(BaseSink):
             "PrometheusExporter is closed; create a new PrometheusExporter "
             "to keep serving metrics"
         )
+
+    def _retire_served_by_histogram(self, metric: str, watch: str) -> None:
+        """Stop serving ``watch``'s ``<metric>_count`` and ``_sum`` as series of their own: its histogram serves them from now on.
+
+        A tally logs a distribution's count and sum before its first
+        observation; served as counters meanwhile, their families would
+        take the histogram's names. A family no watch is left on gives its
+        names back.
+        """
+        for suffix in (COUNT_SUFFIX, SUM_SUFFIX):
+            plain = self._family_of_metric.get((metric + suffix, False))
+            if plain is None:
+                continue
+            self._latest.pop((plain.name, watch), None)
+            if not any(name == plain.name for name, _ in self._latest):
+                del self._family_of_metric[(metric + suffix, False)]
+                del self._family_by_name[plain.name]
+                self._taken.difference_update(plain.exposed_names())
 
     def _family_for(self, metric: str, kind: Kind) -> _Family:
         """The family serving ``metric``: made the first time, of ``kind``, and kept.
