@@ -432,6 +432,26 @@ def test_rates_and_gauges_of_a_panel_get_an_axis_each(sqlite_run: Path) -> None:
     assert axes["per second (/s)"].get_title(loc="left") == "buffer"
 
 
+def test_a_downsampled_gauge_is_drawn_solid_under_the_line_that_comes_first() -> None:
+    # The queue's depth goes up and down at every record: downsampled to
+    # each bucket's extremes, it fills its band; dashes would hatch it.
+    rows = []
+    for second in range(3 * BUCKETS):
+        rows += [
+            (second, None, "learner/episode_return_mean", second / 100),
+            (second, None, "learner/queue_depth", float(second % 2) * 9),
+        ]
+    figure = plot_run(_records(*rows), run="long")
+
+    (axes,) = _axes_by_unit(figure, "learner").values()
+    by_label = {line.get_label(): line for line in axes.get_lines()}
+    assert list(by_label) == ["episode_return_mean", "queue_depth"]
+    depth, episode_return = by_label["queue_depth"], by_label["episode_return_mean"]
+    assert len(depth.get_xdata()) > BUCKETS
+    assert depth.get_linestyle() == episode_return.get_linestyle() == "-"
+    assert episode_return.get_zorder() > depth.get_zorder()
+
+
 def test_a_panel_has_one_axis_per_unit_bytes_percent_seconds_and_plain() -> None:
     rows = []
     for second in range(3):

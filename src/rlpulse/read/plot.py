@@ -189,6 +189,11 @@ _TICKS_AHEAD = 6
 # Fewer points than this get a marker on each, so that sparse series (a
 # counter schedule logging every 10,000 frames) read as measurements.
 _MARKERS_BELOW = 40
+# A line of more points than this (about the panel's width in pixels) is
+# drawn solid whatever its kind: its points are a bucket's extremes.
+_STYLED_UP_TO = BUCKETS
+# Matplotlib's for lines: a band (a patch, at 1) under them, the grid below.
+_LINE_ZORDER = 2.0
 _MAX_CONSTANTS_NOTED = 6
 # Lines on one axis whose largest values differ by more than this factor
 # share a logarithmic axis.
@@ -1146,9 +1151,11 @@ def _draw_panel(
     color_of: dict[str, str] = {}
     for axes, unit in zip(all_axes, units, strict=True):
         lines = [line for line in panel.lines if line.unit == unit]
-        for line in lines:
+        for rank, line in enumerate(lines):
             color = color_of.setdefault(line.metric or line.label, next(colors))
-            _draw(axes, line, color, smooth, matplotlib)
+            # The first line of an axis (a return before a queue's depth) on top.
+            zorder = _LINE_ZORDER + (len(lines) - rank) / len(lines)
+            _draw(axes, line, color, smooth, matplotlib, zorder)
         _scale(axes, lines, _UNIT_LABELS[unit], matplotlib)
         axes.set_label(panel.watch)
         axes.grid(True, alpha=0.3)
@@ -1181,7 +1188,12 @@ def _wrapped(lines: list[str], width: int) -> list[str]:
 
 
 def _draw(
-    axes: Axes, line: _Line, color: str, smooth: float, matplotlib: _Matplotlib
+    axes: Axes,
+    line: _Line,
+    color: str,
+    smooth: float,
+    matplotlib: _Matplotlib,
+    zorder: float,
 ) -> None:
     if line.band is not None:
         label, lows, highs = line.band
@@ -1204,16 +1216,21 @@ def _draw(
     ys = line.ys
     if smooth and line.kind != _CUMULATIVE:
         # The line as logged, faint, under its smoothed self.
-        axes.plot(line.xs, ys, "-", color=color, alpha=0.25, linewidth=1.0)
+        axes.plot(
+            line.xs, ys, "-", color=color, alpha=0.25, linewidth=1.0, zorder=zorder
+        )
         ys = smoothed(ys, smooth)
     marker = "o" if len(line.xs) < _MARKERS_BELOW else None
     if line.run is not None and line.run >= len(_RUN_STYLES):
         marker = "^"  # past the line styles: the fifth run on is marked
-    style = (
-        _STYLES[line.kind]
-        if line.run is None
-        else _RUN_STYLES[line.run % len(_RUN_STYLES)]
-    )
+    if line.run is not None:
+        style = _RUN_STYLES[line.run % len(_RUN_STYLES)]
+    elif len(line.xs) > _STYLED_UP_TO:
+        # Downsampled to each bucket's extremes, the line goes up and down
+        # within a pixel: dashes along it would only hatch it.
+        style = "-"
+    else:
+        style = _STYLES[line.kind]
     axes.plot(
         line.xs,
         ys,
@@ -1223,6 +1240,7 @@ def _draw(
         markersize=3.5,
         linewidth=1.6,
         label=line.label,
+        zorder=zorder,
     )
 
 
