@@ -15,6 +15,7 @@ run.
 
 from __future__ import annotations
 
+import compileall
 import contextlib
 import io
 import itertools
@@ -241,6 +242,10 @@ def measure(settings: Settings) -> list[Measurement]:
         codes = [("today", REPOSITORY / "src")]
         if settings.baseline:
             codes.append(("before", _baseline_sources(folder / "baseline")))
+        for _, source in codes:
+            # Byte-compiled, as pip leaves an installed package: a command's
+            # figure is not its first compilation of rlpulse's sources.
+            compileall.compile_dir(source, quiet=1)
         for command in ("show", "plot"):
             for code, source in codes:
                 progress(f"long_runs: {command}, {code}'s code")
@@ -309,7 +314,8 @@ on a thread of its own while matplotlib is imported and the chart's axes
 are made (the run's span and count come from its summaries), then draws
 the chart and writes its PNG. "before" is the code at commit
 `{BASELINE_COMMIT}`, which read every record into Python, run from its
-sources in the same run, once; each figure of today's code is the median
+sources in the same run, once (both byte-compiled first, as an installed
+package is); each figure of today's code is the median
 of {PROBES} fresh processes' (the call's seconds; the largest peak resident
 memory), as this machine is shared. The last two rows of each
 command are today's code on a run a quarter as long and on one of
