@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import sys
 import threading
 import time
@@ -442,8 +443,8 @@ def test_while_retrying_a_full_queue_drops_its_oldest_payloads() -> None:
     assert len(sink.steps()) + queue.dropped == 12
 
 
-@pytest.mark.parametrize("retry_after", [0.05, None])
-def test_the_wait_between_tries_is_what_the_far_end_asks_else_a_backoff(
+@pytest.mark.parametrize("retry_after", [2.5, None, 0.0, math.nan])
+def test_the_wait_between_tries_is_a_backoff_or_longer_where_the_far_end_asks(
     retry_after: float | None,
 ) -> None:
     tries: list[float] = []
@@ -465,9 +466,9 @@ def test_the_wait_between_tries_is_what_the_far_end_asks_else_a_backoff(
     finally:
         assert queue.close(deadline=time.monotonic() + 5) is None
     waits = [later - earlier for earlier, later in itertools.pairwise(tries)]
-    if retry_after is not None:
-        assert all(0.045 <= wait < 0.5 for wait in waits)
-    else:  # 1 s then 2 s, each within 20 % either way
+    if retry_after == 2.5:  # longer than the back-off: as asked
+        assert all(2.45 <= wait < 3.2 for wait in waits)
+    else:  # 1 s then 2 s, each within 20 % either way, however little it asks
         assert 0.75 <= waits[0] <= 1.35
         assert 1.55 <= waits[1] <= 2.5
 

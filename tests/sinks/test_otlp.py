@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from rlpulse import LoggerMonitor, open_sink
+from rlpulse import LoggerMonitor, TransientSinkError, open_sink
 from rlpulse.distributions import Histogram
 from rlpulse.naming import Kind, Payload
 
@@ -135,7 +135,8 @@ def test_a_known_counter_is_a_sum_a_reset_starts_it_again_and_kinds_never_change
     assert (
         starts[0] == starts[1] == 10_000_000_000
     )  # logged before the exporter existed
-    assert starts[2] == 12_000_000_000
+    # The reset counts from the last point before it, which comes before it.
+    assert starts[2] == 11_000_000_000
     # A counter of one's own is a gauge in every request, its rate beside it.
     episodes = [p[1] for p in receiver.points() if p[0] == "episodes"]
     assert episodes == ["gauge", "gauge"]
@@ -441,6 +442,8 @@ def test_a_variable_that_makes_no_sense_is_refused_by_name(
     ("status", "headers", "earliest", "latest"),
     [
         (503, {"Retry-After": "1"}, 0.95, 1.6),  # as the receiver asks
+        (429, {"Retry-After": "0"}, 0.75, 1.6),  # the back-off, not at once
+        (503, {"Retry-After": "Thu, 01 Jan 1970 00:00:00 GMT"}, 0.75, 1.6),
         (429, {}, 0.75, 1.6),  # the first back-off: 1 s, give or take 20 %
         (502, {}, 0.75, 1.6),
         (504, {}, 0.75, 1.6),
@@ -461,6 +464,34 @@ def test_a_retryable_answer_is_tried_again_after_a_wait(
     assert [point[:4] for point in receiver.points()] == [
         ("rlpulse.frames", "sum", "c", 1.0)
     ]
+
+
+def test_a_batch_sent_again_after_a_transient_failure_counts_from_where_it_did(
+    receiver: Receiver,
+) -> None:
+    # Given up at once (the receiver asks for more than the timeout), the
+    # batch is handed over again, as the monitor's queue does: its counter
+    # has not gone down, whatever its points were when first tried.
+    receiver.answers = [(503, {"Retry-After": "5"})]
+    created = time.time()
+    exporter = OTLPExporter(receiver.endpoint, prefix="", timeout=1)
+    payloads = [
+        Payload(
+            {"c/frames": frames}, None, created + 1 + at, {"c/frames": Kind.COUNTER}
+        )
+        for at, frames in enumerate((3.0, 5.0, 8.0))
+    ]
+    with exporter:
+        with pytest.raises(TransientSinkError):
+            exporter.log_payloads(payloads[:2])
+        exporter.log_payloads(payloads[:2])
+        exporter.log_payloads(payloads[2:])
+    frames = [p for p in receiver.points() if p[0] == "frames"]
+    assert [value for _, _, _, value, _, _ in frames] == [3.0, 5.0, 8.0]
+    # Counted from the exporter's creation, before the first point.
+    starts = {start for *_, start in frames}
+    assert len(starts) == 1
+    assert starts.pop() < frames[0][4]
 
 
 def test_a_400_is_final_and_not_retried(receiver: Receiver) -> None:

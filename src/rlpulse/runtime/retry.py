@@ -68,13 +68,18 @@ def backoff(tries: int) -> float:
 
 
 def retry_delay(tries: int, retry_after: float | None = None) -> float:
-    """The seconds to wait after try number ``tries`` failed: what the far end asked (``retry_after``), else :func:`backoff`; at most :data:`MAX_BACKOFF_S`.
+    """The seconds to wait after try number ``tries`` failed: :func:`backoff`, or longer where the far end asked to wait longer (``retry_after``); at most :data:`MAX_BACKOFF_S`.
+
+    As OpenTelemetry's exporters wait, the greater of the back-off and the
+    delay asked for: a far end that asks for no wait at all (``0``, a date
+    passed already) is not tried again at once, over and over.
 
     >>> retry_delay(1, retry_after=3.0), retry_delay(1, retry_after=600.0)
     (3.0, 32.0)
-    >>> 0.8 <= retry_delay(1) <= 1.2
-    True
+    >>> 0.8 <= retry_delay(1) <= 1.2, 0.8 <= retry_delay(1, retry_after=0.0) <= 1.2
+    (True, True)
     """
-    if retry_after is None:
-        return backoff(tries)
-    return min(max(retry_after, 0.0), MAX_BACKOFF_S)
+    wait = backoff(tries)
+    if retry_after is not None and retry_after > wait:  # False for a NaN
+        wait = retry_after
+    return min(wait, MAX_BACKOFF_S)

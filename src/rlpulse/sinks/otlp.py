@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 from rlpulse.distributions import SCALE, Histogram
 from rlpulse.naming import Kind, split, unit_of
 from rlpulse.runtime.deadline import check_timeout
-from rlpulse.runtime.retry import TransientSinkError, backoff
+from rlpulse.runtime.retry import TransientSinkError, retry_delay
 from rlpulse.runtime.threads import MonitorThread
 from rlpulse.sinks.base import BaseSink, Payload
 
@@ -157,8 +157,8 @@ class OTLPExporter(BaseSink):
             self._headers["Content-Encoding"] = "gzip"
         self._created_ns = time.time_ns()
         self._instruments = _Instruments(f"{prefix}." if prefix else "")
-        # Each counter series' start and last value, for resets.
-        self._series: dict[tuple[str, str], tuple[int, float]] = {}
+        # Each counter series' start, and its last value and time delivered.
+        self._counters: dict[tuple[str, str], _Counted] = {}
         # Each histogram series' latest point: where its next interval starts.
         self._interval_ends: dict[tuple[str, str], int] = {}
         self._opener = urllib.request.build_opener(_RefuseRedirects)
@@ -169,20 +169,24 @@ class OTLPExporter(BaseSink):
         self._close_by = math.inf
 
     def _write_batch(self, payloads: Sequence[Payload]) -> None:
-        request, points, interval_ends = self._request(payloads)
+        request, points, counted, interval_ends = self._request(payloads)
         if points:
             self._post(request.SerializeToString(), points)
-        # Only once delivered: a batch sent again covers the same intervals.
+        # Only once delivered: a batch sent again (with what queued behind
+        # it) starts from the same counters and covers the same intervals.
+        self._counters.update(counted)
         self._interval_ends.update(interval_ends)
 
     def _request(
         self, payloads: Sequence[Payload]
-    ) -> tuple[Any, int, dict[tuple[str, str], int]]:
-        # The request of ``payloads``, how many points it holds, and where
-        # each histogram series' next interval starts once it is delivered.
+    ) -> tuple[Any, int, dict[tuple[str, str], _Counted], dict[tuple[str, str], int]]:
+        # The request of ``payloads``, how many points it holds, and, once
+        # it is delivered, each counter series' state and where each
+        # histogram series' next interval starts.
         proto = self._proto
         metrics: dict[str, Any] = {}
         points = 0
+        counted: dict[tuple[str, str], _Counted] = {}
         interval_ends: dict[tuple[str, str], int] = {}
 
         def data_of(instrument: _Instrument) -> Any:
@@ -211,7 +215,7 @@ class OTLPExporter(BaseSink):
                 point.as_double = float(value)
                 if instrument.data == "sum":
                     point.start_time_unix_nano = self._start_of(
-                        (instrument.name, watch), float(value), at
+                        (instrument.name, watch), float(value), at, counted
                     )
                 _set_watch(point, watch)
                 points += 1
@@ -237,15 +241,27 @@ class OTLPExporter(BaseSink):
         scope_metrics = resource_metrics.scope_metrics.add()
         scope_metrics.scope.name = "rlpulse"
         scope_metrics.metrics.extend(metrics.values())
-        return request, points, interval_ends
+        return request, points, counted, interval_ends
 
-    def _start_of(self, series: tuple[str, str], value: float, at: int) -> int:
-        # A counter's series counts from the exporter's creation, or from
-        # where it went down (a reset).
-        start, last = self._series.get(series, (min(self._created_ns, at), value))
-        if value < last:
-            start = at
-        self._series[series] = (start, value)
+    def _start_of(
+        self,
+        series: tuple[str, str],
+        value: float,
+        at: int,
+        counted: dict[tuple[str, str], _Counted],
+    ) -> int:
+        # Where a counter's series counts from at its point ``value`` at
+        # ``at``, after its points before in this batch (``counted``, which
+        # takes this one) or as delivered: the exporter's creation, or the
+        # time of the last point before it went down (a reset).
+        previous = counted.get(series) or self._counters.get(series)
+        if previous is None:
+            start = min(self._created_ns, at)
+        elif value < previous.last:
+            start = previous.last_at
+        else:
+            start = previous.start
+        counted[series] = _Counted(start, value, at)
         return start
 
     def _post(self, body: bytes, points: int) -> None:
@@ -267,11 +283,9 @@ class OTLPExporter(BaseSink):
                 raise OSError(
                     f"{answer.failure(self.url, counted)} ({spent}; not retried)"
                 )
-            wait = answer.retry_after
-            if wait is None:
-                wait = backoff(tries)
+            wait = retry_delay(tries, answer.retry_after)
             if time.monotonic() + wait > deadline:
-                asked = "" if answer.retry_after is None else ", as the receiver asked"
+                asked = "" if wait != answer.retry_after else ", as the receiver asked"
                 raise TransientSinkError(
                     f"{answer.failure(self.url, counted)}; gave up after {spent}: "
                     f"the next try, {wait:.1f} s later{asked}, would pass the "
@@ -438,13 +452,21 @@ def _retry_after(value: str | None) -> float | None:
     if value is None:
         return None
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():
         return float(value)
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
+
+
+class _Counted(NamedTuple):
+    """A counter series as exported: where it counts from, and its last value and time."""
+
+    start: int
+    last: float
+    last_at: int
 
 
 class _Instrument(NamedTuple):
