@@ -427,6 +427,8 @@ def test_metrics_variables_come_before_general_ones_and_arguments_before_both(
         ("OTEL_EXPORTER_OTLP_METRICS_HEADERS", "token", "key1=value1"),
         ("OTEL_EXPORTER_OTLP_COMPRESSION", "zstd", "'gzip' or 'none'"),
         ("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318", "http or https"),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc", "'http/protobuf'"),
+        ("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "http/json", "'http/protobuf'"),
     ],
 )
 def test_a_variable_that_makes_no_sense_is_refused_by_name(
@@ -464,6 +466,22 @@ def test_a_retryable_answer_is_tried_again_after_a_wait(
     assert [point[:4] for point in receiver.points()] == [
         ("rlpulse.frames", "sum", "c", 1.0)
     ]
+
+
+def test_the_protocol_of_the_environment_binds_only_its_own_endpoint(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Set for every exporter of a process (traces over gRPC, say), it does
+    # not stop an exporter given its endpoint.
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+    with OTLPExporter(receiver.endpoint) as exporter:
+        exporter.log_metrics({"c/frames": 1.0})
+    assert [point[:4] for point in receiver.points()] == [
+        ("rlpulse.frames", "sum", "c", 1.0)
+    ]
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "http/protobuf")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint)
+    assert OTLPExporter().url == f"{receiver.endpoint}/v1/metrics"
 
 
 def test_a_batch_sent_again_after_a_transient_failure_counts_from_where_it_did(

@@ -77,7 +77,8 @@ class OTLPExporter(BaseSink):
     Configured as OpenTelemetry's OTLP exporters are: what is not given here
     comes from ``OTEL_EXPORTER_OTLP_METRICS_*`` or ``OTEL_EXPORTER_OTLP_*``
     (``_ENDPOINT``, ``_HEADERS``, ``_TIMEOUT`` in milliseconds,
-    ``_COMPRESSION``); see docs/sinks/otlp.md.
+    ``_COMPRESSION``, and ``_PROTOCOL``, which must be ``http/protobuf``
+    where the endpoint comes from them); see docs/sinks/otlp.md.
 
     A retryable answer (429, 502, 503, 504) or a receiver that cannot be
     reached is tried again after an exponential back-off with jitter, or
@@ -609,7 +610,8 @@ def _settings(
 
     ``OTEL_EXPORTER_OTLP_METRICS_<X>`` comes before ``OTEL_EXPORTER_OTLP_<X>``;
     an empty variable is unset. The metrics endpoint is a full URL, used as
-    given; the other is a base URL.
+    given; the other is a base URL. Where the endpoint comes from
+    ``environ``, a ``PROTOCOL`` other than ``http/protobuf`` is refused.
 
     >>> environ = {
     ...     "OTEL_EXPORTER_OTLP_ENDPOINT": "https://otlp.example.com/otlp",
@@ -637,13 +639,27 @@ def _settings(
         url = _signal_url(
             _checked_url(endpoint, f"OTLPExporter(endpoint={endpoint!r})")
         )
-    elif (found := variable("ENDPOINT")) is None:
-        url = _signal_url(_DEFAULT_ENDPOINT)
     else:
-        name, value = found
-        url = _checked_url(value, f"{name}={value!r}")
-        if not name.endswith("_METRICS_ENDPOINT"):
-            url = _signal_url(url)
+        # Where the environment says where to post, it says how as well:
+        # an endpoint for gRPC or JSON would refuse every request.
+        protocol = variable("PROTOCOL")
+        if protocol is not None and protocol[1] != "http/protobuf":
+            name, value = protocol
+            raise ValueError(
+                f"{name}={value!r}: OTLPExporter sends OTLP over HTTP as protobuf "
+                "only ('http/protobuf', port 4318 by default); give it an "
+                "endpoint for that (OTLPExporter(endpoint=...) or "
+                "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT with "
+                "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL=http/protobuf)"
+            )
+        found = variable("ENDPOINT")
+        if found is None:
+            url = _signal_url(_DEFAULT_ENDPOINT)
+        else:
+            name, value = found
+            url = _checked_url(value, f"{name}={value!r}")
+            if not name.endswith("_METRICS_ENDPOINT"):
+                url = _signal_url(url)
 
     if headers is None:
         found = variable("HEADERS")
