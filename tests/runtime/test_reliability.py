@@ -313,6 +313,35 @@ def test_stop_while_a_sink_keeps_failing_transiently_is_bounded_and_says_what_wa
     assert f"{stats['dropped']} payloads were not delivered" in drained
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_sink_that_ends_its_feeding_thread_is_said_at_stop_with_what_it_left(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Exiting:
+        calls = 0
+
+        def log_metrics(
+            self, metrics: Mapping[str, float], step: int | None = None
+        ) -> None:
+            self.calls += 1
+            if self.calls == 2:
+                raise SystemExit(3)  # what no thread of rlpulse catches
+
+    sink = Exiting()
+    monitor = LoggerMonitor(sink, poll_interval=0.01, stop_timeout=1.0)
+    monitor.watch(Source(), name="source")
+    with caplog.at_level(logging.WARNING):
+        monitor.start()
+        assert wait_until(lambda: sink.calls == 2)
+        time.sleep(0.1)  # rounds polled after it, never delivered
+        monitor.stop()
+    stats = monitor.stats()
+    assert stats["dropped"] > 0
+    [drained] = [m for m in rlpulse_warnings(caplog) if "without draining" in m]
+    assert "the thread feeding it ended on SystemExit(3)" in drained
+    assert f"{stats['dropped']} payloads were not delivered" in drained
+
+
 @pytest.mark.parametrize("hangs_in", ["log_metrics", "flush"])
 def test_manual_stop_returns_in_time_while_a_sink_hangs(
     caplog: pytest.LogCaptureFixture, hangs_in: str

@@ -141,6 +141,9 @@ class SinkQueue:
         # call succeeds or fails for good), how many tries in a row failed
         # so, and whether the sender is to wait before the next.
         self.retry_error: TransientSinkError | None = None
+        # What ended the sender, where a sink raised what it does not catch
+        # (SystemExit, say): close() then counts what it had not delivered.
+        self.sender_died_of: BaseException | None = None
         self._tries = 0
         self._backing_off = False
         # Wakes a wait between tries: closing begins (then the sender tries
@@ -299,7 +302,9 @@ class SinkQueue:
 
         Returns ``None`` when the sender finished in time. Otherwise the
         sink is stuck in a call, or its calls keep failing transiently
-        (:attr:`retry_error`): the payloads not delivered are discarded
+        (:attr:`retry_error`), or the sender ended on what a sink raised
+        that no sender catches (:attr:`sender_died_of`): the payloads not
+        delivered are discarded
         (their number is returned, those of a call under way included), and
         the sender, whenever the sink's call returns, exits without calling
         the sink again. The sink is never closed.
@@ -310,13 +315,13 @@ class SinkQueue:
             return None
         thread.join(max(0.0, deadline - time.monotonic()))
         self.delivered.clear()
-        if not thread.is_alive():
+        if not thread.is_alive() and self.sender_died_of is None:
             return None
         self._abandoned = True
         self._interrupt.set()
         # One at a time: the sender may still take one it then delivers.
         self.events.clear()
-        discarded = self._in_call
+        discarded = self._in_call if thread.is_alive() else 0
         while self.pending:
             try:
                 self.pending.popleft()
@@ -328,6 +333,9 @@ class SinkQueue:
     def _run_sender(self) -> None:
         try:
             self._send_loop()
+        except BaseException as error:
+            self.sender_died_of = error
+            raise  # told by threading's excepthook, with its traceback
         finally:
             self._settled.set()
 

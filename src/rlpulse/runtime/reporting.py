@@ -379,14 +379,16 @@ class Reporter:
         stop_timeout: float,
         discarded: int,
         failing: BaseException | None = None,
+        ended: BaseException | None = None,
     ) -> None:
-        """Count and warn, in one line, about the payloads a sink had not taken at stop: stuck in a call, or ``failing`` still."""
+        """Count and warn, in one line, about the payloads a sink had not taken at stop: stuck in a call, ``failing`` still, or the thread feeding it ``ended`` by what the sink raised."""
         self.add(dropped=discarded)
-        why = (
-            f"it was still failing ({failing!r})"
-            if failing is not None
-            else "it did not return"
-        )
+        if ended is not None:
+            why = f"the thread feeding it ended on {ended!r}, raised by the sink,"
+        elif failing is not None:
+            why = f"it was still failing ({failing!r})"
+        else:
+            why = "it did not return"
         _log.warning(
             "LoggerMonitor stopped without draining sink %s: %s within "
             "stop_timeout=%ss; %d payloads were not delivered (counted in "
