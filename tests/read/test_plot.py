@@ -920,6 +920,11 @@ def test_an_x_axis_that_is_no_counter_of_the_run_is_a_plot_error_naming_its_coun
 
     with pytest.raises(PlotError, match=r"no counter 'frames'.*counters: c/frames"):
         plot_run(records, run="r", x="frames")
+    # A gauge goes up and down: the lines over it would fold back.
+    with pytest.raises(
+        PlotError, match=r"'buffer/size' is a gauge, .* not a counter.*: c/frames"
+    ):
+        plot_run(records, run="r", x="buffer/size")
 
 
 # Choosing metrics

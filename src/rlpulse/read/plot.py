@@ -800,20 +800,26 @@ def _positions(
     finite = [
         index for index, value in enumerate(counter.values) if math.isfinite(value)
     ]
-    if not finite:
-        names = data.kinds.keys()
-        counters = sorted(
-            name
-            for name, kind in data.kinds.items()
-            if (inferred_kind(name, names) if kind is None else kind) is Kind.COUNTER
-        )
+    names = data.kinds.keys()
+
+    def kind_of(name: str) -> Kind | None:
+        kind = data.kinds.get(name)
+        return inferred_kind(name, names) if kind is None else kind
+
+    if not finite or kind_of(x) is not Kind.COUNTER:
+        counters = sorted(name for name in names if kind_of(name) is Kind.COUNTER)
         choices = (
             f"one of its counters: {some_names(counters)}"
             if counters
             else ("it has no counter")
         )
+        what = (
+            f"{x!r} is a {kind_of(x)}, which goes up and down, not a counter"
+            if finite
+            else f"has no counter {x!r}"
+        )
         raise PlotError(
-            f"run {run} has no counter {x!r} to draw on the x axis; draw it "
+            f"run {run} {what} to draw on the x axis; draw it "
             f"over time, step or a counter (x=, --x): {choices}"
         )
     times = [counter.wall_times[index] for index in finite]
