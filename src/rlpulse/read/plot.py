@@ -49,6 +49,7 @@ import functools
 import itertools
 import math
 import os
+import re
 import textwrap
 import warnings
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
@@ -891,7 +892,7 @@ def _arranged(
     """
     watches = sorted(metrics_of)
     panels = []
-    lines_left_out: dict[str, int] = {}
+    lines_left_out: dict[str, list[str]] = {}
     for watch in watches[:MAX_PANELS]:
         lines = lines_of(watch)
         varying = [line for line in lines if line.constant is None]
@@ -903,7 +904,7 @@ def _arranged(
         # metrics.
         varying.sort(key=lambda line: (line.rank, line.metric))
         if len(varying) > MAX_LINES:
-            lines_left_out[watch] = len(varying) - MAX_LINES
+            lines_left_out[watch] = [line.label for line in varying[MAX_LINES:]]
         panels.append(_Panel(watch, varying[:MAX_LINES], constants))
     omitted = watches[MAX_PANELS:]
     parts = []
@@ -914,17 +915,27 @@ def _arranged(
             f"{len(omitted):,} of {plural(len(watches), 'watch')} "
             f"({plural(metrics, 'metric')}: {shown}{', …' if len(omitted) > 3 else ''})"
         )
+    example = f"'{omitted[0] or '*'}/*'" if omitted else None
     if lines_left_out:
-        lines_omitted = plural(sum(lines_left_out.values()), "line")
-        parts.append(f"{lines_omitted} of the watches drawn")
+        count = sum(map(len, lines_left_out.values()))
+        watch, labels = next(iter(lines_left_out.items()))
+        named = ", ".join(labels[:3]) + (", …" if count > 3 else "")
+        parts.append(
+            f"{plural(count, 'line')} of the watches drawn ({watch or '(no watch)'}: "
+            f"{named})"
+        )
+        if example is None:
+            # One of those lines, by its metric's name where its label is one.
+            label = labels[0]
+            metric = label if re.fullmatch(r"[\w.-]+", label) else "*"
+            example = f"'{watch or '*'}/{metric}'"
     if not parts:
         return panels, None
-    example = omitted[0] if omitted else panels[0].watch
     return panels, (
         f"left out {' and '.join(parts)}: a chart draws at most {MAX_PANELS} "
         f"watches of {MAX_LINES} lines each; narrow it with --match PATTERN "
-        f"(repeatable; match= in Python) to a watch, as in --match "
-        f"'{example or '*'}/*', or a kind of metric, as in --match '*_per_second'"
+        f"(repeatable; match= in Python), as in --match {example}, or to a "
+        f"kind of metric, as in --match '*_per_second'"
     )
 
 
