@@ -6,8 +6,10 @@ import collections
 import contextlib
 import gc
 import io
+import logging
 import marshal
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -346,6 +348,86 @@ def test_a_call_blocked_on_a_full_pipe_reads_the_news_the_child_waits_to_write(
     assert len(lines) == 301
 
 
+# A sink the child opens from "slow:PATH": each call takes 0.2 s, then
+# appends the steps it was given to PATH, one a line.
+_SLOW_SINK = """
+import time
+from rlpulse.sinks import registry
+
+class Slow:
+    def __init__(self, path):
+        self.path = path
+
+    def log_metrics(self, metrics, step=None):
+        self.log_batch([(metrics, step, None)])
+
+    def log_batch(self, payloads):
+        time.sleep(0.2)
+        with open(self.path, "a") as file:
+            file.writelines(f"{step}\\n" for _, step, _ in payloads)
+
+    def flush(self):
+        pass
+
+    def close(self):
+        pass
+
+registry.register_scheme("slow", Slow)
+"""
+
+
+def test_a_child_behind_a_slow_sink_at_close_says_what_it_did_not_deliver_before_the_parent_s_deadline(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    (tmp_path / "sitecustomize.py").write_text(_SLOW_SINK)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    delivered = tmp_path / "delivered.txt"
+    sinks = SinkProcess(f"slow:{delivered}", queue_size=2, close_timeout=2.0)
+    # Two payloads a 0.2 s call: ten seconds of work for the slow sink, in
+    # the pipe and in the child when close() begins.
+    for step in range(100):
+        sinks.log_batch([({"loss": 1.0}, step, 1.5)])
+    started = time.monotonic()
+    sinks.close()
+    took = time.monotonic() - started
+
+    line = re.search(
+        r"stopped without draining <sitecustomize\.Slow .*> within 1\.6 s: .*; "
+        r"(\d+) payloads were not delivered",
+        capfd.readouterr().err,
+    )
+    assert line is not None, "the child said nothing of what it did not deliver"
+    not_delivered = int(line.group(1))
+    assert 0 < not_delivered <= 100
+    assert len(delivered.read_text().splitlines()) + not_delivered >= 100
+    # It said so and exited in time: the parent killed nothing.
+    assert sinks._process.returncode == 0
+    assert took < 2.0
+    assert "killed" not in caplog.text
+
+
+def test_close_says_in_one_warning_that_it_killed_a_child_that_did_not_end_in_time(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    sinks = SinkProcess(f"sqlite:{tmp_path / 'm.sqlite'}", close_timeout=0.3)
+    sinks.log_metrics({"loss": 1.0}, step=1)
+    os.kill(sinks.pid, signal.SIGSTOP)  # a child stuck, on a hung disk say
+    with caplog.at_level(logging.WARNING, logger="rlpulse"):
+        sinks.close()
+
+    assert sinks._process.returncode == -signal.SIGKILL
+    [warning] = [record for record in caplog.records if "killed" in record.message]
+    assert warning.levelno == logging.WARNING
+    assert re.fullmatch(
+        rf"SinkProcess\('sqlite:.*'\) killed its sink process \(pid {sinks.pid}\): "
+        r"it had not ended 0\.3 s after close\(\) began; .*may be lost.*",
+        warning.message,
+    )
+
+
 @pytest.mark.parametrize("timeout", [-1.0, float("nan"), True])
 def test_a_flush_refuses_a_timeout_that_is_no_number_of_seconds(
     tmp_path: Path, timeout: float
@@ -480,6 +562,7 @@ class ChildSide:
     def __init__(self) -> None:
         to_child, self.outbox = os.pipe()
         self.inbox, from_child = os.pipe()
+        closing_heard, self.closing_notice = os.pipe()
         self.exit_code: int | None = None
 
         def serve() -> None:
@@ -487,7 +570,7 @@ class ChildSide:
                 os.fdopen(to_child, "rb") as inbox,
                 os.fdopen(from_child, "wb", buffering=0) as outbox,
             ):
-                self.exit_code = process._serve(inbox, outbox)
+                self.exit_code = process._serve(inbox, outbox, closing_heard)
 
         self.thread = threading.Thread(target=serve, daemon=True)
         self.thread.start()
@@ -501,6 +584,9 @@ class ChildSide:
         return process._read_message(self.reader)
 
     def end(self) -> int | None:
+        with contextlib.suppress(BrokenPipeError):  # a child that refused
+            os.write(self.closing_notice, process._CLOSING)
+        os.close(self.closing_notice)
         os.close(self.outbox)
         self.thread.join(10)
         self.reader.close()

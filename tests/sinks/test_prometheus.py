@@ -338,6 +338,62 @@ def test_a_count_and_sum_logged_before_the_first_observation_give_way_to_the_his
     assert not any("_2" in name or "_total" in name for name, _ in samples)
 
 
+def count_and_sum(watch: str, count: float, total: float) -> Payload:
+    """A payload of ``watch``'s ``update_s`` count and sum, without observations: what a tally logs before its first."""
+    keys = {f"{watch}/update_s_count": count, f"{watch}/update_s_sum": total}
+    return Payload(keys, None, 1.0, dict.fromkeys(keys, Kind.COUNTER), {})
+
+
+def observations(watch: str, values: list[float]) -> Payload:
+    """A payload of ``watch``'s ``update_s`` count and sum with the histogram of ``values``."""
+    keys = {
+        f"{watch}/update_s_count": len(values),
+        f"{watch}/update_s_sum": sum(values),
+    }
+    return Payload(
+        {key: float(value) for key, value in keys.items()},
+        None,
+        2.0,
+        dict.fromkeys(keys, Kind.COUNTER),
+        {f"{watch}/update_s": observed(values)},
+    )
+
+
+@pytest.mark.parametrize(
+    "arrivals",
+    [
+        ["a counts", "b counts", "a observes", "b observes"],
+        ["a counts", "b counts", "b observes", "a observes"],
+        ["a counts", "a observes", "b counts", "b observes"],
+        ["b counts", "a observes", "b observes", "a counts"],
+    ],
+    ids=lambda arrivals: ", ".join(arrivals),
+)
+def test_the_counts_and_sums_several_watches_log_before_their_first_observations_give_way_to_one_histogram(
+    arrivals: list[str],
+) -> None:
+    values = {"a": [0.01, 0.02, 0.04], "b": [0.5]}
+    payloads = {
+        f"{watch} counts": count_and_sum(watch, 0.0, 0.0) for watch in values
+    } | {
+        f"{watch} observes": observations(watch, watch_values)
+        for watch, watch_values in values.items()
+    }
+    with PrometheusExporter(port=0) as exporter:
+        for arrival in arrivals:
+            exporter.log_payloads([payloads[arrival]])
+        samples, _, types = parse(page_of(exporter))
+
+    assert types["rlpulse_update_seconds_count"] == "histogram"
+    for watch, watch_values in values.items():
+        assert samples[("rlpulse_update_seconds_count", watch)] == len(watch_values)
+        assert samples[("rlpulse_update_seconds_sum", watch)] == pytest.approx(
+            sum(watch_values)
+        )
+    # No counter repeats them, frozen at what came before the observations.
+    assert not any("_2" in name or "_total" in name for name, _ in samples)
+
+
 def test_a_histogram_accumulates_the_intervals_of_its_payloads() -> None:
     registry = CollectorRegistry()
     with PrometheusExporter(registry=registry) as exporter:

@@ -152,7 +152,8 @@ class SinkQueue:
         self._retry_at_once = False
         # Called once the sink has taken what was pending when each was asked for.
         self._flush_answers: deque[Callable[[], None]] = deque()
-        # Set when the sender found the queue empty, waits to try again, or ended.
+        # Set when the sender found the queue empty, waits to try again, or
+        # ended, and when closing begins: it wakes a producer waiting for room.
         self._settled = threading.Event()
         # How many payloads the call under way holds (undelivered, if it hangs).
         self._in_call = 0
@@ -266,21 +267,23 @@ class SinkQueue:
             self._closing = True
             self._retry_at_once = True
             self._interrupt.set()
+            self._settled.set()
         self._wakeup.set()
 
     def wait_for_room(self, count: int) -> None:
-        """Wait until the queue has room for ``count`` more payloads without dropping, or its sink is failing.
+        """Wait until the queue has room for ``count`` more payloads without dropping, its sink is failing, or the queue is closing.
 
         For a producer that would rather wait for a slow sink than drop
         (the sink process's reader: the pipe in front of it then fills, and
         its writer waits in turn); a sink that fails for a while (a
         :class:`~rlpulse.runtime.retry.TransientSinkError`) is not waited
-        for, its queue dropping its oldest payloads once full.
+        for, its queue dropping its oldest payloads once full, nor is a
+        queue closing (:meth:`begin_close`, which ends a wait under way).
         """
         pending = self.pending
         while len(pending) + count > self.size and pending:
             self._settled.clear()
-            if self.retry_error is not None or not self.busy:
+            if self.retry_error is not None or not self.busy or self._closing:
                 return
             if not pending:
                 return

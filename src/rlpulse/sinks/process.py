@@ -27,7 +27,10 @@ numbers, values, steps, wall times, kinds numbers, histograms)`` (a
 monitor's payloads, column by column: each payload's metric names by the
 number of its layout, a layout's names sent once with its number; every
 value in one array of doubles; each payload's kinds mapping by number, sent
-once), ``("event", fields)`` and ``("flush",)``; end of file means close.
+once), ``("event", fields)`` and ``("flush",)``; end of file means close. A
+third pipe, apart from the payloads so that a child behind on them hears it
+at once, carries one byte when the parent begins to close the child: its
+deadline counts from then, as the parent's kill does.
 Child to parent: ``("ready", descriptions)`` or ``("refused", message)``,
 then ``("failing", index, message)`` when a hosted sink starts failing,
 ``("recovered", index)`` when it writes again, ``("dropped", index,
@@ -40,6 +43,7 @@ import array
 import contextlib
 import functools
 import itertools
+import logging
 import marshal
 import operator
 import os
@@ -63,6 +67,7 @@ from rlpulse.runtime.events import Event
 from rlpulse.runtime.queues import Item, SinkQueue
 from rlpulse.runtime.retry import TransientSinkError
 from rlpulse.runtime.sinks import Sink
+from rlpulse.runtime.threads import MonitorThread
 from rlpulse.sinks.base import BatchSink
 from rlpulse.sinks.registry import SinkSpecError, open_sink
 
@@ -76,6 +81,13 @@ _PIPE_BYTES = 1 << 20
 # Not "-m rlpulse.sinks.process": that module is imported by rlpulse's
 # __init__ first, and running it again as __main__ makes runpy warn.
 _CHILD_MAIN = "from rlpulse.sinks.process import _main; _main()"
+# What the parent writes on the third pipe when it begins to close the child.
+_CLOSING = b"c"
+# The share of close_timeout the child has to close its sinks, and to say
+# what they did not take, before the parent kills it.
+_DRAIN_SHARE = 0.8
+
+_log = logging.getLogger("rlpulse")
 
 
 class SinkProcessError(RuntimeError):
@@ -113,7 +125,9 @@ class SinkProcess(BatchSink):
     there, tried again after a back-off, up to ``queue_size`` payloads, the
     oldest dropped past it (counted in :attr:`dropped`); a slow sink is
     waited for once its queue is full. ``close()`` lets the child write what is pending and
-    close its sinks, killing it after ``close_timeout`` seconds. If this
+    close its sinks, killing it after ``close_timeout`` seconds (the child
+    says first, on standard error, what a sink did not take; a kill is
+    warned about). If this
     process dies, even by ``kill -9``, the child still writes everything it
     was sent, then exits. Console specs print to this process's standard
     output and error, which the child shares.
@@ -157,9 +171,9 @@ class SinkProcess(BatchSink):
         self._layouts = _Numbering()
         self._kinds = _Numbering()
         self._kinds_kept: dict[int, Mapping[str, Kind]] = {}
-        self._process, outbox, inbox = _spawn()
+        self._process, outbox, inbox, self._closing_notice = _spawn()
         self._pipes = _Pipes(outbox, inbox)
-        self._ends = _Ends(outbox, inbox)
+        self._ends = _Ends(outbox, inbox, self._closing_notice)
         # Collected without close(): the child sees the pipe's end and exits.
         weakref.finalize(self, self._ends.close_all)
         self.pid = self._process.pid
@@ -397,32 +411,43 @@ class SinkProcess(BatchSink):
             self._lock.release()
 
     def close(self) -> None:
-        """Let the child write what is pending and close its sinks, then reap it; closing again does nothing.
+        """Let the child write what is pending and close its sinks, then reap it, within ``close_timeout`` seconds; closing again does nothing.
 
-        A child that has not ended ``close_timeout`` seconds after it was
-        told to, or that has read nothing for that long while another call
-        waits on a full pipe (that call then raises
-        :class:`SinkProcessError`), is killed: what it had not written is lost.
+        The child is told at once, apart from the payloads it may still be
+        reading: by 80 % of ``close_timeout`` it stops feeding its sinks and
+        says on standard error, in one line a sink, how many payloads a sink
+        did not take. A child that has not ended by ``close_timeout`` (or
+        that has read nothing for that long while another call waits on a
+        full pipe; that call then raises :class:`SinkProcessError`) is
+        killed, with a warning on the ``rlpulse`` logger: what it still held
+        is lost.
         """
         if self._pid != os.getpid():
             return  # the parent's sink process, not this forked child's
+        deadline = time.monotonic() + self.close_timeout
+        self._ends.close(self._closing_notice, last_words=_CLOSING)
         if not self._lock.acquire(timeout=self.close_timeout):
             # Another call holds the lock, blocked on a full pipe: the child
             # has read nothing for close_timeout. Killed, it fails that call
             # (SinkProcessError), which lets go of the lock.
-            self._kill()
+            self._kill_at_close(
+                f"it had read nothing for {self.close_timeout:g} s while "
+                "another call waited on a full pipe"
+            )
             if not self._lock.acquire(timeout=self.close_timeout):
                 return  # pragma: no cover - that call never returned
         try:
             if self._closed:
                 return
             self._closed = True
-            self._pipes.finish(time.monotonic() + self.close_timeout)
+            self._pipes.finish(deadline)
             self._ends.close(self._pipes.outbox)
             try:
-                self._process.wait(self.close_timeout)
+                self._process.wait(max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                self._kill()
+                self._kill_at_close(
+                    f"it had not ended {self.close_timeout:g} s after close() began"
+                )
             self._ends.close_all()
         finally:
             self._lock.release()
@@ -511,6 +536,18 @@ class SinkProcess(BatchSink):
         with contextlib.suppress(OSError):
             self._process.kill()
         self._process.wait()
+
+    def _kill_at_close(self, why: str) -> None:
+        """Kill the child, which ``close()`` cannot wait for any longer, and say so in one warning."""
+        _log.warning(
+            "%r killed its sink process (pid %d): %s; the payloads it still "
+            "held may be lost (what each sink did not take is on its standard "
+            "error above, if it could say it in time).",
+            self,
+            self.pid,
+            why,
+        )
+        self._kill()
 
 
 class _Pipes:
@@ -680,15 +717,23 @@ class _Numbering:
 
 
 class _Ends:
-    """The two pipe ends a :class:`SinkProcess` holds, each closed once, whoever closes it first."""
+    """The pipe ends a :class:`SinkProcess` holds, each closed once, whoever closes it first."""
 
     def __init__(self, *fds: int) -> None:
         self._open = set(fds)
 
-    def close(self, fd: int) -> None:
-        if fd in self._open:
-            self._open.discard(fd)
-            os.close(fd)
+    def close(self, fd: int, last_words: bytes = b"") -> None:
+        """Close ``fd`` unless it is closed already, writing ``last_words`` to it first."""
+        try:
+            self._open.remove(fd)  # one caller only, even on two threads
+        except KeyError:
+            return
+        if last_words:
+            # Fewer than PIPE_BUF bytes into a pipe that holds nothing else:
+            # they go in at once, or the child is gone.
+            with contextlib.suppress(OSError):
+                os.write(fd, last_words)
+        os.close(fd)
 
     def close_all(self) -> None:
         for fd in sorted(self._open):
@@ -751,25 +796,27 @@ def _check_arguments(
         )
 
 
-def _spawn() -> tuple[subprocess.Popen[bytes], int, int]:
-    """Start the child; return it, the pipe end to write to it and the one to read from it."""
+def _spawn() -> tuple[subprocess.Popen[bytes], int, int, int]:
+    """Start the child; return it, the pipe end to write to it, the one to read from it and the one to tell it that closing began."""
     to_child, outbox = os.pipe()
     inbox, from_child = os.pipe()
+    closing_heard, closing_notice = os.pipe()
+    child_ends = (to_child, from_child, closing_heard)
     try:
         process = subprocess.Popen(
-            [sys.executable, "-c", _CHILD_MAIN, str(to_child), str(from_child)],
+            [sys.executable, "-c", _CHILD_MAIN, *map(str, child_ends)],
             stdin=subprocess.DEVNULL,
-            pass_fds=(to_child, from_child),
+            pass_fds=child_ends,
             env=_child_environment(),
         )
     except BaseException:
-        os.close(outbox)
-        os.close(inbox)
+        for fd in (outbox, inbox, closing_notice):
+            os.close(fd)
         raise
     finally:
-        os.close(to_child)
-        os.close(from_child)
-    return process, outbox, inbox
+        for fd in child_ends:
+            os.close(fd)
+    return process, outbox, inbox, closing_notice
 
 
 def _child_environment() -> dict[str, str]:
@@ -924,8 +971,12 @@ def _histograms_received(sent: Mapping[str, tuple[Any, ...]]) -> dict[str, Histo
     }
 
 
-def _serve(inbox: BinaryIO, outbox: BinaryIO) -> int:
-    """The child's side: open the sinks, feed them every batch until end of file, close them."""
+def _serve(inbox: BinaryIO, outbox: BinaryIO, closing_heard: int) -> int:
+    """The child's side: open the sinks, feed them every batch until end of file, close them.
+
+    ``closing_heard``: the pipe end on which the parent says that it
+    began to close this process (:class:`_CloseDeadline`).
+    """
     telling = threading.Lock()
 
     def tell(message: Any) -> None:
@@ -935,6 +986,7 @@ def _serve(inbox: BinaryIO, outbox: BinaryIO) -> int:
 
     request = _read_message(inbox)
     if request is None:
+        os.close(closing_heard)
         return 1
     specs: list[str] = request[1]
     queue_size: int = request[2]
@@ -947,13 +999,19 @@ def _serve(inbox: BinaryIO, outbox: BinaryIO) -> int:
         tell(("refused", str(error)))
         for sink in sinks:
             sink.close()
+        os.close(closing_heard)
         return 1
     tell(("ready", [repr(sink) for sink in sinks]))
     hosted = _Hosted(sinks, tell, queue_size)
+    deadline = _CloseDeadline(closing_heard, close_timeout, hosted.stop_waiting)
     received = _Received()
+    # Payloads read past the deadline: counted, not fed.
+    unread = 0
     try:
         while (message := _read_message(inbox)) is not None:
-            if message[0] == "batch":
+            if deadline.passed():
+                unread += _payloads_in(message)
+            elif message[0] == "batch":
                 hosted.put(
                     [
                         (metrics, step, wall_time, "", inferred_kinds(metrics), {})
@@ -967,8 +1025,73 @@ def _serve(inbox: BinaryIO, outbox: BinaryIO) -> int:
             else:
                 hosted.flush(lambda: tell(("flushed",)))
     finally:
-        hosted.close(close_timeout)
+        hosted.close(deadline.when_ended(), deadline.seconds, unread)
+        deadline.met()
     return 0
+
+
+def _payloads_in(message: Sequence[Any]) -> int:
+    """How many payloads a message from the parent holds.
+
+    >>> _payloads_in(("batch", [({"loss": 1.0}, 1, 1.5)])), _payloads_in(("flush",))
+    (1, 0)
+    """
+    if message[0] == "batch":
+        return len(message[1])
+    if message[0] == "payloads":
+        return len(message[3])
+    return 0
+
+
+class _CloseDeadline:
+    """When the child must be done with its sinks: :data:`_DRAIN_SHARE` of ``close_timeout`` after its parent began to close it.
+
+    The parent says so on a pipe of its own (``closing_heard``), which a
+    thread here waits on: the child hears it at once, however far behind
+    it is on the payloads still in the other pipe, and its deadline comes
+    before the parent's kill (``close_timeout`` after the same moment).
+    At the deadline, ``on_passed()`` stops the sinks being waited for,
+    so that the child reads the rest of the payloads (counting them), says
+    what its sinks did not take and exits in time. A pipe that ends with
+    nothing said: the parent is gone (killed, or it dropped its
+    ``SinkProcess``), nobody kills the child, and its deadline counts from
+    the end of the payloads.
+    """
+
+    def __init__(
+        self, closing_heard: int, close_timeout: float, on_passed: Callable[[], None]
+    ) -> None:
+        self.seconds = _DRAIN_SHARE * close_timeout
+        """How long the child has to deliver what it holds and close its sinks."""
+        self._at: float | None = None
+        self._heard = threading.Event()
+        self._met = threading.Event()
+        self._on_passed = on_passed
+        MonitorThread("rlpulse-close-deadline", self._watch, (closing_heard,)).start()
+
+    def _watch(self, closing_heard: int) -> None:
+        try:
+            said = os.read(closing_heard, len(_CLOSING))
+        finally:
+            os.close(closing_heard)
+        if said:
+            self._at = time.monotonic() + self.seconds
+        self._heard.set()
+        if self._at is not None and not self._met.wait(self._at - time.monotonic()):
+            self._on_passed()
+
+    def passed(self) -> bool:
+        """Whether the parent began to close the child more than :attr:`seconds` ago."""
+        return self._at is not None and time.monotonic() >= self._at
+
+    def when_ended(self) -> float:
+        """The deadline (``time.monotonic()``), once the payloads have ended: the parent closes the other pipe after this one, or dies with both."""
+        self._heard.wait(self.seconds)
+        return self._at if self._at is not None else time.monotonic() + self.seconds
+
+    def met(self) -> None:
+        """Say that the child is done with its sinks: nothing is to stop at the deadline."""
+        self._met.set()
 
 
 class _Received:
@@ -1060,6 +1183,11 @@ class _Hosted:
             queue.put_events((event,))
             queue.wake()
 
+    def stop_waiting(self) -> None:
+        """Wait for no sink from now on, one that :meth:`put` waits for included: each queue begins to close."""
+        for queue in self._queues:
+            queue.begin_close()
+
     def flush(self, answer: Callable[[], None]) -> None:
         """Flush every sink once it has taken what was sent before (one that is failing: at once), then ``answer()``."""
         left = [len(self._queues)]
@@ -1075,10 +1203,11 @@ class _Hosted:
         for queue in self._queues:
             queue.flush_then(flushed)
 
-    def close(self, close_timeout: float) -> None:
-        """Deliver what is queued and close the sinks, within most of the parent's ``close_timeout``; say in one line each what a sink did not take."""
-        # The parent kills this process close_timeout after telling it to end.
-        deadline = time.monotonic() + 0.8 * close_timeout
+    def close(self, deadline: float, seconds: float, unread: int) -> None:
+        """Deliver what is queued and close the sinks by ``deadline``, ``seconds`` after the parent began to close; say in one line each what a sink did not take.
+
+        ``unread``: the payloads read too late to be fed (every sink's loss).
+        """
         for queue in self._queues:
             queue.begin_close()
         for queue, sink in zip(self._queues, self._sinks, strict=True):
@@ -1086,17 +1215,22 @@ class _Hosted:
             if discarded is None:
                 with contextlib.suppress(Exception):
                     sink.close()
+            # else, stuck in a call, it would not let go of its lock: left open.
+            if discarded is None and not unread:
                 continue
-            # Stuck in a call, it would not let go of its lock: left open.
-            why = (
-                "it did not return"
-                if queue.retry_error is None
-                else f"it was still failing ({queue.retry_error!r})"
-            )
+            if queue.retry_error is not None:
+                why = f"it was still failing ({queue.retry_error!r})"
+            elif unread:
+                why = (
+                    "the sink process was still behind on what it was sent "
+                    "(its slowest sink holds up the others)"
+                )
+            else:
+                why = "it was still busy"
             print(
-                f"rlpulse: the sink process stopped without draining {sink!r}: "
-                f"{why} within {0.8 * close_timeout:g} s; {discarded} payloads "
-                "were not delivered",
+                f"rlpulse: the sink process stopped without draining {sink!r} "
+                f"within {seconds:g} s: {why}; {(discarded or 0) + unread} "
+                "payloads were not delivered",
                 file=sys.stderr,
                 flush=True,
             )
@@ -1131,4 +1265,4 @@ def _main() -> None:
         os.fdopen(int(sys.argv[1]), "rb") as inbox,
         os.fdopen(int(sys.argv[2]), "wb", buffering=0) as outbox,
     ):
-        sys.exit(_serve(inbox, outbox))
+        sys.exit(_serve(inbox, outbox, int(sys.argv[3])))

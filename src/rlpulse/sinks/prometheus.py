@@ -85,7 +85,7 @@ class PrometheusExporter(BaseSink):
     ``histogram_quantile``: its ``le`` bounds are :data:`BOUNDS_PER_OCTAVE`
     per power of two over the range observed (:func:`classic_buckets`); its
     ``_count`` and ``_sum`` take the place of the key's ``_count`` and
-    ``_sum`` counters, and its quantiles (``_p99``) stay gauges. Names
+    ``_sum`` counters, every watch's, and its quantiles (``_p99``) stay gauges. Names
     follow Prometheus' conventions: the seconds
     rlpulse's names abbreviate to ``s`` are spelled out (``update_s_p99`` is
     served as ``rlpulse_update_seconds_p99``, ``cpu_s`` as
@@ -155,8 +155,8 @@ class PrometheusExporter(BaseSink):
             *_Family(self._poll_time_gauge, _GAUGE, "").exposed_names(),
             *_Family(self._events_counter, _COUNTER, "").exposed_names(),
         }
-        # The observations so far by (family name, watch), and the payload
-        # keys the histograms serve (a distribution's count and sum).
+        # The observations so far by (family name, watch), and the metrics
+        # the histograms serve for every watch (a distribution's count and sum).
         self._histograms: dict[tuple[str, str], Histogram] = {}
         self._served_by_histograms: set[str] = set()
         self._server: Any = None
@@ -203,18 +203,15 @@ class PrometheusExporter(BaseSink):
             for key, interval in payload.distributions.items():
                 watch, metric = split(key)
                 if (metric, True) not in self._family_of_metric:
-                    self._retire_served_by_histogram(metric, watch)
+                    self._retire_served_by_histogram(metric)
                 family = self._family_for(metric, Kind.DISTRIBUTION)
                 served = self._histograms.setdefault((family.name, watch), Histogram())
                 served.merge(interval)
-                self._served_by_histograms.update(
-                    (key + COUNT_SUFFIX, key + SUM_SUFFIX)
-                )
                 self._poll_times[watch] = payload.wall_time
             for key, value in payload.metrics.items():
-                if key in self._served_by_histograms:
-                    continue
                 watch, metric = split(key)
+                if metric in self._served_by_histograms:
+                    continue
                 family = self._family_for(metric, payload.kind(key))
                 self._latest[(family.name, watch)] = float(value)
                 self._poll_times[watch] = payload.wall_time
@@ -225,23 +222,25 @@ class PrometheusExporter(BaseSink):
             "to keep serving metrics"
         )
 
-    def _retire_served_by_histogram(self, metric: str, watch: str) -> None:
-        """Stop serving ``watch``'s ``<metric>_count`` and ``_sum`` as series of their own: its histogram serves them from now on.
+    def _retire_served_by_histogram(self, metric: str) -> None:
+        """Stop serving ``<metric>_count`` and ``_sum`` as series of their own, for every watch: ``metric``'s histogram serves them from now on.
 
         A tally logs a distribution's count and sum before its first
         observation; served as counters meanwhile, their families would
-        take the histogram's names. A family no watch is left on gives its
-        names back.
+        take the histogram's names. The histogram is one family for every
+        watch, so the counters go for every watch, their names given back,
+        and no watch's ``<metric>_count`` or ``_sum`` is served beside it
+        again: a watch without observations yet has none until its first.
         """
         for suffix in (COUNT_SUFFIX, SUM_SUFFIX):
-            plain = self._family_of_metric.get((metric + suffix, False))
+            self._served_by_histograms.add(metric + suffix)
+            plain = self._family_of_metric.pop((metric + suffix, False), None)
             if plain is None:
                 continue
-            self._latest.pop((plain.name, watch), None)
-            if not any(name == plain.name for name, _ in self._latest):
-                del self._family_of_metric[(metric + suffix, False)]
-                del self._family_by_name[plain.name]
-                self._taken.difference_update(plain.exposed_names())
+            for served in [key for key in self._latest if key[0] == plain.name]:
+                del self._latest[served]
+            del self._family_by_name[plain.name]
+            self._taken.difference_update(plain.exposed_names())
 
     def _family_for(self, metric: str, kind: Kind) -> _Family:
         """The family serving ``metric``: made the first time, of ``kind``, and kept.
