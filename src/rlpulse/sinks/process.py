@@ -1218,7 +1218,9 @@ class _Hosted:
             # else, stuck in a call, it would not let go of its lock: left open.
             if discarded is None and not unread:
                 continue
-            if queue.retry_error is not None:
+            if queue.sender_died_of is not None:
+                why = f"the thread feeding it ended on {queue.sender_died_of!r}"
+            elif queue.retry_error is not None:
                 why = f"it was still failing ({queue.retry_error!r})"
             elif unread:
                 why = (
