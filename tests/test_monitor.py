@@ -195,6 +195,12 @@ def test_a_sink_class_given_for_a_sink_is_refused_at_construction(bad: Any) -> N
         LoggerMonitor(bad, background=False)
 
 
+@pytest.mark.parametrize("spec", ["sqlite:runs/train.sqlite", ["console:"]])
+def test_a_sink_spec_given_for_a_sink_is_refused_naming_open_sink(spec: Any) -> None:
+    with pytest.raises(TypeError, match=r"log_metrics.*open_sink\(spec\)"):
+        LoggerMonitor(spec, background=False)
+
+
 def test_an_empty_sequence_of_sinks_is_refused() -> None:
     with pytest.raises(ValueError, match="at least one sink"):
         LoggerMonitor([], background=False)

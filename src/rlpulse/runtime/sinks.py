@@ -104,9 +104,18 @@ class Sink:
             self.log_metrics = _scalar_logger(log_scalar)
             self.wants_timestamp = False
             return
+        hint = (
+            f" The string {target!r} is no sink: a spec such as "
+            "'sqlite:runs/train.sqlite' is opened by rlpulse.open_sink(spec) "
+            "(LoggerMonitor(open_sink(spec))), or run in a process of its own by "
+            "SinkProcess(spec, ...)."
+            if isinstance(target, str)
+            else ""
+        )
         raise TypeError(
             f"Cannot log to an object of type {type(target).__name__}: a sink needs "
             "log_metrics(metrics, step=None) or log_scalar(name, value, step=None)."
+            + hint
         )
 
     @property
