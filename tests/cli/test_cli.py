@@ -253,6 +253,26 @@ def test_match_of_nothing_is_the_same_one_line_error_in_every_command(
     assert "buffer/utilization, collector/frames, collector/frames_per_second" in line
 
 
+@pytest.mark.parametrize(
+    ("pattern", "meant"),
+    [
+        ("colector/frames", "'collector/frames'"),
+        ("colector/*", "'collector/*'"),
+        ("frames*", "'*frames*' (a pattern with *, ? or [ matches whole names)"),
+    ],
+)
+def test_a_pattern_close_to_what_the_run_has_is_answered_with_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], pattern: str, meant: str
+) -> None:
+    path = tmp_path / "metrics.db"
+    _write_sqlite_run(path, "first", frames=400.0)
+
+    assert main(["show", str(path), "--match", pattern]) == 2
+
+    (line,) = capsys.readouterr().err.splitlines()
+    assert f"no metric matching '{pattern}'; did you mean {meant}? Its metrics" in line
+
+
 @pytest.mark.parametrize("command", ["show", "top", "compare"])
 def test_exact_writes_every_value_in_full(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str

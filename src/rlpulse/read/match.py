@@ -8,10 +8,12 @@ command.
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 from collections.abc import Iterable, Sequence
 from typing import TypeAlias
 
+from rlpulse.naming import split
 from rlpulse.text import format_name
 
 __all__ = [
@@ -84,15 +86,48 @@ def matching(names: Iterable[str], match: Match, *, run: str) -> list[str]:
 
 
 def no_metric_matching(run: str, match: Match, names: Iterable[str]) -> str:
-    """The one-line message for patterns that keep none of run ``run``'s metric ``names``.
+    """The one-line message for patterns that keep none of run ``run``'s metric ``names``: the patterns that would, where a pattern is close to one, and what there is.
 
     >>> no_metric_matching("r", ["zz", "y*"], ["b/size", "c/frames"])
     "run r has no metric matching 'zz' or 'y*'; its metrics are b/size, c/frames"
+    >>> no_metric_matching("r", "colector/frames", ["collector/frames", "b/size"])
+    "run r has no metric matching 'colector/frames'; did you mean 'collector/frames'? Its metrics are b/size, collector/frames"
+    >>> no_metric_matching("r", "frames*", ["collector/frames", "b/size"])
+    "run r has no metric matching 'frames*'; did you mean '*frames*' (a pattern with *, ? or [ matches whole names)? Its metrics are b/size, collector/frames"
     """
-    return (
-        f"run {format_name(run)} has no metric matching {patterns_text(match)}; "
-        f"its metrics are {some_names(names)}"
+    names = sorted(set(names))
+    patterns = [match] if isinstance(match, str) or match is None else list(match)
+    close, widened = _closest(
+        [pattern for pattern in patterns if pattern is not None], names
     )
+    said = f"run {format_name(run)} has no metric matching {patterns_text(match)}; "
+    if not close:
+        return said + f"its metrics are {some_names(names)}"
+    return (
+        said
+        + f"did you mean {' or '.join(map(repr, close))}"
+        + (" (a pattern with *, ? or [ matches whole names)" if widened else "")
+        + f"? Its metrics are {some_names(names)}"
+    )
+
+
+def _closest(patterns: list[str], names: list[str]) -> tuple[list[str], bool]:
+    # For each pattern, the glob made to match within names where that
+    # keeps some (and whether one was), else the names and watch patterns
+    # spelled most like it.
+    watches = sorted({split(name)[0] for name in names} - {""})
+    candidates = names + [f"{watch}/*" for watch in watches]
+    close: list[str] = []
+    widened = False
+    for pattern in patterns:
+        within = f"*{pattern.strip('*')}*"
+        if _is_glob(pattern) and within != pattern and select_metrics(names, within):
+            found = [within]
+            widened = True
+        else:
+            found = difflib.get_close_matches(pattern, candidates, n=3, cutoff=0.75)
+        close += [name for name in found if name not in close]
+    return close, widened
 
 
 def patterns_text(match: Match) -> str:
@@ -118,7 +153,11 @@ def some_names(names: Iterable[str]) -> str:
     return shown
 
 
+def _is_glob(pattern: str) -> bool:
+    return any(character in pattern for character in "*?[")
+
+
 def _matches(name: str, pattern: str) -> bool:
-    if any(character in pattern for character in "*?["):
+    if _is_glob(pattern):
         return fnmatch.fnmatchcase(name, pattern)
     return pattern in name
