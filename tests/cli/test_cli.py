@@ -253,6 +253,18 @@ def test_match_of_nothing_is_the_same_one_line_error_in_every_command(
     assert "buffer/utilization, collector/frames, collector/frames_per_second" in line
 
 
+def test_a_misspelled_option_is_refused_with_the_command_s_usage_and_the_option_meant(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["show", str(tmp_path / "run.sqlite"), "--mach", "collector"])
+
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: rlpulse show ")
+    assert "unrecognized arguments: --mach (did you mean --match?) collector" in err
+
+
 @pytest.mark.parametrize(
     ("pattern", "meant"),
     [

@@ -54,7 +54,8 @@ def add_command(
         description=description,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    command.set_defaults(handler=handler)
+    # Its own parser, for an error about its arguments (see main).
+    command.set_defaults(handler=handler, command_parser=command)
     if runs is not None:
         command.add_argument("runs", nargs="+", metavar="RUN", help=runs)
     return command

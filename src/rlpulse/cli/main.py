@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import os
 import sqlite3
 import sys
 import warnings
 from collections.abc import Iterator
-from typing import TextIO
+from typing import NoReturn, TextIO
 
 from rlpulse import __version__
 from rlpulse.cli import common, compare, demo, plot, show, top
@@ -70,7 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     >>> print(errors.getvalue().strip())
     rlpulse: error: no/such/file.sqlite: no such file; give the path of a metrics file written by an rlpulse file sink
     """
-    args = build_parser().parse_args(argv)
+    args, unknown = build_parser().parse_known_args(argv)
+    if unknown:
+        _refuse_unknown(args.command_parser, unknown)
     handler: common.Handler = args.handler
     try:
         with _notes_printed():
@@ -84,6 +87,26 @@ def main(argv: list[str] | None = None) -> int:
         return common.fail(common.describe(error))
     except (RunFileError, MatchError, PlotError, SinkSpecError, sqlite3.Error) as error:
         return common.fail(str(error))
+
+
+def _refuse_unknown(command: argparse.ArgumentParser, unknown: list[str]) -> NoReturn:
+    """Exit as argparse does, with the command's own usage and, for a misspelled option, the one meant.
+
+    The top-level parser would say it, with its usage, not the command's.
+    """
+    options = [
+        option for action in command._actions for option in action.option_strings
+    ]
+    meant = [
+        f"{given} (did you mean {close[0]}?)" if close else given
+        for given in unknown
+        for close in [
+            difflib.get_close_matches(given, options, n=1)
+            if given.startswith("-")
+            else []
+        ]
+    ]
+    command.error(f"unrecognized arguments: {' '.join(meant)}")
 
 
 _NOTES = (PlotWarning, RunFileWarning)
