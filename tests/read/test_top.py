@@ -169,16 +169,21 @@ def test_hung_and_dropping_mark_their_watch_and_a_failing_sink_the_header(
 
 def test_a_dropping_watch_runs_again_a_minute_later(tmp_path: Path) -> None:
     events = (Event(START + 9, "buffer", "dropping", "queue full", 3.0),)
-    runs = followed(store(tmp_path / "run.sqlite", pipeline(), events))
+    runs = followed(store(tmp_path / "run.sqlite", pipeline(70), events))
 
-    assert heading(screen(runs, now=START + 80), "buffer") == ["buffer", "running"]
+    assert heading(screen(runs, now=START + 70), "buffer") == ["buffer", "running"]
 
 
-def test_a_writer_that_stopped_reads_as_no_new_data(tmp_path: Path) -> None:
+def test_a_writer_that_stopped_reads_as_no_new_data_and_its_watches_as_quiet(
+    tmp_path: Path,
+) -> None:
     runs = followed(store(tmp_path / "run.sqlite", pipeline()))
 
     assert "last data 1.0 s ago" in screen(runs, now=START + 11)
-    assert "no new data for 40.0 s" in screen(runs, now=START + 50)
+    assert heading(screen(runs, now=START + 11), "buffer") == ["buffer", "running"]
+    stopped = screen(runs, now=START + 50)
+    assert "no new data for 40.0 s" in stopped
+    assert heading(stopped, "buffer") == ["buffer", "quiet", "40.0", "s"]
 
 
 def test_the_monitor_cost_is_in_the_header(tmp_path: Path) -> None:

@@ -292,6 +292,22 @@ class LiveRun:
         names = {split(name)[0] for name in self.series}
         return sorted(names, key=lambda watch: (watch == MONITOR_WATCH, watch))
 
+    def last_time_of(self, watch: str) -> float:
+        """When watch ``watch`` last logged (NaN before it has).
+
+        >>> from rlpulse.formats.records import Followed, Record
+        >>> run = LiveRun("live")
+        >>> run.add(Followed([Record(100.0, 1, "c/frames", 0.0), Record(104.0, 2, "b/size", 1.0)], []))
+        >>> run.last_time_of("c"), run.last_time_of("b"), run.last_time_of("x")
+        (100.0, 104.0, nan)
+        """
+        times = [
+            series.last_time
+            for name, series in self.series.items()
+            if split(name)[0] == watch
+        ]
+        return max(times, default=math.nan)
+
     def state(self, watch: str, now: float) -> WatchState:
         """Watch ``watch``'s open streaks, and its one-off events of the :data:`RECENT_SECONDS` before ``now``; ``""`` for the monitor's sinks."""
         streaks = [event for (name, _), event in self._streaks.items() if name == watch]

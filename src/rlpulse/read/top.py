@@ -345,6 +345,19 @@ def _header(sources: Sequence[_Source], width: int, now: float) -> list[list[Seg
     return lines
 
 
+def _watch_word(live: LiveRun, watch: str, now: float) -> tuple[str, str]:
+    """What a watch's heading says of it, and in which style: what is wrong with it, ``quiet`` for how long where it has logged nothing for as long as the run's writer reads as stopped, else ``running``."""
+    if watch not in live.watches():
+        return "-", "green"
+    state = live.state(watch, now)
+    if not state.healthy:
+        return state.word, "bold red"
+    silent = now - live.last_time_of(watch)
+    if silent > live.quiet_after(QUIET_AFTER_S):
+        return f"quiet {format_duration(silent)}", "yellow"
+    return state.word, "green"
+
+
 def _run_status(follower: RunFollower, live: LiveRun, now: float) -> list[Segment]:
     if follower.waiting is not None:
         # The header's first line has the whole path.
@@ -431,8 +444,7 @@ def _body(
             continue
         heading = [Segment(watch.ljust(label_width)[:label_width], "bold cyan")]
         for index, source in enumerate(sources):
-            state = source.live.state(watch, now)
-            word = state.word if watch in source.live.watches() else "-"
+            word, style = _watch_word(source.live, watch, now)
             if len(sources) > 1:
                 word = f"{run_letter(index)} {word}"
             heading.append(
@@ -440,7 +452,7 @@ def _body(
                     word.rjust(cell_width)[:cell_width]
                     if len(sources) > 1
                     else " " + word,
-                    "green" if state.healthy else "bold red",
+                    style,
                 )
             )
         lines.append(heading)
