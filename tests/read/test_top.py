@@ -174,6 +174,16 @@ def test_a_dropping_watch_runs_again_a_minute_later(tmp_path: Path) -> None:
     assert heading(screen(runs, now=START + 70), "buffer") == ["buffer", "running"]
 
 
+def test_a_line_wider_than_the_terminal_ends_with_an_ellipsis(tmp_path: Path) -> None:
+    message = "waited " + "a long while for the learner to take a batch " * 3
+    events = (Event(START + 9, "buffer", "stalled", message, 3.0),)
+    text = screen(followed(store(tmp_path / "run.sqlite", pipeline(), events)))
+
+    [line] = [line for line in text.splitlines() if "waited a long" in line][-1:]
+    assert len(line) == 80
+    assert line.endswith("…")
+
+
 def test_a_writer_that_stopped_reads_as_no_new_data_and_its_watches_as_quiet(
     tmp_path: Path,
 ) -> None:

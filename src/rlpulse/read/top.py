@@ -569,13 +569,18 @@ def _footer(view: TopView, body_lines: int, room: int, width: int) -> list[Segme
 
 def _cut(line: list[Segment], width: int) -> list[Segment]:
     # A line no wider than the terminal: wider ones would wrap and push the
-    # header off the screen.
-    cut, left = [], width
+    # header off the screen. Where what is cut off is more than blanks, an
+    # ellipsis says so.
+    text = "".join(segment.text for segment in line)
+    cut_off = text[width:].strip() != ""
+    cut, left = [], width - 1 if cut_off else width
     for segment in line:
         if left <= 0:
             break
         cut.append(Segment(segment.text[:left], segment.style))
         left -= len(segment.text[:left])
+    if cut_off and cut:
+        cut.append(Segment("…", cut[-1].style))
     return cut
 
 
