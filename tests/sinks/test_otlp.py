@@ -731,6 +731,31 @@ def test_a_400_is_counted_and_its_batch_not_sent_again_by_the_monitor(
     assert monitor.stats()["errors"] == 1
 
 
+def test_stop_while_nothing_listens_says_why_once_the_exporter_closes(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The exporter's own tries (within its timeout) outlast stop_timeout:
+    # the stop says the sink did not return, and closing the exporter then
+    # ends the call left behind, which says why.
+    with socket.socket() as reserved:
+        reserved.bind(("127.0.0.1", 0))
+        port = reserved.getsockname()[1]
+    exporter = OTLPExporter(f"http://127.0.0.1:{port}", timeout=10)
+    monitor = LoggerMonitor(exporter, poll_interval=0.02, stop_timeout=0.5)
+    monitor.watch(Source(), name="collector")
+    with caplog.at_level(logging.WARNING, logger="rlpulse"):
+        with exporter, monitor:
+            time.sleep(0.2)
+        assert wait_until(
+            lambda: any("left behind failed" in m for m in caplog.messages)
+        )
+    [drained] = [m for m in caplog.messages if "without draining" in m]
+    assert "it did not return" in drained
+    [why] = [m for m in caplog.messages if "left behind failed" in m]
+    assert why.startswith("the call to sink OTLPExporter that stop() left behind")
+    assert "Connection refused" in why
+
+
 def test_stop_with_a_receiver_that_hangs_is_bounded_and_says_what_was_not_delivered(
     receiver: Receiver, caplog: pytest.LogCaptureFixture
 ) -> None:

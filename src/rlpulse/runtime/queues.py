@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import operator
 import threading
 import time
@@ -30,6 +31,8 @@ from rlpulse.runtime.sinks import Sink
 from rlpulse.runtime.threads import MonitorThread
 
 __all__ = ["Item", "SinkQueue"]
+
+_log = logging.getLogger("rlpulse")
 
 Item = tuple[
     dict[str, float], int | None, float, str, Mapping[str, Kind], Mapping[str, Any]
@@ -465,7 +468,9 @@ class SinkQueue:
             send(convert(batch))
         except TransientSinkError as err:
             self._in_call = 0
-            if not self._abandoned:
+            if self._abandoned:
+                self._failed_after_stop(err)
+            else:
                 # Back at the head, in order, in one step: extendleft() of a
                 # list's reversed iterator runs without letting go of the
                 # GIL, so the producer finds the queue with all of them or
@@ -476,7 +481,9 @@ class SinkQueue:
         except Exception as err:
             self._in_call = 0
             self.delivered.extend(batch)
-            if not self._abandoned:
+            if self._abandoned:
+                self._failed_after_stop(err)
+            else:
                 self._failed(batch[0][3], err)
             return
         self._in_call = 0
@@ -501,6 +508,15 @@ class SinkQueue:
                 if self._abandoned:
                     return
                 self._failed(event.watch, err)
+
+    def _failed_after_stop(self, err: Exception) -> None:
+        # The call close() gave up on failed in the end: why it held the
+        # stop up (a receiver that was never there, say), said once.
+        _log.warning(
+            "the call to sink %s that stop() left behind failed: %s",
+            self.sink.name,
+            err,
+        )
 
     def _retry_later(self, watch_name: str, err: TransientSinkError) -> None:
         # A call failed for a while: counted and reported as any failure,
