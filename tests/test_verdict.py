@@ -106,6 +106,13 @@ RULES = [
     ),
     ("queue half full", Window(30, fill=0.5), None, None),
     (
+        "a learner barely started bounds no speed-up",
+        Window(30, 1.0, 0.0, 0.000_007, 0.999_993),
+        P,
+        None,
+    ),
+    ("a learner busy 1 % of the window", Window(30, 1.0, 0.0, 0.01, 0.99), P, 100.0),
+    (
         "a sampled buffer's fill is no queue",
         Window(30, replay_ratio=8, fill=1.0),
         None,

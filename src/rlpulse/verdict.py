@@ -27,6 +27,7 @@ from typing import NamedTuple
 
 __all__ = [
     "BALANCE_MARGIN",
+    "SPEEDUP_SHARE_MIN",
     "VERDICT_METRICS",
     "Bound",
     "Hysteresis",
@@ -47,6 +48,9 @@ __all__ = [
 
 BALANCE_MARGIN = 0.15
 """How far apart two sides may be and still be balanced: their busy shares, or the replay ratio and its target, within 15 %."""
+
+SPEEDUP_SHARE_MIN = 0.01
+"""The least busy share of the other side that bounds the speed-up: below it (a side barely started in the window) the bound, over 100x, says nothing."""
 
 QUEUE_FULL = 0.95
 """A queue this full (of its capacity) holds the producer back."""
@@ -143,8 +147,9 @@ class Verdict(NamedTuple):
     ``rule`` is the rule that decided (``"stage timing"``, ``"replay
     ratio"``, ``"queue"``), or for an unknown verdict why none did.
     ``speedup`` bounds what the pipeline gains if the bottleneck took no
-    time (Amdahl): one over the busy share of the other side; for the
-    replay ratio, how far the ratio is from its target.
+    time (Amdahl): one over the busy share of the other side, unknown
+    where that share is below :data:`SPEEDUP_SHARE_MIN`; for the replay
+    ratio, how far the ratio is from its target.
     """
 
     bound: Bound | None
@@ -286,7 +291,7 @@ def _stage_vote(window: Window) -> _Vote | None:
         return None
     busier = max(producer, consumer)
     other = min(producer, consumer)
-    speedup = 1 / other if other > 0 else None
+    speedup = 1 / other if other >= SPEEDUP_SHARE_MIN else None
     if other >= busier * (1 - BALANCE_MARGIN):
         return _Vote("stage timing", Bound.BALANCED, speedup)
     bound = Bound.PRODUCER if producer > consumer else Bound.CONSUMER
