@@ -584,7 +584,8 @@ def test_a_linear_axis_has_a_few_ticks_and_ticks_only_within_its_view() -> None:
             assert all(low <= at <= high for at in ticks)
 
 
-def test_legends_sit_inside_their_axis(sqlite_run: Path) -> None:
+def test_legends_sit_beside_their_axis_within_the_figure(sqlite_run: Path) -> None:
+    # Never over the lines: on the right of the axis, from its top down.
     figure = plot_run(read(sqlite_run), run="baseline", cumulative=True)
     figure.canvas.draw()
 
@@ -592,11 +593,25 @@ def test_legends_sit_inside_their_axis(sqlite_run: Path) -> None:
     for axes in figure.axes:
         legend = axes.get_legend()
         assert legend is not None
-        inside, outside = legend.get_window_extent(), axes.get_window_extent()
-        assert outside.x0 <= inside.x0
-        assert inside.x1 <= outside.x1
-        assert outside.y0 <= inside.y0
-        assert inside.y1 <= outside.y1
+        beside, axis = legend.get_window_extent(), axes.get_window_extent()
+        assert axis.x1 < beside.x0
+        assert beside.x1 <= figure.bbox.x1
+        assert axis.y0 <= beside.y0
+        assert beside.y1 <= axis.y1 + 1
+
+
+def test_a_long_label_is_shortened_in_the_legend_only() -> None:
+    name = "learner/a_very_long_metric_name_of_a_users_own"
+    figure = plot_run(_records((0, None, name, 1.0), (1, None, name, 2.0)), run="r")
+    figure.canvas.draw()
+
+    (axes,) = _axes_by_unit(figure, "learner").values()
+    assert _labels(axes) == ["a_very_long_metric_name_of_a_users_own"]
+    legend = axes.get_legend()
+    assert legend is not None
+    [text] = [text.get_text() for text in legend.get_texts()]
+    assert text == "a_very_long_…_a_users_own"
+    assert legend.get_window_extent().x1 <= figure.bbox.x1
 
 
 def test_metrics_without_a_watch_get_a_panel_of_their_own() -> None:

@@ -161,10 +161,14 @@ _PANEL_TITLE_INCHES = 0.5
 # Where the axes sit, laid out once from these sizes rather than measured
 # by a layout engine (which draws every text of the figure to measure it):
 # room on the left for an axis's tick labels and unit, on the right for
-# nothing, between axes of a panel for ticks, under a panel's last axis
-# for its tick labels and the x axis's label.
+# its legend (beside the lines, never over them), between axes of a panel
+# for ticks, under a panel's last axis for its tick labels and the x
+# axis's label.
 _LEFT_INCHES = 1.05
-_RIGHT_INCHES = 0.15
+_RIGHT_INCHES = 2.3
+# The longest label a legend shows whole, in the room on the right; a
+# longer one keeps its start and end around an ellipsis.
+_LEGEND_CHARACTERS = 25
 _AXES_GAP_INCHES = 0.3
 _X_LABEL_INCHES = 0.65
 # The x axis's label, under its one line of tick labels: its top this far
@@ -179,7 +183,7 @@ _HEADER_LINE_INCHES = 0.25
 _HEADER_MARGIN_INCHES = 0.2
 _TITLE_LINE_INCHES = 0.15
 _HEADER_CHARACTERS = 105
-_CONSTANTS_CHARACTERS = 110
+_CONSTANTS_CHARACTERS = 80
 _DPI = 110
 # Ticks at multiples of these (times a power of ten), as matplotlib's
 # default; at most this many intervals between a linear y axis's ticks.
@@ -1176,8 +1180,29 @@ def _draw_panel(
         _scale(axes, lines, _UNIT_LABELS[unit], matplotlib)
         axes.set_label(panel.watch)
         axes.grid(True, alpha=0.3)
-        axes.legend(loc="best", fontsize="small", framealpha=0.8)
+        handles, labels = axes.get_legend_handles_labels()
+        axes.legend(
+            handles,
+            [_shortened(label, _LEGEND_CHARACTERS) for label in labels],
+            loc="upper left",
+            bbox_to_anchor=(1.01, 1.0),
+            borderaxespad=0.0,
+            fontsize="small",
+            frameon=False,
+        )
     return all_axes
+
+
+def _shortened(label: str, width: int) -> str:
+    """``label`` in at most ``width`` characters: its start and end around an ellipsis where longer.
+
+    >>> _shortened("episode_return_mean", 25), _shortened("a_very_long_metric_name_of_a_users_own_per_second", 25)
+    ('episode_return_mean', 'a_very_long_…n_per_second')
+    """
+    if len(label) <= width:
+        return label
+    end = (width - 1) // 2
+    return label[: width - 1 - end] + "…" + label[-end:]
 
 
 def _constants_lines(constants: list[_Line]) -> list[str]:
