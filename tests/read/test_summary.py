@@ -19,6 +19,7 @@ from rlpulse.read.summary import (
     RunSummary,
     format_summary,
     narrow_summary,
+    pinned_run,
     summarize,
     summarize_file,
 )
@@ -600,3 +601,20 @@ def test_a_long_line_files_summary_is_read_in_one_pass_without_keeping_its_recor
     assert _metric(summary, "c/frames").mean_rate == 10.0
     # 20,000 records held at once would take several megabytes.
     assert peak < 1_000_000
+
+
+def test_the_latest_run_is_pinned_once_for_every_read_of_a_summary(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "runs.sqlite"
+    for name in ("first", "second"):
+        with SQLiteLogger(store, run=name) as sink:
+            sink.log_metrics({"c/frames": 1.0}, step=0, timestamp=1.0)
+    lines = tmp_path / "run.csv"
+    with CSVLogger(lines) as sink:
+        sink.log_metrics({"c/frames": 1.0}, step=0, timestamp=1.0)
+
+    assert pinned_run(store, None) == "second"
+    assert pinned_run(store, "first") == "first"
+    assert pinned_run(lines, None) is None  # a line file holds one run
+    assert pinned_run(tmp_path / "missing.sqlite", None) is None  # the reader says why

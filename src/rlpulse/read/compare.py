@@ -36,6 +36,7 @@ from rlpulse.read.summary import (
     VerdictSummary,
     aggregate_and_verdicts,
     file_verdicts,
+    pinned_run,
     run_distributions,
     run_letter,
     run_name,
@@ -171,8 +172,9 @@ def compare_files(
     shows ``-`` beside the others.
     """
     compared = []
-    for path, run in runs:
-        label = str(path) if run is None else f"{path}:{run}"
+    for path, asked in runs:
+        label = str(path) if asked is None else f"{path}:{asked}"
+        run = pinned_run(path, asked)
         run_aggregate = formats.read_aggregate(path, run)
         compared.append(
             _figures(

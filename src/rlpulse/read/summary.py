@@ -54,6 +54,7 @@ __all__ = [
     "format_verdicts",
     "is_counter",
     "narrow_summary",
+    "pinned_run",
     "read_run",
     "run_distributions",
     "run_letter",
@@ -368,6 +369,7 @@ def summarize_file(path: str | os.PathLike[str], run: str | None = None) -> RunS
     ('metrics.csv', 2, 5.0)
     """
     path = Path(path)
+    run = pinned_run(path, run)
     run_aggregate = formats.read_aggregate(path, run)
     summary = summary_of(
         run_aggregate,
@@ -428,6 +430,23 @@ def read_run(
     path = Path(path)
     records = read(path, run)
     return run_name(path, run), records
+
+
+def pinned_run(path: Path, run: str | None) -> str | None:
+    """``run``, or for ``None`` the name of a SQLite file's latest run now, so that the several reads of one summary read one run though another starts meanwhile; ``None`` for a line file.
+
+    A file that cannot be read is left to the reader that follows, to say
+    why as it says it.
+    """
+    if run is not None:
+        return run
+    try:
+        if formats.detect_format(path) == "sqlite":
+            runs = list_runs(path)
+            return runs[-1] if runs else None
+    except (OSError, RunFileError):
+        pass
+    return None
 
 
 def run_name(path: str | os.PathLike[str], run: str | None = None) -> str:
