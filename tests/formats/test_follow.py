@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from rlpulse import CSVLogger, Event, JSONLLogger, SQLiteLogger
-from rlpulse.formats import RunFileError, RunFollower
+from rlpulse.formats import Followed, RunFileError, RunFollower
 from rlpulse.formats.csv import HEADER
 from rlpulse.formats.sqlite import SQLiteFollower
 from rlpulse.naming import Kind, Payload
@@ -298,3 +298,112 @@ def test_following_the_latest_run_moves_on_to_a_run_started_later_in_the_file(
     live.add(moved)  # what top keeps forgets the run before
     assert live.value("c/old_only") is None
     assert live.value("c/frames") == 7.0
+
+
+def write_run(logger: type, path: Path, times: list[float], *, stalled: bool) -> None:
+    with logger(path) as sink:
+        for step, wall_time in enumerate(times):
+            sink.log_metrics(
+                {"c/frames": 100.0 * step, "c/old_only": 1.0},
+                step=step,
+                timestamp=wall_time,
+            )
+        if stalled:
+            sink.log_event(Event(times[-1], "c", "stalled", "no progress", 30.0))
+
+
+@pytest.mark.parametrize(
+    ("logger", "name"),
+    [(SQLiteLogger, "run.sqlite"), (CSVLogger, "run.csv"), (JSONLLogger, "run.jsonl")],
+)
+def test_a_file_deleted_and_written_anew_is_a_new_run_whose_records_alone_are_kept(
+    tmp_path: Path, logger: type, name: str
+) -> None:
+    from rlpulse.read.live import LiveRun
+
+    path = tmp_path / name
+    events = logger is not CSVLogger
+    write_run(logger, path, [1000.0 + i for i in range(10)], stalled=events)
+    follower, live = RunFollower(path), LiveRun("run")
+    live.add(follower.read_new())
+    for file in tmp_path.iterdir():  # SQLite's -wal and -shm too
+        file.unlink()
+    assert follower.read_new() == Followed([], [])  # gone: waited for
+    with logger(path) as sink:
+        sink.log_metrics({"c/frames": 0.0}, step=0, timestamp=5.0)
+        sink.log_metrics({"c/frames": 7.0}, step=1, timestamp=6.0)
+        replaced = follower.read_new()
+    follower.close()
+
+    assert replaced.new_run
+    assert [(r.name, r.value) for r in replaced.records] == [
+        ("c/frames", 0.0),
+        ("c/frames", 7.0),
+    ]
+    assert not follower.read_new().new_run  # once
+    live.add(replaced)
+    assert (live.first_time, live.last_time) == (5.0, 6.0)
+    assert live.value("c/old_only") is None
+    assert list(live.events) == []
+    assert live.state("c", now=7.0).streaks == ()
+
+
+@pytest.mark.parametrize(
+    ("logger", "name"), [(CSVLogger, "run.csv"), (JSONLLogger, "run.jsonl")]
+)
+def test_a_line_file_rewritten_shorter_in_place_is_a_new_run(
+    tmp_path: Path, logger: type, name: str
+) -> None:
+    path = tmp_path / name
+    write_run(logger, path, [1000.0, 1001.0, 1002.0], stalled=False)
+    follower = RunFollower(path)
+    assert not follower.read_new().new_run
+    rewritten = tmp_path / f"new-{name}"
+    with logger(rewritten) as sink:
+        sink.log_metrics({"c/frames": 3.0}, step=0, timestamp=5.0)
+    path.write_bytes(rewritten.read_bytes())  # the same file, shorter
+
+    again = follower.read_new()
+    assert again.new_run
+    assert [record.value for record in again.records] == [3.0]
+
+
+def test_a_sqlite_file_replaced_while_not_connected_is_read_from_its_start(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "run.sqlite"
+    with SQLiteLogger(path, run="first") as sink:
+        for step in range(5):
+            sink.log_metrics({"c/frames": float(step)}, timestamp=1000.0 + step)
+    latest, named = RunFollower(path), RunFollower(path, "first")
+    for follower in (latest, named):
+        assert len(follower.read_new().records) == 5
+        follower.close()
+    for file in tmp_path.iterdir():
+        file.unlink()
+    with SQLiteLogger(path, run="first") as sink:  # as the run followed by name
+        sink.log_metrics({"c/frames": 9.0}, timestamp=2000.0)
+
+    for follower in (latest, named):
+        after = follower.read_new()
+        follower.close()
+        assert after.new_run
+        assert [record.value for record in after.records] == [9.0]
+    assert (latest.run, named.run) == ("first", "first")
+
+
+def test_a_sqlite_follower_closed_and_looking_again_reads_on_where_it_stopped(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "run.sqlite"
+    follower = RunFollower(path)
+    with SQLiteLogger(path) as sink:
+        sink.log_metrics({"c/frames": 1.0}, timestamp=100.0)
+        assert values(follower) == [1.0]
+        follower.close()
+        sink.log_metrics({"c/frames": 2.0}, timestamp=101.0)
+        after = follower.read_new()
+    follower.close()
+
+    assert [record.value for record in after.records] == [2.0]
+    assert not after.new_run

@@ -295,7 +295,9 @@ class RunFollower:
     stopped (:class:`~rlpulse.formats.sqlite.SQLiteFollower`: the rows after
     the last one read; :class:`~rlpulse.formats.jsonl.JSONLFollower`,
     :class:`~rlpulse.formats.csv.CSVFollower`: from the last byte offset,
-    a torn last line left for the next look). ``run`` as for :func:`read`.
+    a torn last line left for the next look). A file deleted and written
+    anew is read from its start, the first look at it saying that it holds a
+    new run (:attr:`Followed.new_run`). ``run`` as for :func:`read`.
     Raises ``RunFileError`` as :func:`read` does for a file that is no
     rlpulse metrics file, or a run named in a line file.
 

@@ -299,8 +299,10 @@ class CSVFollower(lines.LineFollower):
     Only whole records are read: a last line without its newline, or a
     record whose quoted name is still open, is left for a later look. At
     most ``batch_bytes`` are read per look (:attr:`Followed.more` says when
-    more is waiting). A file that shrank was replaced: it is read again
-    from its start. CSV files store no events.
+    more is waiting). A file deleted and written anew, or that shrank, was
+    replaced: it is read again from its start, the first look at it saying
+    it holds a new run (:attr:`Followed.new_run`). CSV files store no
+    events.
 
     >>> import tempfile, pathlib
     >>> with tempfile.TemporaryDirectory() as tmp:
@@ -324,7 +326,7 @@ class CSVFollower(lines.LineFollower):
 
     def read_new(self) -> Followed:
         """The records completed since the last look (all of them at the first)."""
-        chunk = self._next_bytes()
+        chunk, new_run = self._next_bytes()
         records: list[Record] = []
         record_lines: list[bytes] = []
         quotes = 0
@@ -350,7 +352,7 @@ class CSVFollower(lines.LineFollower):
         if not consumed and self._full(chunk):
             raise self._too_long("an rlpulse CSV row")
         self._offset += consumed
-        return Followed(records, [], more=self._full(chunk))
+        return Followed(records, [], self._full(chunk), new_run)
 
     def _header_width(self, header: list[str]) -> int:
         if tuple(header) not in (CSV_FIELDS, CSV_FIELDS_0_1):

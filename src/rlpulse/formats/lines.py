@@ -13,7 +13,7 @@ import os
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, NamedTuple
 
 from rlpulse.formats.records import (
     Record,
@@ -26,6 +26,7 @@ from rlpulse.formats.records import (
 __all__ = [
     "LineFollower",
     "LineReader",
+    "Look",
     "last_line_end",
     "left_out",
     "open_line_file",
@@ -141,11 +142,19 @@ def _names_of(records: Iterator[Record]) -> set[str]:
         return {record.name for record in records}
 
 
+class Look(NamedTuple):
+    """What one look at a followed line file read: its bytes from the offset reached, and whether they are another file's (the one read before was replaced), read from its start."""
+
+    chunk: bytes
+    new_run: bool
+
+
 class LineFollower:
     """What the line formats' followers share: the file, the byte offset and line number reached, and reading on from them.
 
     A subclass's ``read_new`` takes :meth:`_next_bytes`, parses the whole
-    lines among them and moves :attr:`_offset` past what it parsed.
+    lines among them, moves :attr:`_offset` past what it parsed and passes
+    on :attr:`Look.new_run` (a replaced file: the run before is forgotten).
     """
 
     def __init__(self, path: Path, *, batch_bytes: int = 8 << 20) -> None:
@@ -155,13 +164,15 @@ class LineFollower:
         self._line_number = 0
         # Which file was read: another at the same path is read from its start.
         self._identity: tuple[int, int] | None = None
+        # The file read was replaced: the first look at the next is a new run.
+        self._replaced = False
 
-    def _next_bytes(self) -> bytes:
+    def _next_bytes(self) -> Look:
         """At most ``batch_bytes`` bytes from the offset reached; nothing while the file is gone.
 
         Another file at the path (deleted and written again, or shorter
         than the offset reached: replaced) is read from its start
-        (:meth:`_restart`).
+        (:meth:`_restart`), the first look at it saying it holds a new run.
         """
         try:
             with open(self.path, "rb") as file:
@@ -169,21 +180,25 @@ class LineFollower:
         except FileNotFoundError:
             # Deleted: waited for, and read from its start once written anew.
             if self._offset:
-                self._offset = self._line_number = 0
-                self._restart()
+                self._start_again()
             self._identity = None
-            return b""
+            return Look(b"", new_run=False)
 
-    def _read_on(self, file: IO[bytes]) -> bytes:
+    def _read_on(self, file: IO[bytes]) -> Look:
         status = os.fstat(file.fileno())
         identity = (status.st_dev, status.st_ino)
         replaced = self._identity is not None and identity != self._identity
         if replaced or status.st_size < self._offset:
-            self._offset = self._line_number = 0
-            self._restart()
+            self._start_again()
         self._identity = identity
         file.seek(self._offset)
-        return file.read(self._batch_bytes)
+        new_run, self._replaced = self._replaced, False
+        return Look(file.read(self._batch_bytes), new_run)
+
+    def _start_again(self) -> None:
+        self._offset = self._line_number = 0
+        self._replaced = True
+        self._restart()
 
     def _restart(self) -> None:
         """Forget what was learnt of the file before it was replaced (its header, its kinds)."""

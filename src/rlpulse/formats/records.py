@@ -147,8 +147,8 @@ class Followed(NamedTuple):
 
     ``more`` says that the follower stopped at its limit with more already
     written: the next look goes on from there. ``new_run`` that it moved on
-    to a run started later in the same file: what was kept of the one before
-    is to be forgotten.
+    to another run (started later in the same file, or in a file written
+    anew at the path): what was kept of the one before is to be forgotten.
 
     >>> Followed([], [], more=False).records
     []

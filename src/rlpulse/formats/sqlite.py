@@ -788,7 +788,10 @@ class SQLiteFollower:
     (``None``: the latest, and a run started later in the file once it
     is: :attr:`Followed.new_run` says so). A file not yet
     there, or without tables or that run yet, is waited for:
-    :meth:`read_new` returns nothing and :attr:`waiting` says why. A file
+    :meth:`read_new` returns nothing and :attr:`waiting` says why. Another
+    file at the path (deleted and written anew) is followed from its start,
+    the look that first reads its run saying it is a new one; while the
+    path is gone the file is waited for. A file
     that is no rlpulse SQLite file raises ``RunFileError``. At most
     ``batch_rows`` metrics and as many events are read per look
     (:attr:`Followed.more` says when more are waiting).
@@ -818,7 +821,13 @@ class SQLiteFollower:
         self.waiting: str | None = f"{path} does not exist yet"
         self._batch_rows = batch_rows
         self._connection: sqlite3.Connection | None = None
+        # Which file is followed: another at the same path is a new run.
+        # Its run is checked again on each new connection: a file written
+        # anew after close() may be given the same inode.
+        self._identity: tuple[int, int] | None = None
         self._run_id: int | None = None
+        self._run_start = math.nan
+        self._run_checked = True
         self._last_metric = 0
         self._last_event = 0
         self._kinds: dict[str, Kind] = {}
@@ -840,7 +849,7 @@ class SQLiteFollower:
             events = self._new_events(connection, run_id)
         except sqlite3.OperationalError as error:
             if _busy(error):
-                return Followed([], [], more=True)  # the next look reads them
+                return Followed([], [], True, new_run)  # the next look reads them
             raise RunFileError(f"{self.path} cannot be read: {error}") from error
         if rows:
             self._last_metric = rows[-1][0]
@@ -861,19 +870,27 @@ class SQLiteFollower:
         return Followed(records, events, more, new_run)
 
     def close(self) -> None:
-        """Close the connection; a later look opens another."""
+        """Close the connection; a later look opens another and reads on from the rows this one reached (from the start of another file at the path)."""
         if self._connection is not None:
             self._connection.close()
             self._connection = None
 
     def _connected(self) -> sqlite3.Connection | None:
+        # Before connecting: a file replaced meanwhile is seen at the next look.
+        identity = _file_identity(self.path)
+        if self._identity is not None and identity != self._identity:
+            self._start_again()
         if self._connection is not None:
             return self._connection
-        if not self.path.exists():
+        if identity is None:
             self.waiting = f"{self.path} does not exist yet"
             return None
-        with open(self.path, "rb") as file:
-            head = file.read(len(SQLITE_MAGIC))
+        try:
+            with open(self.path, "rb") as file:
+                head = file.read(len(SQLITE_MAGIC))
+        except FileNotFoundError:
+            self.waiting = f"{self.path} does not exist yet"
+            return None
         if len(head) < len(SQLITE_MAGIC) and SQLITE_MAGIC.startswith(head):
             self.waiting = f"{self.path} is being created"
             return None
@@ -886,23 +903,43 @@ class SQLiteFollower:
             raise RunFileError(
                 f"{self.path} is not a readable SQLite file: {error}"
             ) from error
+        self._identity = identity
+        self._run_checked = False
         return self._connection
 
+    def _start_again(self) -> None:
+        # The file followed was deleted or replaced: it is let go of.
+        self.close()
+        self._identity = None
+        self._forget_run()
+
+    def _forget_run(self) -> None:
+        # What was read of the run followed; the next one found is a new run.
+        if self._latest:
+            self.run = None
+        self._run_id = None
+        self._run_start = math.nan
+        self._last_metric = self._last_event = 0
+        self._kinds = {}
+        self._new_run = True
+
     def _found_run(self, connection: sqlite3.Connection) -> int | None:
+        if self._run_id is not None and not self._same_run(connection):
+            self._forget_run()
         if self._run_id is not None:
             if self._latest:
                 self._move_to_a_later_run(connection)
             return self._run_id
         try:
             runs = connection.execute(
-                "SELECT name, id FROM runs ORDER BY id"
+                "SELECT name, id, start_wall_time FROM runs ORDER BY id"
             ).fetchall()
         except sqlite3.OperationalError as error:
             if _busy(error) or "no such table" in str(error):
                 self.waiting = f"{self.path} has no runs yet"
                 return None
             raise RunFileError(f"{self.path} cannot be read: {error}") from error
-        named = [(name, run_id) for name, run_id in runs if self.run in (None, name)]
+        named = [run for run in runs if self.run in (None, run[0])]
         if not named:
             self.waiting = (
                 f"{self.path} has no runs yet"
@@ -910,16 +947,37 @@ class SQLiteFollower:
                 else f"{self.path} has no run named {self.run!r} yet"
             )
             return None
-        self.run, self._run_id = named[-1]
+        self.run, self._run_id, self._run_start = named[-1]
+        self._run_checked = True
         self.waiting = None
         return self._run_id
+
+    def _same_run(self, connection: sqlite3.Connection) -> bool:
+        # Whether the run followed is in the file just connected to (the
+        # same name and start), not in another written anew at the path.
+        if self._run_checked:
+            return True
+        try:
+            row = connection.execute(
+                "SELECT name, start_wall_time FROM runs WHERE id = ?",
+                (self._run_id,),
+            ).fetchone()
+        except sqlite3.OperationalError as error:
+            if _busy(error):
+                return True  # checked at the next look
+            if "no such table" in str(error):
+                return False
+            raise RunFileError(f"{self.path} cannot be read: {error}") from error
+        self._run_checked = True
+        return tuple(row or ()) == (self.run, self._run_start)
 
     def _move_to_a_later_run(self, connection: sqlite3.Connection) -> None:
         # Following the latest run: a run started since is followed instead,
         # from its start.
         try:
             later = connection.execute(
-                "SELECT name, id FROM runs WHERE id > ? ORDER BY id DESC LIMIT 1",
+                "SELECT name, id, start_wall_time FROM runs"
+                " WHERE id > ? ORDER BY id DESC LIMIT 1",
                 (self._run_id,),
             ).fetchone()
         except sqlite3.OperationalError as error:
@@ -927,10 +985,8 @@ class SQLiteFollower:
                 return  # the next look
             raise RunFileError(f"{self.path} cannot be read: {error}") from error
         if later is not None:
-            self.run, self._run_id = later
-            self._last_metric = self._last_event = 0
-            self._kinds = {}
-            self._new_run = True
+            self._forget_run()
+            self.run, self._run_id, self._run_start = later
 
     def _new_events(self, connection: sqlite3.Connection, run_id: int) -> list[Event]:
         try:
@@ -949,6 +1005,15 @@ class SQLiteFollower:
             Event(wall_time, watch, kind, message, math.nan if value is None else value)
             for _, wall_time, watch, kind, message, value in rows
         ]
+
+
+def _file_identity(path: Path) -> tuple[int, int] | None:
+    # Which file is at ``path`` (None: none): one written anew differs.
+    try:
+        status = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return status.st_dev, status.st_ino
 
 
 def _busy(error: sqlite3.OperationalError) -> bool:
