@@ -31,6 +31,7 @@ from rlpulse.formats.sqlite import (
     summarize_run,
 )
 from rlpulse.naming import Kind, Payload
+from rlpulse.read.summary import format_summary, summarize_file
 
 ROWS_PER_SUMMARY = 500
 """Summaries brought up to date every this many rows: several times in a short run."""
@@ -213,6 +214,43 @@ def test_a_file_of_the_version_before_summaries_reads_the_same_and_gains_them(
         assert connection.execute("PRAGMA user_version").fetchone() == (
             SQLITE_FORMAT_VERSION,
         )
+
+
+def show(path: Path) -> str:
+    """What ``rlpulse show --exact`` prints of run ``r``, its file's path left out."""
+    text = format_summary(summarize_file(path, "r"), exact=True)
+    return text.replace(str(path), "RUN")
+
+
+def test_resuming_a_long_run_without_summaries_leaves_its_rows_out_of_the_first_batch(
+    tmp_path: Path,
+) -> None:
+    # As a writer killed before storing any summaries leaves a run, or as a
+    # file of the version before them reads: 24 times ROWS_PER_SUMMARY rows.
+    path = tmp_path / "resumed" / "run.sqlite"
+    write(path, range(3000))
+    with sqlite3.connect(path) as connection:
+        connection.execute("DELETE FROM summaries")
+        connection.execute("DELETE FROM summarized")
+    whole = tmp_path / "whole" / "run.sqlite"
+    write(whole, range(3200))
+
+    with SQLiteLogger(path, run="r", resume=True) as sink:
+        sink.log_payloads([payload(3000)])
+        # That batch summarised none of the 12,000 rows it found.
+        assert summarized_through(path) == []
+        assert from_sqlite(path) == from_records(path)
+        for index in range(3001, 3200):
+            sink.log_payloads([payload(index)])
+        # Once the writer's own rows are due, the summaries catch up with
+        # a few times ROWS_PER_SUMMARY of the rows after them, not all.
+        [(_, through)] = summarized_through(path)
+        assert through == 4 * ROWS_PER_SUMMARY
+        assert from_sqlite(path) == from_records(path)
+
+    assert unsummarized(path) == 0
+    assert from_sqlite(path) == from_records(path)
+    assert show(path) == show(whole)
 
 
 def test_run_infos_count_the_summaries_and_the_rows_after_them(

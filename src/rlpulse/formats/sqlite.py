@@ -81,7 +81,7 @@ SQLITE_FORMAT_VERSION = 3
 """The SQLite file's ``user_version``: 3 since runs' summaries are stored, 2 since distributions are, 1 since kinds are, 0 before (rlpulse 0.1.0)."""
 
 ROWS_PER_SUMMARY = 50_000
-"""A writer brings its run's summaries up to date in the transaction of its first batch after this many rows the summaries do not include: what a reader aggregates itself beyond them stays short, and each update costs a small share of what storing those rows did."""
+"""A writer brings its run's summaries up to date in the transaction of its first batch after writing this many rows the summaries do not include: what a reader aggregates itself beyond them stays short, and each update costs a small share of what storing those rows did."""
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 """The first bytes of every SQLite database file."""
@@ -178,8 +178,8 @@ not NaN and its time (``previous``), the growth from each value to the
 next where it did not go down and its seconds (NaN rows left out, as
 :func:`~rlpulse.formats.records.aggregate` counts them), and the sum and
 number of the finite values. The writer brings them up to date in the
-transaction of a batch once its run has enough rows after ``through``, and
-when it closes; a reader aggregates the rows after ``through`` itself and
+transaction of a batch once it has written enough rows after ``through``,
+and when it closes; a reader aggregates the rows after ``through`` itself and
 merges the two. A run without a ``summarized`` row is aggregated from its
 rows alone.
 
@@ -270,7 +270,8 @@ def insert_batch(
     added to ``kinded`` once committed; so is each payload's distributions'
     histograms, a row each. ``summaries``, the run's as its writer keeps
     them, takes the rows in; when they are due, they are brought up to
-    date with the run's rows, these included, in the same transaction.
+    date (:meth:`RunSummaries.update`), these rows included, in the same
+    transaction.
     """
     parameters = _metric_parameters(run_id, payloads)
     histogram_rows = [
@@ -1077,8 +1078,9 @@ def _summaries_after(
     run_id: int,
     through: int,
     stored: dict[str, _Summary],
+    rows_at_most: int | None = None,
 ) -> tuple[int, dict[str, _Summary]]:
-    """The summaries of the metrics with rows after rowid ``through``, ``stored`` merged with those rows, and the last rowid they include.
+    """The summaries of the metrics with rows after rowid ``through`` (the first ``rows_at_most`` of them; ``None``: all), ``stored`` merged with those rows, and the last rowid they include.
 
     The rows go, in the order they were written, into the running
     aggregates the writer keeps (:func:`_take_rows`): the same figures
@@ -1086,8 +1088,9 @@ def _summaries_after(
     the same order.
     """
     (last_rowid,) = connection.execute(
-        "SELECT MAX(rowid) FROM metrics WHERE run = ? AND rowid > ?",
-        (run_id, through),
+        "SELECT MAX(rowid) FROM (SELECT rowid FROM metrics"
+        " WHERE run = ? AND rowid > ? ORDER BY rowid LIMIT ?)",
+        (run_id, through, -1 if rows_at_most is None else rows_at_most),
     ).fetchone()
     if last_rowid is None:
         return through, {}
@@ -1168,8 +1171,14 @@ class RunSummaries:
 
     @property
     def due(self) -> bool:
-        """Whether the next batch brings the summaries up to date."""
-        return self._unsummarized >= ROWS_PER_SUMMARY
+        """Whether the next batch brings the summaries up to date: once the writer has written :data:`ROWS_PER_SUMMARY` rows they do not include.
+
+        Rows it found there (a resumed run) do not count: a reader
+        aggregates them itself, and summarising a long run's worth of them
+        in the writer's next batch would hold up the writer, and every
+        other writer of the file, for as long.
+        """
+        return self._own >= ROWS_PER_SUMMARY
 
     def add(self, parameters: list[object]) -> None:
         """Take in the rows of a batch, as :func:`insert_batch` binds them."""
@@ -1187,7 +1196,33 @@ class RunSummaries:
         )
 
     def update(self, connection: sqlite3.Connection) -> None:
-        """Store the summaries brought up to date with every row of the run, in the transaction under way."""
+        """Store the summaries brought up to date, in the transaction under way of a batch.
+
+        With every row of the run when the writer has taken them all in;
+        else with at most a few times :data:`ROWS_PER_SUMMARY` rows after
+        them (read back from the file): a batch costs at most that much
+        more, and the summaries catch up with a long run they did not
+        include over the writer's next updates.
+        """
+        self._update(connection, 4 * ROWS_PER_SUMMARY)
+
+    def store(self, connection: sqlite3.Connection) -> None:
+        """Store the summaries brought up to date with every row of the run, as one committed transaction (as a writer closes)."""
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            self._update(connection, None)
+            connection.execute("COMMIT")
+        except BaseException:
+            self.lose_track()
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+            raise
+
+    def lose_track(self) -> None:
+        """Forget the rows taken in (a batch failed): the next update reads the run's rows."""
+        self._in_step = False
+
+    def _update(self, connection: sqlite3.Connection, rows_at_most: int | None) -> None:
         if self._in_step:
             count, last_rowid = _rows_after(connection, self._run_id, self._through)
             if count == self._own:
@@ -1202,24 +1237,8 @@ class RunSummaries:
                 self._running = {}
                 self._own = self._unsummarized = 0
                 return
-        _summarize(connection, self._run_id)
+        _summarize(connection, self._run_id, rows_at_most)
         self._load(connection)
-
-    def store(self, connection: sqlite3.Connection) -> None:
-        """Store the summaries brought up to date with every row of the run, as one committed transaction (as a writer closes)."""
-        connection.execute("BEGIN IMMEDIATE")
-        try:
-            self.update(connection)
-            connection.execute("COMMIT")
-        except BaseException:
-            self.lose_track()
-            if connection.in_transaction:
-                connection.execute("ROLLBACK")
-            raise
-
-    def lose_track(self) -> None:
-        """Forget the rows taken in (a batch failed): the next update reads the run's rows."""
-        self._in_step = False
 
     def _load(self, connection: sqlite3.Connection) -> None:
         self._through, self._stored = _stored_summaries(connection, self._run_id)
@@ -1257,10 +1276,15 @@ def _summary_of(name: str, metric: MetricAccumulator) -> _Summary:
     return _Summary(name, *(getattr(metric, field) for field in _RUNNING_FIELDS))
 
 
-def _summarize(connection: sqlite3.Connection, run_id: int) -> None:
-    # Bring run `run_id`'s summaries up to date, in the transaction under way.
+def _summarize(
+    connection: sqlite3.Connection, run_id: int, rows_at_most: int | None = None
+) -> None:
+    # Bring run `run_id`'s summaries up to date, in the transaction under
+    # way, with its rows after them (`rows_at_most` of them; None: all).
     through, stored = _stored_summaries(connection, run_id)
-    last_rowid, newer = _summaries_after(connection, run_id, through, stored)
+    last_rowid, newer = _summaries_after(
+        connection, run_id, through, stored, rows_at_most
+    )
     if newer:
         _store_summaries(connection, run_id, newer, last_rowid)
 

@@ -74,7 +74,7 @@ class SQLiteLogger(BaseSink):
     Each ``log_metrics`` call, and each ``log_batch`` call of the monitor's
     sender, is one transaction, committed before it returns (with the kind
     of each metric the run had not logged before, in the ``kinds`` table,
-    and the run's summaries once it has
+    and the run's summaries once it has written
     :data:`~rlpulse.formats.sqlite.ROWS_PER_SUMMARY` rows they do not
     include; closing the logger stores them too), in WAL mode: other
     connections and processes can read the file while it is
