@@ -1320,8 +1320,11 @@ def read_sqlite_downsampled(
     """
     run_id = _run_id(path, run)
     with contextlib.closing(_connect_for_reading(path)) as connection:
-        # The run's span from its summaries, not a scan of its rows.
+        # The run's span from its summaries, not a scan of its rows; in one
+        # read transaction, summaries and rows as of one commit.
+        connection.execute("BEGIN")
         start, end, count = _run_span(connection, run_id)
+        connection.execute("COMMIT")
         if start is None or end is None or count <= _DOWNSAMPLED_IN_PYTHON_UP_TO:
             return downsample(read_sqlite(path, run), buckets, keep)
         stored = _sqlite_kinds(connection, run_id)

@@ -282,14 +282,16 @@ class SQLiteLogger(BaseSink):
             ) from error
 
     def _close(self) -> None:
-        if self._summaries.unsummarized:
-            # Locked for too long, a full disk: a reader aggregates the rows
-            # after the summaries itself, so nothing is lost but time.
-            with contextlib.suppress(sqlite3.OperationalError):
-                self._summaries.store(self._connection)
-        self._checkpointer.close()
-        # Closing the last connection checkpoints what is left.
-        self._connection.close()
+        try:
+            if self._summaries.unsummarized:
+                # Locked for too long, a full disk: a reader aggregates the
+                # rows after the summaries itself, so nothing is lost but time.
+                with contextlib.suppress(sqlite3.OperationalError):
+                    self._summaries.store(self._connection)
+        finally:
+            self._checkpointer.close()
+            # Closing the last connection checkpoints what is left.
+            self._connection.close()
 
     def __repr__(self) -> str:
         return f"SQLiteLogger({str(self.path)!r}, run={self.run!r})"
