@@ -306,7 +306,7 @@ def render(results: list[Measurement], settings: Settings) -> str:
 A run of {settings.watches} watches of six metrics each ({settings.records:,}
 records) in a SQLite file, written as `SQLiteLogger` writes it, with the
 run's summaries. `show` reads the summaries (and aggregates the rows
-after them, none here, with SQL); `plot` has SQLite downsample the lines
+after them, none here); `plot` has SQLite downsample the lines
 it draws (the first twelve watches' metrics but the counters drawn as the
 rates logged beside them) to {1000} buckets of time each in one scan of
 the run, keeping each bucket's smallest and largest value at their times,

@@ -31,7 +31,7 @@ import math
 import operator
 import os
 import sqlite3
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple, cast
 
@@ -81,7 +81,7 @@ SQLITE_FORMAT_VERSION = 3
 """The SQLite file's ``user_version``: 3 since runs' summaries are stored, 2 since distributions are, 1 since kinds are, 0 before (rlpulse 0.1.0)."""
 
 ROWS_PER_SUMMARY = 50_000
-"""A writer brings its run's summaries up to date in the transaction of its first batch after this many rows the summaries do not include: what a reader aggregates itself beyond them stays short, and each update costs a small share of what storing those rows did."""
+"""A writer brings its run's summaries up to date in the transaction of its first batch after writing this many rows the summaries do not include: what a reader aggregates itself beyond them stays short, and each update costs a small share of what storing those rows did."""
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 """The first bytes of every SQLite database file."""
@@ -178,8 +178,8 @@ not NaN and its time (``previous``), the growth from each value to the
 next where it did not go down and its seconds (NaN rows left out, as
 :func:`~rlpulse.formats.records.aggregate` counts them), and the sum and
 number of the finite values. The writer brings them up to date in the
-transaction of a batch once its run has enough rows after ``through``, and
-when it closes; a reader aggregates the rows after ``through`` itself and
+transaction of a batch once it has written enough rows after ``through``,
+and when it closes; a reader aggregates the rows after ``through`` itself and
 merges the two. A run without a ``summarized`` row is aggregated from its
 rows alone.
 
@@ -270,7 +270,8 @@ def insert_batch(
     added to ``kinded`` once committed; so is each payload's distributions'
     histograms, a row each. ``summaries``, the run's as its writer keeps
     them, takes the rows in; when they are due, they are brought up to
-    date with the run's rows, these included, in the same transaction.
+    date (:meth:`RunSummaries.update`), these rows included, in the same
+    transaction.
     """
     parameters = _metric_parameters(run_id, payloads)
     histogram_rows = [
@@ -327,8 +328,9 @@ def insert_batch(
 def summarize_run(connection: sqlite3.Connection, run_id: int) -> None:
     """Bring the summaries of run ``run_id`` up to date with its rows, as one committed transaction.
 
-    Computed by SQLite from the run's rows after those the summaries
-    include, merged with the stored summaries: whoever wrote those rows (a
+    The run's rows after those the summaries include are read in the
+    order they were written and taken in as the writer takes in its own,
+    going on from the stored summaries: whoever wrote those rows (a
     logger that was killed before it summarised them, another process
     resuming the run), the summaries then include every row of the run.
     A reader gives the same figures with or without them.
@@ -1032,15 +1034,15 @@ _NAMES_PER_STATEMENT = 500
 
 
 def read_sqlite_aggregate(path: Path, run: str | None) -> RunAggregate:
-    """Run ``run`` (``None``: the latest) of a SQLite file in aggregate, computed by SQLite; the run is checked first.
+    """Run ``run`` (``None``: the latest) of a SQLite file in aggregate, from its stored summaries; the run is checked first.
 
     The same figures :func:`~rlpulse.formats.records.aggregate` computes
     from the run's records, each metric's kind as :func:`read_sqlite` gives
-    it, without handing every row to Python: the run's stored summaries
-    (see :data:`SQLITE_SCHEMA`), merged with its rows after them in
-    aggregate (one grouped scan, and one pass over their values for the
-    growth and the sums); a run without summaries is all rows after them.
-    Only counters have a growth (0 for the rest).
+    it, reading only the rows the summaries do not include: the run's
+    stored summaries (see :data:`SQLITE_SCHEMA`), going on with its rows
+    after them as the writer takes its rows in; a run without summaries
+    is all rows after them. Only counters have a growth (0 for the
+    rest).
     """
     run_id = _run_id(path, run)
     with contextlib.closing(_connect_for_reading(path)) as connection:
@@ -1112,62 +1114,6 @@ _STORE_SUMMARY = (
     f" VALUES (?, {', '.join('?' * len(_Summary._fields))})"
 )
 
-# The rows after the summaries (?2 the last rowid they include) in
-# aggregate, by metric (those with such rows): what does not depend on their
-# order, the ids of their first and last rows, and the sum of the finite
-# values. The stored summaries come first, a row each ({seeds}), and
-# SQLite's GROUP BY hands an aggregate a metric's rows in the order they
-# come: the sums (IN_ORDER_SUM) go on from them, as `aggregate` adds the values.
-_GROUPED_AFTER = """
-SELECT name, COUNT(id), MIN(value), MAX(value), MIN(id), MAX(id),
- MIN(wall_time), MAX(wall_time),
- COUNT(CASE WHEN value > -9e999 AND value < 9e999 THEN 1 END),
- IN_ORDER_SUM(IFNULL(seed, CASE WHEN value > -9e999 AND value < 9e999 THEN value END))
-FROM ({seeds}
- SELECT name, rowid AS id, value, wall_time, NULL AS seed FROM metrics
- WHERE run = ?1 AND rowid > ?2
-) GROUP BY name HAVING COUNT(id)
-"""
-_GROUPED_SEEDS = """
- SELECT name, NULL AS id, NULL AS value, NULL AS wall_time, finite_sum AS seed
- FROM summaries WHERE run = ?1
- UNION ALL"""
-
-# The growth of the metrics named ?3, ?4, ... from each value that is not
-# NaN to the next where it did not go down, and its seconds, over the rows
-# after the summaries, each continued from its stored summary (a row first
-# in its metric, standing for the last value it includes and carrying its
-# growth, {seeds}); whether the growth is NaN (a step from an infinity to
-# the same one, which SQLite gives as NULL, or a stored growth of NaN: a
-# sum, as MAX(id) must be the only MIN or MAX for its row to give the bare
-# columns); and the last value that is not NaN and its time.
-_GROWTH_AFTER = """
-SELECT name, MAX(id), value, wall_time,
- IN_ORDER_SUM(IFNULL(seed_growth, CASE WHEN grew_on THEN grew END)),
- IN_ORDER_SUM(IFNULL(seed_growth_s, CASE WHEN grew_on THEN seconds END)),
- TOTAL(IFNULL(seed_nan, grew_on AND grew IS NULL))
-FROM (
- SELECT name, id, value, wall_time, seed_growth, seed_growth_s, seed_nan,
-  value >= LAG(value) OVER in_order AS grew_on,
-  value - LAG(value) OVER in_order AS grew,
-  wall_time - LAG(wall_time) OVER in_order AS seconds
- FROM ({seeds}
-  SELECT name, rowid AS id, value, wall_time, NULL AS seed_growth,
-   NULL AS seed_growth_s, NULL AS seed_nan
-  FROM metrics
-  WHERE run = ?1 AND rowid > ?2 AND value IS NOT NULL AND name IN ({names})
- )
- WINDOW in_order AS (PARTITION BY name ORDER BY id)
-) GROUP BY name
-"""
-_GROWTH_SEEDS = """
-  SELECT name, ?2 AS id, previous AS value, previous_wall_time AS wall_time,
-   growth AS seed_growth, growth_s AS seed_growth_s,
-   growth IS NULL AS seed_nan
-  FROM summaries
-  WHERE run = ?1 AND previous IS NOT NULL AND name IN ({names})
-  UNION ALL"""
-
 
 def _stored_summaries(
     connection: sqlite3.Connection, run_id: int
@@ -1197,115 +1143,53 @@ def _summaries_after(
     run_id: int,
     through: int,
     stored: dict[str, _Summary],
+    rows_at_most: int | None = None,
 ) -> tuple[int, dict[str, _Summary]]:
-    """The summaries of the metrics with rows after rowid ``through``, ``stored`` merged with those rows, and the last rowid they include.
+    """The summaries of the metrics with rows after rowid ``through`` (the first ``rows_at_most`` of them; ``None``: all), ``stored`` merged with those rows, and the last rowid they include.
 
-    A metric has a growth where its stored kind is a counter or it has
-    none (a counter, maybe, by its name among the run's names).
+    The rows go, in the order they were written, into the running
+    aggregates the writer keeps (:func:`_take_rows`): the same figures
+    :func:`~rlpulse.formats.records.aggregate` gives, sums added up in
+    the same order.
     """
-    # typeshed has an aggregate's result an int; SQLite takes a float too.
-    connection.create_aggregate("IN_ORDER_SUM", 1, _InOrderSum)  # type: ignore[arg-type]
-    seeds = _GROUPED_SEEDS if stored else ""
-    grouped = connection.execute(
-        _GROUPED_AFTER.format(seeds=seeds), (run_id, through)
-    ).fetchall()
-    if not grouped:
+    (last_rowid,) = connection.execute(
+        "SELECT MAX(rowid) FROM (SELECT rowid FROM metrics"
+        " WHERE run = ? AND rowid > ? ORDER BY rowid LIMIT ?)",
+        (run_id, through, -1 if rows_at_most is None else rows_at_most),
+    ).fetchone()
+    if last_rowid is None:
         return through, {}
-    kinds = _sqlite_kinds(connection, run_id)
-    growing = [
-        row[0] for row in grouped if kinds.get(row[0], Kind.COUNTER) is Kind.COUNTER
-    ]
-    growth = _growth_after(connection, run_id, through, growing, bool(stored))
-    ends = _rows_by_id(
-        connection, [rowid for row in grouped for rowid in (row[4], row[5])]
+    running: dict[str, MetricAccumulator] = {}
+    rows = connection.execute(
+        "SELECT name, wall_time, value FROM metrics"
+        " WHERE run = ? AND rowid > ? AND rowid <= ? ORDER BY rowid",
+        (run_id, through, last_rowid),
     )
-    merged = {}
-    for name, count, low, high, first_id, last_id, start, end, finite, total in grouped:
-        before = stored.get(name)
-        if before is None:
-            first, first_wall_time = ends[first_id]
-            before = _Summary(
-                name, 0, math.nan, math.nan, start, end, first, first_wall_time,
-                math.nan, math.nan, math.nan, math.nan, 0.0, 0.0, 0.0, 0,
-            )  # fmt: skip
-        last, last_wall_time = ends[last_id]
-        previous, previous_wall_time, grew, grew_s = growth.get(
-            name,
-            (
-                before.previous,
-                before.previous_wall_time,
-                before.growth,
-                before.growth_s,
-            ),
-        )
-        merged[name] = _Summary(
-            name,
-            before.records + count,
-            _least(before.minimum, math.nan if low is None else low),
-            -_least(-before.maximum, math.nan if high is None else -high),
-            min(before.start_wall_time, start),
-            max(before.end_wall_time, end),
-            before.first,
-            before.first_wall_time,
-            last,
-            last_wall_time,
-            previous,
-            previous_wall_time,
-            grew,
-            grew_s,
-            total,
-            before.finite_count + finite,
-        )
-    return max(row[5] for row in grouped), merged
+    _take_rows(running, stored, rows)
+    return last_rowid, {
+        name: _summary_of(name, metric) for name, metric in running.items()
+    }
 
 
-def _growth_after(
-    connection: sqlite3.Connection,
-    run_id: int,
-    through: int,
-    names: list[str],
-    seeded: bool,
-) -> dict[str, tuple[float, float, float, float]]:
-    # By metric of `names` with a value that is not NaN after rowid
-    # `through` or in its summary (`seeded`: the run has them): that value,
-    # its time, the growth and its seconds.
-    growth = {}
-    for start in range(0, len(names), _NAMES_PER_STATEMENT):
-        chunk = names[start : start + _NAMES_PER_STATEMENT]
-        marks = ", ".join(f"?{3 + index}" for index in range(len(chunk)))
-        seeds = _GROWTH_SEEDS.format(names=marks) if seeded else ""
-        rows = connection.execute(
-            _GROWTH_AFTER.format(seeds=seeds, names=marks), (run_id, through, *chunk)
-        )
-        for name, _, value, wall_time, grew, grew_s, grew_nan in rows:
-            growth[name] = (value, wall_time, math.nan if grew_nan else grew, grew_s)
-    return growth
-
-
-class _InOrderSum:
-    """SQL's ``IN_ORDER_SUM(x)``: the values not NULL added one at a time, in the order they come, as Python adds them.
-
-    SQLite's own ``TOTAL`` compensates for rounding since 3.43, and a sum
-    of the same values then differs in its last bits from
-    :func:`~rlpulse.formats.records.aggregate`'s.
-    """
-
-    __slots__ = ("total",)
-
-    def __init__(self) -> None:
-        self.total = 0.0
-
-    def step(self, value: float | None, /) -> None:
-        if value is not None:
-            self.total += value
-
-    def finalize(self) -> float:
-        return self.total
-
-
-def _least(value: float, other: float) -> float:
-    # The smaller of two values, NaN only where both are.
-    return value if math.isnan(other) or value <= other else other
+def _take_rows(
+    running: dict[str, MetricAccumulator],
+    stored: dict[str, _Summary],
+    rows: Iterable[tuple[str, float, float | None]],
+) -> None:
+    # Rows (name, wall time, value: None for NaN, as SQLite stores it) in
+    # the order written, into each metric's running aggregate, begun from
+    # its stored summary where it has one.
+    for name, wall_time, stored_value in rows:
+        value = math.nan if stored_value is None else stored_value
+        metric = running.get(name)
+        if metric is None:
+            summary = stored.get(name)
+            metric = running[name] = (
+                MetricAccumulator(value, wall_time)
+                if summary is None
+                else _running(summary)
+            )
+        metric.take(value, wall_time)
 
 
 class RunSummaries:
@@ -1317,8 +1201,8 @@ class RunSummaries:
     the transaction of a batch (:func:`insert_batch`), they are stored if
     the rows after the stored summaries are all the writer's own; else
     (rows it did not write: a run resumed after a writer was killed, or
-    written by another at the same time; a batch that failed) SQLite
-    computes them from those rows (:func:`summarize_run`). Either way the
+    written by another at the same time; a batch that failed) they are
+    computed again from those rows (:func:`summarize_run`). Either way the
     same figures.
 
     >>> import tempfile, pathlib
@@ -1352,8 +1236,14 @@ class RunSummaries:
 
     @property
     def due(self) -> bool:
-        """Whether the next batch brings the summaries up to date."""
-        return self._unsummarized >= ROWS_PER_SUMMARY
+        """Whether the next batch brings the summaries up to date: once the writer has written :data:`ROWS_PER_SUMMARY` rows they do not include.
+
+        Rows it found there (a resumed run) do not count: a reader
+        aggregates them itself, and summarising a long run's worth of them
+        in the writer's next batch would hold up the writer, and every
+        other writer of the file, for as long.
+        """
+        return self._own >= ROWS_PER_SUMMARY
 
     def add(self, parameters: list[object]) -> None:
         """Take in the rows of a batch, as :func:`insert_batch` binds them."""
@@ -1362,26 +1252,42 @@ class RunSummaries:
         self._own += rows
         if not self._in_step:
             return
-        running = self._running
-        stored = self._stored
-        values = iter(parameters)
-        rows_bound = cast(
-            "Iterator[tuple[int, float, int | None, str, float]]",
-            zip(values, values, values, values, values, strict=True),
+        # The columns name, wall_time and value of the rows as bound.
+        columns = zip(parameters[3::5], parameters[1::5], parameters[4::5], strict=True)
+        _take_rows(
+            self._running,
+            self._stored,
+            cast("Iterator[tuple[str, float, float]]", columns),
         )
-        for _, wall_time, _, name, value in rows_bound:
-            metric = running.get(name)
-            if metric is None:
-                summary = stored.get(name)
-                metric = running[name] = (
-                    MetricAccumulator(value, wall_time)
-                    if summary is None
-                    else _running(summary)
-                )
-            metric.take(value, wall_time)
 
     def update(self, connection: sqlite3.Connection) -> None:
-        """Store the summaries brought up to date with every row of the run, in the transaction under way."""
+        """Store the summaries brought up to date, in the transaction under way of a batch.
+
+        With every row of the run when the writer has taken them all in;
+        else with at most a few times :data:`ROWS_PER_SUMMARY` rows after
+        them (read back from the file): a batch costs at most that much
+        more, and the summaries catch up with a long run they did not
+        include over the writer's next updates.
+        """
+        self._update(connection, 4 * ROWS_PER_SUMMARY)
+
+    def store(self, connection: sqlite3.Connection) -> None:
+        """Store the summaries brought up to date with every row of the run, as one committed transaction (as a writer closes)."""
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            self._update(connection, None)
+            connection.execute("COMMIT")
+        except BaseException:
+            self.lose_track()
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+            raise
+
+    def lose_track(self) -> None:
+        """Forget the rows taken in (a batch failed): the next update reads the run's rows."""
+        self._in_step = False
+
+    def _update(self, connection: sqlite3.Connection, rows_at_most: int | None) -> None:
         if self._in_step:
             count, last_rowid = _rows_after(connection, self._run_id, self._through)
             if count == self._own:
@@ -1396,24 +1302,8 @@ class RunSummaries:
                 self._running = {}
                 self._own = self._unsummarized = 0
                 return
-        _summarize(connection, self._run_id)
+        _summarize(connection, self._run_id, rows_at_most)
         self._load(connection)
-
-    def store(self, connection: sqlite3.Connection) -> None:
-        """Store the summaries brought up to date with every row of the run, as one committed transaction (as a writer closes)."""
-        connection.execute("BEGIN IMMEDIATE")
-        try:
-            self.update(connection)
-            connection.execute("COMMIT")
-        except BaseException:
-            self.lose_track()
-            if connection.in_transaction:
-                connection.execute("ROLLBACK")
-            raise
-
-    def lose_track(self) -> None:
-        """Forget the rows taken in (a batch failed): the next update reads the run's rows."""
-        self._in_step = False
 
     def _load(self, connection: sqlite3.Connection) -> None:
         self._through, self._stored = _stored_summaries(connection, self._run_id)
@@ -1451,10 +1341,15 @@ def _summary_of(name: str, metric: MetricAccumulator) -> _Summary:
     return _Summary(name, *(getattr(metric, field) for field in _RUNNING_FIELDS))
 
 
-def _summarize(connection: sqlite3.Connection, run_id: int) -> None:
-    # Bring run `run_id`'s summaries up to date, in the transaction under way.
+def _summarize(
+    connection: sqlite3.Connection, run_id: int, rows_at_most: int | None = None
+) -> None:
+    # Bring run `run_id`'s summaries up to date, in the transaction under
+    # way, with its rows after them (`rows_at_most` of them; None: all).
     through, stored = _stored_summaries(connection, run_id)
-    last_rowid, newer = _summaries_after(connection, run_id, through, stored)
+    last_rowid, newer = _summaries_after(
+        connection, run_id, through, stored, rows_at_most
+    )
     if newer:
         _store_summaries(connection, run_id, newer, last_rowid)
 
@@ -1474,22 +1369,6 @@ def _store_summaries(
     )
 
 
-def _rows_by_id(
-    connection: sqlite3.Connection, rowids: list[int]
-) -> dict[int, tuple[float, float]]:
-    # The value (NaN for NULL) and wall time of each of the metrics rows `rowids`.
-    found: dict[int, tuple[float, float]] = {}
-    for start in range(0, len(rowids), _NAMES_PER_STATEMENT):
-        chunk = rowids[start : start + _NAMES_PER_STATEMENT]
-        marks = ", ".join("?" * len(chunk))
-        for rowid, value, wall_time in connection.execute(
-            f"SELECT rowid, value, wall_time FROM metrics WHERE rowid IN ({marks})",
-            chunk,
-        ):
-            found[rowid] = (math.nan if value is None else value, wall_time)
-    return found
-
-
 def read_sqlite_downsampled(
     path: Path,
     run: str | None,
@@ -1506,8 +1385,11 @@ def read_sqlite_downsampled(
     """
     run_id = _run_id(path, run)
     with contextlib.closing(_connect_for_reading(path)) as connection:
-        # The run's span from its summaries, not a scan of its rows.
+        # The run's span from its summaries, not a scan of its rows; in one
+        # read transaction, summaries and rows as of one commit.
+        connection.execute("BEGIN")
         start, end, count = _run_span(connection, run_id)
+        connection.execute("COMMIT")
         if start is None or end is None or count <= _DOWNSAMPLED_IN_PYTHON_UP_TO:
             return downsample(read_sqlite(path, run), buckets, keep)
         stored = _sqlite_kinds(connection, run_id)

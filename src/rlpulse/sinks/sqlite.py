@@ -74,7 +74,7 @@ class SQLiteLogger(BaseSink):
     Each ``log_metrics`` call, and each ``log_batch`` call of the monitor's
     sender, is one transaction, committed before it returns (with the kind
     of each metric the run had not logged before, in the ``kinds`` table,
-    and the run's summaries once it has
+    and the run's summaries once it has written
     :data:`~rlpulse.formats.sqlite.ROWS_PER_SUMMARY` rows they do not
     include; closing the logger stores them too), in WAL mode: other
     connections and processes can read the file while it is
@@ -282,14 +282,16 @@ class SQLiteLogger(BaseSink):
             ) from error
 
     def _close(self) -> None:
-        if self._summaries.unsummarized:
-            # Locked for too long, a full disk: a reader aggregates the rows
-            # after the summaries itself, so nothing is lost but time.
-            with contextlib.suppress(sqlite3.OperationalError):
-                self._summaries.store(self._connection)
-        self._checkpointer.close()
-        # Closing the last connection checkpoints what is left.
-        self._connection.close()
+        try:
+            if self._summaries.unsummarized:
+                # Locked for too long, a full disk: a reader aggregates the
+                # rows after the summaries itself, so nothing is lost but time.
+                with contextlib.suppress(sqlite3.OperationalError):
+                    self._summaries.store(self._connection)
+        finally:
+            self._checkpointer.close()
+            # Closing the last connection checkpoints what is left.
+            self._connection.close()
 
     def __repr__(self) -> str:
         return f"SQLiteLogger({str(self.path)!r}, run={self.run!r})"
