@@ -225,11 +225,7 @@ class Delivery:
             discarded = queue.close(deadline.at)
             if discarded is not None:
                 self._reporter.not_drained(
-                    queue.sink,
-                    stop_timeout,
-                    discarded,
-                    queue.retry_error,
-                    queue.sender_died_of,
+                    queue.sink, stop_timeout, discarded, queue.why_undrained()
                 )
         error = self._reporter.take_sink_error()
         return error if self._reporter.on_error == "raise" else None

@@ -336,6 +336,14 @@ class SinkQueue:
             discarded += 1
         return discarded
 
+    def why_undrained(self) -> str | None:
+        """What kept the sink from taking what :meth:`close` discarded, where known: the end of the thread feeding it, or a streak of transient failures; ``None`` for a sink stuck in a call."""
+        if self.sender_died_of is not None:
+            return f"the thread feeding it ended on {self.sender_died_of!r} raised by the sink"
+        if self.retry_error is not None:
+            return f"it was still failing ({self.retry_error!r})"
+        return None
+
     def _run_sender(self) -> None:
         try:
             self._send_loop()

@@ -378,23 +378,16 @@ class Reporter:
         sink: Sink,
         stop_timeout: float,
         discarded: int,
-        failing: BaseException | None = None,
-        ended: BaseException | None = None,
+        why: str | None = None,
     ) -> None:
-        """Count and warn, in one line, about the payloads a sink had not taken at stop: stuck in a call, ``failing`` still, or the thread feeding it ``ended`` by what the sink raised."""
+        """Count and warn, in one line, about the payloads a sink had not taken at stop: ``why`` where known (:meth:`SinkQueue.why_undrained <rlpulse.runtime.queues.SinkQueue.why_undrained>`), else it was stuck in a call."""
         self.add(dropped=discarded)
-        if ended is not None:
-            why = f"the thread feeding it ended on {ended!r}, raised by the sink,"
-        elif failing is not None:
-            why = f"it was still failing ({failing!r})"
-        else:
-            why = "it did not return"
         _log.warning(
             "LoggerMonitor stopped without draining sink %s: %s within "
             "stop_timeout=%ss; %d payloads were not delivered (counted in "
             "dropped), and it gets no more calls until the monitor is started again.",
             sink.name,
-            why,
+            why or "it did not return",
             stop_timeout,
             discarded,
         )

@@ -1218,16 +1218,13 @@ class _Hosted:
             # else, stuck in a call, it would not let go of its lock: left open.
             if discarded is None and not unread:
                 continue
-            if queue.sender_died_of is not None:
-                why = f"the thread feeding it ended on {queue.sender_died_of!r}"
-            elif queue.retry_error is not None:
-                why = f"it was still failing ({queue.retry_error!r})"
-            elif unread:
+            why = queue.why_undrained()
+            if why is None and unread:
                 why = (
                     "the sink process was still behind on what it was sent "
                     "(its slowest sink holds up the others)"
                 )
-            else:
+            elif why is None:
                 why = "it was still busy"
             print(
                 f"rlpulse: the sink process stopped without draining {sink!r} "
