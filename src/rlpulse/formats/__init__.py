@@ -322,7 +322,7 @@ class RunFollower:
     @property
     def waiting(self) -> str | None:
         """Why nothing can be read yet (the file or the run is not there yet); ``None`` once it is read."""
-        if isinstance(self._follower, SQLiteFollower):
+        if self._follower is not None:
             return self._follower.waiting
         return self._waiting
 

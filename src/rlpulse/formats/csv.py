@@ -299,7 +299,8 @@ class CSVFollower(lines.LineFollower):
     Only whole records are read: a last line without its newline, or a
     record whose quoted name is still open, is left for a later look. At
     most ``batch_bytes`` are read per look (:attr:`Followed.more` says when
-    more is waiting). A file deleted and written anew, or that shrank, was
+    more is waiting), but a longer record is read whole, over as many looks
+    as it takes. A file deleted and written anew, or that shrank, was
     replaced: it is read again from its start, the first look at it saying
     it holds a new run (:attr:`Followed.new_run`). CSV files store no
     events.
@@ -349,10 +350,8 @@ class CSVFollower(lines.LineFollower):
                 self._width = self._header_width(row)
             elif any(field.strip() for field in row):
                 records.append(_csv_record(self.path, row, first_line, self._width))
-        if not consumed and self._full(chunk):
-            raise self._too_long("an rlpulse CSV row")
-        self._offset += consumed
-        return Followed(records, [], self._full(chunk), new_run)
+        more = self._moved_on(consumed, chunk)
+        return Followed(records, [], more, new_run)
 
     def _header_width(self, header: list[str]) -> int:
         if tuple(header) not in (CSV_FIELDS, CSV_FIELDS_0_1):

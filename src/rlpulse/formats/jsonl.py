@@ -264,7 +264,8 @@ class JSONLFollower(lines.LineFollower):
 
     Only whole lines are read: a last line without its newline (still being
     written) is left for a later look. At most ``batch_bytes`` are read per
-    look (:attr:`Followed.more` says when more is waiting). A file deleted
+    look (:attr:`Followed.more` says when more is waiting), but a longer
+    line is read whole, over as many looks as it takes. A file deleted
     and written anew, or that shrank, was replaced: it is read again from
     its start, the first look at it saying it holds a new run
     (:attr:`Followed.new_run`).
@@ -294,9 +295,7 @@ class JSONLFollower(lines.LineFollower):
         """The records and events of the lines completed since the last look (all of them at the first)."""
         chunk, new_run = self._next_bytes()
         complete = chunk[: chunk.rfind(b"\n") + 1]
-        if not complete and self._full(chunk):
-            raise self._too_long("an rlpulse payload")
-        self._offset += len(complete)
+        more = self._moved_on(len(complete), chunk)
         records: list[Record] = []
         events: list[Event] = []
         for raw_line in complete.splitlines():
@@ -316,4 +315,4 @@ class JSONLFollower(lines.LineFollower):
                 events.append(_jsonl_event(self.path, entry, number))
             else:
                 records += _payload_records(self.path, entry, number, self._kinds)
-        return Followed(records, events, self._full(chunk), new_run)
+        return Followed(records, events, more, new_run)

@@ -160,6 +160,11 @@ class LineFollower:
     def __init__(self, path: Path, *, batch_bytes: int = 8 << 20) -> None:
         self.path = path
         self._batch_bytes = batch_bytes
+        # How much a look reads: twice as much again after a look that held
+        # no whole line (one longer than that), back once it is read.
+        self._look_bytes = batch_bytes
+        self.waiting: str | None = None
+        """Why nothing can be read now (the file is gone); ``None`` while it is there."""
         self._offset = 0
         self._line_number = 0
         # Which file was read: another at the same path is read from its start.
@@ -176,13 +181,16 @@ class LineFollower:
         """
         try:
             with open(self.path, "rb") as file:
-                return self._read_on(file)
+                look = self._read_on(file)
         except FileNotFoundError:
             # Deleted: waited for, and read from its start once written anew.
             if self._offset:
                 self._start_again()
             self._identity = None
+            self.waiting = f"{self.path} does not exist yet"
             return Look(b"", new_run=False)
+        self.waiting = None
+        return look
 
     def _read_on(self, file: IO[bytes]) -> Look:
         status = os.fstat(file.fileno())
@@ -193,7 +201,7 @@ class LineFollower:
         self._identity = identity
         file.seek(self._offset)
         new_run, self._replaced = self._replaced, False
-        return Look(file.read(self._batch_bytes), new_run)
+        return Look(file.read(self._look_bytes), new_run)
 
     def _start_again(self) -> None:
         self._offset = self._line_number = 0
@@ -205,11 +213,20 @@ class LineFollower:
 
     def _full(self, chunk: bytes) -> bool:
         """Whether ``chunk`` is as long as a look reads: more may be waiting."""
-        return len(chunk) == self._batch_bytes
+        return len(chunk) == self._look_bytes
 
-    def _too_long(self, what: str) -> RunFileError:
-        """The error of a line that does not end within a look's bytes: not ``what`` (a CSV row, a payload)."""
-        return RunFileError(
-            f"{self.path} line {self._line_number + 1} is longer than "
-            f"{self._batch_bytes:,} bytes: not {what}"
-        )
+    def _moved_on(self, consumed: int, chunk: bytes) -> bool:
+        """Move the offset past the ``consumed`` bytes of ``chunk``; whether more may be waiting.
+
+        A look that holds no whole line (a line longer than a look) makes
+        the next one read twice as much, as often as it takes to read the
+        line, as :func:`rlpulse.read` reads it whole; the look comes back
+        to ``batch_bytes`` once a line is read.
+        """
+        full = self._full(chunk)
+        self._offset += consumed
+        if consumed:
+            self._look_bytes = self._batch_bytes
+        elif full:
+            self._look_bytes *= 2
+        return full
