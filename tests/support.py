@@ -11,13 +11,32 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["FIXTURES", "REPO", "Blocking", "Progress", "Source", "wait_until"]
+__all__ = [
+    "FIXTURES",
+    "OLD_SQLITE_FILES",
+    "REPO",
+    "Blocking",
+    "Progress",
+    "Source",
+    "copy_of_fixture",
+    "wait_until",
+]
 
 REPO = Path(__file__).resolve().parent.parent
 """The repository's root."""
 
 FIXTURES = REPO / "tests" / "fixtures"
 """Files written by earlier releases, read back by the tests of the formats."""
+
+OLD_SQLITE_FILES = ("v1.sqlite", "v2.sqlite")
+"""Files of SQLite format versions 1 (kinds) and 2 (distributions) in FIXTURES, each written by the code of its version (``tests/fixtures/make_old_sqlite.py``): runs ``baseline`` and then ``tuned``."""
+
+
+def copy_of_fixture(name: str, directory: Path) -> Path:
+    """A copy of fixture ``name`` in ``directory``, for a test that may write to it (a logger resuming it, a reader of a file in WAL mode)."""
+    copy = directory / name
+    copy.write_bytes((FIXTURES / name).read_bytes())
+    return copy
 
 
 class Source:

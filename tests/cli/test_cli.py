@@ -20,7 +20,7 @@ from rlpulse import Record, __version__, read
 from rlpulse.cli import main
 from rlpulse.sinks import CSVLogger, JSONLLogger, SQLiteLogger
 from rlpulse.sinks.registry import SCHEMES
-from tests.support import FIXTURES
+from tests.support import FIXTURES, OLD_SQLITE_FILES, copy_of_fixture
 
 RLPULSE_SCRIPT = Path(sys.executable).with_name("rlpulse")
 
@@ -369,6 +369,24 @@ def test_show_reads_a_json_lines_file(
     }
 
 
+def _show_in_utc(
+    copy: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    *arguments: str,
+) -> str:
+    """What ``rlpulse show`` prints of ``copy`` run in its directory in UTC, as its ``*.show.txt`` was made."""
+    monkeypatch.chdir(copy.parent)
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    try:
+        assert main(["show", copy.name, *arguments]) == 0
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    return capsys.readouterr().out
+
+
 @pytest.mark.parametrize("name", ["v0.1.0.sqlite", "v0.1.0.csv", "v0.1.0.jsonl"])
 def test_show_prints_for_a_file_of_rlpulse_0_1_0_what_0_1_0_printed(
     tmp_path: Path,
@@ -376,18 +394,83 @@ def test_show_prints_for_a_file_of_rlpulse_0_1_0_what_0_1_0_printed(
     capsys: pytest.CaptureFixture[str],
     name: str,
 ) -> None:
-    fixtures = FIXTURES
-    (tmp_path / name).write_bytes((fixtures / name).read_bytes())
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    try:
-        assert main(["show", name]) == 0
-    finally:
-        monkeypatch.undo()
-        time.tzset()
+    copy = copy_of_fixture(name, tmp_path)
 
-    assert capsys.readouterr().out == (fixtures / f"{name}.show.txt").read_text()
+    shown = _show_in_utc(copy, monkeypatch, capsys)
+
+    assert shown == (FIXTURES / f"{name}.show.txt").read_text()
+
+
+# What show prints of a file of SQLite format version 1 or 2 beyond what
+# that version printed, on purpose: since f23031e show takes each metric's
+# kind from the file, where version 1's show guessed it from the name, so
+# the tally's counters whose names say nothing get their mean rate (as
+# version 2's show gave it); since e7a7492 a run's distributions get a
+# table of their own after the metrics (version 2 stores them).
+RATES_OF_STORED_COUNTERS = {"learner/loss_sum": "8.766", "learner/updates": "5"}
+
+
+@pytest.mark.parametrize("name", OLD_SQLITE_FILES)
+def test_show_prints_for_a_sqlite_file_of_format_version_1_or_2_the_figures_it_printed(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+) -> None:
+    printed = (FIXTURES / f"{name}.show.txt").read_text()
+    copy = copy_of_fixture(name, tmp_path)
+
+    shown = _show_in_utc(copy, monkeypatch, capsys)
+
+    header, table, *distributions, events = shown.split("\n\n")
+    header_then, table_then, events_then = printed.split("\n\n")
+    assert header == header_then
+    assert events == events_then
+    rows_then = _table_rows(table_then)
+    if name == "v1.sqlite":
+        for metric, rate in RATES_OF_STORED_COUNTERS.items():
+            rows_then[metric].append(rate)
+    assert _table_rows(table) == rows_then
+    if name == "v1.sqlite":
+        assert distributions == []
+    else:
+        title, _, loss = distributions[0].splitlines()
+        assert title == "distributions over the whole run:"
+        assert loss.split()[:2] == ["learner/loss", "200"]
+
+
+@pytest.mark.parametrize("name", OLD_SQLITE_FILES)
+def test_show_run_of_a_sqlite_file_of_format_version_1_or_2_shows_that_run(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+) -> None:
+    copy = copy_of_fixture(name, tmp_path)
+
+    shown = _show_in_utc(copy, monkeypatch, capsys, "--run", "baseline")
+
+    assert shown.startswith(
+        f"run baseline in {name}: 99 records over 11.0 s, from 2023-11-14 22:13:20\n"
+    )
+    rows = _table_rows(shown)
+    assert rows["collector/frames"] == ["5000", "0", "5000", "500"]
+    assert rows["learner/loss_sum"][-1] == "17.53"
+
+
+@pytest.mark.parametrize("name", OLD_SQLITE_FILES)
+def test_top_once_of_a_sqlite_file_of_format_version_1_or_2_names_its_watches(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    copy = copy_of_fixture(name, tmp_path)
+
+    assert main(["top", str(copy), "--once"]) == 0
+
+    out = capsys.readouterr().out
+    assert out.startswith(f"run tuned in {copy}: 99 records over 11.0 s")
+    watches = {metric.split("/")[0] for metric in _table_rows(out)}
+    assert watches == {"buffer", "collector", "learner"}
+    assert "stalled collector: no progress (frames) for 30.0s" in out
 
 
 def test_show_of_a_run_without_records_says_so(

@@ -9,6 +9,7 @@ run is compared, figure for figure, with
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import signal
@@ -19,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from rlpulse import SQLiteLogger
+from rlpulse import SQLiteLogger, read_distributions
+from rlpulse.distributions import Histogram
 from rlpulse.formats import sqlite as sqlite_format
 from rlpulse.formats.records import Record, RunAggregate, aggregate
 from rlpulse.formats.sqlite import (
@@ -31,7 +33,9 @@ from rlpulse.formats.sqlite import (
     summarize_run,
 )
 from rlpulse.naming import Kind, Payload
-from rlpulse.read.summary import format_summary, summarize_file
+from rlpulse.read.summary import format_summary, summarize, summarize_file
+from tests.fixtures.make_old_sqlite import RUNS as OLD_RUNS
+from tests.support import OLD_SQLITE_FILES, copy_of_fixture
 
 ROWS_PER_SUMMARY = 500
 """Summaries brought up to date every this many rows: several times in a short run."""
@@ -152,7 +156,8 @@ def test_runs_of_one_file_keep_their_summaries_apart(tmp_path: Path) -> None:
 
 WRITER = """
 import sys
-from rlpulse import SQLiteLogger
+from rlpulse import SQLiteLogger, read_distributions
+from rlpulse.distributions import Histogram
 from rlpulse.formats import sqlite as sqlite_format
 from tests.formats.test_sqlite_summaries import ROWS_PER_SUMMARY, payload
 
@@ -214,6 +219,75 @@ def test_a_file_of_the_version_before_summaries_reads_the_same_and_gains_them(
         assert connection.execute("PRAGMA user_version").fetchone() == (
             SQLITE_FORMAT_VERSION,
         )
+
+
+def more_of_the_tuned_run() -> list[Payload]:
+    """Three more polls of run ``tuned`` of an old file, as today's monitor logs them: its counters on from where they stopped, each interval's histogram of losses."""
+    start = OLD_RUNS["tuned"] + 12.0
+    payloads = []
+    for poll in range(1, 4):
+        losses = Histogram()
+        for index in range(10):
+            losses.add(0.2 + 0.01 * index * poll)
+        metrics = {
+            "collector/frames": 8000.0 + 1600.0 * poll,
+            "collector/frames_per_second": 800.0,
+            "buffer/size": 2400.0,
+            "learner/updates": 50.0 + 10.0 * poll,
+            "learner/loss_count": 200.0 + 10.0 * poll,
+            "learner/loss_sum": 87.85 + 3.0 * poll,
+            "learner/loss_p50": losses.quantile(0.5),
+        }
+        kinds = {
+            "collector/frames": Kind.COUNTER,
+            "collector/frames_per_second": Kind.RATE,
+            "learner/updates": Kind.COUNTER,
+            "learner/loss_count": Kind.COUNTER,
+            "learner/loss_sum": Kind.COUNTER,
+        }
+        payloads.append(
+            Payload(
+                metrics,
+                int(metrics["collector/frames"]),
+                start + 2.0 * poll,
+                kinds,
+                {"learner/loss": losses},
+            )
+        )
+    return payloads
+
+
+@pytest.mark.parametrize("file_name", OLD_SQLITE_FILES)
+def test_a_run_of_format_version_1_or_2_resumed_shows_its_old_and_new_rows_as_its_records(
+    tmp_path: Path, file_name: str
+) -> None:
+    path = copy_of_fixture(file_name, tmp_path)
+    baseline = from_sqlite(path, "baseline")
+
+    with SQLiteLogger(path, run="tuned", resume=True) as sink:
+        sink.log_payloads(more_of_the_tuned_run())
+
+    with contextlib.closing(sqlite3.connect(path)) as connection:
+        assert connection.execute("PRAGMA user_version").fetchone() == (
+            SQLITE_FORMAT_VERSION,
+        )
+    assert from_sqlite(path, "tuned") == from_records(path, "tuned")
+    assert from_sqlite(path, "baseline") == baseline == from_records(path, "baseline")
+    shown = summarize_file(path, "tuned")
+    from_its_records = summarize(
+        read_sqlite(path, "tuned"),
+        run="tuned",
+        source=str(path),
+        distributions=read_distributions(path, "tuned"),
+    )
+    assert format_summary(shown, exact=True) == format_summary(
+        from_its_records, exact=True
+    )
+    assert shown.records == 99 + 3 * 7
+    frames = next(m for m in shown.metrics if m.name == "collector/frames")
+    assert (frames.minimum, frames.last) == (0.0, 12800.0)
+    (losses,) = shown.distributions
+    assert losses.count == (200 if file_name == "v2.sqlite" else 0) + 30
 
 
 def show(path: Path) -> str:

@@ -45,6 +45,7 @@ from rlpulse.read.plot import (
     select_metrics,
 )
 from rlpulse.sinks.registry import MetricSink
+from tests.support import OLD_SQLITE_FILES, copy_of_fixture
 
 RLPULSE_SCRIPT = Path(sys.executable).with_name("rlpulse")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -1114,6 +1115,20 @@ def test_cli_plot_writes_the_image_and_says_where(
 
     assert capsys.readouterr().out == f"wrote {output}\n"
     assert _png_size(output)[0] > 0
+
+
+@pytest.mark.parametrize("name", OLD_SQLITE_FILES)
+def test_cli_plot_of_a_sqlite_file_of_format_version_1_or_2_writes_a_png_of_each_watch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    path = copy_of_fixture(name, tmp_path)
+    output = tmp_path / "chart.png"
+
+    assert main(["plot", str(path), "-o", str(output)]) == 0
+
+    assert capsys.readouterr().out == f"wrote {output}\n"
+    assert _png_size(output)[0] > 0
+    assert list(_panels(plot_run_of(path))) == ["buffer", "collector", "learner"]
 
 
 def test_cli_plot_passes_match_x_and_run(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -16,7 +17,7 @@ import pytest
 from rlpulse import CSVLogger, JSONLLogger, Record, SQLiteLogger, read
 from rlpulse.naming import Kind, Payload, Unit
 from rlpulse.read.records import RunFileError, RunFileWarning, list_runs
-from tests.support import FIXTURES
+from tests.support import FIXTURES, OLD_SQLITE_FILES, copy_of_fixture
 
 FILE_SINKS = {
     "metrics.db": SQLiteLogger,
@@ -578,6 +579,46 @@ def test_a_file_of_rlpulse_0_1_0_reads_with_the_kinds_its_names_say(
     assert kinds["episodes/episode_return_count"] is Kind.COUNTER
     assert kinds["monitor/polls"] is Kind.GAUGE  # no name says otherwise
     assert kinds["replay_buffer/size"] is Kind.GAUGE
+
+
+@pytest.mark.parametrize("file_name", OLD_SQLITE_FILES)
+@pytest.mark.parametrize("run", ["baseline", "tuned"])
+def test_a_sqlite_file_of_format_version_1_or_2_reads_every_row_with_the_kind_it_stored(
+    tmp_path: Path, file_name: str, run: str
+) -> None:
+    path = copy_of_fixture(file_name, tmp_path)
+    with contextlib.closing(sqlite3.connect(path)) as connection:
+        (run_id,) = connection.execute(
+            "SELECT id FROM runs WHERE name = ?", (run,)
+        ).fetchone()
+        rows = connection.execute(
+            "SELECT wall_time, step, name, value FROM metrics WHERE run = ?"
+            " ORDER BY rowid",
+            (run_id,),
+        ).fetchall()
+        stored_kinds = dict(
+            connection.execute("SELECT name, kind FROM kinds WHERE run = ?", (run_id,))
+        )
+
+    records = list(read(path, run=run))
+
+    assert [tuple(record[:4]) for record in records] == rows
+    kinds = {record.name: record.kind for record in records}
+    assert {name: kind.value for name, kind in kinds.items()} == stored_kinds
+    # Kinds no name says: guessed, these would be gauges.
+    assert kinds["learner/updates"] is Kind.COUNTER
+    assert kinds["learner/loss_sum"] is Kind.COUNTER
+    assert kinds["buffer/size"] is Kind.GAUGE
+
+
+@pytest.mark.parametrize("file_name", OLD_SQLITE_FILES)
+def test_a_sqlite_file_of_format_version_1_or_2_lists_its_runs_and_reads_the_latest(
+    tmp_path: Path, file_name: str
+) -> None:
+    path = copy_of_fixture(file_name, tmp_path)
+
+    assert list_runs(path) == ["baseline", "tuned"]
+    assert list(read(path)) == list(read(path, run="tuned"))
 
 
 def test_the_files_of_rlpulse_0_1_0_hold_the_same_records() -> None:

@@ -28,7 +28,9 @@ from rlpulse.formats.sqlite import SQLITE_FORMAT_VERSION
 from rlpulse.naming import Kind, Payload
 from rlpulse.read.records import RunFileError, list_runs
 from rlpulse.sinks import sqlite as sqlite_sink
-from tests.support import FIXTURES
+from tests.fixtures.make_old_sqlite import POLLS, loss_observations
+from tests.fixtures.make_old_sqlite import RUNS as OLD_RUNS
+from tests.support import FIXTURES, copy_of_fixture
 
 RUN_NAME_FORMAT = "%Y-%m-%d_%H-%M-%S"
 
@@ -776,18 +778,46 @@ def test_a_payloads_rows_and_distributions_are_stored_together_or_not_at_all(
     assert [record.step for record in read_distributions(path)] == [3]
 
 
-def test_a_file_of_rlpulse_0_1_0_has_no_distributions_and_gains_them(
-    tmp_path: Path, log_tally_intervals: Callable[..., None]
+@pytest.mark.parametrize("file_name", ["v0.1.0.sqlite", "v1.sqlite"])
+def test_a_file_of_a_version_before_distributions_has_none_and_gains_them(
+    tmp_path: Path, log_tally_intervals: Callable[..., None], file_name: str
 ) -> None:
-    path = tmp_path / "metrics.db"
-    path.write_bytes((FIXTURES / "v0.1.0.sqlite").read_bytes())
+    path = copy_of_fixture(file_name, tmp_path)
+    old_runs = list_runs(path)
 
-    assert list(read_distributions(path, run="baseline")) == []
+    assert [list(read_distributions(path, run=run)) for run in old_runs] == [
+        [] for _ in old_runs
+    ]
     log_tally_intervals(path, [[1.0, 2.0, 3.0]], run="next")
 
     assert [r.histogram.count for r in read_distributions(path, run="next")] == [3]
-    assert list(read_distributions(path, run="baseline")) == []
+    assert [list(read_distributions(path, run=run)) for run in old_runs] == [
+        [] for _ in old_runs
+    ]
     assert rows(path, "PRAGMA user_version") == [(SQLITE_FORMAT_VERSION,)]
+
+
+@pytest.mark.parametrize("run", OLD_RUNS)
+def test_a_file_of_format_version_2_gives_back_its_histograms_and_quantiles_over_its_run(
+    tmp_path: Path, run: str
+) -> None:
+    path = copy_of_fixture("v2.sqlite", tmp_path)
+    polls = range(1, POLLS + 1)
+    intervals = [loss_observations(run, poll) for poll in polls]
+
+    stored = list(read_distributions(path, run=run))
+
+    assert [(r.wall_time, r.name) for r in stored] == [
+        (OLD_RUNS[run] + 2.0 * poll, "learner/loss") for poll in polls
+    ]
+    for record, values in zip(stored, intervals, strict=True):
+        assert record.histogram.count == len(values)
+        assert record.histogram.min == min(values)
+        assert record.histogram.max == max(values)
+        assert record.histogram.sum == pytest.approx(sum(values))
+    merged = merge_distributions(stored)["learner/loss"]
+    assert merged.count == 200
+    assert_quantiles_match(merged, [value for values in intervals for value in values])
 
 
 def test_a_file_of_the_version_before_distributions_reads_without_them(
