@@ -44,6 +44,7 @@ __all__ = [
     "measure",
     "run_verdict",
     "split_of",
+    "window_verdict",
 ]
 
 BALANCE_MARGIN = 0.15
@@ -661,12 +662,23 @@ def split_of(windows: Iterable[Mapping[str, float]]) -> tuple[dict[str, int], st
     producer, consumer = "producer", "consumer"
     for metrics in windows:
         producer, consumer = _sides(metrics)
-        known = metrics.get("bound_known", 0.0) and "bound" in metrics
-        value = metrics.get("bound", math.nan) if known else math.nan
-        bound = Bound(int(value)) if value in (-1.0, 0.0, 1.0) else None
-        label = label_of(bound, producer, consumer)
+        _, label = window_verdict(metrics)
         counts[label] = counts.get(label, 0) + 1
     return counts, producer, consumer
+
+
+def window_verdict(metrics: Mapping[str, float]) -> tuple[Bound | None, str]:
+    """What one window of a bottleneck watch (its logged metrics) says: its bound (``None``: unknown) and its label (:func:`label_of`).
+
+    >>> window_verdict({"bound_known": 1.0, "bound": -1.0, "side/collector": -1.0, "side/learner": 1.0})
+    (<Bound.PRODUCER: -1>, 'collector-bound')
+    >>> window_verdict({"bound_known": 0.0, "side/collector": -1.0})
+    (None, 'unknown')
+    """
+    known = metrics.get("bound_known", 0.0) and "bound" in metrics
+    value = metrics.get("bound", math.nan) if known else math.nan
+    bound = Bound(int(value)) if value in (-1.0, 0.0, 1.0) else None
+    return bound, label_of(bound, *_sides(metrics))
 
 
 def format_split(counts: Mapping[str, int]) -> str:

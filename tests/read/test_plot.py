@@ -346,6 +346,42 @@ def test_an_episode_tallys_chart_draws_the_return_before_the_rest(
     assert {"episode_return_min", "episode_return_max"} <= set(returns)
 
 
+def test_a_bottleneck_watchs_verdicts_are_shaded_behind_its_lines_not_drawn() -> None:
+    # Windows of 5 s: collector-bound twice, learner-bound, unknown, balanced.
+    bounds = [-1.0, -1.0, 1.0, None, 0.0]
+    records = []
+    for index, bound in enumerate(bounds):
+        at = 100.0 + 5.0 * (index + 1)
+        window = {
+            "bottleneck/bound_known": 0.0 if bound is None else 1.0,
+            "bottleneck/consumer_wait_share": 0.2 + 0.1 * index,
+            "bottleneck/side/collector": -1.0,
+            "bottleneck/side/learner": 1.0,
+        }
+        if bound is not None:
+            window["bottleneck/bound"] = bound
+        records += [Record(at, None, name, value) for name, value in window.items()]
+
+    figure = plot_run(records, run="r")
+
+    axes = _panels(figure)["bottleneck"]
+    assert _labels(axes) == ["consumer_wait_share"]  # no line of -1, 0 and 1
+    spans = [
+        (round(patch.get_x(), 6), round(patch.get_x() + patch.get_width(), 6))
+        for patch in axes.patches
+    ]
+    # Seconds since the run's first record (at 105 s): the first window
+    # starts 5 s before it; the two collector-bound windows are one span.
+    assert spans == [(-5.0, 5.0), (5.0, 10.0), (15.0, 20.0)]
+    _, labels = axes.get_legend_handles_labels()
+    assert set(labels) == {
+        "collector-bound",
+        "learner-bound",
+        "balanced",
+        "consumer_wait_share",
+    }
+
+
 def test_a_counter_rate_has_a_gap_where_the_counter_went_down() -> None:
     figure = plot_run(
         _records(

@@ -56,7 +56,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, NamedTuple, TypeVar
 
 from rlpulse.formats import (
     Downsampled,
@@ -86,6 +86,7 @@ from rlpulse.read.records import Record
 from rlpulse.read.summary import run_letter, run_name
 from rlpulse.runtime.threads import MonitorThread
 from rlpulse.text import format_duration, format_number, plural
+from rlpulse.verdict import Bound, window_verdict
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -199,6 +200,12 @@ _MARKERS_BELOW = 40
 _STYLED_UP_TO = BUCKETS
 # Matplotlib's for lines: a band (a patch, at 1) under them, the grid below.
 _LINE_ZORDER = 2.0
+# The shade of a bottleneck watch's windows, by what they said.
+_SPAN_COLORS = {
+    Bound.PRODUCER: "tab:orange",
+    Bound.CONSUMER: "tab:blue",
+    Bound.BALANCED: "tab:green",
+}
 _MAX_CONSTANTS_NOTED = 6
 # Lines on one axis whose largest values differ by more than this factor
 # share a logarithmic axis.
@@ -278,11 +285,22 @@ class _Line:
         return values.pop() if len(values) == 1 else None
 
 
+class _Span(NamedTuple):
+    """Where a bottleneck watch's verdict held: from ``start`` to ``end`` along the x axis."""
+
+    start: float
+    end: float
+    bound: Bound
+    label: str
+
+
 @dataclass
 class _Panel:
     watch: str
     lines: list[_Line]
     constants: list[_Line]
+    # A bottleneck watch's verdicts, shaded behind its lines.
+    spans: list[_Span] = field(default_factory=list)
 
     @property
     def units(self) -> list[_Unit]:
@@ -881,10 +899,59 @@ def _panels(
     for name in unread:
         watch = _watch_of(name)
         metrics_of[watch] = metrics_of.get(watch, 0) + 1
-    return _arranged(
-        metrics_of,
-        lambda watch: _lines(by_watch.get(watch, []), series, cumulative),
-    )
+    spans = {watch: _verdict_spans(metrics) for watch, metrics in by_watch.items()}
+
+    def lines_of(watch: str) -> list[_Line]:
+        drawn = by_watch.get(watch, [])
+        if spans.get(watch):
+            # The verdict is shaded, not drawn as a line of -1, 0 and 1.
+            drawn = [metric for metric in drawn if metric.key not in _SHADED]
+        return _lines(drawn, series, cumulative)
+
+    panels, left_out = _arranged(metrics_of, lines_of)
+    for panel in panels:
+        panel.spans = spans.get(panel.watch, [])
+    return panels, left_out
+
+
+# A bottleneck watch's metrics its shaded verdicts show.
+_SHADED = ("bound", "bound_known")
+
+
+def _verdict_spans(watch_series: list[_Series]) -> list[_Span]:
+    """Where a bottleneck watch's verdict held, window after window, along the x axis (none for another watch, or one never judged).
+
+    Each window ends at its point and starts at the point before (the
+    first, as long before it as the next is after); neighbours that say
+    the same are one span; unknown windows are none.
+    """
+    by_key = {metric.key: metric for metric in watch_series}
+    windows, bound = by_key.get("bound_known"), by_key.get("bound")
+    if windows is None or bound is None:
+        return []
+    sides = {
+        key: metric.ys[-1] for key, metric in by_key.items() if key.startswith("side/")
+    }
+    bound_at = dict(zip(bound.xs, bound.ys, strict=True))
+    xs = windows.xs
+    spans: list[_Span] = []
+    for index, (end, known) in enumerate(zip(xs, windows.ys, strict=True)):
+        if index:
+            start = xs[index - 1]
+        elif len(xs) > 1:
+            start = end - (xs[1] - end)
+        else:
+            continue
+        said, label = window_verdict(
+            {**sides, "bound_known": known, "bound": bound_at.get(end, math.nan)}
+        )
+        if said is None:
+            continue
+        if spans and spans[-1].label == label and spans[-1].end == start:
+            spans[-1] = spans[-1]._replace(end=end)
+        else:
+            spans.append(_Span(start, end, said, label))
+    return spans
 
 
 def _arranged(
@@ -1170,6 +1237,21 @@ def _draw_panel(
     colors = iter(f"C{index}" for index in range(len(panel.lines) + 10))
     # One colour per metric: runs drawn together share it.
     color_of: dict[str, str] = {}
+    labelled: set[str] = set()
+    for axes in all_axes:
+        for span in panel.spans:
+            # Named once, in the legend of the panel's first axis.
+            named = axes is top and span.label not in labelled
+            labelled.update([span.label] if named else [])
+            axes.axvspan(
+                span.start,
+                span.end,
+                color=_SPAN_COLORS[span.bound],
+                alpha=0.15,
+                linewidth=0,
+                zorder=0.5,
+                label=span.label if named else "_nolegend_",
+            )
     for axes, unit in zip(all_axes, units, strict=True):
         lines = [line for line in panel.lines if line.unit == unit]
         for rank, line in enumerate(lines):
