@@ -538,6 +538,32 @@ def test_lines_of_very_different_size_share_a_log_axis(sqlite_run: Path) -> None
     assert collector.get_ylabel() == "per second (/s), log scale"
 
 
+def test_a_log_axis_over_few_decades_is_ticked_at_1_2_and_5_of_each() -> None:
+    figure = plot_run(
+        _records(
+            (0, None, "collector/batches_per_second", 12.0),
+            (0, None, "collector/frames_per_second", 900.0),
+            (1, None, "collector/batches_per_second", 14.0),
+            (1, None, "collector/frames_per_second", 950.0),
+        ),
+        run="r",
+    )
+    collector = _panels(figure)["collector"]
+    figure.canvas.draw()
+
+    low, high = collector.get_ylim()
+    labels = [
+        label.get_text()
+        for label in collector.get_yticklabels()
+        if low <= label.get_position()[1] <= high
+    ]
+    # Between 12 and 950 the decades are 100 and, at the axis' ends, maybe
+    # 10 and 1000: 2 and 5 of each are ticked too.
+    assert collector.get_yscale() == "log"
+    assert {"20", "50", "100", "200", "500"} <= set(labels)
+    assert set(labels) <= {"10", "20", "50", "100", "200", "500", "1000"}
+
+
 def test_a_log_axis_with_zeros_is_symmetric_log(tmp_path: Path) -> None:
     figure = plot_run(
         _records(

@@ -210,6 +210,8 @@ _MAX_CONSTANTS_NOTED = 6
 # Lines on one axis whose largest values differ by more than this factor
 # share a logarithmic axis.
 _LOG_SCALE_SPREAD = 30.0
+# A log axis over fewer decades than this is ticked at 1, 2 and 5 of each.
+_FEW_DECADES = 1000.0
 
 
 class PlotError(ValueError):
@@ -732,11 +734,12 @@ class _Matplotlib:
         from matplotlib.figure import Figure
         from matplotlib.patches import PathPatch
         from matplotlib.path import Path
-        from matplotlib.ticker import FuncFormatter, NullFormatter
+        from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
         self.Figure = Figure
         self.FigureCanvasAgg = FigureCanvasAgg
         self.FuncFormatter = FuncFormatter
+        self.LogLocator = LogLocator
         self.NullFormatter = NullFormatter
         self.Path = Path
         self.PathPatch = PathPatch
@@ -1447,6 +1450,11 @@ def _scale(axes: Axes, lines: list[_Line], label: str, matplotlib: _Matplotlib) 
         smallest = min((abs(y) for y in values if y != 0), default=1.0)
         if min(values) > 0:
             axes.set_yscale("log")
+            if max(values) / min(values) < _FEW_DECADES:
+                # Decades alone would leave one tick, or none, in view.
+                axes.yaxis.set_major_locator(
+                    matplotlib.LogLocator(base=10.0, subs=(1.0, 2.0, 5.0))
+                )
         else:
             axes.set_yscale("symlog", linthresh=smallest, linscale=0.5)
         axes.yaxis.set_minor_formatter(matplotlib.NullFormatter())
