@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import random
+import sys
 import threading
 import time
 from fractions import Fraction
@@ -16,6 +17,8 @@ from pathlib import Path
 
 import numpy
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rlpulse import LoggerMonitor, SharedCounters, SQLiteLogger, Tally, read
 from rlpulse.distributions import (
@@ -452,3 +455,50 @@ def test_adding_in_a_batch_counts_as_adding_one_by_one() -> None:
     assert (batched.min, batched.max) == (one_by_one.min, one_by_one.max)
     assert batched.sum == pytest.approx(one_by_one.sum, rel=1e-12)
     assert batched.quantile(0.99) == one_by_one.quantile(0.99)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    values=st.lists(
+        st.floats(allow_nan=False, allow_infinity=False).filter(bool),
+        min_size=1,
+        max_size=20,
+    )
+)
+def test_every_finite_value_is_counted_in_its_own_bucket(values: list[float]) -> None:
+    # A value near 1 first: the list that counts the buckets near 1 exists.
+    histogram = Histogram()
+    histogram.add(1.0)
+    histogram.add(-1.0)
+    for value in values:
+        histogram.add(value)
+    positive: dict[int, int] = {bucket_index(1.0): 1}
+    negative: dict[int, int] = {bucket_index(1.0): 1}
+    for value in values:
+        counts = positive if value > 0 else negative
+        index = bucket_index(abs(value))
+        counts[index] = counts.get(index, 0) + 1
+    assert histogram.positive == positive
+    assert histogram.negative == negative
+
+
+def test_quantiles_of_values_beyond_four_billion_or_below_a_quarter_nanosecond() -> (
+    None
+):
+    histogram = Histogram()
+    histogram.add(1.0)  # a value near 1: counted in a list from 2**-32 to 2**32
+    large = [2e10, 2.5e10, 3e10, 6e12]  # bytes: 20 GB to 6 TB
+    small = [1e-10, 3e-12, -1e-11]
+    for value in large + small:
+        histogram.add(value)
+    everything = [1.0, *large, *small]
+    assert_within_one_percent(histogram, everything)
+
+
+def test_the_largest_floats_have_quantiles() -> None:
+    largest = sys.float_info.max
+    histogram = histogram_of([1.0, largest, -largest])
+    assert histogram.quantile(1.0) == largest
+    assert histogram.quantile(0.0) == -largest
+    interval = histogram_of([largest, largest * 0.9999])
+    assert interval.quantile(0.5) == pytest.approx(largest * 0.9999, rel=RELATIVE_ERROR)

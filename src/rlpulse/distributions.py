@@ -40,6 +40,7 @@ those quantiles logged (:class:`IntervalQuantiles`).
 from __future__ import annotations
 
 import math
+import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import compress
@@ -87,8 +88,10 @@ _MIDDLE = 2 / (1 + BASE)
 _SLACK = 1e-12
 _INF = math.inf
 # Bucket indices from -_REACH to _REACH - 1 (2**-32 to 2**32) are counted in
-# a list, quicker to add to than a dict.
+# a list, quicker to add to than a dict: index i in slot i + _REACH.
 _REACH = 32 * 2**SCALE
+# The slot of a value, ceil(log2(value) * 64) plus this: its index, shifted.
+_SLOT_SHIFT = _REACH - 1
 _ceil = math.ceil
 _log2 = math.log2
 # Readers (copy) close epochs one at a time; writers never take it.
@@ -112,7 +115,10 @@ def bucket_index(value: float) -> int:
 
 
 def _upper_bound(index: int) -> float:
-    return math.pow(2.0, (index + 1) / _PER_OCTAVE)
+    try:
+        return math.pow(2.0, (index + 1) / _PER_OCTAVE)
+    except OverflowError:  # the top bucket's bound, 2**1024, is no float
+        return sys.float_info.max
 
 
 LOWEST_BUCKET = bucket_index(1e-9)
@@ -192,8 +198,8 @@ class Histogram:
         max: float | None = None,
     ) -> None:
         # Counts by bucket index: those of add() from -_REACH to _REACH - 1
-        # in a list, made on the first such add() (an index below 0 counts
-        # from the list's end), the others in a dict.
+        # in a list, made on the first such add() (index i in slot
+        # i + _REACH), the others in a dict.
         self._positive: dict[int, int] = dict(positive or {})
         self._negative: dict[int, int] = dict(negative or {})
         self._positive_dense: list[int] = []
@@ -231,19 +237,28 @@ class Histogram:
         # bucket_index, inline, over locals: a tally files its observations
         # here in batches, on the thread that reads it.
         positive, negative, zeros = self._positive_dense, self._negative_dense, 0
+        # A slot past the list's end raises IndexError; one below 0 would
+        # count from its end (another bucket's), so it is checked.
+        shift = _SLOT_SHIFT
         for value in values:
             if value > 0.0:
-                index = _ceil(_log2(value) * _PER_OCTAVE) - 1
-                try:
-                    positive[index] += 1
-                except IndexError:
-                    positive = _count_beyond(self._positive, positive, index)
+                slot = _ceil(_log2(value) * _PER_OCTAVE) + shift
+                if slot >= 0:
+                    try:
+                        positive[slot] += 1
+                        continue
+                    except IndexError:
+                        pass
+                positive = _count_beyond(self._positive, positive, slot - _REACH)
             elif value < 0.0:
-                index = _ceil(_log2(-value) * _PER_OCTAVE) - 1
-                try:
-                    negative[index] += 1
-                except IndexError:
-                    negative = _count_beyond(self._negative, negative, index)
+                slot = _ceil(_log2(-value) * _PER_OCTAVE) + shift
+                if slot >= 0:
+                    try:
+                        negative[slot] += 1
+                        continue
+                    except IndexError:
+                        pass
+                negative = _count_beyond(self._negative, negative, slot - _REACH)
             else:
                 zeros += 1
         self._positive_dense, self._negative_dense = positive, negative
@@ -460,18 +475,18 @@ def _count_beyond(sparse: dict[int, int], dense: list[int], index: int) -> list[
     # it goes to the dict. Returns the list add() keeps.
     if not dense and -_REACH <= index < _REACH:
         dense = [0] * (2 * _REACH)
-        dense[index] = 1
+        dense[index + _REACH] = 1
     else:
         sparse[index] = sparse.get(index, 0) + 1
     return dense
 
 
 def _merged(sparse: dict[int, int], dense: list[int]) -> dict[int, int]:
-    # The counts of both, by bucket index: the list's slot s >= _REACH is
-    # index s - 2 * _REACH.
+    # The counts of both, by bucket index: the list's slot s is index
+    # s - _REACH.
     counts = sparse.copy()
     for slot in compress(range(len(dense)), dense):
-        index = slot if slot < _REACH else slot - 2 * _REACH
+        index = slot - _REACH
         counts[index] = counts.get(index, 0) + dense[slot]
     return counts
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 import threading
 import time
 import tracemalloc
@@ -565,3 +566,53 @@ def test_busy_s_sums_blocks_under_way_on_several_threads_and_only_grows() -> Non
     assert (
         1.5 * elapsed < tally.stats()["busy_s"] <= 3 * (time.perf_counter() - started)
     )
+
+
+def first_use_of_step_s(
+    how: str, tally: Tally, barrier: threading.Barrier, errors: list[Exception]
+) -> None:
+    barrier.wait()
+    try:
+        if how == "time":
+            with tally.time("step_s"):
+                pass
+        elif how == "busy":
+            with tally.busy("step_s"):
+                pass
+        else:
+            tally.observe("step_s", 0.5)
+    except Exception as error:
+        errors.append(error)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("how", ["time", "busy", "observe"])
+def test_threads_first_using_one_key_at_once_all_record(how: str) -> None:
+    # Threads of a pool timing one key: the first uses race to create it,
+    # which must record every one of them, not refuse the key as taken.
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-7)
+    try:
+        for _ in range(100):
+            tally = Tally()
+            threads = 8
+            barrier = threading.Barrier(threads)
+            errors: list[Exception] = []
+            workers = [
+                threading.Thread(
+                    target=first_use_of_step_s, args=(how, tally, barrier, errors)
+                )
+                for _ in range(threads)
+            ]
+            for worker in workers:
+                worker.start()
+            for worker in workers:
+                worker.join()
+            assert errors == []
+            stats = tally.stats()
+            if how == "busy":
+                assert stats["step_s"] >= 0
+            else:
+                assert stats["step_s_count"] == threads
+    finally:
+        sys.setswitchinterval(switch_interval)

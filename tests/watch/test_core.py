@@ -126,6 +126,20 @@ def test_a_counter_reset_in_a_composite_re_baselines_and_logs_nothing() -> None:
     assert payload["w/frames_per_second"] == 40.0  # since the reset at t=6
 
 
+def test_a_threshold_crossed_as_another_counter_resets_is_logged_at_the_next_poll() -> (
+    None
+):
+    watch = make_watch(Every.counter("frames", 100) | Every.counter("updates", 10))
+    poll(watch, {"frames": 50, "updates": 5}, now=0.0)
+    # frames reset while updates crossed 10: the reset logs nothing...
+    assert poll(watch, {"frames": 0, "updates": 12}, now=1.0) is None
+    # ... and the crossing is not lost: updates logs before reaching 20.
+    payload = poll(watch, {"frames": 5, "updates": 13}, now=2.0)
+    assert payload is not None
+    assert payload["w/updates"] == 13.0
+    assert poll(watch, {"frames": 6, "updates": 15}, now=3.0) is None
+
+
 def test_a_time_only_schedule_is_not_due_by_clock_until_its_interval() -> None:
     watch = make_watch(Every.seconds(5) | Every.seconds(2))
     assert watch.clock_gated

@@ -465,11 +465,14 @@ class Tally:
         try:
             return self._under_way[key]
         except KeyError:
-            if key not in self._counters:
-                self.inc(key, 0)
-            return self._under_way.setdefault(
-                key, _Seconds(key, self.inc, self._under_way_lock)
-            )
+            # Under the lock a block ending on another thread cannot add its
+            # seconds between the counter's creation at 0 and its use.
+            with self._under_way_lock:
+                if key not in self._counters:
+                    self.inc(key, 0)
+                return self._under_way.setdefault(
+                    key, _Seconds(key, self.inc, self._under_way_lock)
+                )
 
     def __repr__(self) -> str:
         return (
@@ -478,11 +481,14 @@ class Tally:
         )
 
     def _claim(self, key: str, kind: str, suffixes: tuple[str, ...]) -> None:
-        self._check_claim(key, kind, suffixes)
+        claimant = f"the {kind} {key!r}"
+        self._check_claim(key, kind, suffixes, claimant)
         for suffix in suffixes:
-            self._owners[key + suffix] = f"the {kind} {key!r}"
+            self._owners[key + suffix] = claimant
 
-    def _check_claim(self, key: str, kind: str, suffixes: tuple[str, ...]) -> None:
+    def _check_claim(
+        self, key: str, kind: str, suffixes: tuple[str, ...], claimant: str
+    ) -> None:
         if not isinstance(key, str) or not key:
             raise TypeError(
                 f"Tally keys must be non-empty strings, got {key!r}; name the "
@@ -491,7 +497,8 @@ class Tally:
         names = [key + suffix for suffix in suffixes]
         for name in names:
             owner = self._owners.get(name)
-            if owner is not None:
+            # The same claim again: threads first using one key at once.
+            if owner is not None and owner != claimant:
                 raise ValueError(
                     f"Tally key {key!r} cannot be used as a {kind}: the entry "
                     f"{name!r} already belongs to {owner}; give the {kind} "

@@ -86,11 +86,13 @@ class ScheduleState:
     def counters_due(self, raw: Any) -> tuple[bool, bool]:
         """Whether a counter part of ``raw`` crossed its threshold, and whether a counter was reset."""
         due = reset = False
+        moved: list[tuple[CounterPart, float, float]] = []
         for part in self.counters:
             value = counter_value(raw, part.key)
             if value is None:
                 continue
-            if part.next_threshold is None:
+            threshold = part.next_threshold
+            if threshold is None:
                 part.prime(value)
                 continue
             last_value = part.last_value
@@ -100,8 +102,12 @@ class ScheduleState:
                 part.prime(value)
                 reset = True
                 continue
+            moved.append((part, value, threshold))
+        for part, value, threshold in moved:
             part.last_value = value
-            if value >= part.next_threshold:
+            # Beside a reset, which logs nothing, a threshold crossed stays
+            # ahead: the next poll logs it.
+            if not reset and value >= threshold:
                 part.next_threshold = (value // part.interval + 1) * part.interval
                 due = True
         return due, reset
