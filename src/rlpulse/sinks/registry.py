@@ -44,6 +44,7 @@ to do, with the original error as its cause.
 
 from __future__ import annotations
 
+import difflib
 import sys
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
@@ -384,14 +385,21 @@ def open_sink(spec: str) -> MetricSink:
     scheme, separator, target = spec.partition(":")
     known = ", ".join(sorted(SCHEMES))
     if not separator:
+        meant = (
+            f"did you mean '{spec.strip()}:'? "
+            if spec.strip().lower() in SCHEMES
+            else ""
+        )
         raise SinkSpecError(
-            f"sink spec {spec!r} has no scheme; write SCHEME:TARGET "
+            f"sink spec {spec!r} has no scheme; {meant}write SCHEME:TARGET "
             f"(as in 'sqlite:runs/metrics.sqlite') with one of: {known}"
         )
     entry = SCHEMES.get(scheme.strip().lower())
     if entry is None:
+        close = difflib.get_close_matches(scheme.strip().lower(), SCHEMES, n=1)
+        meant = f"did you mean {close[0]!r}? " if close else ""
         raise SinkSpecError(
-            f"unknown sink scheme {scheme!r} in {spec!r}; known schemes: {known}"
+            f"unknown sink scheme {scheme!r} in {spec!r}; {meant}known schemes: {known}"
         )
     try:
         return entry.open(target)
