@@ -241,6 +241,19 @@ def test_monitor_bottleneck_refuses_a_watch_it_does_not_know() -> None:
         monitor.bottleneck("collector", "learner")
 
 
+def test_a_second_bottleneck_under_a_taken_name_is_refused_saying_to_name_it() -> None:
+    monitor = LoggerMonitor(InMemorySink(), background=False)
+    for name in ("collector", "learner", "sampler"):
+        monitor.watch(Tally(), name=name)
+    monitor.bottleneck("collector", "learner")
+    with pytest.raises(ValueError, match=r"already registered.*name='bottleneck_2'"):
+        monitor.bottleneck("collector", "sampler")
+
+    assert monitor.bottleneck("collector", "sampler", name="bottleneck_2") == (
+        "bottleneck_2"
+    )
+
+
 @pytest.mark.parametrize("window", [0, -1.0, float("inf")])
 def test_monitor_bottleneck_refuses_a_window_that_is_no_time(window: float) -> None:
     monitor = LoggerMonitor(InMemorySink(), background=False)

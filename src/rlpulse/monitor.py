@@ -274,6 +274,12 @@ class LoggerMonitor:
                     f"bottleneck({role}={watch_name!r}): no watch of that name; "
                     f"watch() it first (watches: {sorted(watches)})."
                 )
+        if name in watches:
+            raise ValueError(
+                f"bottleneck(name={name!r}): a watch of that name is already "
+                f"registered; judge another pair under another name (as in "
+                f"name='{name}_2'), or unwatch({name!r}) first."
+            )
         judged = Bottleneck(
             watches[producer].call,
             watches[consumer].call,

@@ -213,6 +213,28 @@ def test_an_endpoint_that_is_no_url_or_no_receiver_says_so() -> None:
         exporter.log_metrics({"c/frames": 1.0})
 
 
+def test_a_web_server_that_is_no_receiver_is_refused_in_one_line_saying_to_check_the_endpoint() -> (
+    None
+):
+    # Python's own web server answers a POST with 501 and an HTML page.
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    exporter = OTLPExporter(f"http://127.0.0.1:{server.server_address[1]}")
+    try:
+        with exporter, pytest.raises(OSError, match="HTTP 501") as refused:
+            exporter.log_metrics({"c/frames": 1.0})
+    finally:
+        server.shutdown()
+        server.server_close()
+
+    message = str(refused.value)
+    assert "\n" not in message
+    assert "refused 1 point: HTTP 501 Unsupported method ('POST'): <!DOCTYPE" in message
+    assert "is the endpoint an OTLP/HTTP receiver's" in message
+
+
 @pytest.mark.parametrize("hosted", [False, True], ids=["in-process", "sink-process"])
 def test_a_monitor_exports_each_metric_as_the_kind_its_watch_gave_it(
     receiver: Receiver, hosted: bool

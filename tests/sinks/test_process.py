@@ -136,6 +136,19 @@ def test_a_spec_the_child_cannot_open_raises_the_open_sink_error(
         SinkProcess(f"sqlite:{tmp_path / 'a.sqlite'}", "postgres:db")
 
 
+def test_a_refused_spec_leaves_no_run_behind_so_the_specs_open_once_it_is_fixed(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "a.sqlite"
+    with pytest.raises(SinkSpecError, match="unknown sink scheme 'consol'"):
+        SinkProcess(f"sqlite:{store}?run=exp1", "consol:")
+    assert not store.exists()
+
+    with SinkProcess(f"sqlite:{store}?run=exp1", "console:") as sinks:
+        sinks.log_metrics({"loss": 1.0}, step=1, timestamp=1.0)
+    assert [record.value for record in read(store, run="exp1")] == [1.0]
+
+
 def test_a_file_holding_a_run_is_refused_in_the_child_unless_resumed(
     tmp_path: Path,
 ) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -183,6 +184,21 @@ def test_an_unknown_scheme_is_a_one_line_error_listing_the_known_ones() -> None:
 def test_a_spec_without_a_scheme_is_refused_with_the_form_to_use() -> None:
     with pytest.raises(ValueError, match="has no scheme; write SCHEME:TARGET"):
         open_sink("runs/metrics.sqlite")
+
+
+@pytest.mark.parametrize(
+    ("spec", "meant"),
+    [
+        ("sqllite:runs/a.sqlite", "'sqlite'"),
+        ("consol:", "'console'"),
+        ("console", "'console:'"),
+    ],
+)
+def test_a_misspelt_scheme_or_a_scheme_without_its_colon_is_answered_with_the_spec_meant(
+    spec: str, meant: str
+) -> None:
+    with pytest.raises(SinkSpecError, match=re.escape(f"did you mean {meant}?")):
+        open_sink(spec)
 
 
 def test_a_spec_that_is_not_a_string_is_refused() -> None:

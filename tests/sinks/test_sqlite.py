@@ -185,6 +185,23 @@ def test_resume_starts_a_run_not_yet_stored(tmp_path: Path) -> None:
     assert list_runs(path) == ["first"]
 
 
+def test_abandoning_takes_back_only_a_run_it_started_that_holds_nothing(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "metrics.db"
+    SQLiteLogger(path, run="fresh").abandon()
+    assert not path.exists()  # the file it made for that run, too
+
+    SQLiteLogger(path, run="kept").close()
+    SQLiteLogger(path, run="kept", resume=True).abandon()
+    with SQLiteLogger(path, run="logged") as sink:
+        sink.log_metrics({"learner/loss": 1.0}, step=1)
+        sink.abandon()
+    SQLiteLogger(path).abandon()
+
+    assert list_runs(path) == ["kept", "logged"]
+
+
 def test_resume_without_a_run_name_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="resume=True appends to a run named by run="):
         SQLiteLogger(tmp_path / "metrics.db", resume=True)

@@ -33,7 +33,7 @@ from rlpulse.read.summary import (
 from rlpulse.schedules import Every
 from rlpulse.sinks import ConsoleLogger, SQLiteLogger
 from rlpulse.sinks.prometheus import PrometheusExporter
-from rlpulse.sinks.registry import MetricSink, open_sink
+from rlpulse.sinks.registry import MetricSink, open_sinks
 from rlpulse.sources.tally import Tally
 
 __all__ = [
@@ -105,7 +105,7 @@ class DemoOutput:
 class DemoSinks:
     """The sinks of one demo: a new run of the SQLite store, the console, and extra sinks from specs.
 
-    Extra sinks are built with :func:`rlpulse.open_sink` from ``SCHEME:TARGET``
+    Extra sinks are built with :func:`~rlpulse.sinks.registry.open_sinks` from ``SCHEME:TARGET``
     specs (``csv:runs/demo.csv``, ``tensorboard:runs/tb``, …). Everything is
     opened here and closed by :meth:`close`; when one cannot be opened, the
     ones already open are closed before the error propagates: a
@@ -130,10 +130,8 @@ class DemoSinks:
     ) -> None:
         self.out = out
         self.specs = tuple(specs)
-        self.extra: list[MetricSink] = []
+        self.extra: list[MetricSink] = open_sinks(specs)
         try:
-            for spec in specs:
-                self.extra.append(open_sink(spec))
             self.store = SQLiteLogger(out)
         except BaseException:
             self._close_all(self.extra)

@@ -375,6 +375,17 @@ def insert_event(connection: sqlite3.Connection, run_id: int, event: Event) -> N
     )
 
 
+def remove_empty_run(connection: sqlite3.Connection, run_id: int) -> bool:
+    """Remove run ``run_id`` if it holds no metrics and no events; return whether the file then holds no run at all."""
+    connection.execute(
+        "DELETE FROM runs WHERE id = ?"
+        " AND NOT EXISTS (SELECT 1 FROM metrics WHERE run = ?)"
+        " AND NOT EXISTS (SELECT 1 FROM events WHERE run = ?)",
+        (run_id, run_id, run_id),
+    )
+    return connection.execute("SELECT 1 FROM runs LIMIT 1").fetchone() is None
+
+
 def _metric_parameters(run_id: int, payloads: Sequence[Payload]) -> list[object]:
     # The metrics rows' parameters, one flat list: (run, wall_time, step,
     # name, value) for each metric of each payload in turn.

@@ -239,6 +239,21 @@ class BaseSink(BatchSink):
             self._closed = True
             self._close()
 
+    def abandon(self) -> None:
+        """Close a sink opened beside others that could not all be opened, taking back what opening it left behind where it can.
+
+        Most sinks leave nothing behind: this is :meth:`close`. A
+        :class:`~rlpulse.SQLiteLogger` takes back the run it started, if
+        nothing was logged to it.
+
+        >>> import io
+        >>> from rlpulse import ConsoleLogger
+        >>> sink = ConsoleLogger(io.StringIO())
+        >>> sink.abandon()
+        >>> sink.abandon()
+        """
+        self.close()
+
     def _write(self, payloads: Sequence[Payload]) -> None:
         try:
             self._write_batch(payloads)

@@ -45,6 +45,8 @@ _ENVIRONMENT_PREFIX = "OTEL_EXPORTER_OTLP_"
 # The answers OTLP/HTTP's specification says to retry; every other error
 # answer (a 400 above all) is final.
 _RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
+# No such path, or no POST there: the endpoint is no OTLP receiver's.
+_NO_RECEIVER_STATUSES = frozenset({404, 405, 501})
 # OpenTelemetry's instrument name syntax.
 _INSTRUMENT_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_./-]{0,254}")
 _NOT_IN_A_NAME = re.compile(r"[^A-Za-z0-9_./-]")
@@ -414,12 +416,20 @@ class _Attempt:
                 response.read()
             return _Answer(delivered=True, retryable=False)
         except urllib.error.HTTPError as error:
-            detail = error.read(300).decode("utf-8", "replace").strip()
+            # One line, whatever the answer's body (a web server's HTML page).
+            detail = " ".join(error.read(300).decode("utf-8", "replace").split())
+            problem = f"HTTP {error.code} {error.reason}" + (
+                f": {detail}" if detail else ""
+            )
+            if error.code in _NO_RECEIVER_STATUSES:
+                problem += (
+                    "; is the endpoint an OTLP/HTTP receiver's (port 4318 and "
+                    "path /v1/metrics by convention)?"
+                )
             return _Answer(
                 delivered=False,
                 retryable=error.code in _RETRYABLE_STATUSES,
-                problem=f"HTTP {error.code} {error.reason}"
-                + (f": {detail}" if detail else ""),
+                problem=problem,
                 refused=True,
                 retry_after=_retry_after(error.headers.get("Retry-After")),
             )

@@ -69,7 +69,7 @@ from rlpulse.runtime.retry import TransientSinkError
 from rlpulse.runtime.sinks import Sink
 from rlpulse.runtime.threads import MonitorThread
 from rlpulse.sinks.base import BatchSink
-from rlpulse.sinks.registry import SinkSpecError, open_sink
+from rlpulse.sinks.registry import SinkSpecError, open_sinks
 
 __all__ = ["SinkProcess", "SinkProcessError"]
 
@@ -108,8 +108,10 @@ class SinkProcess(BatchSink):
     :func:`rlpulse.open_sink` takes them; each is opened in the child, which
     feeds them in turn. The constructor waits until they are open (up to
     ``start_timeout`` seconds) and raises :class:`rlpulse.SinkSpecError` for a
-    spec the child cannot open; ``descriptions`` then says what each sink is
-    (a new SQLite run's name among it).
+    spec the child cannot open, the sinks opened before it taken back (a
+    SQLite run they started: see :func:`rlpulse.sinks.registry.open_sinks`);
+    ``descriptions`` then says what each sink is (a new SQLite run's name
+    among it).
 
     ``log_metrics`` and ``log_batch`` return once the payloads are in the
     pipe (a full pipe, when the child falls behind, blocks them: a monitor's
@@ -991,14 +993,10 @@ def _serve(inbox: BinaryIO, outbox: BinaryIO, closing_heard: int) -> int:
     specs: list[str] = request[1]
     queue_size: int = request[2]
     close_timeout: float = request[3]
-    sinks = []
     try:
-        for spec in specs:
-            sinks.append(open_sink(spec))
+        sinks = open_sinks(specs)
     except SinkSpecError as error:
         tell(("refused", str(error)))
-        for sink in sinks:
-            sink.close()
         os.close(closing_heard)
         return 1
     tell(("ready", [repr(sink) for sink in sinks]))

@@ -44,13 +44,14 @@ to do, with the original error as its cause.
 
 from __future__ import annotations
 
+import difflib
 import sys
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import NamedTuple, Protocol, TypeVar
 
-from rlpulse.sinks.base import RunExistsError
+from rlpulse.sinks.base import BaseSink, RunExistsError
 
 __all__ = [
     "SCHEMES",
@@ -58,6 +59,7 @@ __all__ = [
     "Scheme",
     "SinkSpecError",
     "open_sink",
+    "open_sinks",
     "register_scheme",
 ]
 
@@ -383,19 +385,63 @@ def open_sink(spec: str) -> MetricSink:
     scheme, separator, target = spec.partition(":")
     known = ", ".join(sorted(SCHEMES))
     if not separator:
+        meant = (
+            f"did you mean '{spec.strip()}:'? "
+            if spec.strip().lower() in SCHEMES
+            else ""
+        )
         raise SinkSpecError(
-            f"sink spec {spec!r} has no scheme; write SCHEME:TARGET "
+            f"sink spec {spec!r} has no scheme; {meant}write SCHEME:TARGET "
             f"(as in 'sqlite:runs/metrics.sqlite') with one of: {known}"
         )
     entry = SCHEMES.get(scheme.strip().lower())
     if entry is None:
+        close = difflib.get_close_matches(scheme.strip().lower(), SCHEMES, n=1)
+        meant = f"did you mean {close[0]!r}? " if close else ""
         raise SinkSpecError(
-            f"unknown sink scheme {scheme!r} in {spec!r}; known schemes: {known}"
+            f"unknown sink scheme {scheme!r} in {spec!r}; {meant}known schemes: {known}"
         )
     try:
         return entry.open(target)
     except Exception as error:
         raise SinkSpecError(_setup_failure(spec, entry.hint, error)) from error
+
+
+def open_sinks(specs: Sequence[str]) -> list[MetricSink]:
+    """Return a new sink for each spec, in order, or none: a spec that cannot be opened abandons those opened before it.
+
+    Abandoning takes back what opening a sink left behind where it can (a
+    SQLite run it started, and nothing was logged to), so that the same
+    specs, the refused one corrected, open as they would have at first.
+    The refused spec's :class:`SinkSpecError` is raised.
+
+    >>> import tempfile, pathlib
+    >>> from rlpulse import list_runs
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "metrics.sqlite"
+    ...     try:
+    ...         open_sinks([f"sqlite:{path}?run=baseline", "consol:"])
+    ...     except SinkSpecError as error:
+    ...         print(str(error).split(";")[0])
+    ...     sinks = open_sinks([f"sqlite:{path}?run=baseline", "console:"])
+    ...     for sink in sinks:
+    ...         sink.close()
+    ...     list_runs(path)
+    unknown sink scheme 'consol' in 'consol:'
+    ['baseline']
+    """
+    sinks: list[MetricSink] = []
+    try:
+        for spec in specs:
+            sinks.append(open_sink(spec))
+    except BaseException:
+        for sink in reversed(sinks):
+            if isinstance(sink, BaseSink):
+                sink.abandon()
+            else:
+                sink.close()
+        raise
+    return sinks
 
 
 def _setup_failure(spec: str, hint: str, error: Exception) -> str:

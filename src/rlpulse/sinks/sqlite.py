@@ -149,7 +149,9 @@ class SQLiteLogger(BaseSink):
                 # Prepared INSERTs of large batches are big: keep a few.
                 cached_statements=16,
             )
-            self._run_id, self.run = self._open_run(connection, run, resume)
+            self._run_id, self.run, self._started_run = self._open_run(
+                connection, run, resume
+            )
             # The metrics whose kind the run stores (a resumed run's too).
             self._kinded = sqlite_format.stored_kind_names(connection, self._run_id)
             self._summaries = sqlite_format.RunSummaries(connection, self._run_id)
@@ -163,12 +165,14 @@ class SQLiteLogger(BaseSink):
                 raise
             raise failure from error
         self._connection = connection
+        self._created = created
         self._destination = f"{self.path} (run {self.run!r})"
         self._checkpointer = _Checkpointer(self.path.absolute())
 
     def _open_run(
         self, connection: sqlite3.Connection, run: str | None, resume: bool
-    ) -> tuple[int, str]:
+    ) -> tuple[int, str, bool]:
+        """The run's id and name, and whether this call started it (it was not stored yet)."""
         sqlite_format.check_tables(connection)
         mode = _switch_to_wal(connection)
         if mode != "wal":
@@ -191,7 +195,7 @@ class SQLiteLogger(BaseSink):
             (run_id,) = connection.execute(
                 "SELECT id FROM runs WHERE name = ?", (run,)
             ).fetchone()
-            return run_id, run
+            return run_id, run, cursor.rowcount == 1
         base_name = time.strftime("%Y-%m-%d_%H-%M-%S", time.localtime(start_wall_time))
         for suffix in itertools.count():
             name = f"{base_name}_{suffix}" if suffix else base_name
@@ -203,7 +207,7 @@ class SQLiteLogger(BaseSink):
             except sqlite3.IntegrityError:
                 continue
             assert cursor.lastrowid is not None
-            return cursor.lastrowid, name
+            return cursor.lastrowid, name, True
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _run_exists(self, connection: sqlite3.Connection, run: str) -> RunExistsError:
@@ -292,6 +296,39 @@ class SQLiteLogger(BaseSink):
             self._checkpointer.close()
             # Closing the last connection checkpoints what is left.
             self._connection.close()
+
+    def abandon(self) -> None:
+        """Close the logger, taking back the run it started if nothing was logged to it, and the file if it made it.
+
+        For a logger opened beside other sinks that could not all be opened
+        (:func:`rlpulse.sinks.registry.open_sinks`, a
+        :class:`~rlpulse.SinkProcess` with a spec it refuses): the same
+        ``run=`` can then be given again. A run it resumed, or one that
+        holds anything, stays, as :meth:`close` leaves it.
+
+        >>> import tempfile, pathlib
+        >>> from rlpulse import SQLiteLogger, list_runs
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     path = pathlib.Path(tmp) / "metrics.db"
+        ...     SQLiteLogger(path, run="kept").close()
+        ...     SQLiteLogger(path, run="baseline").abandon()
+        ...     list_runs(path)
+        ['kept']
+        """
+        with self._lock:
+            if self._closed:
+                return
+            emptied = False
+            if self._started_run:
+                with contextlib.suppress(sqlite3.Error):
+                    emptied = sqlite_format.remove_empty_run(
+                        self._connection, self._run_id
+                    )
+        self.close()
+        if emptied and self._created:
+            for suffix in ("", "-wal", "-shm"):
+                with contextlib.suppress(OSError):
+                    os.unlink(f"{self.path}{suffix}")
 
     def __repr__(self) -> str:
         return f"SQLiteLogger({str(self.path)!r}, run={self.run!r})"
