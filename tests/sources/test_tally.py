@@ -7,6 +7,7 @@ import sys
 import threading
 import time
 import tracemalloc
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -566,6 +567,40 @@ def test_busy_s_sums_blocks_under_way_on_several_threads_and_only_grows() -> Non
     assert (
         1.5 * elapsed < tally.stats()["busy_s"] <= 3 * (time.perf_counter() - started)
     )
+
+
+def test_a_busy_block_within_another_on_one_thread_counts_its_seconds_once() -> None:
+    # A decorated update called inside a busy block: the thread is busy once.
+    tally = Tally()
+
+    @tally.busy()
+    def update() -> None:
+        time.sleep(0.05)
+
+    started = time.perf_counter()
+    with tally.busy():
+        update()
+        with tally.busy():
+            time.sleep(0.02)
+    elapsed = time.perf_counter() - started
+
+    assert 0.07 <= tally.stats()["busy_s"] <= elapsed
+
+
+def test_waits_within_a_wait_on_one_thread_count_once() -> None:
+    tally = Tally()
+
+    def slow(count: int) -> Iterator[int]:
+        for item in range(count):
+            time.sleep(0.01)
+            yield item
+
+    started = time.perf_counter()
+    # The outer iterator's next() runs the inner one's: one wait, not two.
+    assert list(tally.waiting(tally.waiting(slow(3)))) == [0, 1, 2]
+    elapsed = time.perf_counter() - started
+
+    assert 0.03 <= tally.stats()["wait_s"] <= elapsed
 
 
 def first_use_of_step_s(

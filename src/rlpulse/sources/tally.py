@@ -341,7 +341,9 @@ class Tally:
                 # A start after ``now`` (the writer ran between the two
                 # reads) has nothing to add yet.
                 snapshot[key] = self._counters[key] + sum(
-                    now - start for start in seconds.starts.copy() if start < now
+                    now - start
+                    for start in seconds.starts.copy().values()
+                    if start < now
                 )
 
     def metric_kinds(self) -> dict[str, Kind]:
@@ -427,7 +429,9 @@ class Tally:
         exists, at 0, from this call. A block under way counts in
         :meth:`stats` before it ends, so that one longer than a monitor's
         window (a collector inside a slow batch) shows in every window it
-        spans; blocks on several threads add up. With :meth:`waiting`, the stage
+        spans; blocks on several threads add up, and a block within another
+        on the same thread (a decorated update called inside ``with
+        busy():``) counts its seconds once. With :meth:`waiting`, the stage
         timing a bottleneck verdict reads
         (:meth:`rlpulse.LoggerMonitor.bottleneck`).
 
@@ -509,25 +513,29 @@ class Tally:
 def _waited(iterator: Iterator[_T], seconds: _Seconds) -> Iterator[_T]:
     """``iterator``'s items, adding to ``seconds`` the time each one takes to come (and the end)."""
     while True:
-        start = seconds.begin()
+        seconds.begin()
         try:
             item = next(iterator)
         except StopIteration:
             return
         finally:
-            seconds.end(start)
+            seconds.end()
         yield item
 
 
 class _Seconds:
-    """Adds to a tally's counter the seconds of blocks, keeping the start of each under way.
+    """Adds to a tally's counter the seconds each thread spends in blocks of one key, keeping when each thread's block under way began.
 
-    ``starts`` holds when each block under way began (several threads may
-    be inside blocks of one key); ``lock`` makes adding a block's seconds
-    and ending it one step for :meth:`Tally.stats`.
+    A thread is busy (or waits) once at a time: a block it enters inside
+    another of the same key (a decorated function called within ``with
+    busy():``, or tasks of one event loop) adds nothing of its own, the
+    thread's seconds running from its outermost block's start to the end of
+    its last. ``starts`` holds, by thread, when its block under way began
+    (several threads may be inside blocks of one key); ``lock`` makes adding
+    a block's seconds and ending it one step for :meth:`Tally.stats`.
     """
 
-    __slots__ = ("_inc", "_key", "_lock", "starts")
+    __slots__ = ("_depths", "_inc", "_key", "_lock", "starts")
 
     def __init__(
         self, key: str, inc: Callable[[str, float], None], lock: threading.Lock
@@ -535,19 +543,30 @@ class _Seconds:
         self._key = key
         self._inc = inc
         self._lock = lock
-        self.starts: list[float] = []
+        self.starts: dict[int, float] = {}
+        # How many blocks each thread is inside; each thread writes its own.
+        self._depths: dict[int, int] = {}
 
-    def begin(self) -> float:
-        """Start a block now; returns its start, for :meth:`end`."""
-        start = perf_counter()
-        self.starts.append(start)
-        return start
+    def begin(self) -> None:
+        """Start a block on this thread now (within one under way: nothing)."""
+        thread = threading.get_ident()
+        depth = self._depths.get(thread, 0)
+        self._depths[thread] = depth + 1
+        if not depth:
+            self.starts[thread] = perf_counter()
 
-    def end(self, start: float) -> None:
-        """End the block begun at ``start``: add its seconds to the counter."""
+    def end(self) -> None:
+        """End this thread's innermost block: the last adds the thread's seconds to the counter."""
+        thread = threading.get_ident()
+        depth = self._depths.get(thread, 0) - 1
+        if depth > 0:
+            self._depths[thread] = depth
+            return
+        if depth < 0:
+            return  # none begun on this thread
+        del self._depths[thread]
         with self._lock:
-            self._inc(self._key, perf_counter() - start)
-            self.starts.remove(start)
+            self._inc(self._key, perf_counter() - self.starts.pop(thread))
 
 
 class _Timer:
@@ -597,19 +616,17 @@ class _Timer:
 class _Busy:
     """Adds to a counter the seconds a ``with`` block or each call of a decorated function takes, counting those under way."""
 
-    __slots__ = ("_seconds", "_starts")
+    __slots__ = ("_seconds",)
 
     def __init__(self, seconds: _Seconds) -> None:
         self._seconds = seconds
-        # The start of each entry not yet exited, innermost last.
-        self._starts: list[float] = []
 
     def __enter__(self) -> _Busy:
-        self._starts.append(self._seconds.begin())
+        self._seconds.begin()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self._seconds.end(self._starts.pop())
+        self._seconds.end()
 
     def _fresh(self) -> _Busy:
         return _Busy(self._seconds)
