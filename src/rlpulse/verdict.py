@@ -38,6 +38,7 @@ __all__ = [
     "describe_metrics",
     "format_split",
     "holds_verdict",
+    "is_verdict_code",
     "is_verdict_metric",
     "judge",
     "label_of",
@@ -626,6 +627,20 @@ def is_verdict_metric(metric: str) -> bool:
     (True, True, False)
     """
     return metric in VERDICT_METRICS or metric.startswith(_SIDE_PREFIX)
+
+
+_CODES = frozenset({"bound", "bound_known"})
+
+
+def is_verdict_code(metric: str) -> bool:
+    """Whether ``metric`` (without its watch's name) of a bottleneck watch is a code that says which, not a quantity: ``bound``, ``bound_known``, ``side/<watch>``.
+
+    A ratio of two codes (-1, 0, +1) means nothing.
+
+    >>> is_verdict_code("bound"), is_verdict_code("side/learner"), is_verdict_code("speedup")
+    (True, True, False)
+    """
+    return metric in _CODES or metric.startswith(_SIDE_PREFIX)
 
 
 def run_verdict(windows: Sequence[Mapping[str, float]]) -> tuple[str, str] | None:

@@ -102,6 +102,17 @@ def test_every_alert_rule_is_unit_tested_with_a_summary_and_a_description() -> N
         assert set(rule["annotations"]) == {"summary", "description"}, rule["alert"]
 
 
+def test_an_alert_that_points_to_the_log_points_to_the_runs_events_too() -> None:
+    # A failing sink and drops are logged only with on_error="warn"; their
+    # events, whose messages name the sink, are stored in every mode.
+    groups = yaml.safe_load(RULES.read_text())["groups"]
+    for rule in (rule for group in groups for rule in group["rules"]):
+        description = " ".join(rule["annotations"]["description"].split())
+        if re.search(r"\blog\b", description):
+            assert "rlpulse show" in description, rule["alert"]
+            assert "event" in description, rule["alert"]
+
+
 def test_the_dashboard_has_a_row_per_kind_of_watch_and_every_panel_a_query() -> None:
     panels = json.loads(DASHBOARD.read_text())["panels"]
 

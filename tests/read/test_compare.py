@@ -37,7 +37,7 @@ def write_run(
 
 
 def rows(out: str) -> dict[str, list[str]]:
-    table = out.split("\n\n", 1)[1]
+    table = out.split("\n\n")[1]  # the verdicts' tables after it left out
     return {line.split()[0]: line.split()[1:] for line in table.splitlines()[1:]}
 
 
@@ -188,3 +188,39 @@ def test_compare_of_runs_without_histograms_has_no_distribution_rows(
     assert main(["compare", str(first), str(second)]) == 0
 
     assert set(rows(capsys.readouterr().out)) == {"buffer/size", "collector/frames"}
+
+
+def test_a_bottleneck_watchs_codes_get_no_ratio_its_figures_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def write_verdicts(path: Path, bound: float, wait_share: float) -> None:
+        with JSONLLogger(path) as sink:
+            for window in range(3):
+                sink.log_metrics(
+                    {
+                        "bottleneck/window_s": 30.0,
+                        "bottleneck/consumer_busy_share": 1.0 - wait_share,
+                        "bottleneck/consumer_wait_share": wait_share,
+                        "bottleneck/bound_known": 1.0,
+                        "bottleneck/bound": bound,
+                        "bottleneck/side/collector": -1.0,
+                        "bottleneck/side/learner": 1.0,
+                    },
+                    timestamp=1000.0 + 30.0 * window,
+                )
+
+    collector_bound, learner_bound = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    write_verdicts(collector_bound, -1.0, 0.6)
+    write_verdicts(learner_bound, 1.0, 0.0)
+
+    assert main(["compare", str(collector_bound), str(learner_bound)]) == 0
+
+    out = capsys.readouterr().out
+    table = rows(out)
+    # -1, 0 and +1 say which side: a ratio of two of them means nothing.
+    assert table["bottleneck/bound"] == ["mean", "-1", "1", "-"]
+    assert table["bottleneck/bound_known"] == ["mean", "1", "1", "-"]
+    assert table["bottleneck/side/collector"] == ["mean", "-1", "-1", "-"]
+    assert table["bottleneck/consumer_wait_share"] == ["mean", "0.6", "0", "0.00x"]
+    assert "A    collector-bound 100% of 3 windows" in out
+    assert "B    learner-bound 100% of 3 windows" in out

@@ -203,6 +203,29 @@ def test_in_manual_mode_events_reach_the_sinks_before_step_returns() -> None:
     assert sink.calls[-1]["c/stalled"] == 1.0
 
 
+def test_a_stall_goes_on_across_stop_and_start_until_progress_sends_recovered() -> None:
+    sink = EventSink()
+    source = Progress()
+    monitor = LoggerMonitor(sink, background=False)
+    monitor.watch(source, name="c", stall_after=0.05, progress_key="frames")
+    monitor.step()
+    source.moving.clear()
+    monitor.step()
+    time.sleep(0.1)
+    monitor.step()
+    monitor.stop()
+    monitor.start()
+    # The target did not move because the monitor restarted: still stalled,
+    # and no second stalled event for the same stall.
+    monitor.step()
+    assert sink.calls[-1]["c/stalled"] == 1.0
+    source.moving.set()
+    monitor.step()
+    assert [e.kind for e in sink.events()] == ["stalled", "recovered"]
+    assert sink.calls[-1]["c/stalled"] == 0.0
+    monitor.stop()
+
+
 def test_on_event_takes_callables_only() -> None:
     with pytest.raises(TypeError, match="on_event takes a callable"):
         LoggerMonitor(EventSink(), on_event=["print"])

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import pty
 import sqlite3
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -113,6 +115,36 @@ def test_show_lists_the_runs_events_after_its_metrics(
         "!! hung collector: stats() has not returned"
     )
     assert events.splitlines()[2].endswith("!! resumed collector: stats() returned")
+
+
+def test_with_on_error_ignore_a_failing_sink_logs_nothing_and_show_names_it(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # What the alert on a failing sink sends the reader to in every mode.
+    class Unplugged:
+        def log_metrics(
+            self, metrics: Mapping[str, float], step: int | None = None
+        ) -> None:
+            raise OSError("disk unplugged")
+
+    store = tmp_path / "run.sqlite"
+    with SQLiteLogger(store) as sqlite:
+        monitor = LoggerMonitor(
+            [sqlite, Unplugged()], background=False, on_error="ignore"
+        )
+        monitor.watch(Progress(), name="collector")
+        with caplog.at_level(logging.DEBUG, logger="rlpulse"):
+            monitor.step()
+            monitor.stop()
+    assert caplog.records == []
+    assert main(["show", str(store)]) == 0
+    events = capsys.readouterr().out.split("\n\n")[-1].splitlines()
+    assert events[0] == "1 event:"
+    assert (
+        "!! sink_failing: sink Unplugged failed: OSError('disk unplugged')" in events[1]
+    )
 
 
 def test_events_are_kept_per_run_and_a_store_from_before_events_has_none(

@@ -605,6 +605,62 @@ def test_a_given_registry_gets_the_gauges_without_a_server_until_closed() -> Non
     assert b"rlpulse_loss" not in generate_latest(registry)
 
 
+def served_page(registry: CollectorRegistry) -> str:
+    """A scrape over HTTP of what a server of ``registry`` serves."""
+    import prometheus_client
+
+    server, thread = prometheus_client.start_http_server(
+        0, addr="127.0.0.1", registry=registry
+    )
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return str(response.read().decode())
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5.0)
+
+
+def test_a_second_exporter_of_one_prefix_on_one_registry_is_refused_saying_what_to_do() -> (
+    None
+):
+    registry = CollectorRegistry()
+    with PrometheusExporter(registry=registry) as first:
+        first.log_metrics({"collector/frames": 1.0}, timestamp=1.0)
+        with pytest.raises(ValueError, match="another PrometheusExporter") as refused:
+            PrometheusExporter(registry=registry)
+        message = str(refused.value)
+        assert "'rlpulse'" in message
+        assert "Give every monitor that one exporter" in message
+        assert "prefix=" in message
+        # The registry serves each family once, as Prometheus requires.
+        types = [
+            line
+            for line in served_page(registry).splitlines()
+            if line.startswith("# TYPE")
+        ]
+        assert len(types) == len(set(types))
+        assert "# TYPE rlpulse_frames_total counter" in types
+    # Closed, the first leaves its place to another.
+    with PrometheusExporter(registry=registry) as second:
+        second.log_metrics({"collector/frames": 2.0}, timestamp=2.0)
+        assert 'rlpulse_frames_total{watch="collector"} 2.0' in served_page(registry)
+
+
+def test_exporters_of_other_prefixes_share_a_registry() -> None:
+    registry = CollectorRegistry()
+    with (
+        PrometheusExporter(registry=registry) as first,
+        PrometheusExporter(prefix="node_b", registry=registry) as second,
+    ):
+        first.log_metrics({"collector/frames": 1.0}, timestamp=1.0)
+        second.log_metrics({"collector/frames": 2.0}, timestamp=1.0)
+        samples, _, _ = parse(served_page(registry))
+    assert samples[("rlpulse_frames_total", "collector")] == 1.0
+    assert samples[("node_b_frames_total", "collector")] == 2.0
+
+
 def test_a_custom_or_empty_prefix_starts_every_gauge_name() -> None:
     registry = CollectorRegistry()
     with PrometheusExporter(prefix="rl:pipeline", registry=registry) as prefixed:

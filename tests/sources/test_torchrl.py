@@ -767,3 +767,58 @@ def test_a_monitor_watching_a_sample_counter_logs_its_counters_as_counters() -> 
     monitor.step()
     assert sink.values("buffer/samples_returned") == [5.0]
     assert str(sink.kind("buffer/sample_s")) == "counter"
+
+
+def test_sample_counter_counts_every_call_of_threads_sampling_one_buffer_at_once() -> (
+    None
+):
+    import sys
+
+    from torchrl.data import LazyTensorStorage, ReplayBuffer
+
+    from rlpulse.sources.torchrl import SampleCounter
+
+    buffer = ReplayBuffer(storage=LazyTensorStorage(50))
+    buffer.extend(torch.arange(10))
+    counted = SampleCounter(buffer)
+    threads, calls_each = 4, 2_000
+    start = threading.Barrier(threads)
+    seen_calls: list[int] = []
+    went_back = threading.Event()
+
+    def learner() -> None:
+        start.wait()
+        for _ in range(calls_each):
+            buffer.sample(2)
+
+    def reader() -> None:
+        # What a monitor polling meanwhile reads must never go backwards:
+        # its rates would read a drop as the counter's reset.
+        last = 0
+        while any(thread.is_alive() for thread in learners):
+            calls = counted.stats()["sample_calls"]
+            if calls < last:
+                went_back.set()
+            last = calls
+            seen_calls.append(calls)
+
+    # Switching threads every microsecond makes a lost update likely within
+    # a few thousand calls, where the default 5 ms hides it.
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        learners = [threading.Thread(target=learner) for _ in range(threads)]
+        for thread in learners:
+            thread.start()
+        polling = threading.Thread(target=reader)
+        polling.start()
+        for thread in learners:
+            thread.join()
+        polling.join()
+    finally:
+        sys.setswitchinterval(previous)
+    stats = counted.stats()
+    assert stats["sample_calls"] == threads * calls_each
+    assert stats["samples_returned"] == 2 * threads * calls_each
+    assert not went_back.is_set()
+    counted.close()

@@ -131,6 +131,40 @@ def test_a_counter_that_stops_increasing_marks_the_watch_stalled() -> None:
     assert stalls == [(True, 5.5), (False, 10.0), (True, 6.0)]  # a new episode
 
 
+def test_a_restart_keeps_a_stall_until_progress_ends_it() -> None:
+    stalls: list[tuple[bool, float]] = []
+    watch = Watch(
+        WatchSpec("c", provider=dict, stall_after=5.0, progress_key="frames"),
+        StallsSeen(stalls),
+    )
+    poll(watch, {"frames": 10}, now=0.0)
+    poll(watch, {"frames": 10}, now=6.0)
+    assert stalls == [(True, 6.0)]
+    watch.restart()
+    payload = poll(watch, {"frames": 10}, now=100.0)
+    assert payload is not None
+    assert payload["c/stalled"] == 1.0
+    poll(watch, {"frames": 11}, now=101.0)
+    assert not watch.stalled
+    assert stalls == [(True, 6.0), (False, 101.0)]  # last moved at 0
+
+
+def test_a_restart_starts_the_stall_clock_of_a_watch_not_stalled_again() -> None:
+    stalls: list[tuple[bool, float]] = []
+    watch = Watch(
+        WatchSpec("c", provider=dict, stall_after=5.0, progress_key="frames"),
+        StallsSeen(stalls),
+    )
+    poll(watch, {"frames": 10}, now=0.0)
+    watch.restart()
+    # The time stopped is not time without progress.
+    poll(watch, {"frames": 10}, now=100.0)
+    poll(watch, {"frames": 10}, now=104.0)
+    assert stalls == []
+    poll(watch, {"frames": 10}, now=105.0)
+    assert stalls == [(True, 5.0)]
+
+
 def test_a_counter_reset_is_not_a_stall() -> None:
     watch = Watch(WatchSpec("c", provider=dict, stall_after=2.0, progress_key="frames"))
     poll(watch, {"frames": 100}, now=0.0)

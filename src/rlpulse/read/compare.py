@@ -9,8 +9,9 @@ kinds: a monitor's ``polls``, a ``SharedCounters``' counters), whatever its
 name. A distribution a SQLite run stores the histograms of (a watched
 ``Tally``'s observed key) gets two rows more, its p50 and p99 over the
 whole run. A run with a bottleneck watch (``LoggerMonitor.bottleneck``)
-gets a verdict row: how its verdict split over the run. Ratios are to the
-first run, the baseline.
+gets a verdict row: how its verdict split over the run; its codes
+(``bound``, ``bound_known``, ``side/<watch>``) get no ratio. Ratios are to
+the first run, the baseline.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 
 from rlpulse import formats
 from rlpulse.formats import RunAggregate
+from rlpulse.naming import split
 from rlpulse.read.match import (
     Match,
     MatchError,
@@ -43,6 +45,7 @@ from rlpulse.read.summary import (
     summary_of,
 )
 from rlpulse.text import format_exact, format_name, format_number, format_table
+from rlpulse.verdict import is_verdict_code
 
 __all__ = [
     "COMPARED_QUANTILES",
@@ -211,7 +214,8 @@ def compare_files(
 def format_comparison(runs: Sequence[Figures], *, exact: bool = False) -> str:
     """Render runs side by side: a legend, then one row per metric with each run's figure and its ratio to the first.
 
-    A metric a run lacks shows ``-``, as does a ratio to a baseline of zero.
+    A metric a run lacks shows ``-``, as does a ratio to a baseline of zero
+    and one of a bottleneck watch's codes (its ``bound``, -1, 0 or +1).
     A counter is compared by its rate: a run where it has none (logged
     once) shows ``-`` rather than a mean beside the others' rates. A
     distribution gets a row for each of its quantiles over the whole run
@@ -260,6 +264,7 @@ def format_comparison(runs: Sequence[Figures], *, exact: bool = False) -> str:
     rows = [header]
     keyed_rows: list[tuple[tuple[str, str], list[str]]] = []
     names = sorted({name for figures in runs for name in figures.metrics})
+    bottlenecks = {watch for figures in runs for watch in figures.verdicts}
     for name in names:
         kinds = {f.metrics[name][0] for f in runs if name in f.metrics}
         what = "rate/s" if "rate/s" in kinds else "mean"
@@ -267,7 +272,11 @@ def format_comparison(runs: Sequence[Figures], *, exact: bool = False) -> str:
             figure if figure is not None and figure[0] == what else None
             for figure in (f.metrics.get(name) for f in runs)
         ]
-        keyed_rows.append(((name, ""), _row(name, what, figures_of_kind, number)))
+        watch, metric = split(name)
+        codes = watch in bottlenecks and is_verdict_code(metric)
+        keyed_rows.append(
+            ((name, ""), _row(name, what, figures_of_kind, number, ratios=not codes))
+        )
     distributions = {name for figures in runs for name in figures.distributions}
     for name in distributions:
         for label in COMPARED_QUANTILES:
@@ -297,11 +306,13 @@ def _row(
     what: str,
     figures: list[tuple[str, float] | None],
     number: Callable[[float], str],
+    *,
+    ratios: bool = True,
 ) -> list[str]:
     base = figures[0]
     row = [name, what, _value(base, number)]
     for other in figures[1:]:
-        row += [_value(other, number), _ratio(other, base)]
+        row += [_value(other, number), _ratio(other, base) if ratios else "-"]
     return row
 
 

@@ -102,6 +102,8 @@ class PrometheusExporter(BaseSink):
     the scrape address), on the loopback interface unless another address is
     given. Given a ``prometheus_client`` registry, it registers its gauges
     there and starts no server: whatever serves that registry serves them.
+    A registry takes one exporter of each prefix: a second one is refused
+    (``ValueError``), for it would serve every family twice.
     ``close()`` stops the server or leaves the registry.
 
     >>> import urllib.request
@@ -180,7 +182,17 @@ class PrometheusExporter(BaseSink):
             self.url = f"http://{host}:{self._server.server_port}/metrics"
         else:
             self.registry = registry
-            self.registry.register(self)
+            try:
+                self.registry.register(self)
+            except ValueError as clash:  # prometheus_client's DuplicateTimeseries
+                raise ValueError(
+                    "PrometheusExporter(registry=...): another collector of that "
+                    "registry serves names this exporter would, most likely another "
+                    f"PrometheusExporter of prefix {prefix!r}; a scrape would show "
+                    "every family twice, which Prometheus rejects. Give every monitor "
+                    "that one exporter, close it first, or give this one another "
+                    f"prefix=, e.g. prefix={(prefix or 'rlpulse') + '_2'!r} ({clash})."
+                ) from None
 
     def _write_batch(self, payloads: Sequence[Payload]) -> None:
         """Make the payloads' values the latest ones served, the last payload's winning.
@@ -327,21 +339,12 @@ class PrometheusExporter(BaseSink):
             events = sorted(self._events.items())
         latest.sort(key=lambda entry: (entry[0].name, entry[1]))
         if events:
-            counter = self._counter_family(
-                self._events_counter,
-                "rlpulse events (a stall, a hung call, a failing sink, drops) by kind and watch.",
-                labels=["kind", "watch"],
-            )
+            counter = self._events_family()
             for (kind, watch), count in events:
                 counter.add_metric([kind, watch], count)
             yield counter
         if poll_times:
-            family = self._gauge_family(
-                self._poll_time_gauge,
-                "Wall-clock time (seconds since the epoch) of the poll that "
-                "produced the watch's latest values.",
-                labels=["watch"],
-            )
+            family = self._poll_time_family()
             for watch, wall_time in poll_times:
                 family.add_metric([watch], wall_time)
             yield family
@@ -357,6 +360,23 @@ class PrometheusExporter(BaseSink):
                 served.add_metric([watch], value)
         if served is not None:
             yield served
+
+    def _events_family(self) -> Any:
+        """The empty counter of events, by kind and watch."""
+        return self._counter_family(
+            self._events_counter,
+            "rlpulse events (a stall, a hung call, a failing sink, drops) by kind and watch.",
+            labels=["kind", "watch"],
+        )
+
+    def _poll_time_family(self) -> Any:
+        """The empty gauge of each watch's last poll time."""
+        return self._gauge_family(
+            self._poll_time_gauge,
+            "Wall-clock time (seconds since the epoch) of the poll that "
+            "produced the watch's latest values.",
+            labels=["watch"],
+        )
 
     def _served_family(self, family: _Family) -> Any:
         """An empty prometheus_client metric family for ``family``, labelled by watch."""
@@ -379,15 +399,19 @@ class PrometheusExporter(BaseSink):
         )
 
     def describe(self) -> list[Any]:
-        """Return no descriptions: the gauges appear as metrics arrive.
+        """Return the families every exporter of this prefix serves: the events counter and the poll times.
+
+        A registry refuses a second collector describing one of them, so
+        that no two exporters of one prefix serve every family twice. The
+        metrics' own families appear as metrics arrive.
 
         >>> from rlpulse.sinks.prometheus import PrometheusExporter
         >>> from prometheus_client import CollectorRegistry
         >>> with PrometheusExporter(registry=CollectorRegistry()) as exporter:
-        ...     exporter.describe()
-        []
+        ...     [family.name for family in exporter.describe()]
+        ['rlpulse_events', 'rlpulse_last_poll_timestamp_seconds']
         """
-        return []
+        return [self._events_family(), self._poll_time_family()]
 
     def flush(self) -> None:
         """Do nothing: every payload is served as soon as ``log_metrics`` returns.

@@ -21,7 +21,9 @@ Needs TorchRL (extra ``rlpulse[torchrl]``), imported here only, never by
 from __future__ import annotations
 
 import os
+import threading
 import time
+from collections import deque
 from typing import Any
 
 import torch
@@ -48,6 +50,9 @@ _PADDING_MASK = ("collector", "mask")
 # finishes them; one that never continues (its worker was reset) must not
 # stay forever.
 _MAX_UNFINISHED = 10_000
+# How many sample() calls may wait for a reader before the sampling thread
+# adds them up itself: what a counter no monitor reads holds at most.
+_ADD_UP_AT = 1024
 
 
 _NOT_FOR_WORKERS = (
@@ -361,7 +366,8 @@ class SampleCounter:
     ``samples_returned_per_second``). It wraps ``sample``
     on this buffer instance only (iterating the buffer samples through it
     too), returning exactly what the buffer returns; the learner's loop does
-    not change. :meth:`close` gives the buffer its own ``sample`` back.
+    not change. Several threads may sample the buffer at once: every call
+    is counted. :meth:`close` gives the buffer its own ``sample`` back.
 
     Examples:
         >>> import torch
@@ -389,27 +395,55 @@ class SampleCounter:
         self.calls = 0
         self.samples = 0
         self.seconds = 0.0
+        # Learner threads may sample one buffer at once, and an increment two
+        # of them interleave would be lost: a counter read going backwards
+        # reads as its reset. So a call only appends what it counted
+        # (deque.append is atomic) and whoever holds the lock adds it up, as
+        # a tally's observations are filed by its readers.
+        pending: deque[tuple[float, int]] = deque()
+        self._pending = pending
+        self._lock = threading.Lock()
         original = buffer.sample
 
         def sample(*args: Any, **kwargs: Any) -> Any:
             start = time.perf_counter()
             try:
                 result = original(*args, **kwargs)
-            finally:
-                self.seconds += time.perf_counter() - start
-                self.calls += 1
+            except BaseException:
+                pending.append((time.perf_counter() - start, 0))
+                raise
+            elapsed = time.perf_counter() - start
             data = result[0] if isinstance(result, tuple) else result
-            self.samples += _batch_length(data)
+            pending.append((elapsed, _batch_length(data)))
+            if len(pending) >= _ADD_UP_AT and self._lock.acquire(blocking=False):
+                # No reader lately: add up here, unless one is adding up.
+                try:
+                    self._add_up()
+                finally:
+                    self._lock.release()
             return result
 
         buffer.sample = sample
 
+    def _add_up(self) -> None:
+        """Add the calls counted since to the totals (holding :attr:`_lock`)."""
+        pending = self._pending
+        # popleft is atomic against the samplers' append: exactly the calls
+        # counted here are taken, whatever is appended meanwhile.
+        for _ in range(len(pending)):
+            elapsed, returned = pending.popleft()
+            self.seconds += elapsed
+            self.calls += 1
+            self.samples += returned
+
     def stats(self) -> dict[str, Any]:
         """The buffer's ``stats()`` and ``sample_calls``, ``samples_returned``, ``sample_s``."""
         stats = dict(self.buffer.stats())
-        stats["sample_calls"] = self.calls
-        stats["samples_returned"] = self.samples
-        stats["sample_s"] = self.seconds
+        with self._lock:
+            self._add_up()
+            stats["sample_calls"] = self.calls
+            stats["samples_returned"] = self.samples
+            stats["sample_s"] = self.seconds
         return stats
 
     def metric_kinds(self) -> dict[str, Kind]:
@@ -424,7 +458,10 @@ class SampleCounter:
         self.buffer.__dict__.pop("sample", None)
 
     def __repr__(self) -> str:
-        return f"SampleCounter({type(self.buffer).__name__}, sample_calls={self.calls})"
+        with self._lock:
+            self._add_up()
+            calls = self.calls
+        return f"SampleCounter({type(self.buffer).__name__}, sample_calls={calls})"
 
 
 def _batch_length(data: Any) -> int:

@@ -370,7 +370,7 @@ class Watch:
         No rate spans the time it was stopped: the next poll is the new
         baseline (logged if its schedule says so, without rates), and the
         seconds count from it. ``log_on_start`` does not log it again, as in
-        TorchRL.
+        TorchRL. A stall goes on until the watch makes progress.
         """
         self._baseline.forget()
         self.schedule_state.seconds_due_at = math.inf

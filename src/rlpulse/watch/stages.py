@@ -144,8 +144,14 @@ class Stall:
         payload[f"{prefix}stalled"] = 1.0 if self.stalled else 0.0
 
     def restart(self) -> None:
-        """Forget the clock: the monitor was stopped; the next poll starts it again."""
-        self._progress_time = None
+        """The monitor was stopped and is started again: the next poll starts the clock again, unless stalled.
+
+        The time stopped is no time without progress. A stall goes on: the
+        target did not move because the monitor restarted, and only its
+        progress ends the stall, told as its end.
+        """
+        if not self.stalled:
+            self._progress_time = None
 
 
 class Baseline:
