@@ -86,7 +86,7 @@ from rlpulse.read.records import Record
 from rlpulse.read.summary import run_letter, run_name
 from rlpulse.runtime.threads import MonitorThread
 from rlpulse.text import format_duration, format_number, plural
-from rlpulse.verdict import Bound, window_verdict
+from rlpulse.verdict import Bound, is_verdict_code, window_verdict
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -907,18 +907,14 @@ def _panels(
     def lines_of(watch: str) -> list[_Line]:
         drawn = by_watch.get(watch, [])
         if spans.get(watch):
-            # The verdict is shaded, not drawn as a line of -1, 0 and 1.
-            drawn = [metric for metric in drawn if metric.key not in _SHADED]
+            # The verdict is shaded, its codes (-1, 0, 1) not drawn as lines.
+            drawn = [metric for metric in drawn if not is_verdict_code(metric.key)]
         return _lines(drawn, series, cumulative)
 
     panels, left_out = _arranged(metrics_of, lines_of)
     for panel in panels:
         panel.spans = spans.get(panel.watch, [])
     return panels, left_out
-
-
-# A bottleneck watch's metrics its shaded verdicts show.
-_SHADED = ("bound", "bound_known")
 
 
 def _verdict_spans(watch_series: list[_Series]) -> list[_Span]:
