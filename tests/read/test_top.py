@@ -16,7 +16,7 @@ from rlpulse import Event, SQLiteLogger
 from rlpulse.formats import RunFollower
 from rlpulse.naming import Kind, Payload
 from rlpulse.read.live import HISTORY_POINTS, LiveRun
-from rlpulse.read.top import TopView, frame_lines, keys_of, render
+from rlpulse.read.top import TopView, frame, frame_lines, keys_of, render
 
 START = 1_700_000_000.0
 COUNTER = Kind.COUNTER
@@ -202,18 +202,22 @@ def test_the_monitor_cost_is_in_the_header(tmp_path: Path) -> None:
     assert "monitor 0.4% of a core" in text.splitlines()[1]
 
 
+# One window of a bottleneck watch: the learner waited 63% of it.
+COLLECTOR_BOUND = {
+    "bottleneck/window_s": 30.0,
+    "bottleneck/consumer_busy_share": 0.37,
+    "bottleneck/consumer_wait_share": 0.63,
+    "bottleneck/bound_known": 1.0,
+    "bottleneck/bound": -1.0,
+    "bottleneck/side/collector": -1.0,
+    "bottleneck/side/learner": 1.0,
+}
+
+
 def test_the_bottleneck_verdict_is_said_under_the_run_as_show_says_it(
     tmp_path: Path,
 ) -> None:
-    window = {
-        "bottleneck/window_s": 30.0,
-        "bottleneck/consumer_busy_share": 0.37,
-        "bottleneck/consumer_wait_share": 0.63,
-        "bottleneck/bound_known": 1.0,
-        "bottleneck/bound": -1.0,
-        "bottleneck/side/collector": -1.0,
-        "bottleneck/side/learner": 1.0,
-    }
+    window = COLLECTOR_BOUND
     unknown = {"bottleneck/bound_known": 0.0, "bottleneck/window_s": 30.0}
     text = screen(
         followed(store(tmp_path / "a.sqlite", [(1.0, window, {})])), now=START + 2
@@ -232,6 +236,19 @@ def test_the_bottleneck_verdict_is_said_under_the_run_as_show_says_it(
     )
     assert "collector-bound" not in later
     assert later.splitlines()[2].startswith("  unknown")
+
+
+def test_one_plain_frame_ends_with_the_bottleneck_verdict_as_show_does(
+    tmp_path: Path,
+) -> None:
+    path = store(tmp_path / "run.sqlite", [(1.0, COLLECTOR_BOUND, {})])
+
+    *_, last_window, over_the_run = frame(path, None).splitlines()
+
+    assert last_window.startswith(
+        "bottleneck, the last window: collector-bound: the learner waited 63% of"
+    )
+    assert over_the_run == "bottleneck over the run: collector-bound 100% of 1 window"
 
 
 def test_the_filter_keeps_a_watch_or_the_metrics_it_matches(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ into what the view keeps (:class:`~rlpulse.read.live.LiveRun`). Keys: ``q``
 quits, ``/`` filters watches or metrics, arrows or ``j``/``k`` scroll,
 ``p`` pauses. Everywhere else (a pipe, a file, ``--once``, no ``rich``)
 one plain frame (:func:`frame`): the run's summary as ``rlpulse show``
-prints it, then its latest events.
+prints it, its latest events and its bottleneck verdict.
 
 A frame is built as plain :class:`Segment` lines (:func:`frame_lines`),
 without ``rich``; :func:`render` hands them to ``rich``, the one module of
@@ -46,6 +46,7 @@ from rlpulse.read.records import RunFileError, RunFileWarning, read_events
 from rlpulse.read.summary import (
     format_event,
     format_summary,
+    format_verdicts,
     narrow_summary,
     run_letter,
     summarize_file,
@@ -91,7 +92,7 @@ def frame(
     *,
     exact: bool = False,
 ) -> str:
-    """One plain frame of ``rlpulse top``: the summary of the run's metrics ``match`` keeps, then its latest events.
+    """One plain frame of ``rlpulse top``: the summary of the run's metrics ``match`` keeps, its latest events, then the bottleneck verdict as ``rlpulse show`` ends.
 
     What a pipe, a file or ``--once`` gets. ``width`` cuts each line to
     that many characters (``0``: whole lines); ``exact=True`` writes every
@@ -115,6 +116,8 @@ def frame(
     events = _latest_events(path, run)
     if events:
         lines += ["", "latest events:", *events]
+    if verdicts := format_verdicts(summary):
+        lines += ["", *verdicts.split("\n")]
     if width > 0:
         lines = [line[:width] for line in lines]
     return "\n".join(lines)
