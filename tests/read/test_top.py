@@ -274,6 +274,19 @@ def test_the_filter_keeps_a_watch_or_the_metrics_it_matches(tmp_path: Path) -> N
     assert "size" in screen(runs, view)
 
 
+def test_a_filter_that_matches_nothing_says_so(tmp_path: Path) -> None:
+    runs = followed(store(tmp_path / "run.sqlite", pipeline()))
+    view = TopView()
+    for key in ["/", *"xyzzy", "enter"]:
+        view.press(key)
+
+    lines = screen(runs, view).splitlines()
+
+    assert lines[3] == "no watch or metric matches 'xyzzy' (Esc clears the filter)"
+    view.press("escape")
+    assert "no watch or metric" not in screen(runs, view)
+
+
 def test_the_body_scrolls_under_a_header_that_stays(tmp_path: Path) -> None:
     payloads = [
         (float(second), {f"w{index:02d}/size": float(index) for index in range(30)}, {})

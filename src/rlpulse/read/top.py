@@ -474,6 +474,13 @@ def _body(
                 *sources[0].live.state(watch, now).recent,
             ):
                 lines.append([Segment("  !! " + event.message, "red")])
+    if view.filter and not lines:
+        lines.append(
+            [
+                Segment(f"no watch or metric matches {view.filter!r}", "bold yellow"),
+                Segment(" (Esc clears the filter)"),
+            ]
+        )
     events = [event for source in sources for event in source.live.events]
     if events:
         lines.append([Segment("latest events", "bold")])
