@@ -196,6 +196,21 @@ def test_a_writer_that_stopped_reads_as_no_new_data_and_its_watches_as_quiet(
     assert heading(stopped, "buffer") == ["buffer", "quiet", "40.0", "s"]
 
 
+def test_a_paused_view_keeps_the_ages_it_had_when_reading_stopped(
+    tmp_path: Path,
+) -> None:
+    runs = followed(store(tmp_path / "run.sqlite", pipeline()))
+    view = TopView()
+    view.press("p")
+
+    assert "last data 1.0 s ago" in screen(runs, view, now=START + 11)
+    paused = screen(runs, view, now=START + 50)
+    assert "age 11.0 s  last data 1.0 s ago" in paused
+    assert heading(paused, "buffer") == ["buffer", "running"]
+    view.press("p")
+    assert "no new data for 40.0 s" in screen(runs, view, now=START + 50)
+
+
 def test_the_monitor_cost_is_in_the_header(tmp_path: Path) -> None:
     text = screen(followed(store(tmp_path / "run.sqlite", pipeline())))
 

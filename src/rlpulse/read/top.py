@@ -157,6 +157,10 @@ class TopView:
     scroll: int = 0
     paused: bool = False
     page: int = 10
+    # The time a paused view's frames are drawn at: what was read stays as
+    # old as it was when reading stopped, so a pause never reads as a
+    # writer gone quiet.
+    paused_at: float | None = None
 
     def press(self, key: str) -> bool:
         """Take one key (as :func:`keys_of` names it); whether it quits."""
@@ -308,8 +312,14 @@ def frame_lines(
 
     ``runs`` are each run's follower (its file, its run, what it waits for)
     and what the view keeps of it; ``now`` the time (seconds since the
-    epoch) that ages and silences are counted to.
+    epoch) that ages and silences are counted to, or while ``view`` is
+    paused the time of its first paused frame.
     """
+    if not view.paused:
+        view.paused_at = None
+    elif view.paused_at is None:
+        view.paused_at = now
+    now = view.paused_at if view.paused_at is not None else now
     sources = [_Source(follower, live) for follower, live in runs]
     header = _header(sources, width, now)
     body = _body(sources, view, width, now, exact)
