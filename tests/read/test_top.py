@@ -211,6 +211,28 @@ def test_a_paused_view_keeps_the_ages_it_had_when_reading_stopped(
     assert "no new data for 40.0 s" in screen(runs, view, now=START + 50)
 
 
+def test_a_name_too_long_for_its_column_keeps_its_start_and_end(
+    tmp_path: Path,
+) -> None:
+    metrics = {
+        "collector/requested_frames_per_batch": 200.0,
+        "workers/worker_0/heartbeat_age_s": 0.25,
+        "a_watch_with_a_rather_long_name/size": 3.0,
+    }
+    path = store(tmp_path / "run.sqlite", [(1.0, metrics, {})])
+
+    names = [line.split()[0] for line in screen(followed(path)).splitlines()[3:9]]
+
+    assert names == [
+        "a_watch_with…r_long_name",
+        "size",
+        "collector",
+        "requested_f…_per_batch",
+        "workers",
+        "worker_0/he…beat_age_s",
+    ]
+
+
 def test_the_monitor_cost_is_in_the_header(tmp_path: Path) -> None:
     text = screen(followed(store(tmp_path / "run.sqlite", pipeline())))
 

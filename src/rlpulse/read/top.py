@@ -52,7 +52,7 @@ from rlpulse.read.summary import (
     summarize_file,
 )
 from rlpulse.runtime.events import Event
-from rlpulse.text import format_duration, format_number
+from rlpulse.text import format_duration, format_number, shortened
 from rlpulse.verdict import describe_metrics
 
 if TYPE_CHECKING:
@@ -455,7 +455,9 @@ def _body(
         )
         if not labels:
             continue
-        heading = [Segment(watch.ljust(label_width)[:label_width], "bold cyan")]
+        heading = [
+            Segment(shortened(watch, label_width).ljust(label_width), "bold cyan")
+        ]
         for index, source in enumerate(sources):
             word, style = _watch_word(source.live, watch, now)
             if len(sources) > 1:
@@ -471,7 +473,9 @@ def _body(
         lines.append(heading)
         by_label = [{line.label: line for line in block} for block in blocks]
         for label in labels:
-            line = [Segment("  " + label.ljust(label_width - 2)[: label_width - 2])]
+            line = [
+                Segment("  " + shortened(label, label_width - 2).ljust(label_width - 2))
+            ]
             for source, lines_of_run in zip(sources, by_label, strict=True):
                 cell = lines_of_run.get(label)
                 line += _cell(
