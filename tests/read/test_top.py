@@ -167,6 +167,18 @@ def test_hung_and_dropping_mark_their_watch_and_a_failing_sink_the_header(
     assert "sinks: sink_failing: sink SQLiteLogger raised OSError" in text
 
 
+def test_a_watch_hung_before_it_logged_anything_has_a_block_that_says_so(
+    tmp_path: Path,
+) -> None:
+    hung = Event(START + 2, "queue", "hung", "stats() has not returned", 2.0)
+    text = screen(followed(store(tmp_path / "run.sqlite", pipeline(), (hung,))))
+
+    lines = text.splitlines()
+    at = lines.index("queue                    hung")
+    assert lines[at + 1] == "  !! stats() has not returned"
+    assert heading(text, "collector") == ["collector", "running"]
+
+
 def test_a_dropping_watch_runs_again_a_minute_later(tmp_path: Path) -> None:
     events = (Event(START + 9, "buffer", "dropping", "queue full", 3.0),)
     runs = followed(store(tmp_path / "run.sqlite", pipeline(70), events))

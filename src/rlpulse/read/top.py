@@ -360,11 +360,11 @@ def _header(sources: Sequence[_Source], width: int, now: float) -> list[list[Seg
 
 def _watch_word(live: LiveRun, watch: str, now: float) -> tuple[str, str]:
     """What a watch's heading says of it, and in which style: what is wrong with it, ``quiet`` for how long where it has logged nothing for as long as the run's writer reads as stopped, else ``running``."""
-    if watch not in live.watches():
-        return "-", "green"
     state = live.state(watch, now)
     if not state.healthy:
         return state.word, "bold red"
+    if watch not in live.watches():
+        return "-", "green"
     silent = now - live.last_time_of(watch)
     if silent > live.quiet_after(QUIET_AFTER_S):
         return f"quiet {format_duration(silent)}", "yellow"
@@ -430,14 +430,7 @@ def _verdicts(live: LiveRun, width: int) -> list[list[Segment]]:
 def _body(
     sources: Sequence[_Source], view: TopView, width: int, now: float, exact: bool
 ) -> list[list[Segment]]:
-    # A bottleneck watch is said in words in the header, not as a block.
-    watches = [
-        watch
-        for watch in dict.fromkeys(
-            watch for source in sources for watch in source.live.watches()
-        )
-        if all(source.live.value(f"{watch}/bound_known") is None for source in sources)
-    ]
+    watches = _shown_watches(sources, now)
     label_width = _LABEL_WIDTH
     cell_width = max(12, (width - label_width) // len(sources))
     note_width = _NOTE_WIDTH if cell_width >= 34 else 0
@@ -453,7 +446,8 @@ def _body(
                 if view.keeps(watch, line.label)
             )
         )
-        if not labels:
+        troubled = any(not source.live.state(watch, now).healthy for source in sources)
+        if not labels and not (troubled and view.keeps(watch, "")):
             continue
         heading = [
             Segment(shortened(watch, label_width).ljust(label_width), "bold cyan")
@@ -504,6 +498,26 @@ def _body(
                 [Segment(format_event(event), "red" if not _good(event) else "green")]
             )
     return lines
+
+
+def _shown_watches(sources: Sequence[_Source], now: float) -> list[str]:
+    """The watches with a block: those that logged in any run, and those that have not but are in trouble (a first ``stats()`` call that hangs), the monitor's own last; a bottleneck watch is said in words in the header instead."""
+    names = set()
+    for _, live in sources:
+        names.update(live.watches())
+        names.update(
+            event.watch
+            for event in live.events
+            if event.watch and not live.state(event.watch, now).healthy
+        )
+    return sorted(
+        (
+            watch
+            for watch in names
+            if all(live.value(f"{watch}/bound_known") is None for _, live in sources)
+        ),
+        key=lambda watch: (watch == MONITOR_WATCH, watch),
+    )
 
 
 def _good(event: Event) -> bool:
