@@ -336,12 +336,16 @@ def test_a_filter_that_matches_nothing_says_so(tmp_path: Path) -> None:
     assert "no watch or metric" not in screen(runs, view)
 
 
-def test_the_body_scrolls_under_a_header_that_stays(tmp_path: Path) -> None:
-    payloads = [
+def thirty_watches() -> list[tuple[float, dict[str, float], dict[str, Kind]]]:
+    # A body of 60 lines: more than a screen.
+    return [
         (float(second), {f"w{index:02d}/size": float(index) for index in range(30)}, {})
         for second in range(3)
     ]
-    runs = followed(store(tmp_path / "run.sqlite", payloads))
+
+
+def test_the_body_scrolls_under_a_header_that_stays(tmp_path: Path) -> None:
+    runs = followed(store(tmp_path / "run.sqlite", thirty_watches()))
     view = TopView()
 
     top = screen(runs, view, now=START + 3).splitlines()
@@ -357,6 +361,20 @@ def test_the_body_scrolls_under_a_header_that_stays(tmp_path: Path) -> None:
     for key in ["page down"] * 10:
         view.press(key)
     assert "lines 41-60 of 60" in screen(runs, view, now=START + 3).splitlines()[-1]
+
+
+def test_the_footer_keeps_the_filter_the_pause_and_the_lines_shown_over_the_keys(
+    tmp_path: Path,
+) -> None:
+    runs = followed(store(tmp_path / "run.sqlite", thirty_watches()))
+    view = TopView()
+    for key in ["/", *"size", "enter", "p"]:
+        view.press(key)
+
+    footer = screen(runs, view, now=START + 3).splitlines()[-1]
+
+    assert footer.startswith("q quit  filter: size  PAUSED  lines 1-20 of 60  ")
+    assert not footer.endswith("…")
 
 
 def test_several_runs_show_the_same_watch_side_by_side(tmp_path: Path) -> None:

@@ -593,16 +593,21 @@ def _footer(view: TopView, body_lines: int, room: int, width: int) -> list[Segme
             Segment("/" + view.filter, "bold reverse"),
             Segment("  Enter keeps it, Esc clears it"),
         ]
-    line = [Segment("q quit  / filter  ↑↓ j k scroll  p pause", "dim")]
+    said = []
     if view.filter:
-        line.append(Segment(f"  filter: {view.filter}", "bold yellow"))
+        said.append(Segment(f"  filter: {view.filter}", "bold yellow"))
     if view.paused:
-        line.append(Segment("  PAUSED", "bold reverse"))
+        said.append(Segment("  PAUSED", "bold reverse"))
     if body_lines > room:
         last = min(body_lines, view.scroll + room)
-        line.append(Segment(f"  lines {view.scroll + 1}-{last} of {body_lines}"))
-    line.append(Segment("  " + time.strftime("%H:%M:%S")))
-    return line
+        said.append(Segment(f"  lines {view.scroll + 1}-{last} of {body_lines}"))
+    said.append(Segment("  " + time.strftime("%H:%M:%S")))
+    # What the view is in comes before the keys' reminder where both do not
+    # fit: the reminder shrinks to the one key that matters most.
+    keys = "q quit  / filter  ↑↓ j k scroll  p pause"
+    if len(keys) + sum(len(segment.text) for segment in said) > width:
+        keys = "q quit"
+    return [Segment(keys, "dim"), *said]
 
 
 def _cut(line: list[Segment], width: int) -> list[Segment]:
