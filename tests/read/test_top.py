@@ -16,7 +16,7 @@ from rlpulse import Event, SQLiteLogger
 from rlpulse.formats import RunFollower
 from rlpulse.naming import Kind, Payload
 from rlpulse.read.live import HISTORY_POINTS, LiveRun
-from rlpulse.read.top import TopView, frame, frame_lines, keys_of, render
+from rlpulse.read.top import TopView, frame, frame_lines, keys_of, plain, render
 
 START = 1_700_000_000.0
 COUNTER = Kind.COUNTER
@@ -285,6 +285,15 @@ def test_the_bottleneck_verdict_is_said_under_the_run_as_show_says_it(
     )
     assert "collector-bound" not in later
     assert later.splitlines()[2].startswith("  unknown")
+
+
+def test_a_narrow_terminal_says_the_verdicts_side_once(tmp_path: Path) -> None:
+    runs = followed(store(tmp_path / "run.sqlite", [(1.0, COLLECTOR_BOUND, {})]))
+
+    lines = plain(frame_lines(runs, TopView(), 20, 8, START + 2)).splitlines()
+
+    assert lines[2] == "  collector-bound:"
+    assert lines[3] == "    the learner"
 
 
 def test_one_plain_frame_ends_with_the_bottleneck_verdict_as_show_does(

@@ -416,8 +416,15 @@ def _verdicts(live: LiveRun, width: int) -> list[list[Segment]]:
         if sentence is None:
             continue
         side, _, rest = sentence.partition(": ")
+        # The side ("collector-bound:") stays whole on the first line, the
+        # one drawn in its own style; a narrow terminal cuts what follows.
         wrapped = textwrap.wrap(
-            f"{side}: {rest}", width - 4, initial_indent="  ", subsequent_indent="    "
+            f"{side}: {rest}",
+            width - 4,
+            initial_indent="  ",
+            subsequent_indent="    ",
+            break_on_hyphens=False,
+            break_long_words=False,
         )
         first = wrapped[0][len("  ") + len(side) + 1 :]
         lines.append(
