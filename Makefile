@@ -40,7 +40,7 @@ $(VENV)/.debian-tools: $(BIN)/python
 	touch $@
 
 $(VENV)/.installed-demo: $(BIN)/python $(BUILD_INPUTS)
-	$(PIP) install --quiet -c $(CONSTRAINTS) -e ".[torchrl,plot]"
+	$(PIP) install --quiet -c $(CONSTRAINTS) -e ".[torchrl,plot,top]"
 	touch $@
 
 test: lint typecheck pytest

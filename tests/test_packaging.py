@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -31,3 +33,23 @@ def test_no_extra_pins_torch() -> None:
     for name, requirements in extras().items():
         for requirement in requirements:
             assert not re.fullmatch(r"torch\W.*", requirement), (name, requirement)
+
+
+def test_make_demo_installs_what_the_readme_watches_the_demo_with(
+    tmp_path: Path,
+) -> None:
+    # README: watch the demo in `rlpulse top` (rich) and read its chart
+    # (matplotlib) after.
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    planned = subprocess.run(
+        ["make", "--dry-run", "demo", f"VENV={tmp_path / 'venv'}"],
+        cwd=PYPROJECT.parent,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout
+    [installed] = re.findall(r'-e "\.\[([a-z,]+)\]"', planned)
+
+    assert {"torchrl", "plot", "top"} <= set(installed.split(","))

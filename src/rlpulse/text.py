@@ -1,7 +1,8 @@
 """How rlpulse writes for people: counts with their noun, numbers, durations, names and tables.
 
 The one place where the command line, the console sink and the monitor's
-``repr`` decide how a number or a count reads. Pure functions, standard
+``repr`` decide how a number or a count reads, and how a name too long for
+its column is shortened. Pure functions, standard
 library only.
 
 Numbers (:func:`format_number`) are written to be read at a glance and to
@@ -32,6 +33,7 @@ __all__ = [
     "format_table",
     "noun_for",
     "plural",
+    "shortened",
 ]
 
 _FOUR_DIGITS = "%.4g"
@@ -155,6 +157,21 @@ def format_name(name: str) -> str:
     collector/frames 'bad\\nname' '\\x1b[2J'
     """
     return name if name.isprintable() else repr(name)
+
+
+def shortened(label: str, width: int) -> str:
+    """``label`` in at most ``width`` characters: its start and end around an ellipsis where longer.
+
+    Both ends say something: a metric's watch and key at its start, its
+    unit at its end (``worker_0/heartbeat_age_s``).
+
+    >>> shortened("episode_return_mean", 25), shortened("a_very_long_metric_name_of_a_users_own_per_second", 25)
+    ('episode_return_mean', 'a_very_long_…n_per_second')
+    """
+    if len(label) <= width:
+        return label
+    end = (width - 1) // 2
+    return label[: width - 1 - end] + "…" + label[-end:]
 
 
 def format_table(rows: Sequence[Sequence[str]], *, left: int = 1) -> str:

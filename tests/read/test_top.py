@@ -16,7 +16,7 @@ from rlpulse import Event, SQLiteLogger
 from rlpulse.formats import RunFollower
 from rlpulse.naming import Kind, Payload
 from rlpulse.read.live import HISTORY_POINTS, LiveRun
-from rlpulse.read.top import TopView, frame_lines, keys_of, render
+from rlpulse.read.top import TopView, frame, frame_lines, keys_of, plain, render
 
 START = 1_700_000_000.0
 COUNTER = Kind.COUNTER
@@ -167,6 +167,18 @@ def test_hung_and_dropping_mark_their_watch_and_a_failing_sink_the_header(
     assert "sinks: sink_failing: sink SQLiteLogger raised OSError" in text
 
 
+def test_a_watch_hung_before_it_logged_anything_has_a_block_that_says_so(
+    tmp_path: Path,
+) -> None:
+    hung = Event(START + 2, "queue", "hung", "stats() has not returned", 2.0)
+    text = screen(followed(store(tmp_path / "run.sqlite", pipeline(), (hung,))))
+
+    lines = text.splitlines()
+    at = lines.index("queue                    hung")
+    assert lines[at + 1] == "  !! stats() has not returned"
+    assert heading(text, "collector") == ["collector", "running"]
+
+
 def test_a_dropping_watch_runs_again_a_minute_later(tmp_path: Path) -> None:
     events = (Event(START + 9, "buffer", "dropping", "queue full", 3.0),)
     runs = followed(store(tmp_path / "run.sqlite", pipeline(70), events))
@@ -196,24 +208,65 @@ def test_a_writer_that_stopped_reads_as_no_new_data_and_its_watches_as_quiet(
     assert heading(stopped, "buffer") == ["buffer", "quiet", "40.0", "s"]
 
 
+def test_a_paused_view_keeps_the_ages_it_had_when_reading_stopped(
+    tmp_path: Path,
+) -> None:
+    runs = followed(store(tmp_path / "run.sqlite", pipeline()))
+    view = TopView()
+    view.press("p")
+
+    assert "last data 1.0 s ago" in screen(runs, view, now=START + 11)
+    paused = screen(runs, view, now=START + 50)
+    assert "age 11.0 s  last data 1.0 s ago" in paused
+    assert heading(paused, "buffer") == ["buffer", "running"]
+    view.press("p")
+    assert "no new data for 40.0 s" in screen(runs, view, now=START + 50)
+
+
+def test_a_name_too_long_for_its_column_keeps_its_start_and_end(
+    tmp_path: Path,
+) -> None:
+    metrics = {
+        "collector/requested_frames_per_batch": 200.0,
+        "workers/worker_0/heartbeat_age_s": 0.25,
+        "a_watch_with_a_rather_long_name/size": 3.0,
+    }
+    path = store(tmp_path / "run.sqlite", [(1.0, metrics, {})])
+
+    names = [line.split()[0] for line in screen(followed(path)).splitlines()[3:9]]
+
+    assert names == [
+        "a_watch_with…r_long_name",
+        "size",
+        "collector",
+        "requested_f…_per_batch",
+        "workers",
+        "worker_0/he…beat_age_s",
+    ]
+
+
 def test_the_monitor_cost_is_in_the_header(tmp_path: Path) -> None:
     text = screen(followed(store(tmp_path / "run.sqlite", pipeline())))
 
     assert "monitor 0.4% of a core" in text.splitlines()[1]
 
 
+# One window of a bottleneck watch: the learner waited 63% of it.
+COLLECTOR_BOUND = {
+    "bottleneck/window_s": 30.0,
+    "bottleneck/consumer_busy_share": 0.37,
+    "bottleneck/consumer_wait_share": 0.63,
+    "bottleneck/bound_known": 1.0,
+    "bottleneck/bound": -1.0,
+    "bottleneck/side/collector": -1.0,
+    "bottleneck/side/learner": 1.0,
+}
+
+
 def test_the_bottleneck_verdict_is_said_under_the_run_as_show_says_it(
     tmp_path: Path,
 ) -> None:
-    window = {
-        "bottleneck/window_s": 30.0,
-        "bottleneck/consumer_busy_share": 0.37,
-        "bottleneck/consumer_wait_share": 0.63,
-        "bottleneck/bound_known": 1.0,
-        "bottleneck/bound": -1.0,
-        "bottleneck/side/collector": -1.0,
-        "bottleneck/side/learner": 1.0,
-    }
+    window = COLLECTOR_BOUND
     unknown = {"bottleneck/bound_known": 0.0, "bottleneck/window_s": 30.0}
     text = screen(
         followed(store(tmp_path / "a.sqlite", [(1.0, window, {})])), now=START + 2
@@ -232,6 +285,28 @@ def test_the_bottleneck_verdict_is_said_under_the_run_as_show_says_it(
     )
     assert "collector-bound" not in later
     assert later.splitlines()[2].startswith("  unknown")
+
+
+def test_a_narrow_terminal_says_the_verdicts_side_once(tmp_path: Path) -> None:
+    runs = followed(store(tmp_path / "run.sqlite", [(1.0, COLLECTOR_BOUND, {})]))
+
+    lines = plain(frame_lines(runs, TopView(), 20, 8, START + 2)).splitlines()
+
+    assert lines[2] == "  collector-bound:"
+    assert lines[3] == "    the learner"
+
+
+def test_one_plain_frame_ends_with_the_bottleneck_verdict_as_show_does(
+    tmp_path: Path,
+) -> None:
+    path = store(tmp_path / "run.sqlite", [(1.0, COLLECTOR_BOUND, {})])
+
+    *_, last_window, over_the_run = frame(path, None).splitlines()
+
+    assert last_window.startswith(
+        "bottleneck, the last window: collector-bound: the learner waited 63% of"
+    )
+    assert over_the_run == "bottleneck over the run: collector-bound 100% of 1 window"
 
 
 def test_the_filter_keeps_a_watch_or_the_metrics_it_matches(tmp_path: Path) -> None:
@@ -257,12 +332,29 @@ def test_the_filter_keeps_a_watch_or_the_metrics_it_matches(tmp_path: Path) -> N
     assert "size" in screen(runs, view)
 
 
-def test_the_body_scrolls_under_a_header_that_stays(tmp_path: Path) -> None:
-    payloads = [
+def test_a_filter_that_matches_nothing_says_so(tmp_path: Path) -> None:
+    runs = followed(store(tmp_path / "run.sqlite", pipeline()))
+    view = TopView()
+    for key in ["/", *"xyzzy", "enter"]:
+        view.press(key)
+
+    lines = screen(runs, view).splitlines()
+
+    assert lines[3] == "no watch or metric matches 'xyzzy' (Esc clears the filter)"
+    view.press("escape")
+    assert "no watch or metric" not in screen(runs, view)
+
+
+def thirty_watches() -> list[tuple[float, dict[str, float], dict[str, Kind]]]:
+    # A body of 60 lines: more than a screen.
+    return [
         (float(second), {f"w{index:02d}/size": float(index) for index in range(30)}, {})
         for second in range(3)
     ]
-    runs = followed(store(tmp_path / "run.sqlite", payloads))
+
+
+def test_the_body_scrolls_under_a_header_that_stays(tmp_path: Path) -> None:
+    runs = followed(store(tmp_path / "run.sqlite", thirty_watches()))
     view = TopView()
 
     top = screen(runs, view, now=START + 3).splitlines()
@@ -278,6 +370,20 @@ def test_the_body_scrolls_under_a_header_that_stays(tmp_path: Path) -> None:
     for key in ["page down"] * 10:
         view.press(key)
     assert "lines 41-60 of 60" in screen(runs, view, now=START + 3).splitlines()[-1]
+
+
+def test_the_footer_keeps_the_filter_the_pause_and_the_lines_shown_over_the_keys(
+    tmp_path: Path,
+) -> None:
+    runs = followed(store(tmp_path / "run.sqlite", thirty_watches()))
+    view = TopView()
+    for key in ["/", *"size", "enter", "p"]:
+        view.press(key)
+
+    footer = screen(runs, view, now=START + 3).splitlines()[-1]
+
+    assert footer.startswith("q quit  filter: size  PAUSED  lines 1-20 of 60  ")
+    assert not footer.endswith("…")
 
 
 def test_several_runs_show_the_same_watch_side_by_side(tmp_path: Path) -> None:

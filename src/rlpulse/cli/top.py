@@ -40,8 +40,8 @@ takes it, Enter keeps it, Esc clears it); the arrows, j and k, Page Up and
 Page Down scroll; p pauses (and resumes) reading.
 
 Into a pipe or a file, with --once, or without rich: one plain frame, the
-run's summary as rlpulse show prints it and its latest events, then exit
-(scripts and CI logs keep working).
+run's summary as rlpulse show prints it, its latest events and its
+bottleneck verdict, then exit (scripts and CI logs keep working).
 
 RUN is a file written by SQLiteLogger, CSVLogger or JSONLLogger: its latest
 run, or FILE:NAME for the run NAME of a SQLite file; --run NAME picks the

@@ -85,7 +85,7 @@ from rlpulse.read.match import (
 from rlpulse.read.records import Record
 from rlpulse.read.summary import run_letter, run_name
 from rlpulse.runtime.threads import MonitorThread
-from rlpulse.text import format_duration, format_number, plural
+from rlpulse.text import format_duration, format_number, plural, shortened
 from rlpulse.verdict import Bound, is_verdict_code, window_verdict
 
 if TYPE_CHECKING:
@@ -1264,7 +1264,7 @@ def _draw_panel(
         handles, labels = axes.get_legend_handles_labels()
         axes.legend(
             handles,
-            [_shortened(label, _LEGEND_CHARACTERS) for label in labels],
+            [shortened(label, _LEGEND_CHARACTERS) for label in labels],
             loc="upper left",
             bbox_to_anchor=(1.01, 1.0),
             borderaxespad=0.0,
@@ -1272,18 +1272,6 @@ def _draw_panel(
             frameon=False,
         )
     return all_axes
-
-
-def _shortened(label: str, width: int) -> str:
-    """``label`` in at most ``width`` characters: its start and end around an ellipsis where longer.
-
-    >>> _shortened("episode_return_mean", 25), _shortened("a_very_long_metric_name_of_a_users_own_per_second", 25)
-    ('episode_return_mean', 'a_very_long_…n_per_second')
-    """
-    if len(label) <= width:
-        return label
-    end = (width - 1) // 2
-    return label[: width - 1 - end] + "…" + label[-end:]
 
 
 def _constants_lines(constants: list[_Line]) -> list[str]:

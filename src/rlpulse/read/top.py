@@ -14,7 +14,7 @@ into what the view keeps (:class:`~rlpulse.read.live.LiveRun`). Keys: ``q``
 quits, ``/`` filters watches or metrics, arrows or ``j``/``k`` scroll,
 ``p`` pauses. Everywhere else (a pipe, a file, ``--once``, no ``rich``)
 one plain frame (:func:`frame`): the run's summary as ``rlpulse show``
-prints it, then its latest events.
+prints it, its latest events and its bottleneck verdict.
 
 A frame is built as plain :class:`Segment` lines (:func:`frame_lines`),
 without ``rich``; :func:`render` hands them to ``rich``, the one module of
@@ -46,12 +46,13 @@ from rlpulse.read.records import RunFileError, RunFileWarning, read_events
 from rlpulse.read.summary import (
     format_event,
     format_summary,
+    format_verdicts,
     narrow_summary,
     run_letter,
     summarize_file,
 )
 from rlpulse.runtime.events import Event
-from rlpulse.text import format_duration, format_number
+from rlpulse.text import format_duration, format_number, shortened
 from rlpulse.verdict import describe_metrics
 
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ def frame(
     *,
     exact: bool = False,
 ) -> str:
-    """One plain frame of ``rlpulse top``: the summary of the run's metrics ``match`` keeps, then its latest events.
+    """One plain frame of ``rlpulse top``: the summary of the run's metrics ``match`` keeps, its latest events, then the bottleneck verdict as ``rlpulse show`` ends.
 
     What a pipe, a file or ``--once`` gets. ``width`` cuts each line to
     that many characters (``0``: whole lines); ``exact=True`` writes every
@@ -115,6 +116,8 @@ def frame(
     events = _latest_events(path, run)
     if events:
         lines += ["", "latest events:", *events]
+    if verdicts := format_verdicts(summary):
+        lines += ["", *verdicts.split("\n")]
     if width > 0:
         lines = [line[:width] for line in lines]
     return "\n".join(lines)
@@ -154,6 +157,10 @@ class TopView:
     scroll: int = 0
     paused: bool = False
     page: int = 10
+    # The time a paused view's frames are drawn at: what was read stays as
+    # old as it was when reading stopped, so a pause never reads as a
+    # writer gone quiet.
+    paused_at: float | None = None
 
     def press(self, key: str) -> bool:
         """Take one key (as :func:`keys_of` names it); whether it quits."""
@@ -305,8 +312,14 @@ def frame_lines(
 
     ``runs`` are each run's follower (its file, its run, what it waits for)
     and what the view keeps of it; ``now`` the time (seconds since the
-    epoch) that ages and silences are counted to.
+    epoch) that ages and silences are counted to, or while ``view`` is
+    paused the time of its first paused frame.
     """
+    if not view.paused:
+        view.paused_at = None
+    elif view.paused_at is None:
+        view.paused_at = now
+    now = view.paused_at if view.paused_at is not None else now
     sources = [_Source(follower, live) for follower, live in runs]
     header = _header(sources, width, now)
     body = _body(sources, view, width, now, exact)
@@ -347,11 +360,11 @@ def _header(sources: Sequence[_Source], width: int, now: float) -> list[list[Seg
 
 def _watch_word(live: LiveRun, watch: str, now: float) -> tuple[str, str]:
     """What a watch's heading says of it, and in which style: what is wrong with it, ``quiet`` for how long where it has logged nothing for as long as the run's writer reads as stopped, else ``running``."""
-    if watch not in live.watches():
-        return "-", "green"
     state = live.state(watch, now)
     if not state.healthy:
         return state.word, "bold red"
+    if watch not in live.watches():
+        return "-", "green"
     silent = now - live.last_time_of(watch)
     if silent > live.quiet_after(QUIET_AFTER_S):
         return f"quiet {format_duration(silent)}", "yellow"
@@ -403,8 +416,15 @@ def _verdicts(live: LiveRun, width: int) -> list[list[Segment]]:
         if sentence is None:
             continue
         side, _, rest = sentence.partition(": ")
+        # The side ("collector-bound:") stays whole on the first line, the
+        # one drawn in its own style; a narrow terminal cuts what follows.
         wrapped = textwrap.wrap(
-            f"{side}: {rest}", width - 4, initial_indent="  ", subsequent_indent="    "
+            f"{side}: {rest}",
+            width - 4,
+            initial_indent="  ",
+            subsequent_indent="    ",
+            break_on_hyphens=False,
+            break_long_words=False,
         )
         first = wrapped[0][len("  ") + len(side) + 1 :]
         lines.append(
@@ -417,14 +437,7 @@ def _verdicts(live: LiveRun, width: int) -> list[list[Segment]]:
 def _body(
     sources: Sequence[_Source], view: TopView, width: int, now: float, exact: bool
 ) -> list[list[Segment]]:
-    # A bottleneck watch is said in words in the header, not as a block.
-    watches = [
-        watch
-        for watch in dict.fromkeys(
-            watch for source in sources for watch in source.live.watches()
-        )
-        if all(source.live.value(f"{watch}/bound_known") is None for source in sources)
-    ]
+    watches = _shown_watches(sources, now)
     label_width = _LABEL_WIDTH
     cell_width = max(12, (width - label_width) // len(sources))
     note_width = _NOTE_WIDTH if cell_width >= 34 else 0
@@ -440,9 +453,12 @@ def _body(
                 if view.keeps(watch, line.label)
             )
         )
-        if not labels:
+        troubled = any(not source.live.state(watch, now).healthy for source in sources)
+        if not labels and not (troubled and view.keeps(watch, "")):
             continue
-        heading = [Segment(watch.ljust(label_width)[:label_width], "bold cyan")]
+        heading = [
+            Segment(shortened(watch, label_width).ljust(label_width), "bold cyan")
+        ]
         for index, source in enumerate(sources):
             word, style = _watch_word(source.live, watch, now)
             if len(sources) > 1:
@@ -458,7 +474,9 @@ def _body(
         lines.append(heading)
         by_label = [{line.label: line for line in block} for block in blocks]
         for label in labels:
-            line = [Segment("  " + label.ljust(label_width - 2)[: label_width - 2])]
+            line = [
+                Segment("  " + shortened(label, label_width - 2).ljust(label_width - 2))
+            ]
             for source, lines_of_run in zip(sources, by_label, strict=True):
                 cell = lines_of_run.get(label)
                 line += _cell(
@@ -471,6 +489,13 @@ def _body(
                 *sources[0].live.state(watch, now).recent,
             ):
                 lines.append([Segment("  !! " + event.message, "red")])
+    if view.filter and not lines:
+        lines.append(
+            [
+                Segment(f"no watch or metric matches {view.filter!r}", "bold yellow"),
+                Segment(" (Esc clears the filter)"),
+            ]
+        )
     events = [event for source in sources for event in source.live.events]
     if events:
         lines.append([Segment("latest events", "bold")])
@@ -480,6 +505,26 @@ def _body(
                 [Segment(format_event(event), "red" if not _good(event) else "green")]
             )
     return lines
+
+
+def _shown_watches(sources: Sequence[_Source], now: float) -> list[str]:
+    """The watches with a block: those that logged in any run, and those that have not but are in trouble (a first ``stats()`` call that hangs), the monitor's own last; a bottleneck watch is said in words in the header instead."""
+    names = set()
+    for _, live in sources:
+        names.update(live.watches())
+        names.update(
+            event.watch
+            for event in live.events
+            if event.watch and not live.state(event.watch, now).healthy
+        )
+    return sorted(
+        (
+            watch
+            for watch in names
+            if all(live.value(f"{watch}/bound_known") is None for _, live in sources)
+        ),
+        key=lambda watch: (watch == MONITOR_WATCH, watch),
+    )
 
 
 def _good(event: Event) -> bool:
@@ -555,16 +600,21 @@ def _footer(view: TopView, body_lines: int, room: int, width: int) -> list[Segme
             Segment("/" + view.filter, "bold reverse"),
             Segment("  Enter keeps it, Esc clears it"),
         ]
-    line = [Segment("q quit  / filter  ↑↓ j k scroll  p pause", "dim")]
+    said = []
     if view.filter:
-        line.append(Segment(f"  filter: {view.filter}", "bold yellow"))
+        said.append(Segment(f"  filter: {view.filter}", "bold yellow"))
     if view.paused:
-        line.append(Segment("  PAUSED", "bold reverse"))
+        said.append(Segment("  PAUSED", "bold reverse"))
     if body_lines > room:
         last = min(body_lines, view.scroll + room)
-        line.append(Segment(f"  lines {view.scroll + 1}-{last} of {body_lines}"))
-    line.append(Segment("  " + time.strftime("%H:%M:%S")))
-    return line
+        said.append(Segment(f"  lines {view.scroll + 1}-{last} of {body_lines}"))
+    said.append(Segment("  " + time.strftime("%H:%M:%S")))
+    # What the view is in comes before the keys' reminder where both do not
+    # fit: the reminder shrinks to the one key that matters most.
+    keys = "q quit  / filter  ↑↓ j k scroll  p pause"
+    if len(keys) + sum(len(segment.text) for segment in said) > width:
+        keys = "q quit"
+    return [Segment(keys, "dim"), *said]
 
 
 def _cut(line: list[Segment], width: int) -> list[Segment]:
