@@ -317,6 +317,7 @@ class LoggerMonitor:
             watch = self._watches.remove(name)
         timeout = watch.spec.poll_timeout or self._stop_timeout
         self._engine.wait_done_with(watch, timeout)
+        self._reporter.unwatched(watch)
 
     def step(self) -> dict[str, dict[str, float]]:
         """Poll every watch once, in registration order, and log those that are due.
@@ -339,10 +340,12 @@ class LoggerMonitor:
             for watch in self._watches.all if starting else ():
                 refuse_in_background(watch.spec)
             self._stopped = False
-            self._reporter.events.reopen()
             if starting:
                 self._engine.start()
                 lifecycle.running(self, self._stop_timeout)
+            # Once the sinks' queues are open: what changed while stopped
+            # (a stall's end, a hung call that returned) reaches them.
+            self._reporter.events.reopen()
         return self
 
     def stop(self, *, log_final: bool | None = None) -> None:

@@ -358,3 +358,155 @@ def test_the_docs_list_every_event_kind_with_when_it_comes() -> None:
     rows = [line for line in docs.read_text().splitlines() if line.startswith("| `")]
     for kind in EventKind:
         assert any(f"`{kind.value}`" in row.split("|")[1] for row in rows), kind
+
+
+# -- Each streak's start has its end, whatever the lifecycle ----------------
+
+
+def test_a_hung_call_that_returns_while_stopped_is_resumed_at_the_next_start() -> None:
+    collected = Collected()
+    hanging = Blocking(block_after=1)
+    sink = EventSink()
+    monitor = LoggerMonitor(
+        sink, poll_interval=0.02, poll_timeout=0.1, stop_timeout=1, on_event=collected
+    )
+    monitor.watch(hanging, name="remote")
+    with monitor:
+        assert wait_until(lambda: "hung" in collected.kinds())
+    hanging.release.set()
+    assert wait_until(lambda: hanging.returned == hanging.calls)
+    assert collected.kinds() == ["hung"]  # stopped: told at the next start
+    with monitor:
+        assert wait_until(lambda: "resumed" in collected.kinds())
+    assert collected.kinds("remote") == ["hung", "resumed"]
+    assert [e.kind for e in sink.events()] == ["hung", "resumed"]
+
+
+def test_a_final_call_that_hangs_at_stop_is_resumed_when_it_returns() -> None:
+    collected = Collected()
+    hanging = Blocking(block_after=1)
+    monitor = LoggerMonitor(
+        EventSink(),
+        poll_interval=3600,
+        poll_timeout=0.2,
+        stop_timeout=1,
+        on_event=collected,
+    )
+    monitor.watch(hanging, name="remote")
+    with monitor:
+        monitor.step()  # the first call returns
+    assert collected.kinds() == ["hung"]  # its final snapshot's call hangs
+    with monitor:
+        hanging.release.set()
+        assert wait_until(lambda: "resumed" in collected.kinds())
+    assert collected.kinds("remote") == ["hung", "resumed"]
+
+
+def test_unwatch_ends_the_stall_of_its_watch() -> None:
+    sink = EventSink()
+    source = Progress()
+    monitor = LoggerMonitor(sink, background=False)
+    monitor.watch(source, name="c", stall_after=0.05, progress_key="frames")
+    monitor.step()
+    source.moving.clear()
+    monitor.step()
+    time.sleep(0.1)
+    monitor.step()
+    monitor.unwatch("c")
+    stalled, ended = sink.events()
+    assert (stalled.kind, ended.kind) == ("stalled", "recovered")
+    assert "unwatch" in ended.message
+    # Watched again under the same name: a stall of its own, and its end.
+    monitor.watch(source, name="c", stall_after=0.05, progress_key="frames")
+    monitor.step()
+    time.sleep(0.1)
+    monitor.step()
+    source.moving.set()
+    monitor.step()
+    assert [e.kind for e in sink.events()] == ["stalled", "recovered"] * 2
+    monitor.stop()
+
+
+def test_unwatch_ends_a_hung_streak_and_the_call_returning_later_says_nothing() -> None:
+    collected = Collected()
+    hanging = Blocking(block_after=1)
+    monitor = LoggerMonitor(
+        EventSink(), poll_interval=0.02, poll_timeout=0.1, on_event=collected
+    )
+    monitor.watch(hanging, name="remote")
+    with monitor:
+        assert wait_until(lambda: "hung" in collected.kinds())
+        monitor.unwatch("remote")
+        assert wait_until(lambda: "resumed" in collected.kinds())
+        assert "unwatch" in collected.events[-1].message
+        # Watched again, hung again: the first call's return ends nothing.
+        again = Blocking(block_after=0)
+        monitor.watch(again, name="remote")
+        assert wait_until(lambda: collected.kinds().count("hung") == 2)
+        hanging.release.set()
+        assert wait_until(lambda: hanging.returned == hanging.calls)
+        time.sleep(0.1)
+        assert collected.kinds() == ["hung", "resumed", "hung"]
+        again.release.set()
+        assert wait_until(lambda: collected.kinds().count("resumed") == 2)
+    assert collected.kinds() == ["hung", "resumed", "hung", "resumed"]
+
+
+def test_a_stall_that_ends_in_a_step_after_stop_is_recovered_at_the_next_start() -> (
+    None
+):
+    sink = EventSink()
+    source = Progress()
+    monitor = LoggerMonitor(sink, background=False)
+    monitor.watch(source, name="c", stall_after=0.05, progress_key="frames")
+    monitor.step()
+    source.moving.clear()
+    monitor.step()
+    time.sleep(0.1)
+    monitor.step()
+    monitor.stop()
+    source.moving.set()
+    monitor.step()  # after stop(): it moves, and its payload says so
+    assert sink.calls[-1]["c/stalled"] == 0.0
+    monitor.start()
+    assert [e.kind for e in sink.events()] == ["stalled", "recovered"]
+    monitor.stop()
+
+
+def test_a_stall_that_starts_in_a_step_after_stop_is_told_at_the_next_start() -> None:
+    sink = EventSink()
+    source = Progress()
+    monitor = LoggerMonitor(sink, background=False)
+    monitor.watch(source, name="c", stall_after=0.05, progress_key="frames")
+    monitor.step()
+    monitor.stop()
+    source.moving.clear()
+    monitor.step()
+    time.sleep(0.1)
+    monitor.step()
+    assert sink.events() == []
+    monitor.start()
+    assert [e.kind for e in sink.events()] == ["stalled"]
+    source.moving.set()
+    monitor.step()
+    assert [e.kind for e in sink.events()] == ["stalled", "recovered"]
+    monitor.stop()
+
+
+def test_a_stall_that_starts_and_ends_while_stopped_is_told_at_no_start() -> None:
+    sink = EventSink()
+    source = Progress()
+    monitor = LoggerMonitor(sink, background=False)
+    monitor.watch(source, name="c", stall_after=0.05, progress_key="frames")
+    monitor.step()
+    monitor.stop()
+    source.moving.clear()
+    monitor.step()
+    time.sleep(0.1)
+    monitor.step()
+    source.moving.set()
+    monitor.step()
+    monitor.start()
+    monitor.step()
+    assert sink.events() == []
+    monitor.stop()

@@ -31,7 +31,7 @@ from rlpulse.naming import (
     statistic_of,
 )
 from rlpulse.read.match import Match, select_metrics
-from rlpulse.runtime.events import Event, EventKind
+from rlpulse.runtime.events import STREAK_ENDS, Event, EventKind
 
 __all__ = [
     "HISTORY_POINTS",
@@ -62,14 +62,9 @@ _GAPS_KEPT = 20
 MONITOR_WATCH = "monitor"
 """The watch a monitor logs its own counters under (its cost)."""
 
-# A streak's end, by the start it ends: each good-news kind follows the
-# kind it ends in EventKind's order.
-_ENDS = {
-    end: start
-    for start, end in itertools.pairwise(EventKind)
-    if end.good_news and not start.good_news
-}
-_STARTS = frozenset(_ENDS.values())
+# A streak's end, by the start it ends.
+_ENDS = {end: start for start, end in STREAK_ENDS.items()}
+_STARTS = frozenset(STREAK_ENDS)
 _ONE_SHOT = frozenset(
     kind
     for kind in EventKind

@@ -220,8 +220,8 @@ class Engine:
             on_hung=self.reporter.hung,
             due=self.due,
             next_due=self.agenda.next_due,
+            on_resumed=self.reporter.resumed,
         )
-        poller.on_resumed = self.reporter.resumed
         self.poller, self.watchdog = poller, Watchdog(poller)
         self.delivery.on_raise = self.nudge
         poller.start()
@@ -330,6 +330,7 @@ class Engine:
             ),
             due=lambda now: watches,
             next_due=lambda: -math.inf,
+            on_resumed=self.reporter.resumed,
         )
         watchdog = Watchdog(finisher)
         poll_final(finisher, polls, watchdog.check, watchdog.period())

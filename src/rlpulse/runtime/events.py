@@ -24,6 +24,7 @@ from rlpulse.runtime.threads import MonitorThread
 
 __all__ = [
     "EVENT_KINDS",
+    "STREAK_ENDS",
     "Event",
     "EventBus",
     "EventKind",
@@ -108,6 +109,18 @@ class EventKind(str, enum.Enum):
 EVENT_KINDS = tuple(kind.value for kind in EventKind)
 """Every kind of event, each streak's start followed by its end where it has one."""
 
+STREAK_ENDS = {
+    EventKind.STALLED: EventKind.RECOVERED,
+    EventKind.HUNG: EventKind.RESUMED,
+    EventKind.SINK_FAILING: EventKind.SINK_RECOVERED,
+}
+"""The kinds that start a streak, each with the kind that ends it; the other kinds are one-off."""
+
+_STREAK_OF = {
+    **{start: start for start in STREAK_ENDS},
+    **{end: start for start, end in STREAK_ENDS.items()},
+}
+
 PENDING_EVENTS = 10_000
 """How many events wait for the callbacks before the oldest is dropped."""
 
@@ -169,10 +182,17 @@ class EventBus:
     noticed it); the callbacks are called in order, one event at a time,
     on the ``rlpulse-events`` thread. A callback that raises is warned
     about once and keeps being called; one that hangs holds up only the
-    callbacks, while up to :data:`PENDING_EVENTS` events wait. From
-    :meth:`close` (the monitor's ``stop()``) to :meth:`reopen` (its
-    ``start()``) events go to neither the sinks nor the callbacks, and no
-    thread starts.
+    callbacks, while up to :data:`PENDING_EVENTS` events wait.
+
+    Each streak (:data:`STREAK_ENDS`) of a watch, or of another
+    ``subject`` (a sink), is handed on as its start and then its end,
+    never a start twice nor an end alone. From :meth:`close` (the
+    monitor's ``stop()``) to :meth:`reopen` (its ``start()``) events go to
+    neither the sinks nor the callbacks, and no thread starts; a streak
+    that started or ended meanwhile is handed on at :meth:`reopen` (the
+    last change noticed: a stall that started and ended while stopped is
+    told neither), so that consumers that pair them (an alert on a stall)
+    hear every streak end.
 
     Examples:
         >>> seen = []
@@ -201,19 +221,68 @@ class EventBus:
         self._closing = False
         self._closed = False
         self._warned: set[int] = set()
+        # The start of each streak handed on and not yet ended, by (its
+        # watch or subject, its starting kind).
+        self._open: dict[tuple[object, EventKind], Event] = {}
+        # Each streak's latest start or end noticed while closed.
+        self._owed: dict[tuple[object, EventKind], Event] = {}
 
     def reopen(self) -> None:
-        """Hand on the events noticed from now on (the monitor starts again); none from before."""
-        self._pending.clear()
-        self._closed = False
+        """Hand on the events noticed from now on (the monitor starts again), and each streak that started or ended while closed."""
+        with self._lock:
+            self._pending.clear()
+            self._closed = False
+            owed, self._owed = self._owed, {}
+            changed = [
+                event for key, event in owed.items() if self._changes(key, event)
+            ]
+        for event in changed:
+            self._hand_on(event)
+
+    def open_streaks(self, watch: str) -> list[Event]:
+        """The start of each streak of ``watch`` handed on and not ended; forget the changes noticed while closed (``unwatch()``)."""
+        with self._lock:
+            for key in [key for key in self._owed if key[0] == watch]:
+                del self._owed[key]
+            return [event for (of, _), event in self._open.items() if of == watch]
 
     def emit(
-        self, watch: str, kind: EventKind, message: str, value: float = 0.0
+        self,
+        watch: str,
+        kind: EventKind,
+        message: str,
+        value: float = 0.0,
+        *,
+        subject: object = None,
     ) -> None:
-        """Say that ``kind`` happened to ``watch``: to the sinks now, to the callbacks soon."""
-        if self._closed:
-            return  # after stop(): neither the sinks nor the callbacks
+        """Say that ``kind`` happened to ``watch`` (its streaks are ``subject``'s, if given): to the sinks now, to the callbacks soon."""
         event = Event(time.time(), watch, kind.value, message, float(value))
+        start = _STREAK_OF.get(kind)
+        with self._lock:
+            if start is not None:
+                key = (watch if subject is None else subject, start)
+                if self._closed:
+                    self._owed[key] = event
+                    return
+                if not self._changes(key, event):
+                    return  # a streak's start twice, or an end alone
+            elif self._closed:
+                return  # after stop(): neither the sinks nor the callbacks
+        self._hand_on(event)
+
+    def _changes(self, key: tuple[object, EventKind], event: Event) -> bool:
+        # Under the lock: whether ``event`` starts or ends streak ``key``,
+        # which it then is (started or ended).
+        starts = event.kind == key[1]
+        if (key in self._open) == starts:
+            return False
+        if starts:
+            self._open[key] = event
+        else:
+            del self._open[key]
+        return True
+
+    def _hand_on(self, event: Event) -> None:
         self.to_sinks(event)
         if not self._callbacks:
             return

@@ -202,8 +202,9 @@ class Poller:
     ``poll(watch, force)`` polls one watch; ``watches()`` gives the current
     registration, ``due(now)`` the watches a timed round calls, ``next_due()``
     when one may next need a call (see :class:`Cadence`); ``end_round()`` is
-    told of every round that ends and ``on_hung(watch, overruns)`` of every
-    call marked hung. Each thread counts its polls in a tally of
+    told of every round that ends, ``on_hung(watch, overruns)`` of every
+    call marked hung and ``on_resumed(watch)`` of every hung call that
+    returns (a final snapshot's too, after ``stop()``). Each thread counts its polls in a tally of
     ``reporter``, which also holds an error raised by a sink that must end
     polling (``on_error="raise"``).
     """
@@ -220,6 +221,7 @@ class Poller:
         on_hung: Callable[[Watch, int], None],
         due: Callable[[float], Sequence[Watch]],
         next_due: Callable[[], float],
+        on_resumed: Callable[[Watch], None],
     ) -> None:
         self._poll = poll
         self.watches = watches
@@ -235,8 +237,7 @@ class Poller:
         self._reporter = reporter
         self._end_round = end_round
         self.on_hung = on_hung
-        # Told when a call marked hung returns.
-        self.on_resumed: Callable[[Watch], None] = lambda watch: None
+        self.on_resumed = on_resumed
         self._stopping = False
         self._requests: deque[Round] = deque()
         # The round being polled, for the watchdog.

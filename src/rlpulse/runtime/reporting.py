@@ -171,7 +171,10 @@ class Reporter:
         # Failing before it is said: the event reaches this sink too.
         sink.failing = True
         self.events.emit(
-            "", EventKind.SINK_FAILING, f"sink {sink.name} failed: {error!r}"
+            "",
+            EventKind.SINK_FAILING,
+            f"sink {sink.name} failed: {error!r}",
+            subject=sink,
         )
         if self.on_error != "warn":
             return
@@ -196,7 +199,10 @@ class Reporter:
         if sink.failing:
             sink.failing = False
             self.events.emit(
-                "", EventKind.SINK_RECOVERED, f"sink {sink.name} writes again"
+                "",
+                EventKind.SINK_RECOVERED,
+                f"sink {sink.name} writes again",
+                subject=sink,
             )
 
     def take_sink_error(self) -> BaseException | None:
@@ -253,8 +259,8 @@ class Reporter:
     def hung(self, watch: Watch, overruns: int) -> None:
         """Count a provider call that overran ``poll_timeout``; warn at the start of a streak."""
         self.add(timeouts=1)
-        if overruns > 1:
-            return
+        if overruns > 1 or not watch.active:
+            return  # within a streak, or of a watch unwatched: nothing to say
         timeout = watch.spec.poll_timeout or 0.0
         self.events.emit(
             watch.name,
@@ -295,10 +301,30 @@ class Reporter:
         )
 
     def resumed(self, watch: Watch) -> None:
-        """A hung call of ``watch`` returned: it is polled again."""
+        """A hung call of ``watch`` returned: it is polled again (an unwatched one's streak ended at ``unwatch()``)."""
+        if not watch.active:
+            return
         self.events.emit(
             watch.name, EventKind.RESUMED, "stats() returned; polled again"
         )
+
+    def unwatched(self, watch: Watch) -> None:
+        """``watch`` was unwatched: each of its streaks still open ends now, so that none stays open for a watch gone."""
+        for started in self.events.open_streaks(watch.name):
+            if started.kind == EventKind.STALLED:
+                seconds = started.value + max(0.0, time.time() - started.wall_time)
+                self.events.emit(
+                    watch.name,
+                    EventKind.RECOVERED,
+                    f"no longer watched (unwatch()) after {seconds:.1f}s without progress",
+                    seconds,
+                )
+            elif started.kind == EventKind.HUNG:
+                self.events.emit(
+                    watch.name,
+                    EventKind.RESUMED,
+                    "no longer watched (unwatch()); its stats() call was still out",
+                )
 
     def workers_lost(self, watch: Watch, alive: float, before: float) -> None:
         """``watch``'s ``workers_alive`` fell from ``before`` to ``alive``."""
