@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 import pytest
 
-from rlpulse import Event, LoggerMonitor, SharedCounters
+from rlpulse import Event, LoggerMonitor, SharedCounters, TransientSinkError
 from tests.support import REPO, Blocking, Progress, wait_until
 
 pytestmark = pytest.mark.timeout(60)
@@ -510,3 +510,33 @@ def test_a_stall_that_starts_and_ends_while_stopped_is_told_at_no_start() -> Non
     monitor.step()
     assert sink.events() == []
     monitor.stop()
+
+
+def test_a_sink_that_recovers_while_stop_drains_its_queue_says_so_to_every_sink() -> (
+    None
+):
+    class Away:
+        """A receiver that is down until ``back`` is set."""
+
+        def __init__(self) -> None:
+            self.back = threading.Event()
+
+        def log_metrics(
+            self, metrics: Mapping[str, float], step: int | None = None
+        ) -> None:
+            if not self.back.is_set():
+                raise TransientSinkError("receiver down")
+
+    away, store, collected = Away(), EventSink(), Collected()
+    monitor = LoggerMonitor(
+        [away, store], poll_interval=0.02, stop_timeout=5, on_event=collected
+    )
+    monitor.watch(Progress(), name="c")
+    monitor.start()
+    assert wait_until(lambda: "sink_failing" in [e.kind for e in store.events()])
+    back = threading.Timer(0.3, away.back.set)
+    back.start()
+    monitor.stop()  # its queue drains once the receiver is back
+    back.join()
+    assert collected.kinds() == ["sink_failing", "sink_recovered"]
+    assert [e.kind for e in store.events()] == ["sink_failing", "sink_recovered"]

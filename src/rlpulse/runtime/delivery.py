@@ -55,8 +55,10 @@ class Delivery:
         """Forget the queues and their threads, and what the parent polled: a forked child's parent delivers that."""
         self.queues = ()
         # Whether queues were closed (stop() in background mode): events
-        # noticed since go to no sink, as payloads would not either.
+        # noticed since go to no sink, as payloads would not either, but
+        # for those noticed while the queues drain (see close()).
         self._closed = False
+        self._while_draining: list[Event] | None = None
         # The payloads polled since the last round ended, for every queue.
         self._polled: deque[Item] = deque()
         # The events noticed since the last hand-over, for every queue.
@@ -132,9 +134,13 @@ class Delivery:
         a hand-over is under way (one that drops payloads notices an event),
         then at the next round's end. Once the queues closed (``stop()`` in
         background mode), events reach no sink: none is called off its
-        sender thread, nor after ``stop()``.
+        sender thread, nor after ``stop()``; but for those noticed while the
+        queues drain (a sink that recovers then), which :meth:`close`
+        hands to the sinks whose senders have ended.
         """
         if self._closed:
+            if self._while_draining is not None:
+                self._while_draining.append(event)
             return
         if self.queues:
             self._events.append(event)
@@ -216,19 +222,40 @@ class Delivery:
                 # hand-over finds the queues closed and goes inline.
                 self.queues = ()
                 self._closed = True
+                self._while_draining = []
                 self._hand_over(queues)
                 for queue in queues:
                     queue.begin_close()
         if not queues:
             return self._flush_inline(deadline, stop_timeout)
+        drained = []
         for queue in queues:
             discarded = queue.close(deadline.at)
-            if discarded is not None:
+            if discarded is None:
+                drained.append(queue.sink)
+            else:
                 self._reporter.not_drained(
                     queue.sink, stop_timeout, discarded, queue.why_undrained()
                 )
+        self._tell_drained(drained)
         error = self._reporter.take_sink_error()
         return error if self._reporter.on_error == "raise" else None
+
+    def _tell_drained(self, sinks: list[Sink]) -> None:
+        # The events noticed while the queues drained (a sink that took a
+        # call again) go to each sink whose sender has ended: on this
+        # thread, then, its one caller; what a sink still stuck in a call
+        # would have got is lost with its payloads.
+        events, self._while_draining = self._while_draining or [], None
+        for sink in sinks:
+            log_event = sink.log_event
+            if log_event is None:
+                continue
+            for event in events:
+                try:
+                    log_event(event)
+                except Exception as err:
+                    self._reporter.sink_failed(sink, event.watch, err, queued=False)
 
     def _flush_inline(
         self, deadline: Deadline, stop_timeout: float
