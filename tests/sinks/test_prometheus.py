@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import random
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -687,3 +688,43 @@ def test_a_prefix_prometheus_would_reject_is_refused(prefix: str) -> None:
         ValueError, match="not a valid start of a Prometheus metric name"
     ):
         PrometheusExporter(prefix=prefix, registry=CollectorRegistry())
+
+
+def events_served(registry: CollectorRegistry) -> dict[tuple[str, str], float]:
+    """``rlpulse_events_total`` as a scrape of ``registry`` serves it, by kind and watch."""
+    return {
+        (sample.labels["kind"], sample.labels["watch"]): sample.value
+        for family in text_string_to_metric_families(generate_latest(registry).decode())
+        for sample in family.samples
+        if sample.name == "rlpulse_events_total"
+    }
+
+
+def test_a_hung_call_that_returns_while_stopped_is_counted_resumed_once_started_again(
+    wait_until: Callable[..., bool],
+) -> None:
+    # What the RlpulseStatsCallHung alert compares: hung, then as many resumed.
+    release, returned = threading.Event(), threading.Event()
+    calls = itertools.count()
+
+    def stats() -> dict[str, float]:
+        if next(calls) == 1:
+            release.wait(20)
+            returned.set()
+        return {"frames": 1.0}
+
+    registry = CollectorRegistry()
+    with PrometheusExporter(registry=registry) as exporter:
+        monitor = LoggerMonitor(
+            exporter, poll_interval=0.02, poll_timeout=0.1, stop_timeout=1
+        )
+        monitor.watch(object(), name="remote", stats_fn=stats)
+        with monitor:
+            assert wait_until(lambda: ("hung", "remote") in events_served(registry))
+        release.set()
+        assert returned.wait(10)
+        time.sleep(0.1)  # its thread hands the watch back, the monitor stopped
+        with monitor:
+            assert wait_until(lambda: ("resumed", "remote") in events_served(registry))
+        events = events_served(registry)
+    assert events[("hung", "remote")] == events[("resumed", "remote")] == 1.0
