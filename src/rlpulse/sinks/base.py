@@ -307,6 +307,10 @@ class LineFileSink(BaseSink):
     (``open_line_file``), and a new, empty file starts with ``_header``.
     A file already holding a run (anything past the header) is refused with
     :class:`RunExistsError`, unless ``resume=True`` appends to it on purpose.
+    A file another logger is writing (of this process or another) is
+    refused with ``RunFileError``, with ``resume=True`` too: the logger
+    holds an exclusive lock on its file (``flock``) until it is closed,
+    where the operating system has one (not on Windows).
     Each batch is one write of ``_format(payloads)``, straight to the file
     (no buffer in between), before the call returns, whole or not at all
     (:class:`AppendedFile`): a write that fails (a full disk) leaves the
@@ -334,20 +338,28 @@ class LineFileSink(BaseSink):
         super().__init__()
         self.path: Path = prepare_record_file(path)
         self._destination = str(self.path)
-        first_line = _first_line(self.path)
-        if first_line:
-            self._check_existing(first_line)
-            if not resume:
-                self._check_no_run(first_line)
-        self._file = AppendedFile(
-            open_line_file(self.path, record_end=type(self)._record_end), self.path
-        )
-        if self._file.size == 0:
-            try:
-                self._append(self._header)
-            except BaseException:
-                self._file.close()
-                raise
+        # Taken before the file is read or changed: another logger's line
+        # being written is no torn line to remove.
+        self._hold = _held(self.path)
+        try:
+            first_line = _first_line(self.path)
+            if first_line:
+                self._check_existing(first_line)
+                if not resume:
+                    self._check_no_run(first_line)
+            self._file = AppendedFile(
+                open_line_file(self.path, record_end=type(self)._record_end), self.path
+            )
+            if self._file.size == 0:
+                try:
+                    self._append(self._header)
+                except BaseException:
+                    self._file.close()
+                    raise
+        except BaseException:
+            if self._hold is not None:
+                self._hold.close()
+            raise
 
     @abc.abstractmethod
     def _format(self, payloads: Sequence[Payload]) -> str:
@@ -383,6 +395,8 @@ class LineFileSink(BaseSink):
 
     def _close(self) -> None:
         self._file.close()
+        if self._hold is not None:
+            self._hold.close()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self.path)!r})"
@@ -470,6 +484,31 @@ def _not_a_number(payloads: Sequence[Payload]) -> str | None:
             except (TypeError, ValueError):
                 return f"metric {name!r} = {value!r}"
     return None
+
+
+def _held(path: Path) -> io.FileIO | None:
+    # The file opened and locked for one logger alone, until closed; None
+    # where files cannot be locked (no fcntl: Windows; a file system
+    # without locks).
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        return None
+    hold = io.FileIO(path, "a")
+    try:
+        fcntl.flock(hold.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        hold.close()
+        raise RunFileError(
+            f"{path} is refused, left as it is: another logger is writing it (of "
+            "this process or another), and two would mix their runs and cut "
+            "each other's lines; log to a new path, or close that logger first "
+            "(resume=True then appends to its run)"
+        ) from None
+    except OSError:
+        hold.close()
+        return None
+    return hold
 
 
 def _first_line(path: Path) -> bytes:
