@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import logging
+import os
+import shutil
+import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -98,3 +101,31 @@ def log_tally_intervals() -> Callable[..., None]:
             monitor.stop()
 
     return log
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MiB tmpfs mounted for the test, always unmounted after it; fill it with ``tests.support.Filler``.
+
+    Mounting needs root: the test is skipped where that is refused.
+    """
+    if os.geteuid() != 0:
+        pytest.skip("filling a file system for real needs root, to mount a tmpfs")
+    if shutil.which("mount") is None or shutil.which("umount") is None:
+        pytest.skip("filling a file system for real needs mount and umount")
+    mount_point = tmp_path / "disk"
+    mount_point.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount_point)],
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield mount_point
+    finally:
+        unmounted = subprocess.run(["umount", str(mount_point)], capture_output=True)
+        if unmounted.returncode != 0:
+            # Something (a thread left behind by a failed test) holds a file.
+            subprocess.run(["umount", "--lazy", str(mount_point)], check=True)

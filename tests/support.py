@@ -6,6 +6,7 @@ import live here (``from tests.support import Blocking, wait_until``).
 
 from __future__ import annotations
 
+import errno
 import threading
 import time
 from collections.abc import Callable
@@ -16,6 +17,7 @@ __all__ = [
     "OLD_SQLITE_FILES",
     "REPO",
     "Blocking",
+    "Filler",
     "Progress",
     "Source",
     "copy_of_fixture",
@@ -90,3 +92,24 @@ def wait_until(condition: Callable[[], bool], timeout: float = 20.0) -> bool:
             return True
         time.sleep(0.01)
     return condition()
+
+
+class Filler:
+    """Takes every free block of a file system (a ``small_disk``), and gives them back."""
+
+    def __init__(self, disk: Path) -> None:
+        self.path = disk / "filler"
+
+    def fill(self) -> None:
+        block = b"\0" * 4096
+        with open(self.path, "ab", buffering=0) as file:
+            while True:
+                try:
+                    file.write(block)
+                except OSError as error:
+                    if error.errno != errno.ENOSPC:
+                        raise
+                    return
+
+    def free(self) -> None:
+        self.path.unlink()

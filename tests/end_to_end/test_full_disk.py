@@ -12,12 +12,10 @@ import errno
 import logging
 import os
 import re
-import shutil
 import sqlite3
-import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,57 +25,11 @@ from rlpulse import CSVLogger, JSONLLogger, LoggerMonitor, SQLiteLogger, read
 from rlpulse.naming import Kind, Payload, inferred_kinds
 from rlpulse.read.records import Record
 from rlpulse.sinks.base import BaseSink
+from tests.support import Filler
 
 pytestmark = pytest.mark.timeout(120)
 
-DISK_SIZE = "1m"
 QUEUE_SIZE = 1000
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 1 MiB tmpfs mounted for the test, always unmounted after it."""
-    if os.geteuid() != 0:
-        pytest.skip("filling a file system for real needs root, to mount a tmpfs")
-    if shutil.which("mount") is None or shutil.which("umount") is None:
-        pytest.skip("filling a file system for real needs mount and umount")
-    mount_point = tmp_path / "disk"
-    mount_point.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={DISK_SIZE}", "tmpfs", str(mount_point)],
-        capture_output=True,
-        text=True,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
-        yield mount_point
-    finally:
-        unmounted = subprocess.run(["umount", str(mount_point)], capture_output=True)
-        if unmounted.returncode != 0:
-            # Something (a thread left behind by a failed test) holds a file.
-            subprocess.run(["umount", "--lazy", str(mount_point)], check=True)
-
-
-class Filler:
-    """Takes every free block of a file system, and gives them back."""
-
-    def __init__(self, disk: Path) -> None:
-        self.path = disk / "filler"
-
-    def fill(self) -> None:
-        block = b"\0" * 4096
-        with open(self.path, "ab", buffering=0) as file:
-            while True:
-                try:
-                    file.write(block)
-                except OSError as error:
-                    if error.errno != errno.ENOSPC:
-                        raise
-                    return
-
-    def free(self) -> None:
-        self.path.unlink()
 
 
 def records_of(payloads: Iterable[Payload]) -> list[Record]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import math
 import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -420,3 +422,46 @@ def test_a_kind_this_version_does_not_know_is_guessed_from_the_name(
     path.write_text("wall_time,step,name,value,kind\n1.0,1,c/frames,10.0,histogram\n")
 
     assert [record.kind for record in read(path)] == [Kind.COUNTER]
+
+
+def test_a_file_another_logger_writes_is_refused_and_left_as_it_is(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "metrics.csv"
+    with CSVLogger(path) as first:
+        before = path.read_bytes()
+        # Not even with resume=True: the two would cut each other's rows.
+        for resume in (False, True):
+            with pytest.raises(RunFileError, match="another logger is writing it"):
+                CSVLogger(path, resume=resume)
+        first.log_metrics({"x/v": 1.0}, timestamp=1.0)
+    assert path.read_bytes() == before + b"1.0,,x/v,1.0,gauge\n"
+    with CSVLogger(path, resume=True) as again:
+        again.log_metrics({"x/v": 2.0}, timestamp=2.0)
+    assert [record.value for record in read(path)] == [1.0, 2.0]
+
+
+def test_a_file_a_logger_of_another_process_writes_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.csv"
+    writer = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from rlpulse import CSVLogger\n"
+            f"sink = CSVLogger({str(path)!r}); print('open', flush=True)\n"
+            "sys.stdin.read(); sink.log_metrics({'x/v': 1.0}, timestamp=1.0)",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    try:
+        assert writer.stdout is not None
+        assert writer.stdout.readline() == "open\n"
+        with pytest.raises(RunFileError, match="another logger is writing it"):
+            CSVLogger(path, resume=True)
+    finally:
+        writer.communicate("", timeout=30)
+    assert writer.returncode == 0
+    assert [record.value for record in read(path)] == [1.0]

@@ -320,3 +320,15 @@ def test_a_file_of_rlpulse_0_1_0_resumed_reads_with_its_old_kinds_guessed(
 
     # The line written before kinds were stored: its kind guessed from the name.
     assert [record.kind for record in read(path)] == [Kind.GAUGE, Kind.COUNTER]
+
+
+def test_a_file_another_logger_writes_is_refused_and_left_as_it_is(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "metrics.jsonl"
+    with JSONLLogger(path) as first:
+        first.log_metrics({"x/v": 1.0}, timestamp=1.0)
+        before = path.read_bytes()
+        with pytest.raises(RunFileError, match="another logger is writing it"):
+            JSONLLogger(path, resume=True)
+        assert path.read_bytes() == before

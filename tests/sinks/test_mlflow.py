@@ -289,12 +289,17 @@ def test_a_server_that_accepts_connections_is_left_to_mlflow() -> None:
 
 
 class TrackingServer:
-    """A tracking server on 127.0.0.1 speaking the part of MLflow's REST API a logger given a run uses, whose ``log-batch`` answers 503 while ``away``."""
+    """A tracking server on 127.0.0.1 speaking the part of MLflow's REST API a logger given a run uses, whose ``log-batch`` answers 503 while ``away``.
+
+    ``away_after`` requests taken, it is away until told otherwise.
+    """
 
     def __init__(self) -> None:
         self.away = threading.Event()
+        self.away_after: int | None = None
         self.refused = 0
         self.steps: list[int] = []
+        self.stored: list[tuple[str, int]] = []
         server = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -304,11 +309,19 @@ class TrackingServer:
 
             def do_POST(self) -> None:  # runs/log-batch
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if server.away_after is not None:
+                    server.away_after -= 1
+                    if server.away_after < 0:
+                        server.away.set()
+                        server.away_after = None
                 if server.away.is_set():
                     server.refused += 1
                     self.answer(503, {"error_code": "TEMPORARILY_UNAVAILABLE"})
                     return
                 server.steps += [int(metric["step"]) for metric in body["metrics"]]
+                server.stored += [
+                    (metric["key"], int(metric["step"])) for metric in body["metrics"]
+                ]
                 self.answer(200, {})
 
             def answer(self, status: int, document: object) -> None:
@@ -358,3 +371,45 @@ def test_a_tracking_server_away_for_a_while_gets_every_payload_once_it_is_back(
         assert monitor.stats()["dropped"] == 0
     finally:
         server.close()
+
+
+def test_a_batch_the_server_went_away_during_is_stored_whole_and_once_when_sent_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    server = TrackingServer()
+    try:
+        sink = MLflowLogger(run_id="r1", tracking_uri=server.uri)
+        # More metric values than one log_batch request takes: two requests,
+        # the server away from the second on.
+        batch = [
+            ({f"workers/frames_{index}": 1.0 for index in range(600)}, step, 1.5)
+            for step in (1, 2)
+        ]
+        server.away_after = 1
+        with pytest.raises(TransientSinkError, match="did not take 200 metric values"):
+            sink.log_batch(batch)
+        assert len(server.stored) == 1000
+        server.away.clear()
+        # What a monitor's queue does: the same payloads again, then newer ones.
+        sink.log_batch([*batch, ({"workers/frames_0": 2.0}, 3, 2.5)])
+        assert sorted(server.stored) == sorted(
+            [(name, step) for metrics, step, _ in batch for name in metrics]
+            + [("workers/frames_0", 3)]
+        )
+    finally:
+        server.close()
+
+
+def test_a_name_longer_than_mlflow_takes_is_stored_shortened_beside_the_others(
+    tracking_uri: str, client: MlflowClient
+) -> None:
+    long_names = [f"env/{'x' * 300}_{index}_per_second" for index in (1, 2)]
+    with MLflowLogger(tracking_uri=tracking_uri) as sink:
+        sink.log_metrics({long_names[0]: 1.0, long_names[1]: 2.0, "env/fps": 3.0})
+    stored = client.get_run(sink.run_id).data.metrics
+    assert stored["env/fps"] == 3.0
+    shortened = sorted(name for name in stored if name != "env/fps")
+    assert [len(name) for name in shortened] == [250, 250]
+    assert all(name.startswith("env/xxx") for name in shortened)
+    assert sorted(stored[name] for name in shortened) == [1.0, 2.0]

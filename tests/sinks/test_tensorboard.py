@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from rlpulse import Every, LoggerMonitor
+from rlpulse import Every, LoggerMonitor, TransientSinkError
 from rlpulse.sinks.tensorboard import TensorBoardLogger
+from tests.support import Filler
 
 
 def read_scalars(log_dir: Path) -> dict[str, list[tuple[float, int, float]]]:
@@ -158,3 +159,35 @@ def test_a_batch_of_payloads_is_read_back_as_one_event_each(tmp_path: Path) -> N
             "collector/frames": [(1.0, 96, 96.0), (3.0, 0, 192.0)],
             "buffer/size": [(2.0, 0, 1.0), (3.0, 1, 2.0)],
         }
+
+
+def test_a_batch_that_finds_no_space_leaves_the_file_readable_and_is_written_once_there_is_room(
+    small_disk: Path,
+) -> None:
+    log_dir = small_disk / "tb"
+    sink = TensorBoardLogger(log_dir)
+    sink.log_metrics({"c/frames": 1.0}, step=1, timestamp=1.0)
+    filler = Filler(small_disk)
+    filler.fill()
+    # Larger than any buffer in the way; one payload without a step.
+    batch = [
+        ({f"c/metric_{index:02d}_of_a_long_name": 1.0 for index in range(20)}, s, 2.0)
+        for s in range(2, 300)
+    ]
+    batch.append(({"u/level": 5.0}, None, 3.0))
+    for _ in range(2):
+        with pytest.raises(
+            TransientSinkError, match=f"cannot write metrics to {log_dir}"
+        ):
+            sink.log_batch(batch)
+        assert read_scalars(log_dir) == {"c/frames": [(1.0, 1, 1.0)]}
+    filler.free()
+    # What a monitor's queue does: the same payloads again, then newer ones.
+    sink.log_batch([*batch, ({"c/frames": 2.0}, 400, 4.0)])
+    sink.close()
+    scalars = read_scalars(log_dir)
+    assert scalars["c/frames"] == [(1.0, 1, 1.0), (4.0, 400, 2.0)]
+    assert [step for _, step, _ in scalars["c/metric_19_of_a_long_name"]] == list(
+        range(2, 300)
+    )
+    assert scalars["u/level"] == [(3.0, 0, 5.0)]

@@ -3,7 +3,9 @@
 A sink subclasses :class:`BaseSink` and writes only what differs: how a batch
 of payloads is written (``_write_batch``), and, when it has them, what
 flushing and closing do (``_flush``, ``_close``). :class:`LineFileSink` adds
-what the sinks appending lines to one text file (CSV, JSON lines) share.
+what the sinks appending lines to one text file (CSV, JSON lines) share;
+:class:`AppendedFile` is how a sink appends to a file of its own (those, and
+TensorBoard's event files), each write whole or not at all.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import errno
+import io
 import os
 import threading
 import time
@@ -25,6 +28,7 @@ from rlpulse.runtime.events import Event
 from rlpulse.runtime.retry import TransientSinkError
 
 __all__ = [
+    "AppendedFile",
     "BaseSink",
     "BatchSink",
     "LineFileSink",
@@ -303,13 +307,15 @@ class LineFileSink(BaseSink):
     (``open_line_file``), and a new, empty file starts with ``_header``.
     A file already holding a run (anything past the header) is refused with
     :class:`RunExistsError`, unless ``resume=True`` appends to it on purpose.
+    A file another logger is writing (of this process or another) is
+    refused with ``RunFileError``, with ``resume=True`` too: the logger
+    holds an exclusive lock on its file (``flock``) until it is closed,
+    where the operating system has one (not on Windows).
     Each batch is one write of ``_format(payloads)``, straight to the file
-    (no buffer in between), before the call returns. A write that fails (a
-    full disk) leaves the file as it was: what part of the batch got written
-    is truncated away, and the call raises ``OSError`` naming the file: a
-    :class:`~rlpulse.TransientSinkError` when its file system is full
-    (``ENOSPC``, or a quota: ``EDQUOT``), so that a monitor's queue keeps
-    the payloads and writes them once there is room.
+    (no buffer in between), before the call returns, whole or not at all
+    (:class:`AppendedFile`): a write that fails (a full disk) leaves the
+    file as it was, and raises ``OSError`` naming the file, a
+    :class:`~rlpulse.TransientSinkError` when its file system is full.
 
     >>> import tempfile, pathlib
     >>> class NameLines(LineFileSink):
@@ -332,21 +338,28 @@ class LineFileSink(BaseSink):
         super().__init__()
         self.path: Path = prepare_record_file(path)
         self._destination = str(self.path)
-        first_line = _first_line(self.path)
-        if first_line:
-            self._check_existing(first_line)
-            if not resume:
-                self._check_no_run(first_line)
-        self._file = open_line_file(self.path, record_end=type(self)._record_end)
-        # The end of the last complete write, where a failed one is cut back to.
-        self._size = os.fstat(self._file.fileno()).st_size
-        self._torn = False
-        if self._size == 0:
-            try:
-                self._append(self._header)
-            except BaseException:
-                self._file.close()
-                raise
+        # Taken before the file is read or changed: another logger's line
+        # being written is no torn line to remove.
+        self._hold = _held(self.path)
+        try:
+            first_line = _first_line(self.path)
+            if first_line:
+                self._check_existing(first_line)
+                if not resume:
+                    self._check_no_run(first_line)
+            self._file = AppendedFile(
+                open_line_file(self.path, record_end=type(self)._record_end), self.path
+            )
+            if self._file.size == 0:
+                try:
+                    self._append(self._header)
+                except BaseException:
+                    self._file.close()
+                    raise
+        except BaseException:
+            if self._hold is not None:
+                self._hold.close()
+            raise
 
     @abc.abstractmethod
     def _format(self, payloads: Sequence[Payload]) -> str:
@@ -378,22 +391,64 @@ class LineFileSink(BaseSink):
         self._append(self._format(payloads))
 
     def _append(self, text: str) -> None:
-        data = text.encode()
+        self._file.append(text.encode())
+
+    def _close(self) -> None:
+        self._file.close()
+        if self._hold is not None:
+            self._hold.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self.path)!r})"
+
+
+class AppendedFile:
+    """A file a sink only appends to, each write whole or not at all: what a failed write left is cut away.
+
+    ``file`` is open for appending, unbuffered (``open(path, "ab",
+    buffering=0)``), and written by this sink alone. :meth:`append` writes
+    straight to the file, before it returns. A write that fails (a full
+    disk) leaves the file as it was: what part of it got written is
+    truncated away, now for the readers and again before the next write,
+    and the call raises ``OSError`` naming the file: a
+    :class:`~rlpulse.TransientSinkError` when its file system is full
+    (``ENOSPC``, or a quota: ``EDQUOT``), so that a monitor's queue keeps
+    the payloads and writes them once there is room.
+
+    >>> import tempfile, pathlib
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     path = pathlib.Path(tmp) / "records.bin"
+    ...     appended = AppendedFile(open(path, "ab", buffering=0), path)
+    ...     appended.append(b"one record")
+    ...     appended.close()
+    ...     path.read_bytes(), appended.size
+    (b'one record', 10)
+    """
+
+    def __init__(self, file: io.FileIO, path: Path) -> None:
+        self.path = path
+        self._file = file
+        self.size = os.fstat(file.fileno()).st_size
+        """The end of the last complete write, where a failed one is cut back to."""
+        self._torn = False
+
+    def append(self, data: bytes) -> None:
+        """Write ``data`` at the end of the file, whole, or raise ``OSError`` leaving the file as it was."""
         file = self._file
         try:
             if self._torn:
-                file.truncate(self._size)
+                file.truncate(self.size)
                 self._torn = False
             written = 0
             while written < len(data):
                 written += file.write(data[written:])
         except OSError as error:
-            # Part of the lines may be in the file: cut them off now, for
-            # the readers, and again before the next write, in case that
+            # Part of the data may be in the file: cut it off now, for the
+            # readers, and again before the next write, in case that
             # failed too.
             self._torn = True
             with contextlib.suppress(OSError):
-                file.truncate(self._size)
+                file.truncate(self.size)
             no_room = error.errno in _NO_ROOM
             raise (TransientSinkError if no_room else type(error))(
                 error.errno,
@@ -402,13 +457,11 @@ class LineFileSink(BaseSink):
                 "and later calls write again once the file can be written to "
                 "(free space, if its file system is full)",
             ) from error
-        self._size += len(data)
+        self.size += len(data)
 
-    def _close(self) -> None:
+    def close(self) -> None:
+        """Close the file; closing again does nothing."""
         self._file.close()
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({str(self.path)!r})"
 
 
 def _not_a_number(payloads: Sequence[Payload]) -> str | None:
@@ -431,6 +484,31 @@ def _not_a_number(payloads: Sequence[Payload]) -> str | None:
             except (TypeError, ValueError):
                 return f"metric {name!r} = {value!r}"
     return None
+
+
+def _held(path: Path) -> io.FileIO | None:
+    # The file opened and locked for one logger alone, until closed; None
+    # where files cannot be locked (no fcntl: Windows; a file system
+    # without locks).
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        return None
+    hold = io.FileIO(path, "a")
+    try:
+        fcntl.flock(hold.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        hold.close()
+        raise RunFileError(
+            f"{path} is refused, left as it is: another logger is writing it (of "
+            "this process or another), and two would mix their runs and cut "
+            "each other's lines; log to a new path, or close that logger first "
+            "(resume=True then appends to its run)"
+        ) from None
+    except OSError:
+        hold.close()
+        return None
+    return hold
 
 
 def _first_line(path: Path) -> bytes:

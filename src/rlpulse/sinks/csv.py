@@ -27,7 +27,8 @@ class CSVLogger(LineFileSink):
     the file and leaves the file as it was. Writes are not synced to disk, so
     an operating system crash may lose the last ones. A file holds one run:
     a file that already holds rows is refused (:class:`~rlpulse.sinks.base.RunExistsError`,
-    the file left as it is) unless ``resume=True`` appends to it on purpose;
+    the file left as it is) unless ``resume=True`` appends to it on purpose,
+    and a file another logger is writing is refused (``RunFileError``);
     missing parent directories are created, as TensorBoard's and TorchRL's
     loggers create their log directories. A logger may be used from any
     thread.

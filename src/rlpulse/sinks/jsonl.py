@@ -31,7 +31,8 @@ class JSONLLogger(LineFileSink):
     disk, so an operating system crash may lose the last ones. A file holds
     one run: a file that already holds lines is refused
     (:class:`~rlpulse.sinks.base.RunExistsError`, the file left as it is)
-    unless ``resume=True`` appends to it on purpose; missing parent
+    unless ``resume=True`` appends to it on purpose, and a file another
+    logger is writing is refused (``RunFileError``); missing parent
     directories are created. A logger may be used from any thread.
 
     >>> import tempfile, pathlib

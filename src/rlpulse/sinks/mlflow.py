@@ -9,6 +9,7 @@ MLflow is imported when an :class:`MLflowLogger` is created, never by
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 import socket
 import urllib.parse
@@ -24,6 +25,8 @@ __all__ = ["MLflowLogger"]
 # MLflow's own limit on metrics per log_batch request, for when its module
 # that defines it cannot be imported.
 _DEFAULT_METRICS_PER_BATCH = 1000
+# MLflow's own limit on the length of a metric name.
+_MAX_KEY_LENGTH = 250
 # Characters MLflow accepts in a metric name on every platform.
 _INVALID_KEY_CHARACTERS = re.compile(r"[^/\w.\- ]")
 # How long a tracking server is given to accept a connection.
@@ -94,6 +97,9 @@ class MLflowLogger(BaseSink):
             run_id, experiment, tracking_uri, backend
         )
         self._destination = f"run {self.run_id}"
+        # The metric values of a call that failed while the server was away
+        # that were stored before it went: not sent again when the call is.
+        self._stored_of_failed_call: list[Any] = []
 
     def _find_run(
         self,
@@ -167,6 +173,14 @@ class MLflowLogger(BaseSink):
             for metrics, step, wall_time, *_ in payloads
             for name, value in metrics.items()
         ]
+        # A monitor's queue hands a call that failed while the server was
+        # away over again, first: what of it was stored is skipped.
+        stored = self._stored_of_failed_call
+        self._stored_of_failed_call = []
+        if stored and entries[: len(stored)] == stored:
+            entries = entries[len(stored) :]
+        else:
+            stored = []
         for start in range(0, len(entries), self._metrics_per_batch):
             try:
                 self.client.log_batch(
@@ -175,14 +189,13 @@ class MLflowLogger(BaseSink):
                     synchronous=True,
                 )
             except Exception as error:
-                # Transient only while nothing of the call is stored: sent
-                # again, a stored part would be stored twice.
-                if start or not _server_away(error):
+                if not _server_away(error):
                     raise
+                self._stored_of_failed_call = stored + entries[:start]
                 raise TransientSinkError(
                     f"the MLflow tracking server at {self.tracking_uri} did not "
-                    f"take {len(entries)} metric values, after MLflow's own tries: "
-                    f"{error}"
+                    f"take {len(entries) - start} metric values, after MLflow's "
+                    f"own tries: {error}"
                 ) from error
 
     def _close(self) -> None:
@@ -229,13 +242,29 @@ def _check_server_answers(tracking_uri: str) -> None:
 
 @functools.lru_cache(maxsize=4096)
 def _mlflow_key(name: str) -> str:
+    """``name`` as a metric name MLflow takes: its characters, its segments and its length.
+
+    >>> _mlflow_key("env/return:mean"), _mlflow_key("env//frames")
+    ('env/return_mean', 'env/_/frames')
+    >>> key = _mlflow_key("env/" + "x" * 300 + "_per_second")
+    >>> len(key), key[:8], key[-12:]
+    (250, 'env/xxxx', 'x_per_second')
+    """
     # MLflow also refuses names that a path normalisation would change
     # ("a//b", "a/./b", "/a"), so empty and dot-only segments are replaced.
     segments = _INVALID_KEY_CHARACTERS.sub("_", name).split("/")
-    return "/".join(
+    key = "/".join(
         segment if segment.strip(".") else "_" * max(len(segment), 1)
         for segment in segments
     )
+    if len(key) <= _MAX_KEY_LENGTH:
+        return key
+    # Both ends kept around a digest of the whole name: two long names
+    # that differ only in their middle stay two metrics.
+    digest = hashlib.blake2b(name.encode(errors="replace"), digest_size=4).hexdigest()
+    room = _MAX_KEY_LENGTH - len(digest) - 2
+    end = room // 2
+    return f"{key[: room - end]}_{digest}_{key[-end:]}"
 
 
 class _Backend(NamedTuple):
