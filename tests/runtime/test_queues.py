@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from rlpulse import LoggerMonitor
 from rlpulse.runtime.queues import Item, SinkQueue
 from rlpulse.runtime.retry import TransientSinkError
 from rlpulse.runtime.sinks import Sink
@@ -113,8 +114,30 @@ def test_a_sink_with_log_batch_gets_everything_pending_in_one_call() -> None:
     queue.start()
     queue.wake()
     assert queue.close(deadline=time.monotonic() + 5) is None
-    # Without a timestamp keyword on log_metrics, the payloads carry none.
-    assert recorder.batches == [[({"w/x": float(s)}, s, None) for s in range(4)]]
+    # Each payload with the wall-clock time of its poll, whatever the
+    # sink's log_metrics takes.
+    assert recorder.batches == [[({"w/x": float(s)}, s, 100.0 + s) for s in range(4)]]
+
+
+@pytest.mark.timeout(30)
+def test_a_monitor_gives_a_log_batch_sink_each_payloads_poll_time() -> None:
+    class Counter:
+        frames = 0.0
+
+        def stats(self) -> dict[str, float]:
+            self.frames += 1.0
+            return {"frames": self.frames}
+
+    recorder = _BatchRecorder()
+    before = time.time()
+    with LoggerMonitor(recorder, poll_interval=0.01) as monitor:
+        monitor.watch(Counter(), name="c")
+        time.sleep(0.2)
+    after = time.time()
+
+    times = [triple[2] for batch in recorder.batches for triple in batch]
+    assert len(times) >= 2
+    assert all(isinstance(at, float) and before <= at <= after for at in times), times
 
 
 def test_a_failing_batch_is_one_failure_and_the_next_batch_is_sent() -> None:

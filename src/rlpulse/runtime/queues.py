@@ -43,11 +43,6 @@ _payload_of = operator.itemgetter(0, 1, 2)
 """An item's ``(metrics, step, timestamp)``, as ``log_batch`` takes it."""
 
 
-def _untimed(item: Item) -> tuple[dict[str, float], int | None, None]:
-    # An item as log_batch takes it, for a sink that wants no timestamps.
-    return item[0], item[1], None
-
-
 _payload_fields = operator.itemgetter(0, 1, 2, 4, 5)
 _new_payload = functools.partial(tuple.__new__, Payload)
 
@@ -64,11 +59,6 @@ def _typed(items: Sequence[Item]) -> list[Payload]:
 def _triples(items: Sequence[Item]) -> list[tuple[Any, ...]]:
     # Items as log_batch takes them: (metrics, step, timestamp).
     return list(map(_payload_of, items))
-
-
-def _untimed_triples(items: Sequence[Item]) -> list[tuple[Any, ...]]:
-    # Items as log_batch takes them, for a sink that wants no timestamps.
-    return list(map(_untimed, items))
 
 
 class SinkQueue:
@@ -450,10 +440,7 @@ class SinkQueue:
 
     def _send_batch(self, log_batch: Callable[..., Any]) -> None:
         # (metrics, step, timestamp) triples, to a sink with log_batch.
-        if self.sink.wants_timestamp:
-            self._send_all(log_batch, _triples)
-        else:
-            self._send_all(log_batch, _untimed_triples)
+        self._send_all(log_batch, _triples)
 
     def _send_payloads(self, log_payloads: Callable[..., Any]) -> None:
         # Payloads with their kinds and distributions, to rlpulse's sinks.

@@ -95,14 +95,17 @@ class Sink:
         log_metrics = getattr(target, "log_metrics", None)
         if callable(log_metrics):
             self.log_metrics: Callable[..., Any] = log_metrics
-            self.wants_timestamp = self.log_payloads is not None or _accepts_timestamp(
-                log_metrics
+            # A log_batch sink's triples hold each payload's timestamp.
+            self.wants_timestamp = (
+                self.log_payloads is not None
+                or self.log_batch is not None
+                or _accepts_timestamp(log_metrics)
             )
             return
         log_scalar = getattr(target, "log_scalar", None)
         if callable(log_scalar):
             self.log_metrics = _scalar_logger(log_scalar)
-            self.wants_timestamp = False
+            self.wants_timestamp = self.log_batch is not None
             return
         hint = (
             f" The string {target!r} is no sink: a spec such as "
