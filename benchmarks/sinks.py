@@ -435,7 +435,7 @@ the same round. The file sinks are read back afterwards to check that every
 metric was stored. What each sink does per payload differs: rlpulse's
 `SQLiteLogger` commits one transaction, its `CSVLogger` and `JSONLLogger`
 write and flush one block, its `TensorBoardLogger` writes one event
-through tensorboardX's record writer and flushes it; TorchRL's `CSVLogger` writes and flushes one line per metric into one
+framed by tensorboardX's record writer, in one write; TorchRL's `CSVLogger` writes and flushes one line per metric into one
 file per metric, its `TensorboardLogger` queues one event per metric for a
 background writer. `WandbLogger` hands a row to W&B's local service (offline
 mode), `MLflowLogger` makes one `log_batch` call into a local SQLite tracking

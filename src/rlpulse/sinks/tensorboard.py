@@ -2,10 +2,11 @@
 
 Needs the ``tensorboard`` extra (``pip install 'rlpulse[tensorboard]'``);
 tensorboardX is imported when a :class:`TensorBoardLogger` is created, never
-by ``import rlpulse``. Events are framed as TensorBoard reads them (a length
-and the data, each with its checksum, tensorboardX's ``masked_crc32c``) and
-each batch is appended in one write (:class:`~rlpulse.sinks.base.AppendedFile`):
-a write a full disk cut short would otherwise leave a torn event, past which
+by ``import rlpulse``. Events are framed by tensorboardX's own
+``RecordWriter`` (a length and the data, each with its checksum), into
+memory, and each batch is appended in one write of the logger's own
+(:class:`~rlpulse.sinks.base.AppendedFile`): written a record at a time into
+its file, a write a full disk cut short would leave a torn event, past which
 TensorBoard reads nothing.
 """
 
@@ -15,9 +16,8 @@ import io
 import itertools
 import os
 import socket
-import struct
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +68,8 @@ class TensorBoardLogger(BaseSink):
                 f"{self.log_dir} is a file; give a directory path (it is created "
                 "when missing)"
             )
-        self._checksum, self._event_pb2, self._summary_pb2 = _import_backend()
+        record_writer_class, self._event_pb2, self._summary_pb2 = _import_backend()
+        self._framed = _framer(record_writer_class)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._unstepped_payloads: dict[str, int] = {}
         self.path = self.log_dir / (
@@ -133,17 +134,7 @@ class TensorBoardLogger(BaseSink):
         self._unstepped_payloads = unstepped_payloads
 
     def _record(self, event: Any) -> bytes:
-        # A TFRecord: the data's length, its checksum, the data, its checksum.
-        data = event.SerializeToString()
-        length = struct.pack("<Q", len(data))
-        return b"".join(
-            (
-                length,
-                struct.pack("<I", self._checksum(length)),
-                data,
-                struct.pack("<I", self._checksum(data)),
-            )
-        )
+        return self._framed(event.SerializeToString())
 
     def _number_unstepped(
         self, metrics: Mapping[str, float], unstepped_payloads: dict[str, int]
@@ -171,10 +162,30 @@ class TensorBoardLogger(BaseSink):
 def _import_backend() -> tuple[Any, Any, Any]:
     try:
         from tensorboardX.proto import event_pb2, summary_pb2
-        from tensorboardX.record_writer import masked_crc32c
+        from tensorboardX.record_writer import RecordWriter
     except ImportError as error:
         raise ImportError(
             "TensorBoardLogger needs tensorboardX, which is not installed: "
             "pip install 'rlpulse[tensorboard]'"
         ) from error
-    return masked_crc32c, event_pb2, summary_pb2
+    return RecordWriter, event_pb2, summary_pb2
+
+
+def _framer(record_writer_class: Any) -> Callable[[bytes], bytes]:
+    """The bytes of one record as tensorboardX's ``RecordWriter`` frames it, written into memory rather than into a file of its own.
+
+    ``RecordWriter.write`` writes the record's parts to its ``_writer``
+    one after the other: given a buffer there, made without opening a
+    file, it frames each record for the logger to append in one write.
+    """
+    buffer = io.BytesIO()
+    framing = record_writer_class.__new__(record_writer_class)
+    framing._writer = buffer
+
+    def framed(data: bytes) -> bytes:
+        buffer.seek(0)
+        buffer.truncate()
+        framing.write(data)
+        return buffer.getvalue()
+
+    return framed
