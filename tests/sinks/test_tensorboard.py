@@ -92,6 +92,21 @@ def test_payloads_without_a_step_are_numbered_per_watch(tmp_path: Path) -> None:
     assert scalars["env/fps"] == [(2.0, 0, 30.0)]
 
 
+def test_payloads_of_keys_without_a_watch_are_numbered_together(
+    tmp_path: Path,
+) -> None:
+    # A key without "/" has no watch (rlpulse.naming.split): such keys are
+    # numbered as one watch's, not each on its own.
+    with TensorBoardLogger(tmp_path) as sink:
+        sink.log_metrics({"loss": 1.0}, timestamp=1.0)
+        sink.log_metrics({"lr": 0.1}, timestamp=2.0)
+        sink.log_metrics({"loss": 0.5}, timestamp=3.0)
+
+    scalars = read_scalars(tmp_path)
+    assert scalars["loss"] == [(1.0, 0, 1.0), (3.0, 2, 0.5)]
+    assert [step for _, step, _ in scalars["lr"]] == [1]
+
+
 def test_a_logged_payload_is_readable_before_the_logger_is_closed(
     tmp_path: Path,
 ) -> None:

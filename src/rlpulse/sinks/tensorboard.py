@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rlpulse.naming import watch_of
 from rlpulse.sinks.base import AppendedFile, BaseSink, Payload
 
 __all__ = ["TensorBoardLogger"]
@@ -41,7 +42,8 @@ class TensorBoardLogger(BaseSink):
     ``log_metrics`` returns: TensorBoard shows it on its next reload, and a
     killed process loses nothing already logged. Payloads without a step are
     numbered ``0, 1, 2, ...`` per watch (the part of the key before the first
-    ``/``), so their series still advance along TensorBoard's step axis.
+    ``/``; keys without one together), so their series still advance along
+    TensorBoard's step axis.
     TensorBoard keeps scalars as 32-bit floats: counters beyond 2**24 are
     stored rounded. Each call is one write; one that fails (a full disk)
     leaves the file as it was and raises ``OSError`` naming it (a
@@ -142,7 +144,7 @@ class TensorBoardLogger(BaseSink):
         values_by_watch: dict[str, list[Any]] = {}
         summary_value = self._summary_pb2.Summary.Value
         for name, value in metrics.items():
-            values_by_watch.setdefault(name.partition("/")[0], []).append(
+            values_by_watch.setdefault(watch_of(name), []).append(
                 summary_value(tag=name, simple_value=float(value))
             )
         events = []

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from rlpulse.naming import watch_of
 from rlpulse.sinks.base import BaseSink, Payload
 
 __all__ = ["WandbLogger"]
@@ -95,9 +96,7 @@ class WandbLogger(BaseSink):
         for metrics, step, wall_time, *_ in payloads:
             row = {name: float(value) for name, value in metrics.items()}
             if step is not None:
-                for watch in {
-                    name.partition("/")[0] for name in metrics if "/" in name
-                }:
+                for watch in {watch_of(name) for name in metrics} - {""}:
                     row[self._x_axis_of(watch)] = int(step)
             row["_timestamp"] = wall_time
             self.run.log(row)
