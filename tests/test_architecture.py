@@ -1,9 +1,10 @@
 """The architecture as a contract: what each layer may import.
 
-The core (schedules, metrics, watch, targets, monitor, runtime) knows no
-integration: it imports nothing from ``rlpulse.sources``, ``rlpulse.sinks``,
-``rlpulse.formats``, ``rlpulse.read``, ``rlpulse._demo``, TorchRL or Ray,
-and names none of them in a string (docstrings aside). Inside the core,
+The core (schedules, metrics, targets, distributions, text, naming,
+verdict, watch, runtime, monitor) knows no integration: it imports nothing
+from ``rlpulse.sources``, ``rlpulse.sinks``, ``rlpulse.formats``,
+``rlpulse.read``, ``rlpulse._demo``, ``rlpulse.cli``, TorchRL or Ray, and
+names none of them in a string (docstrings aside). Inside the core,
 each layer imports only the layers below it. A file format lives in
 ``rlpulse.formats`` alone: the sinks write through it and ``rlpulse.read``
 reads through it, so no sink imports ``rlpulse.read`` and the formats

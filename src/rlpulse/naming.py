@@ -7,7 +7,8 @@ own (``collector/worker_0/frames`` is metric ``worker_0/frames`` of watch
 (a watch knows which entries it rates, which it derives, which it
 aggregates); :func:`inferred_kind` guesses it back from names only for what
 was written without kinds. A unit comes from the name's conventional
-suffix (:func:`unit_of`).
+suffix (:func:`unit_of`). A :class:`Payload` is one logged snapshot as
+rlpulse's own sinks take it: its metrics with their kinds.
 """
 
 from __future__ import annotations

@@ -7,9 +7,13 @@ against its target, the buffer's fill) give a :class:`Verdict` by the rules
 of :func:`judge`; :class:`Hysteresis` says when a new verdict has held long
 enough to announce; :func:`describe` says a verdict in one sentence, and
 :func:`describe_metrics` says it again from the metrics a bottleneck watch
-logged, so that the console, ``rlpulse show`` and ``rlpulse compare`` print
-the same words. docs/finding-the-bottleneck.md explains each rule and
-where it comes from.
+logged, so that the console, ``rlpulse show``, ``rlpulse top`` and
+``rlpulse compare`` print the same words. Read back from those metrics,
+:func:`window_verdict` gives one window's verdict (what ``rlpulse plot``
+shades), :func:`split_of` and :func:`run_verdict` a run's, and
+:func:`is_verdict_code` the metrics that are codes, not quantities (no
+ratio in ``compare``, no line in ``plot``).
+docs/finding-the-bottleneck.md explains each rule and where it comes from.
 
 Pure and deterministic: no clock, no thread, the standard library only.
 

@@ -1,4 +1,4 @@
-"""What the line formats (CSV, JSON lines) share: reading lines, and removing a line torn by a crash.
+"""What the line formats (CSV, JSON lines) share: reading lines, removing a line torn by a crash, following a file.
 
 A line file is complete up to its last newline: whatever follows it was
 cut short by a crash, or is still being written, so readers leave it out

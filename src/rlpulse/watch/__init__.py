@@ -10,10 +10,11 @@ happens to a call that does not return is the runtime's business
 
 - :mod:`~rlpulse.watch.spec`: the options (:class:`WatchSpec`) and their checks;
 - :mod:`~rlpulse.watch.schedule`: when a snapshot is due;
-- :mod:`~rlpulse.watch.stages`: what a poll keeps besides (aggregates,
-  stalls, entry names, kinds);
+- :mod:`~rlpulse.watch.stages`: the stages of a poll, each with its state
+  (aggregates, stalls, the rates' baseline, worker loss, entry names, kinds);
 - :mod:`~rlpulse.watch.core`: :class:`Watch`, the decision, staged;
-- :mod:`~rlpulse.watch.registry`: a monitor's :class:`Watches`.
+- :mod:`~rlpulse.watch.registry`: a monitor's :class:`Watches`;
+- :mod:`~rlpulse.watch.bottleneck`: the target of a bottleneck watch.
 """
 
 from rlpulse.watch.core import Logged, Watch
