@@ -243,24 +243,24 @@ class Histogram:
         for value in values:
             if value > 0.0:
                 slot = _ceil(_log2(value) * _PER_OCTAVE) + shift
-                if slot >= 0:
-                    try:
-                        positive[slot] += 1
-                        continue
-                    except IndexError:
-                        pass
-                positive = _count_beyond(self._positive, positive, slot - _REACH)
+                dense = positive
             elif value < 0.0:
                 slot = _ceil(_log2(-value) * _PER_OCTAVE) + shift
-                if slot >= 0:
-                    try:
-                        negative[slot] += 1
-                        continue
-                    except IndexError:
-                        pass
-                negative = _count_beyond(self._negative, negative, slot - _REACH)
+                dense = negative
             else:
                 zeros += 1
+                continue
+            if slot >= 0:
+                try:
+                    dense[slot] += 1
+                    continue
+                except IndexError:
+                    pass
+            # Beyond the dense slots (rare): counted in the sparse ones.
+            if dense is positive:
+                positive = _count_beyond(self._positive, positive, slot - _REACH)
+            else:
+                negative = _count_beyond(self._negative, negative, slot - _REACH)
         self._positive_dense, self._negative_dense = positive, negative
         self.zero_count += zeros
         # Added in order, as one by one.

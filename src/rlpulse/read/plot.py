@@ -730,19 +730,18 @@ class _Matplotlib:
     """The few matplotlib names this module uses, imported on first use."""
 
     def __init__(self) -> None:
+        from matplotlib import ticker
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
         from matplotlib.patches import PathPatch
         from matplotlib.path import Path
-        from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
         self.Figure = Figure
         self.FigureCanvasAgg = FigureCanvasAgg
-        self.FuncFormatter = FuncFormatter
-        self.LogLocator = LogLocator
-        self.NullFormatter = NullFormatter
         self.Path = Path
         self.PathPatch = PathPatch
+        # Its FuncFormatter, LogLocator, NullFormatter.
+        self.ticker = ticker
         self.InViewLocator = _in_view_locator()
 
 
@@ -1437,11 +1436,11 @@ def _scale(axes: Axes, lines: list[_Line], label: str, matplotlib: _Matplotlib) 
             if max(values) / min(values) < _FEW_DECADES:
                 # Decades alone would leave one tick, or none, in view.
                 axes.yaxis.set_major_locator(
-                    matplotlib.LogLocator(base=10.0, subs=(1.0, 2.0, 5.0))
+                    matplotlib.ticker.LogLocator(base=10.0, subs=(1.0, 2.0, 5.0))
                 )
         else:
             axes.set_yscale("symlog", linthresh=smallest, linscale=0.5)
-        axes.yaxis.set_minor_formatter(matplotlib.NullFormatter())
+        axes.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         label += ", log scale"
     else:
         # From zero, with room beyond the lines' farthest value: a nearly
@@ -1455,7 +1454,7 @@ def _scale(axes: Axes, lines: list[_Line], label: str, matplotlib: _Matplotlib) 
             matplotlib.InViewLocator(nbins=_Y_TICKS, steps=_TICK_STEPS)
         )
     axes.yaxis.set_major_formatter(
-        matplotlib.FuncFormatter(lambda value, _: format_number(value))
+        matplotlib.ticker.FuncFormatter(lambda value, _: format_number(value))
     )
     axes.set_ylabel(label)
 

@@ -170,12 +170,7 @@ class Reporter:
             return
         # Failing before it is said: the event reaches this sink too.
         sink.failing = True
-        self.events.emit(
-            "",
-            EventKind.SINK_FAILING,
-            f"sink {sink.name} failed: {error!r}",
-            subject=sink,
-        )
+        self._sink_event(sink, EventKind.SINK_FAILING, f"failed: {error!r}")
         if self.on_error != "warn":
             return
         if not watch_name:
@@ -198,12 +193,11 @@ class Reporter:
         """A failing sink took a call again: its failure streak ends."""
         if sink.failing:
             sink.failing = False
-            self.events.emit(
-                "",
-                EventKind.SINK_RECOVERED,
-                f"sink {sink.name} writes again",
-                subject=sink,
-            )
+            self._sink_event(sink, EventKind.SINK_RECOVERED, "writes again")
+
+    def _sink_event(self, sink: Sink, kind: EventKind, what: str) -> None:
+        # A sink's streak, of no watch: "sink <name> <what>".
+        self.events.emit("", kind, f"sink {sink.name} {what}", subject=sink)
 
     def take_sink_error(self) -> BaseException | None:
         """The error a sender thread kept under ``on_error="raise"``, once."""
