@@ -140,6 +140,35 @@ def test_a_monitor_gives_a_log_batch_sink_each_payloads_poll_time() -> None:
     assert all(isinstance(at, float) and before <= at <= after for at in times), times
 
 
+def test_a_log_batch_sink_in_manual_mode_gets_log_metrics_without_a_timestamp() -> None:
+    # Its log_metrics takes no timestamp=: giving its batches their poll
+    # times must not pass one to it.
+    class Both:
+        def __init__(self) -> None:
+            self.logged: list[tuple[dict[str, float], int | None]] = []
+
+        def log_metrics(
+            self, metrics: Mapping[str, float], step: int | None = None
+        ) -> None:
+            self.logged.append((dict(metrics), step))
+
+        def log_batch(self, payloads: list[Any]) -> None:
+            raise AssertionError("manual mode calls log_metrics")
+
+    class Source:
+        def stats(self) -> dict[str, float]:
+            return {"x": 1.0}
+
+    sink = Both()
+    monitor = LoggerMonitor(sink, background=False, on_error="raise")
+    monitor.watch(Source(), name="w")
+    monitor.step()
+    monitor.stop()
+
+    assert [metrics for metrics, _ in sink.logged] == [{"w/x": 1.0}] * len(sink.logged)
+    assert sink.logged
+
+
 def test_a_failing_batch_is_one_failure_and_the_next_batch_is_sent() -> None:
     failures: list[str] = []
 

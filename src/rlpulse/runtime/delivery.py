@@ -112,7 +112,7 @@ class Delivery:
                     sink.log_payloads(
                         [Payload(payload, step, wall_time, kinds, distributions)]
                     )
-                elif sink.wants_timestamp:
+                elif sink.timestamp_keyword:
                     sink.log_metrics(payload, step=step, timestamp=wall_time)
                 else:
                     sink.log_metrics(payload, step=step)

@@ -410,7 +410,7 @@ class SinkQueue:
         release = self.delivered.append
         sink = self.sink
         log_metrics = sink.log_metrics
-        wants_timestamp = sink.wants_timestamp
+        wants_timestamp = sink.timestamp_keyword
         while pending:
             item = popleft()
             self._in_call = 1

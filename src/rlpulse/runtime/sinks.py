@@ -46,6 +46,7 @@ class Sink:
         "log_payloads",
         "name",
         "target",
+        "timestamp_keyword",
         "try_log_payloads",
         "wants_timestamp",
     )
@@ -95,17 +96,17 @@ class Sink:
         log_metrics = getattr(target, "log_metrics", None)
         if callable(log_metrics):
             self.log_metrics: Callable[..., Any] = log_metrics
-            # A log_batch sink's triples hold each payload's timestamp.
-            self.wants_timestamp = (
-                self.log_payloads is not None
-                or self.log_batch is not None
-                or _accepts_timestamp(log_metrics)
+            # Whether log_metrics takes timestamp= (rlpulse's own sinks do).
+            self.timestamp_keyword = self.log_payloads is not None or (
+                _accepts_timestamp(log_metrics)
             )
+            self._timed()
             return
         log_scalar = getattr(target, "log_scalar", None)
         if callable(log_scalar):
             self.log_metrics = _scalar_logger(log_scalar)
-            self.wants_timestamp = self.log_batch is not None
+            self.timestamp_keyword = False
+            self._timed()
             return
         hint = (
             f" The string {target!r} is no sink: a spec such as "
@@ -120,6 +121,11 @@ class Sink:
             "log_metrics(metrics, step=None) or log_scalar(name, value, step=None)."
             + hint
         )
+
+    def _timed(self) -> None:
+        # Whether the sink is given each payload's wall-clock time, one way
+        # or another: a log_batch sink's triples hold it.
+        self.wants_timestamp = self.timestamp_keyword or self.log_batch is not None
 
     @property
     def can_flush(self) -> bool:
