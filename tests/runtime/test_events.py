@@ -187,16 +187,26 @@ def test_a_callback_that_raises_is_warned_about_once_and_one_that_hangs_delays_n
     assert "callback bug" in warnings[0]
 
 
-def test_in_manual_mode_events_reach_the_sinks_before_step_returns() -> None:
-    sink = EventSink()
-    source = Progress()
+def watched_for_stalls() -> tuple[EventSink, Progress, LoggerMonitor]:
+    """A manual monitor watching a moving ``Progress`` as ``c`` for stalls of 0.05 s, its baseline polled."""
+    sink, source = EventSink(), Progress()
     monitor = LoggerMonitor(sink, background=False)
     monitor.watch(source, name="c", stall_after=0.05, progress_key="frames")
     monitor.step()
+    return sink, source, monitor
+
+
+def stall(monitor: LoggerMonitor, source: Progress) -> None:
+    """Stop ``source`` and poll it until its stall is noticed (0.1 s without progress)."""
     source.moving.clear()
     monitor.step()
     time.sleep(0.1)
     monitor.step()
+
+
+def test_in_manual_mode_events_reach_the_sinks_before_step_returns() -> None:
+    sink, source, monitor = watched_for_stalls()
+    stall(monitor, source)
     assert [e.kind for e in sink.events()] == ["stalled"]
     # The event came before the payload that says stalled = 1.0.
     assert isinstance(sink.calls[-2], Event)
@@ -204,15 +214,8 @@ def test_in_manual_mode_events_reach_the_sinks_before_step_returns() -> None:
 
 
 def test_a_stall_goes_on_across_stop_and_start_until_progress_sends_recovered() -> None:
-    sink = EventSink()
-    source = Progress()
-    monitor = LoggerMonitor(sink, background=False)
-    monitor.watch(source, name="c", stall_after=0.05, progress_key="frames")
-    monitor.step()
-    source.moving.clear()
-    monitor.step()
-    time.sleep(0.1)
-    monitor.step()
+    sink, source, monitor = watched_for_stalls()
+    stall(monitor, source)
     monitor.stop()
     monitor.start()
     # The target did not move because the monitor restarted: still stalled,
@@ -403,24 +406,15 @@ def test_a_final_call_that_hangs_at_stop_is_resumed_when_it_returns() -> None:
 
 
 def test_unwatch_ends_the_stall_of_its_watch() -> None:
-    sink = EventSink()
-    source = Progress()
-    monitor = LoggerMonitor(sink, background=False)
-    monitor.watch(source, name="c", stall_after=0.05, progress_key="frames")
-    monitor.step()
-    source.moving.clear()
-    monitor.step()
-    time.sleep(0.1)
-    monitor.step()
+    sink, source, monitor = watched_for_stalls()
+    stall(monitor, source)
     monitor.unwatch("c")
     stalled, ended = sink.events()
     assert (stalled.kind, ended.kind) == ("stalled", "recovered")
     assert "unwatch" in ended.message
     # Watched again under the same name: a stall of its own, and its end.
     monitor.watch(source, name="c", stall_after=0.05, progress_key="frames")
-    monitor.step()
-    time.sleep(0.1)
-    monitor.step()
+    stall(monitor, source)
     source.moving.set()
     monitor.step()
     assert [e.kind for e in sink.events()] == ["stalled", "recovered"] * 2
@@ -455,15 +449,8 @@ def test_unwatch_ends_a_hung_streak_and_the_call_returning_later_says_nothing() 
 def test_a_stall_that_ends_in_a_step_after_stop_is_recovered_at_the_next_start() -> (
     None
 ):
-    sink = EventSink()
-    source = Progress()
-    monitor = LoggerMonitor(sink, background=False)
-    monitor.watch(source, name="c", stall_after=0.05, progress_key="frames")
-    monitor.step()
-    source.moving.clear()
-    monitor.step()
-    time.sleep(0.1)
-    monitor.step()
+    sink, source, monitor = watched_for_stalls()
+    stall(monitor, source)
     monitor.stop()
     source.moving.set()
     monitor.step()  # after stop(): it moves, and its payload says so
@@ -474,16 +461,9 @@ def test_a_stall_that_ends_in_a_step_after_stop_is_recovered_at_the_next_start()
 
 
 def test_a_stall_that_starts_in_a_step_after_stop_is_told_at_the_next_start() -> None:
-    sink = EventSink()
-    source = Progress()
-    monitor = LoggerMonitor(sink, background=False)
-    monitor.watch(source, name="c", stall_after=0.05, progress_key="frames")
-    monitor.step()
+    sink, source, monitor = watched_for_stalls()
     monitor.stop()
-    source.moving.clear()
-    monitor.step()
-    time.sleep(0.1)
-    monitor.step()
+    stall(monitor, source)
     assert sink.events() == []
     monitor.start()
     assert [e.kind for e in sink.events()] == ["stalled"]
@@ -494,16 +474,9 @@ def test_a_stall_that_starts_in_a_step_after_stop_is_told_at_the_next_start() ->
 
 
 def test_a_stall_that_starts_and_ends_while_stopped_is_told_at_no_start() -> None:
-    sink = EventSink()
-    source = Progress()
-    monitor = LoggerMonitor(sink, background=False)
-    monitor.watch(source, name="c", stall_after=0.05, progress_key="frames")
-    monitor.step()
+    sink, source, monitor = watched_for_stalls()
     monitor.stop()
-    source.moving.clear()
-    monitor.step()
-    time.sleep(0.1)
-    monitor.step()
+    stall(monitor, source)
     source.moving.set()
     monitor.step()
     monitor.start()
