@@ -48,7 +48,6 @@ class Sink:
         "target",
         "timestamp_keyword",
         "try_log_payloads",
-        "wants_timestamp",
     )
 
     def __init__(self, target: Any) -> None:
@@ -100,13 +99,11 @@ class Sink:
             self.timestamp_keyword = self.log_payloads is not None or (
                 _accepts_timestamp(log_metrics)
             )
-            self._timed()
             return
         log_scalar = getattr(target, "log_scalar", None)
         if callable(log_scalar):
             self.log_metrics = _scalar_logger(log_scalar)
             self.timestamp_keyword = False
-            self._timed()
             return
         hint = (
             f" The string {target!r} is no sink: a spec such as "
@@ -122,10 +119,10 @@ class Sink:
             + hint
         )
 
-    def _timed(self) -> None:
-        # Whether the sink is given each payload's wall-clock time, one way
-        # or another: a log_batch sink's triples hold it.
-        self.wants_timestamp = self.timestamp_keyword or self.log_batch is not None
+    @property
+    def wants_timestamp(self) -> bool:
+        """Whether the sink is given each payload's wall-clock time, one way or another (a ``log_batch`` sink's triples hold it)."""
+        return self.timestamp_keyword or self.log_batch is not None
 
     @property
     def can_flush(self) -> bool:
