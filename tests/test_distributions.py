@@ -7,6 +7,7 @@ logs into real SQLite files read back with ``rlpulse.read``.
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 import sys
@@ -24,10 +25,12 @@ from rlpulse import LoggerMonitor, SharedCounters, SQLiteLogger, Tally, read
 from rlpulse.distributions import (
     BASE,
     KEPT_EPOCHS,
+    MOST_BINS,
     RELATIVE_ERROR,
     SCALE,
     Buckets,
     Histogram,
+    bins,
     bucket_index,
 )
 from rlpulse.testing import InMemorySink
@@ -502,3 +505,61 @@ def test_the_largest_floats_have_quantiles() -> None:
     assert histogram.quantile(0.0) == -largest
     interval = histogram_of([largest, largest * 0.9999])
     assert interval.quantile(0.5) == pytest.approx(largest * 0.9999, rel=RELATIVE_ERROR)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    values=st.lists(
+        st.floats(allow_nan=False, allow_infinity=False), min_size=1, max_size=30
+    )
+)
+def test_bins_are_at_most_64_contiguous_ones_each_counting_the_values_within_it(
+    values: list[float],
+) -> None:
+    edges, counts, _ = bins(histogram_of(values))
+
+    assert len(counts) <= MOST_BINS
+    assert len(edges) == len(counts) + 1
+    assert edges == sorted(edges)
+    assert sum(counts) == len(values)
+    # A value within an ulp or two of an edge may be counted on either side.
+    slack = 1e-9
+    for low, high, count in zip(edges, edges[1:], counts, strict=False):
+        surely_within = [
+            v for v in values if low + slack * abs(low) < v < high - slack * abs(high)
+        ]
+        maybe_within = [
+            v for v in values if low - slack * abs(low) <= v <= high + slack * abs(high)
+        ]
+        assert len(surely_within) <= count <= len(maybe_within)
+
+
+def test_bins_of_a_wide_range_merge_whole_buckets_into_coarser_powers_of_two() -> None:
+    values = [1e-9, 3e-6, 0.02, 1.0, 70.0, 4e5, 1e9, 0.0, 0.0, -0.5, -3e3]
+    edges, counts, sum_of_squares = bins(histogram_of(values))
+
+    assert len(counts) <= MOST_BINS
+    assert sum(counts) == len(values)
+    # Every edge a power of 2**(2**-s) for one scale s: whole buckets merged.
+    exponents = [math.log2(abs(edge)) for edge in edges if edge]
+    step = min(abs(b - a) for a, b in itertools.pairwise(exponents) if a != b)
+    assert all(abs(e / step - round(e / step)) < 1e-9 for e in exponents)
+    assert sum_of_squares == pytest.approx(sum(v * v for v in values), rel=0.011)
+    # The zeros' bin reaches from the negative bins to the positive ones.
+    zeros_bin = next(k for k, edge in enumerate(edges) if edge > 0) - 1
+    assert edges[zeros_bin] < 0 < edges[zeros_bin + 1]
+    assert counts[zeros_bin] == 2
+
+
+def test_bins_of_values_near_one_are_the_buckets_themselves() -> None:
+    values = [1.0 + k / 1000 for k in range(200)]
+    histogram = histogram_of(values)
+    edges, counts, _ = bins(histogram)
+    buckets = histogram.buckets()
+    assert counts == buckets.counts
+    assert edges[0] == pytest.approx(BASE**buckets.offset)
+
+
+def test_bins_refuse_fewer_than_three() -> None:
+    with pytest.raises(ValueError, match="most=3 or more"):
+        bins(histogram_of([1.0]), most=2)

@@ -52,12 +52,15 @@ __all__ = [
     "HIGHEST_BUCKET",
     "KEPT_EPOCHS",
     "LOWEST_BUCKET",
+    "MOST_BINS",
     "RELATIVE_ERROR",
     "SCALE",
+    "Bins",
     "Buckets",
     "Histogram",
     "IntervalQuantiles",
     "Intervals",
+    "bins",
     "bucket_index",
     "check_quantiles",
     "quantile_name",
@@ -74,6 +77,9 @@ RELATIVE_ERROR = (BASE - 1) / (BASE + 1)
 
 KEPT_EPOCHS = 64
 """How many epochs' extremes a copy keeps: an interval spanning more (other readers' copies in between) is not clamped."""
+
+MOST_BINS = 64
+"""How many bins :func:`bins` gives a histogram at most, by default: what a chart of one shows."""
 
 DEFAULT_QUANTILES = (0.5, 0.9, 0.99)
 """The quantiles a watch logs by default: ``<key>_p50``, ``<key>_p90``, ``<key>_p99``."""
@@ -470,6 +476,14 @@ class Histogram:
         return f"Histogram(count={self.count})"
 
 
+def _downscaled(counts: dict[int, int], shift: int) -> dict[int, int]:
+    # Bucket i is within bucket i >> shift of the scale SCALE - shift.
+    merged: dict[int, int] = {}
+    for index, count in counts.items():
+        merged[index >> shift] = merged.get(index >> shift, 0) + count
+    return merged
+
+
 def _count_beyond(sparse: dict[int, int], dense: list[int], index: int) -> list[int]:
     # add()'s slow path: the first count near 1 makes the list, one beyond
     # it goes to the dict. Returns the list add() keeps.
@@ -537,6 +551,101 @@ def check_quantiles(quantiles: Any) -> tuple[float, ...]:
                 f"percentile), got {q!r}."
             )
     return checked
+
+
+class Bins(NamedTuple):
+    """A histogram as charting backends take it: ``counts[k]`` observations between ``edges[k]`` and ``edges[k + 1]``.
+
+    What ``numpy.histogram`` returns, the other way round; ``edges[1:]``
+    are the upper bounds TensorBoard's ``HistogramProto`` takes.
+
+    Examples:
+        >>> Bins(edges=[1.0, 2.0, 4.0], counts=[3, 1], sum_of_squares=9.5)
+        Bins(edges=[1.0, 2.0, 4.0], counts=[3, 1], sum_of_squares=9.5)
+    """
+
+    edges: list[float]
+    counts: list[int]
+    sum_of_squares: float
+    """Estimated: each observation taken as the middle of its bucket (within 1.1 %)."""
+
+
+def bins(histogram: Histogram, most: int = MOST_BINS) -> Bins:
+    """``histogram``'s buckets merged into at most ``most`` contiguous bins (``most`` of 3 or more), in increasing order.
+
+    Adjacent buckets merge as OpenTelemetry downscales an exponential
+    histogram: by powers of two, so every bin is still a bucket of a
+    coarser scale (its edges powers of ``2**(2**-s)``) and its count is
+    exact. The bins span the buckets observed; negative values' bins come
+    first, then one bin holding the zeros that reaches from the negative
+    bins to the positive ones (left out when there are neither zeros nor
+    values of both signs).
+
+    Examples:
+        >>> observed = Histogram()
+        >>> observed.add_all([1.5, 3.0, 3.5, 12.0])
+        >>> edges, counts, sum_of_squares = bins(observed, most=4)
+        >>> edges, counts  # (1, 2], (2, 4], (4, 8], (8, 16]
+        ([1.0, 2.0, 4.0, 8.0, 16.0], [1, 2, 0, 1])
+        >>> round(sum_of_squares, 1)  # 167.5 exactly
+        167.7
+        >>> bins(observed, most=3).counts  # (1, 4], (4, 16]
+        [3, 1]
+        >>> observed.add_all([0.0, -3.0])
+        >>> bins(observed, most=4)[:2]  # [-4, -1), [-1, 1] holding the zero, (1, 4], (4, 16]
+        ([-4.0, -1.0, 1.0, 4.0, 16.0], [1, 1, 3, 1])
+    """
+    if most < 3:
+        raise ValueError(
+            f"bins takes most=3 or more (the negative values, the zeros and "
+            f"the positive ones may each need a bin), got {most!r}"
+        )
+    positive, negative = histogram.positive, histogram.negative
+    # Squared by multiplying: beyond 1e154 it is infinite, where ** raises.
+    middles = [
+        (_upper_bound(index) * _MIDDLE, count)
+        for counted in (positive, negative)
+        for index, count in counted.items()
+    ]
+    sum_of_squares = sum(count * value * value for value, count in middles)
+    zeros_bin = 1 if histogram.zero_count or (positive and negative) else 0
+    shift = 0
+    while True:
+        spans = [
+            (max(counted) >> shift) - (min(counted) >> shift) + 1
+            for counted in (positive, negative)
+            if counted
+        ]
+        if sum(spans) + zeros_bin <= most or max(spans, default=1) == 1:
+            break
+        shift += 1
+
+    def lower_bound(coarse: int) -> float:
+        return _upper_bound((coarse << shift) - 1)
+
+    merged_negative = _downscaled(negative, shift)
+    merged_positive = _downscaled(positive, shift)
+    edges: list[float] = []
+    counts: list[int] = []
+    if merged_negative:
+        # Bin j holds [-lower_bound(j + 1), -lower_bound(j)), the largest first.
+        low, high = min(merged_negative), max(merged_negative)
+        edges.append(-lower_bound(high + 1))
+        for coarse in range(high, low - 1, -1):
+            counts.append(merged_negative.get(coarse, 0))
+            edges.append(-lower_bound(coarse))
+    if zeros_bin:
+        edges = edges or [0.0]
+        counts.append(histogram.zero_count)
+        edges.append(lower_bound(min(merged_positive)) if merged_positive else 0.0)
+    if merged_positive:
+        # Bin j holds (lower_bound(j), lower_bound(j + 1)].
+        low, high = min(merged_positive), max(merged_positive)
+        edges = edges or [lower_bound(low)]
+        for coarse in range(low, high + 1):
+            counts.append(merged_positive.get(coarse, 0))
+            edges.append(lower_bound(coarse + 1))
+    return Bins(edges, counts, sum_of_squares)
 
 
 class IntervalQuantiles:

@@ -5,10 +5,17 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import numpy
 import pytest
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.backend.event_processing.event_accumulator import (
+    HISTOGRAMS,
+    EventAccumulator,
+    HistogramEvent,
+)
 
-from rlpulse import Every, LoggerMonitor, TransientSinkError
+from rlpulse import Every, LoggerMonitor, Tally, TransientSinkError
+from rlpulse.distributions import MOST_BINS, Histogram, bins
+from rlpulse.naming import Kind, Payload
 from rlpulse.sinks.tensorboard import TensorBoardLogger
 from tests.support import Filler
 
@@ -23,6 +30,15 @@ def read_scalars(log_dir: Path) -> dict[str, list[tuple[float, int, float]]]:
             for event in accumulator.Scalars(tag)
         ]
         for tag in accumulator.Tags()["scalars"]
+    }
+
+
+def read_histograms(log_dir: Path) -> dict[str, list[HistogramEvent]]:
+    """Return ``{tag: [HistogramEvent, ...]}`` as TensorBoard loads them, every one kept."""
+    accumulator = EventAccumulator(str(log_dir), size_guidance={HISTOGRAMS: 0})
+    accumulator.Reload()
+    return {
+        tag: accumulator.Histograms(tag) for tag in accumulator.Tags()["histograms"]
     }
 
 
@@ -206,3 +222,102 @@ def test_a_batch_that_finds_no_space_leaves_the_file_readable_and_is_written_onc
         range(2, 300)
     )
     assert scalars["u/level"] == [(3.0, 0, 5.0)]
+
+
+def test_each_distribution_is_a_histogram_of_its_interval_at_the_payload_step(
+    tmp_path: Path,
+) -> None:
+    rng = numpy.random.default_rng(3)
+    intervals = [
+        # Latencies from a microsecond to seconds, with zeros and negatives.
+        [*rng.lognormal(-6.0, 2.5, 3000), *numpy.zeros(20), *-rng.lognormal(0, 1, 50)],
+        list(rng.lognormal(1.0, 0.3, 500)),
+    ]
+    histograms = []
+    with TensorBoardLogger(tmp_path) as sink:
+        for step, values in zip((100, 200), intervals, strict=True):
+            histogram = Histogram()
+            histogram.add_all([float(value) for value in values])
+            histograms.append(histogram)
+            sink.log_payloads(
+                [
+                    Payload(
+                        {"learner/loss_p50": histogram.quantile(0.5) or 0.0},
+                        step,
+                        float(step),
+                        {"learner/loss_p50": Kind.GAUGE},
+                        {"learner/loss": histogram},
+                    )
+                ]
+            )
+
+    events = read_histograms(tmp_path)["learner/loss"]
+    assert [(event.step, event.wall_time) for event in events] == [
+        (100, 100.0),
+        (200, 200.0),
+    ]
+    for event, histogram, values in zip(events, histograms, intervals, strict=True):
+        shown = event.histogram_value
+        edges, counts, _ = bins(histogram)
+        assert shown.num == len(values)
+        assert shown.sum == pytest.approx(sum(values))
+        assert (shown.min, shown.max) == (min(values), max(values))
+        assert len(shown.bucket) <= MOST_BINS
+        assert shown.bucket == counts
+        assert shown.bucket_limit == pytest.approx(edges[1:])
+        assert shown.sum_squares == pytest.approx(
+            sum(value * value for value in values), rel=0.011
+        )
+    assert [step for _, step, _ in read_scalars(tmp_path)["learner/loss_p50"]] == [
+        100,
+        200,
+    ]
+
+
+def test_a_monitor_watching_a_tally_writes_each_interval_as_a_histogram(
+    tmp_path: Path,
+) -> None:
+    tally = Tally()
+    with TensorBoardLogger(tmp_path) as sink:
+        monitor = LoggerMonitor(sink, background=False)
+        monitor.watch(
+            tally,
+            name="learner",
+            schedule=Every.counter("updates", 1),
+            log_on_close=False,
+        )
+        for values in ([0.5, 0.25, 2.0], [8.0]):
+            for value in values:
+                tally.observe("loss", value)
+            tally.inc("updates")
+            monitor.step()
+        monitor.stop()
+
+    histograms = read_histograms(tmp_path)
+    assert list(histograms) == ["learner/loss"]
+    shown = [
+        (event.step, event.histogram_value.num, event.histogram_value.sum)
+        for event in histograms["learner/loss"]
+    ]
+    assert shown == [(1, 3.0, 2.75), (2, 1.0, 8.0)]
+    assert "learner/loss_p50" in read_scalars(tmp_path)
+
+
+def test_a_distribution_of_a_payload_without_a_step_is_numbered_with_its_watch(
+    tmp_path: Path,
+) -> None:
+    histogram = Histogram()
+    histogram.add(1.0)
+    with TensorBoardLogger(tmp_path) as sink:
+        sink.log_metrics({"learner/updates": 1.0}, timestamp=1.0)
+        sink.log_payloads(
+            [
+                Payload(
+                    {"learner/updates": 2.0}, None, 2.0, {}, {"learner/loss": histogram}
+                )
+            ]
+        )
+
+    [event] = read_histograms(tmp_path)["learner/loss"]
+    assert event.step == 1
+    assert [step for _, step, _ in read_scalars(tmp_path)["learner/updates"]] == [0, 1]

@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 import wandb
 
-from rlpulse import Every, LoggerMonitor
+from rlpulse import Every, LoggerMonitor, Tally
+from rlpulse.distributions import MOST_BINS, Histogram, bins
+from rlpulse.naming import Payload
 from rlpulse.sinks.wandb import WandbLogger
 
 QUIET = {"console": "off", "silent": True, "x_disable_stats": True}
@@ -212,3 +214,66 @@ def test_closing_twice_is_allowed_and_logging_after_close_raises(
         sink.log_metrics({"env/fps": 1.0})
     with pytest.raises(RuntimeError, match="is closed"):
         sink.flush()
+
+
+@pytest.mark.timeout(120)
+def test_each_distribution_is_a_histogram_of_its_interval_on_its_watchs_axis(
+    tmp_path: Path,
+) -> None:
+    numpy = pytest.importorskip("numpy")
+    values = [
+        *numpy.random.default_rng(5).lognormal(-6.0, 2.5, 2000),
+        0.0,
+        -0.5,
+    ]
+    histogram = Histogram()
+    histogram.add_all([float(value) for value in values])
+    with WandbLogger(project="rlpulse-tests", dir=tmp_path, settings=QUIET) as sink:
+        sink.log_payloads(
+            [
+                Payload(
+                    {"learner/loss_p50": 0.5},
+                    7,
+                    3.0,
+                    {},
+                    {"learner/loss": histogram},
+                )
+            ]
+        )
+
+    [row] = history_rows(read_records(sink.run))
+    edges, counts, _ = bins(histogram)
+    # The transaction log keeps a histogram's fields as "<key>.<field>".
+    assert row["learner/loss._type"] == "histogram"
+    assert row["learner/loss.values"] == counts
+    assert row["learner/loss.bins"] == pytest.approx(edges)
+    assert sum(row["learner/loss.values"]) == len(values)
+    assert len(row["learner/loss.values"]) <= MOST_BINS
+    assert (row["learner/step"], row["learner/loss_p50"]) == (7, 0.5)
+
+
+@pytest.mark.timeout(120)
+def test_a_monitor_watching_a_tally_logs_each_interval_as_a_histogram(
+    tmp_path: Path,
+) -> None:
+    tally = Tally()
+    with WandbLogger(project="rlpulse-tests", dir=tmp_path, settings=QUIET) as sink:
+        monitor = LoggerMonitor(sink, background=False)
+        monitor.watch(
+            tally,
+            name="learner",
+            schedule=Every.counter("updates", 1),
+            log_on_close=False,
+        )
+        for values in ([0.5, 0.25, 2.0], [8.0]):
+            for value in values:
+                tally.observe("loss", value)
+            tally.inc("updates")
+            monitor.step()
+        monitor.stop()
+
+    rows = history_rows(read_records(sink.run))
+    assert [(row["learner/step"], sum(row["learner/loss.values"])) for row in rows] == [
+        (1, 3),
+        (2, 1),
+    ]

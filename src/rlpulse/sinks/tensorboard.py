@@ -1,4 +1,4 @@
-"""TensorBoard event files: every payload one event of scalars, written through tensorboardX.
+"""TensorBoard event files: every payload one event of scalars and histograms, written through tensorboardX.
 
 Needs the ``tensorboard`` extra (``pip install 'rlpulse[tensorboard]'``);
 tensorboardX is imported when a :class:`TensorBoardLogger` is created, never
@@ -17,10 +17,11 @@ import itertools
 import os
 import socket
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from rlpulse.distributions import Histogram, bins
 from rlpulse.naming import watch_of
 from rlpulse.sinks.base import AppendedFile, BaseSink, Payload
 
@@ -33,11 +34,17 @@ _writer_numbers = itertools.count()
 
 
 class TensorBoardLogger(BaseSink):
-    """A sink that writes every payload as TensorBoard scalars into event files under ``log_dir``.
+    """A sink that writes every payload as TensorBoard scalars and histograms into event files under ``log_dir``.
 
     Each metric becomes one scalar series named after its key
     (``collector/frames_per_second``), so TensorBoard groups a watch's metrics
-    in one section. A payload is one event at the payload's ``step`` with the
+    in one section. Each distribution a watch observed (a
+    :class:`~rlpulse.Tally`'s ``observe``, whose quantiles are the scalars
+    ``<key>_p50``, ...) is also a histogram named after its key
+    (``learner/loss``), for TensorBoard's HISTOGRAMS and DISTRIBUTIONS
+    tabs: the observations since the previous payload, its buckets merged
+    into at most 64 (:func:`rlpulse.distributions.bins`), with their
+    count, sum, smallest and largest. A payload is one event at the payload's ``step`` with the
     poll's wall-clock time (``timestamp``), in the event file when
     ``log_metrics`` returns: TensorBoard shows it on its next reload, and a
     killed process loses nothing already logged. Payloads without a step are
@@ -70,7 +77,9 @@ class TensorBoardLogger(BaseSink):
                 f"{self.log_dir} is a file; give a directory path (it is created "
                 "when missing)"
             )
-        record_writer_class, self._event_pb2, self._summary_pb2 = _import_backend()
+        record_writer_class, self._event_pb2, self._summary_pb2, self._histogram_raw = (
+            _import_backend()
+        )
         self._framed = _framer(record_writer_class)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._unstepped_payloads: dict[str, int] = {}
@@ -111,25 +120,26 @@ class TensorBoardLogger(BaseSink):
         # Counted anew when a failed batch is sent again.
         unstepped_payloads = dict(self._unstepped_payloads)
         records = []
-        for metrics, step, wall_time, *_ in payloads:
-            if step is not None:
-                events = [
-                    (
-                        int(step),
-                        [
-                            summary_value(tag=name, simple_value=float(value))
-                            for name, value in metrics.items()
-                        ],
-                    )
-                ]
+        for payload in payloads:
+            values = [
+                (name, summary_value(tag=name, simple_value=float(value)))
+                for name, value in payload.metrics.items()
+            ]
+            values += [
+                (name, self._histogram_value(name, histogram))
+                for name, histogram in payload.distributions.items()
+                if histogram.count
+            ]
+            if payload.step is not None:
+                events = [(int(payload.step), [value for _, value in values])]
             else:
-                events = self._number_unstepped(metrics, unstepped_payloads)
-            for event_step, values in events:
-                if values:
+                events = _number_unstepped(values, unstepped_payloads)
+            for event_step, event_values in events:
+                if event_values:
                     event = self._event_pb2.Event(
-                        wall_time=wall_time,
+                        wall_time=payload.wall_time,
                         step=event_step,
-                        summary=self._summary_pb2.Summary(value=values),
+                        summary=self._summary_pb2.Summary(value=event_values),
                     )
                     records.append(self._record(event))
         self._file.append(b"".join(records))
@@ -138,21 +148,21 @@ class TensorBoardLogger(BaseSink):
     def _record(self, event: Any) -> bytes:
         return self._framed(event.SerializeToString())
 
-    def _number_unstepped(
-        self, metrics: Mapping[str, float], unstepped_payloads: dict[str, int]
-    ) -> list[tuple[int, list[Any]]]:
-        values_by_watch: dict[str, list[Any]] = {}
-        summary_value = self._summary_pb2.Summary.Value
-        for name, value in metrics.items():
-            values_by_watch.setdefault(watch_of(name), []).append(
-                summary_value(tag=name, simple_value=float(value))
-            )
-        events = []
-        for watch, values in values_by_watch.items():
-            number = unstepped_payloads.get(watch, 0)
-            unstepped_payloads[watch] = number + 1
-            events.append((number, values))
-        return events
+    def _histogram_value(self, name: str, histogram: Histogram) -> Any:
+        """``histogram`` as TensorBoard's histogram of tag ``name``: its :func:`~rlpulse.distributions.bins`, each bin's upper edge its bucket limit."""
+        edges, counts, sum_of_squares = bins(histogram)
+        low, high = histogram.min, histogram.max
+        summary = self._histogram_raw(
+            name,
+            min=edges[0] if low is None else low,
+            max=edges[-1] if high is None else high,
+            num=histogram.count,
+            sum=histogram.sum,
+            sum_squares=sum_of_squares,
+            bucket_limits=edges[1:],
+            bucket_counts=counts,
+        )
+        return summary.value[0]
 
     def _close(self) -> None:
         self._file.close()
@@ -161,16 +171,32 @@ class TensorBoardLogger(BaseSink):
         return f"TensorBoardLogger({str(self.log_dir)!r})"
 
 
-def _import_backend() -> tuple[Any, Any, Any]:
+def _number_unstepped(
+    values: list[tuple[str, Any]], unstepped_payloads: dict[str, int]
+) -> list[tuple[int, list[Any]]]:
+    """The events of a payload without a step: one per watch, at the watch's next number (``unstepped_payloads``, which counts it)."""
+    values_by_watch: dict[str, list[Any]] = {}
+    for name, value in values:
+        values_by_watch.setdefault(watch_of(name), []).append(value)
+    events = []
+    for watch, watch_values in values_by_watch.items():
+        number = unstepped_payloads.get(watch, 0)
+        unstepped_payloads[watch] = number + 1
+        events.append((number, watch_values))
+    return events
+
+
+def _import_backend() -> tuple[Any, Any, Any, Any]:
     try:
         from tensorboardX.proto import event_pb2, summary_pb2
         from tensorboardX.record_writer import RecordWriter
+        from tensorboardX.summary import histogram_raw
     except ImportError as error:
         raise ImportError(
             "TensorBoardLogger needs tensorboardX, which is not installed: "
             "pip install 'rlpulse[tensorboard]'"
         ) from error
-    return RecordWriter, event_pb2, summary_pb2
+    return RecordWriter, event_pb2, summary_pb2, histogram_raw
 
 
 def _framer(record_writer_class: Any) -> Callable[[bytes], bytes]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from rlpulse.distributions import bins
 from rlpulse.naming import watch_of
 from rlpulse.sinks.base import BaseSink, Payload
 
@@ -34,6 +35,13 @@ class WandbLogger(BaseSink):
     as ``<watch>/step``. The poll's wall-clock time becomes the row's
     ``_timestamp``, W&B's wall-time axis.
 
+    Each distribution a watch observed (a :class:`~rlpulse.Tally`'s
+    ``observe``, whose quantiles are the metrics ``<key>_p50``, ...) is
+    also a ``wandb.Histogram`` under its key (``learner/loss``), shown in
+    W&B's histogram panels: the observations since the previous payload,
+    its buckets merged into at most 64
+    (:func:`rlpulse.distributions.bins`).
+
     >>> import tempfile
     >>> from rlpulse.sinks.wandb import WandbLogger
     >>> QUIET = {"console": "off", "silent": True}
@@ -46,7 +54,7 @@ class WandbLogger(BaseSink):
 
     def __init__(self, run: Any = None, **init_kwargs: Any) -> None:
         super().__init__()
-        wandb = _import_backend()
+        wandb = self._wandb = _import_backend()
         self._watches_with_x_axis: set[str] = set()
         self._owns_run = False
         if run is None:
@@ -93,12 +101,18 @@ class WandbLogger(BaseSink):
         ...         sink.run.summary["buffer/size"]
         10
         """
-        for metrics, step, wall_time, *_ in payloads:
-            row = {name: float(value) for name, value in metrics.items()}
-            if step is not None:
-                for watch in {watch_of(name) for name in metrics} - {""}:
-                    row[self._x_axis_of(watch)] = int(step)
-            row["_timestamp"] = wall_time
+        for payload in payloads:
+            row: dict[str, Any] = {
+                name: float(value) for name, value in payload.metrics.items()
+            }
+            for name, histogram in payload.distributions.items():
+                if histogram.count:
+                    edges, counts, _ = bins(histogram)
+                    row[name] = self._wandb.Histogram(np_histogram=(counts, edges))
+            if payload.step is not None:
+                for watch in {watch_of(name) for name in row} - {""}:
+                    row[self._x_axis_of(watch)] = int(payload.step)
+            row["_timestamp"] = payload.wall_time
             self.run.log(row)
 
     def _x_axis_of(self, watch: str) -> str:
