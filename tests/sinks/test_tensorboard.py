@@ -321,3 +321,41 @@ def test_a_distribution_of_a_payload_without_a_step_is_numbered_with_its_watch(
     [event] = read_histograms(tmp_path)["learner/loss"]
     assert event.step == 1
     assert [step for _, step, _ in read_scalars(tmp_path)["learner/updates"]] == [0, 1]
+
+
+def test_a_new_logger_on_a_directory_numbers_payloads_without_a_step_after_those_there(
+    tmp_path: Path,
+) -> None:
+    # A restarted process: its logger finds the first one's event file.
+    with TensorBoardLogger(tmp_path) as first:
+        for level in (1.0, 2.0, 3.0):
+            first.log_metrics({"buffer/size": level, "env/fps": 30.0})
+        first.log_metrics({"buffer/size": 4.0})
+        first.log_metrics({"learner/loss": 0.5}, step=1000)
+    with TensorBoardLogger(tmp_path) as second:
+        second.log_metrics({"buffer/size": 5.0, "env/fps": 31.0})
+        second.log_metrics({"learner/loss": 0.25})
+
+    scalars = read_scalars(tmp_path)
+    assert [(step, value) for _, step, value in scalars["buffer/size"]] == [
+        (0, 1.0),
+        (1, 2.0),
+        (2, 3.0),
+        (3, 4.0),
+        (4, 5.0),
+    ]
+    assert [step for _, step, _ in scalars["env/fps"]] == [0, 1, 2, 3]
+    assert [step for _, step, _ in scalars["learner/loss"]] == [1000, 1001]
+
+
+def test_an_event_file_cut_short_is_read_up_to_where_it_ends(tmp_path: Path) -> None:
+    with TensorBoardLogger(tmp_path) as first:
+        first.log_metrics({"buffer/size": 1.0})
+        first.log_metrics({"buffer/size": 2.0})
+    with first.path.open("ab") as torn:
+        torn.write(b"\x40\x00\x00\x00\x00\x00\x00\x00 torn")
+    with TensorBoardLogger(tmp_path) as second:
+        second.log_metrics({"buffer/size": 3.0})
+
+    steps = [step for _, step, _ in read_scalars(tmp_path)["buffer/size"]]
+    assert steps[-1] == 2

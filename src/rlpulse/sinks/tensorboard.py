@@ -16,8 +16,9 @@ import io
 import itertools
 import os
 import socket
+import struct
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,9 @@ class TensorBoardLogger(BaseSink):
     killed process loses nothing already logged. Payloads without a step are
     numbered ``0, 1, 2, ...`` per watch (the part of the key before the first
     ``/``; keys without one together), so their series still advance along
-    TensorBoard's step axis.
+    TensorBoard's step axis; in a directory that already holds event files
+    (a restarted process), from one past the largest step each watch has
+    in them, which the new logger reads when created.
     TensorBoard keeps scalars as 32-bit floats: counters beyond 2**24 are
     stored rounded. Each call is one write; one that fails (a full disk)
     leaves the file as it was and raises ``OSError`` naming it (a
@@ -82,7 +85,11 @@ class TensorBoardLogger(BaseSink):
         )
         self._framed = _framer(record_writer_class)
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        self._unstepped_payloads: dict[str, int] = {}
+        # A restarted process goes on where the files already there end.
+        self._unstepped_payloads = {
+            watch: step + 1
+            for watch, step in _last_steps(self.log_dir, self._event_pb2.Event).items()
+        }
         self.path = self.log_dir / (
             f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}"
             f".{os.getpid()}.{next(_writer_numbers)}"
@@ -184,6 +191,47 @@ def _number_unstepped(
         unstepped_payloads[watch] = number + 1
         events.append((number, watch_values))
     return events
+
+
+def _last_steps(log_dir: Path, event_class: Any) -> dict[str, int]:
+    """The largest step of each watch in the event files in ``log_dir``, as TensorBoard reads them as one run."""
+    last: dict[str, int] = {}
+    # A watch's events repeat the same tags: their watches are found once.
+    watches_of_tags: dict[tuple[str, ...], set[str]] = {}
+    for path in sorted(log_dir.glob("events.out.tfevents.*")):
+        for event in _events_in(path, event_class):
+            tags = tuple([value.tag for value in event.summary.value])
+            watches = watches_of_tags.get(tags)
+            if watches is None:
+                watches = watches_of_tags[tags] = {watch_of(tag) for tag in tags}
+            step = event.step
+            for watch in watches:
+                if step > last.get(watch, -1):
+                    last[watch] = step
+    return last
+
+
+def _events_in(path: Path, event_class: Any) -> Iterator[Any]:
+    """The events of the event file at ``path``, up to where it ends or is torn.
+
+    Each record is framed as :func:`_framer` writes it: its length (8
+    bytes, little-endian) and the length's checksum (4), the data, and the
+    data's checksum (4). The checksums are not checked: a record torn
+    (a process killed mid-write by another writer) ends the reading there,
+    as it does TensorBoard's.
+    """
+    from google.protobuf.message import DecodeError  # tensorboardX's dependency
+
+    with open(path, "rb") as file:
+        while len(header := file.read(12)) == 12:
+            (length,) = struct.unpack("<Q", header[:8])
+            data = file.read(length + 4)
+            if len(data) < length + 4:
+                return
+            try:
+                yield event_class.FromString(data[:length])
+            except DecodeError:
+                return
 
 
 def _import_backend() -> tuple[Any, Any, Any, Any]:
