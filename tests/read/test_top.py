@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from rlpulse import Event, SQLiteLogger
+from rlpulse import Event, LoggerMonitor, SQLiteLogger, Tally
 from rlpulse.formats import RunFollower
 from rlpulse.naming import Kind, Payload
 from rlpulse.read.live import HISTORY_POINTS, LiveRun
@@ -482,3 +482,68 @@ def test_a_figure_too_wide_for_its_column_keeps_its_leading_digits(
     assert cpu.split()[1] == "0.0014/s"  # 0.001429/s is wider than its column
     events = next(line for line in lines.splitlines() if line.startswith("  events"))
     assert events.split()[1] == "12.34M/s"
+
+
+class Outage:
+    """A sink whose far end is away until ``back`` is set."""
+
+    def __init__(self) -> None:
+        self.back = False
+
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        if not self.back:
+            raise OSError("connection refused")
+
+
+class Archive(Outage):
+    pass
+
+
+class Dashboard(Outage):
+    pass
+
+
+def test_each_failing_sink_is_shown_until_it_recovers_itself(tmp_path: Path) -> None:
+    # A real monitor's events: two sinks fail, then only the archive recovers.
+    path = tmp_path / "run.sqlite"
+    archive, dashboard, collector = Archive(), Dashboard(), Tally()
+    with SQLiteLogger(path, run="live") as store:
+        monitor = LoggerMonitor(
+            [store, archive, dashboard], background=False, on_error="ignore"
+        )
+        monitor.watch(collector, name="collector")
+        monitor.step()
+        archive.back = True
+        collector.inc("frames", 100)
+        monitor.step()
+        monitor.stop()
+    runs = followed(path)
+    now = runs[0][1].last_time + 1.0
+
+    assert sinks_said(screen(runs, now=now)) == [
+        "sinks: sink_failing: sink Dashboard failed: OSError('connection refused')"
+    ]
+
+
+def test_every_sink_still_failing_has_a_line_of_its_own(tmp_path: Path) -> None:
+    events = (
+        Event(START + 8, "", "sink_failing", "sink Archive failed: OSError()", 0.0),
+        Event(START + 9, "", "sink_failing", "sink Dashboard failed: OSError()", 0.0),
+    )
+    text = screen(followed(store(tmp_path / "run.sqlite", pipeline(), events)))
+
+    assert sinks_said(text) == [
+        "sinks: sink_failing: sink Dashboard failed: OSError()",
+        "sink_failing: sink Archive failed: OSError()",
+    ]
+
+
+def sinks_said(text: str) -> list[str]:
+    """The header's lines about the sinks, from ``sinks:`` to the rule below the header."""
+    lines = [line.strip() for line in text.splitlines()]
+    start = next(
+        (index for index, line in enumerate(lines) if line.startswith("sinks:")),
+        len(lines),
+    )
+    end = next(index for index, line in enumerate(lines) if line.startswith("───"))
+    return lines[start:end]

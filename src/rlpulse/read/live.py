@@ -31,7 +31,7 @@ from rlpulse.naming import (
     statistic_of,
 )
 from rlpulse.read.match import Match, select_metrics
-from rlpulse.runtime.events import STREAK_ENDS, Event, EventKind
+from rlpulse.runtime.events import STREAK_ENDS, Event, EventKind, sink_of
 
 __all__ = [
     "HISTORY_POINTS",
@@ -224,8 +224,9 @@ class LiveRun:
         self.events: deque[Event] = deque(maxlen=EVENTS_KEPT)
         self.first_time = math.nan
         self.last_time = math.nan
-        self._streaks: dict[tuple[str, EventKind], Event] = {}
-        self._one_shots: dict[tuple[str, EventKind], Event] = {}
+        # Keyed by watch, sink (a sink's events are of no watch) and kind.
+        self._streaks: dict[tuple[str, str | None, EventKind], Event] = {}
+        self._one_shots: dict[tuple[str, str | None, EventKind], Event] = {}
 
     def add(self, followed: Followed) -> None:
         """Take what one look read (after forgetting the run before, where the follower moved on to a new one)."""
@@ -275,12 +276,13 @@ class LiveRun:
         kind = event_kind(event.kind)
         if kind is None:
             return  # a kind of a later version
+        sink = sink_of(event)
         if kind in _STARTS:
-            self._streaks[event.watch, kind] = event
+            self._streaks[event.watch, sink, kind] = event
         elif kind in _ENDS:
-            self._streaks.pop((event.watch, _ENDS[kind]), None)
+            self._streaks.pop((event.watch, sink, _ENDS[kind]), None)
         elif kind in _ONE_SHOT:
-            self._one_shots[event.watch, kind] = event
+            self._one_shots[event.watch, sink, kind] = event
 
     def watches(self) -> list[str]:
         """The watches that logged, in order of name, the monitor's own last."""
@@ -304,11 +306,23 @@ class LiveRun:
         return max(times, default=math.nan)
 
     def state(self, watch: str, now: float) -> WatchState:
-        """Watch ``watch``'s open streaks, and its one-off events of the :data:`RECENT_SECONDS` before ``now``; ``""`` for the monitor's sinks."""
-        streaks = [event for (name, _), event in self._streaks.items() if name == watch]
+        """Watch ``watch``'s open streaks, and its one-off events of the :data:`RECENT_SECONDS` before ``now``; ``""`` for the monitor's sinks, each sink's apart.
+
+        >>> run = LiveRun("live")
+        >>> run.add(Followed([], [
+        ...     Event(1.0, "", "sink_failing", "sink A failed: OSError()", 0.0),
+        ...     Event(2.0, "", "sink_failing", "sink B failed: OSError()", 0.0),
+        ...     Event(3.0, "", "sink_recovered", "sink A writes again", 0.0),
+        ... ]))
+        >>> [event.message for event in run.state("", 4.0).streaks]
+        ['sink B failed: OSError()']
+        """
+        streaks = [
+            event for (name, _, _), event in self._streaks.items() if name == watch
+        ]
         recent = [
             event
-            for (name, _), event in self._one_shots.items()
+            for (name, _, _), event in self._one_shots.items()
             if name == watch and now - event.wall_time < RECENT_SECONDS
         ]
         newest_first = sorted(streaks, key=lambda event: -event.wall_time)

@@ -346,12 +346,13 @@ def _header(sources: Sequence[_Source], width: int, now: float) -> list[list[Seg
         lines.append(_run_status(follower, live, now))
         lines += _verdicts(live, width)
         sinks = live.state("", now)
-        if not sinks.healthy:
-            latest = (*sinks.streaks, *sinks.recent)[0]
+        # One line per sink that fails, or dropped of late: newest first.
+        for index, event in enumerate((*sinks.streaks, *sinks.recent)):
+            label = "  sinks: " if index == 0 else " " * len("  sinks: ")
             lines.append(
                 [
-                    Segment("  sinks: ", "bold"),
-                    Segment(f"{sinks.word}: {latest.message}", "bold red"),
+                    Segment(label, "bold"),
+                    Segment(f"{event.kind}: {event.message}", "bold red"),
                 ]
             )
     lines.append([Segment("─" * width, "dim")])

@@ -28,8 +28,10 @@ __all__ = [
     "Event",
     "EventBus",
     "EventKind",
+    "about_sink",
     "as_callbacks",
     "format_event",
+    "sink_of",
 ]
 
 _log = logging.getLogger("rlpulse")
@@ -146,6 +148,35 @@ class Event(NamedTuple):
     kind: str
     message: str
     value: float
+
+
+def about_sink(sink: str, what: str) -> str:
+    """The message of an event about the sink named ``sink`` (of no watch): ``sink <sink> <what>``, which :func:`sink_of` reads back.
+
+    Examples:
+        >>> about_sink("SQLiteLogger", "writes again")
+        'sink SQLiteLogger writes again'
+    """
+    return f"sink {sink} {what}"
+
+
+def sink_of(event: Event) -> str | None:
+    """The name of the sink ``event`` is about (its message from :func:`about_sink`); ``None`` for an event of a watch, or of no sink.
+
+    Stored events keep no field for it: a reader tells one sink's streak
+    from another's by this name.
+
+    Examples:
+        >>> sink_of(Event(1.0, "", "sink_recovered", "sink SQLiteLogger writes again", 0.0))
+        'SQLiteLogger'
+        >>> sink_of(Event(1.0, "collector", "stalled", "no progress (frames) for 30.0s", 30.0)) is None
+        True
+    """
+    if event.watch:
+        return None
+    prefix, _, rest = event.message.partition(" ")
+    name = rest.partition(" ")[0]
+    return name if prefix == "sink" and name else None
 
 
 def as_callbacks(on_event: Any) -> tuple[Callable[[Event], object], ...]:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Literal
 
-from rlpulse.runtime.events import Event, EventBus, EventKind
+from rlpulse.runtime.events import Event, EventBus, EventKind, about_sink
 from rlpulse.runtime.retry import MAX_BACKOFF_S, TransientSinkError
 from rlpulse.verdict import Verdict, describe
 
@@ -196,8 +196,8 @@ class Reporter:
             self._sink_event(sink, EventKind.SINK_RECOVERED, "writes again")
 
     def _sink_event(self, sink: Sink, kind: EventKind, what: str) -> None:
-        # A sink's streak, of no watch: "sink <name> <what>".
-        self.events.emit("", kind, f"sink {sink.name} {what}", subject=sink)
+        # A sink's streak, of no watch.
+        self.events.emit("", kind, about_sink(sink.name, what), subject=sink)
 
     def take_sink_error(self) -> BaseException | None:
         """The error a sender thread kept under ``on_error="raise"``, once."""
@@ -218,8 +218,10 @@ class Reporter:
         self.events.emit(
             "",
             EventKind.DROPPING,
-            f"sink {queue.sink.name} dropped {count} payloads: its queue of "
-            f"{queue.size} is full",
+            about_sink(
+                queue.sink.name,
+                f"dropped {count} payloads: its queue of {queue.size} is full",
+            ),
             count,
         )
         if self.on_error != "warn":
