@@ -342,6 +342,38 @@ def test_a_sink_that_ends_its_feeding_thread_is_said_at_stop_with_what_it_left(
     assert f"{stats['dropped']} payloads were not delivered" in drained
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_the_payloads_of_the_call_that_ended_a_sinks_feeding_thread_count_as_dropped() -> (
+    None
+):
+    class ExitingBatches:
+        def __init__(self) -> None:
+            self.delivered = 0
+            self.calls = 0
+
+        def log_metrics(
+            self, metrics: Mapping[str, float], step: int | None = None
+        ) -> None:
+            self.log_batch([(metrics, step, None)])
+
+        def log_batch(self, payloads: list[Any]) -> None:
+            self.calls += 1
+            if self.calls == 3:
+                raise SystemExit(3)  # what no thread of rlpulse catches
+            self.delivered += len(payloads)
+
+    sink = ExitingBatches()
+    kept = InMemorySink()
+    monitor = LoggerMonitor([sink, kept], poll_interval=0.01, stop_timeout=1.0)
+    monitor.watch(Source(), name="source")
+    with monitor:
+        assert wait_until(lambda: sink.calls == 3)
+        time.sleep(0.1)  # rounds polled after it, never delivered
+    stats = monitor.stats()
+
+    assert sink.delivered + stats["dropped"] == len(kept.payloads)
+
+
 @pytest.mark.parametrize("hangs_in", ["log_metrics", "flush"])
 def test_manual_stop_returns_in_time_while_a_sink_hangs(
     caplog: pytest.LogCaptureFixture, hangs_in: str

@@ -16,9 +16,11 @@ import pytest
 from rlpulse import (
     CSVLogger,
     JSONLLogger,
+    LoggerMonitor,
     Record,
     RunExistsError,
     SQLiteLogger,
+    TransientSinkError,
     merge_distributions,
     read,
     read_distributions,
@@ -28,9 +30,10 @@ from rlpulse.formats.sqlite import SQLITE_FORMAT_VERSION
 from rlpulse.naming import Kind, Payload
 from rlpulse.read.records import RunFileError, list_runs
 from rlpulse.sinks import sqlite as sqlite_sink
+from rlpulse.testing import InMemorySink
 from tests.fixtures.make_old_sqlite import POLLS, loss_observations
 from tests.fixtures.make_old_sqlite import RUNS as OLD_RUNS
-from tests.support import FIXTURES, copy_of_fixture
+from tests.support import FIXTURES, Source, copy_of_fixture, wait_until
 
 RUN_NAME_FORMAT = "%Y-%m-%d_%H-%M-%S"
 
@@ -622,6 +625,59 @@ def test_a_store_another_connection_keeps_locked_is_refused_saying_so(
     assert "close that connection, or log to another path" in message
     assert "give the path of an rlpulse SQLite file" not in message
     assert [record.value for record in read(path, run="first")] == [1.0]
+
+
+def test_a_write_another_connection_keeps_locked_stores_nothing_and_passes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_sink, "_BUSY_TIMEOUT_S", 0.2)
+    path = tmp_path / "metrics.db"
+    sink = SQLiteLogger(path, run="loop")
+    sink.log_metrics({"x/v": 1.0}, timestamp=1.0)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(TransientSinkError) as refused:
+            sink.log_batch([({"x/v": 2.0}, None, 2.0), ({"x/v": 3.0}, None, 3.0)])
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    sink.log_batch([({"x/v": 2.0}, None, 2.0), ({"x/v": 3.0}, None, 3.0)])
+    sink.close()
+
+    message = str(refused.value)
+    assert f"cannot store metrics in {path}" in message
+    assert "another connection kept the database locked for over 0.2 s" in message
+    assert [record.value for record in read(path, run="loop")] == [1.0, 2.0, 3.0]
+
+
+def stored_frames(path: Path) -> list[float]:
+    return [record.value for record in read(path) if record.name == "collector/frames"]
+
+
+def test_a_monitor_stores_every_payload_logged_while_another_connection_held_the_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_sink, "_BUSY_TIMEOUT_S", 0.2)
+    path = tmp_path / "metrics.db"
+    kept = InMemorySink()
+    monitor = LoggerMonitor([SQLiteLogger(path), kept], poll_interval=0.05)
+    monitor.watch(Source(), name="collector")
+    with monitor:
+        assert kept.wait_for(lambda sink: len(sink.payloads) >= 3)
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        time.sleep(1.0)  # several tries, each waiting out the busy timeout
+        holder.execute("ROLLBACK")
+        holder.close()
+        logged = len(kept.payloads)
+        # The back-off after a few failed tries is a few seconds.
+        assert wait_until(lambda: len(stored_frames(path)) >= logged, timeout=15)
+        stats = monitor.stats()
+
+    assert stored_frames(path) == kept.values("collector/frames")
+    assert stats["errors"] >= 1
+    assert stats["dropped"] == 0
 
 
 def test_a_new_file_that_cannot_become_a_store_is_removed(tmp_path: Path) -> None:

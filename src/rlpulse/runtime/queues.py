@@ -301,7 +301,8 @@ class SinkQueue:
         (:attr:`retry_error`), or the sender ended on what a sink raised
         that no sender catches (:attr:`sender_died_of`): the payloads not
         delivered are discarded
-        (their number is returned, those of a call under way included), and
+        (their number is returned, those of a call under way, or of the call
+        that ended the sender, included), and
         the sender, whenever the sink's call returns, exits without calling
         the sink again. The sink is never closed.
         """
@@ -317,7 +318,9 @@ class SinkQueue:
         self._interrupt.set()
         # One at a time: the sender may still take one it then delivers.
         self.events.clear()
-        discarded = self._in_call if thread.is_alive() else 0
+        # The payloads of the call under way, or of the call that ended the
+        # sender: neither was delivered.
+        discarded = self._in_call
         while self.pending:
             try:
                 self.pending.popleft()

@@ -25,8 +25,9 @@ class TransientSinkError(OSError):
 
     rlpulse's sinks raise it when their far end is away: a receiver or
     server that refuses connections, does not answer in time or answers a
-    retryable status (429, 502, 503, 504), and a file system with no room
-    left (``ENOSPC``). Behind a background
+    retryable status (429, 502, 503, 504), a file system with no room
+    left (``ENOSPC``), and a SQLite store another connection keeps locked
+    past the busy timeout. Behind a background
     :class:`~rlpulse.LoggerMonitor` the payloads of that call stay at the
     head of the sink's queue and are handed to it again after a back-off
     (:func:`retry_delay`), in order, with whatever queued up meanwhile.

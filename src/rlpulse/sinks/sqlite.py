@@ -79,6 +79,11 @@ class SQLiteLogger(BaseSink):
     include; closing the logger stores them too), in WAL mode: other
     connections and processes can read the file while it is
     written, and a killed process (even ``kill -9``) loses nothing it committed.
+    A call that stores nothing because its file system is full, or because
+    another connection keeps the database locked for more than 5 s, raises
+    :class:`~rlpulse.TransientSinkError`: a monitor's queue keeps its
+    payloads and stores them once there is room, or once that connection
+    lets go.
     Commits are not synced to disk (``synchronous=NORMAL``), so a power loss or
     an operating system crash may lose the last transactions. A logger may be
     used from any thread.
@@ -243,7 +248,7 @@ class SQLiteLogger(BaseSink):
         ...         sink.log_metrics({"buffer/size": 10.0, "buffer/writes": 4.0})
         """
         connection = self._connection
-        with self._no_room_is_transient():
+        with self._failures_that_pass():
             rows = sqlite_format.insert_batch(
                 connection, self._run_id, payloads, self._kinded, self._summaries
             )
@@ -265,17 +270,30 @@ class SQLiteLogger(BaseSink):
         self._log_event(self._write_event, event)
 
     def _write_event(self, event: Event) -> None:
-        with self._no_room_is_transient():
+        with self._failures_that_pass():
             sqlite_format.insert_event(self._connection, self._run_id, event)
 
     @contextlib.contextmanager
-    def _no_room_is_transient(self) -> Iterator[None]:
-        # A write its file system has no room for, rolled back whole, may
-        # succeed once there is: a monitor's queue keeps it and tries again.
+    def _failures_that_pass(self) -> Iterator[None]:
+        # A write rolled back whole because its file system has no room, or
+        # because another connection kept the database locked past the busy
+        # timeout, may succeed later: a monitor's queue keeps it and tries
+        # again.
         try:
             yield
         except sqlite3.OperationalError as error:
-            if not _no_room(self.path, str(error)):
+            reason = str(error)
+            if _locked(reason):
+                raise TransientSinkError(
+                    errno.EBUSY,
+                    f"cannot store metrics in {self.path}: another connection "
+                    f"kept the database locked for over {_BUSY_TIMEOUT_S:g} s (a "
+                    "long write, or a transaction left open, as a database "
+                    "browser may hold one); nothing of this call was stored, and "
+                    "it can be stored once that connection lets go (close it)",
+                    str(self.path),
+                ) from error
+            if not _no_room(self.path, reason):
                 raise
             raise TransientSinkError(
                 errno.ENOSPC,
@@ -474,7 +492,7 @@ def _open_failure(path: Path, error: BaseException) -> BaseException | None:
     if not isinstance(error, sqlite3.Error):
         return None
     reason = str(error)
-    if "locked" in reason or "busy" in reason:
+    if _locked(reason):
         return RunFileError(
             f"cannot store metrics in {path}: another connection kept the "
             f"database locked for over {_BUSY_TIMEOUT_S:g} s (a long write, or a "
@@ -492,6 +510,15 @@ def _open_failure(path: Path, error: BaseException) -> BaseException | None:
         f"cannot store metrics in {path}: {reason}; "
         "give the path of an rlpulse SQLite file or of a new file"
     )
+
+
+def _locked(reason: str) -> bool:
+    """Whether SQLite's error ``reason`` means another connection holds the lock it waited for ("database is locked", "database table is locked", busy).
+
+    >>> _locked("database is locked"), _locked("database or disk is full")
+    (True, False)
+    """
+    return "locked" in reason or "busy" in reason
 
 
 def _no_room(path: Path, reason: str) -> bool:
@@ -524,7 +551,7 @@ def _remove_unmade_store(path: Path) -> None:
     except sqlite3.Error as error:
         # Locked: another connection is writing it, so it is not ours to
         # remove. Unreadable otherwise: nothing worth keeping.
-        made = "locked" in str(error) or "busy" in str(error)
+        made = _locked(str(error))
     if made:
         return
     for suffix in ("", "-wal", "-shm"):
