@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import re
@@ -1087,6 +1088,52 @@ def test_show_into_a_closed_pipe_in_process_returns_141_and_silences_stdout(
         assert main(["show", str(path)]) == 141
         # Standard output now goes to the null device: writing works.
         print("after", file=closed_pipe, flush=True)
+
+
+def _write_long_csv_run(path: Path, records: int) -> None:
+    with path.open("w") as file:
+        file.write("wall_time,step,name,value,kind\n")
+        file.writelines(
+            f"{100 + index / 100},{index},learner/loss,{index},gauge\n"
+            for index in range(records)
+        )
+
+
+def _holds_open(pid: int, path: Path) -> bool:
+    with contextlib.suppress(OSError):
+        for descriptor in Path(f"/proc/{pid}/fd").iterdir():
+            with contextlib.suppress(OSError):
+                if Path(os.readlink(descriptor)) == path:
+                    return True
+    return False
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc")
+@pytest.mark.parametrize("command", ["show", "plot"])
+def test_ctrl_c_while_reading_a_long_run_ends_quietly_with_130(
+    tmp_path: Path, wait_until: Callable[..., bool], command: str
+) -> None:
+    path = tmp_path / "long.csv"
+    _write_long_csv_run(path, 1_000_000)
+    options = ["-o", str(tmp_path / "long.png")] if command == "plot" else []
+    reading = subprocess.Popen(
+        [sys.executable, "-m", "rlpulse", command, str(path), *options],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_restore_default_sigint,
+    )
+    try:
+        assert wait_until(lambda: _holds_open(reading.pid, path), 30)
+        reading.send_signal(signal.SIGINT)
+        _, errors = reading.communicate(timeout=30)
+    finally:
+        reading.kill()
+        reading.wait()
+
+    assert errors == ""
+    assert reading.returncode == 130
 
 
 @pytest.mark.timeout(90)
