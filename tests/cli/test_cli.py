@@ -577,6 +577,35 @@ def test_show_of_a_directory_is_a_one_line_error(
     assert "is a directory" in error_line()
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+@pytest.mark.parametrize(
+    ("command", "runs"), [(["show"], 1), (["top", "--once"], 1), (["compare"], 2)]
+)
+def test_a_pipe_given_as_the_run_is_a_one_line_error_saying_to_save_it_first(
+    tmp_path: Path, command: list[str], runs: int
+) -> None:
+    # As `rlpulse show <(ssh host cat run.csv)` gives it: a pipe with its
+    # writer still there, whose data the first look at it takes.
+    pipe = tmp_path / "run.csv"
+    os.mkfifo(pipe)
+    writer = os.open(pipe, os.O_RDWR)
+    try:
+        os.write(writer, b"wall_time,step,name,value\n1.5,3,collector/frames,96\n")
+        given = subprocess.run(
+            [sys.executable, "-m", "rlpulse", *command, *[str(pipe)] * runs],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    finally:
+        os.close(writer)
+
+    assert given.returncode == 2
+    assert given.stderr.startswith(f"rlpulse: error: {pipe} is a pipe, not a file")
+    assert "save what the pipe carries to a file first" in given.stderr
+    assert len(given.stderr.splitlines()) == 1
+
+
 def test_show_of_a_path_the_system_refuses_is_a_one_line_error(
     tmp_path: Path, error_line: Callable[[], str]
 ) -> None:
