@@ -8,8 +8,9 @@ become ``str``. Everything else is dropped silently, never raised.
 
 This module is the one place these rules live: the value conversion
 (:func:`as_metric`), the flattening (:func:`collect`), the lookup of one
-counter (:func:`counter_value`) and per-second rates (:func:`add_rates`). Pure
-functions, no state.
+counter (:func:`counter_value`) and per-second rates (:func:`add_rates`,
+and which earlier value a rate counts from: :func:`too_soon_to_rate`).
+Pure functions, no state.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ __all__ = [
     "finite_counter",
     "rate_name",
     "snapshot_of",
+    "too_soon_to_rate",
 ]
 
 
@@ -56,6 +58,23 @@ def add_rates(
         before = previous.get(key)
         if now is not None and before is not None and now >= before:
             into[rate_key] = (now - before) / elapsed
+
+
+def too_soon_to_rate(elapsed: float, elapsed_before: float) -> bool:
+    """Whether a value ``elapsed`` s after the last one comes too soon to rate from it, the last having come ``elapsed_before`` s after its own.
+
+    Less than half the interval before (a final snapshot at ``stop()`` a
+    few milliseconds after a scheduled one) would rate a few milliseconds,
+    0 for a counter that moves in batches: its rate counts from the value
+    before the last, over both intervals. The monitor rates its final
+    snapshots so, and ``rlpulse plot`` and ``rlpulse top`` the counters
+    they rate themselves.
+
+    Examples:
+        >>> too_soon_to_rate(0.004, 2.5), too_soon_to_rate(2.0, 2.5)
+        (True, False)
+    """
+    return elapsed < elapsed_before / 2
 
 
 def as_metric(value: Any) -> float | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import re
@@ -576,6 +577,35 @@ def test_show_of_a_directory_is_a_one_line_error(
     assert "is a directory" in error_line()
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+@pytest.mark.parametrize(
+    ("command", "runs"), [(["show"], 1), (["top", "--once"], 1), (["compare"], 2)]
+)
+def test_a_pipe_given_as_the_run_is_a_one_line_error_saying_to_save_it_first(
+    tmp_path: Path, command: list[str], runs: int
+) -> None:
+    # As `rlpulse show <(ssh host cat run.csv)` gives it: a pipe with its
+    # writer still there, whose data the first look at it takes.
+    pipe = tmp_path / "run.csv"
+    os.mkfifo(pipe)
+    writer = os.open(pipe, os.O_RDWR)
+    try:
+        os.write(writer, b"wall_time,step,name,value\n1.5,3,collector/frames,96\n")
+        given = subprocess.run(
+            [sys.executable, "-m", "rlpulse", *command, *[str(pipe)] * runs],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    finally:
+        os.close(writer)
+
+    assert given.returncode == 2
+    assert given.stderr.startswith(f"rlpulse: error: {pipe} is a pipe, not a file")
+    assert "save what the pipe carries to a file first" in given.stderr
+    assert len(given.stderr.splitlines()) == 1
+
+
 def test_show_of_a_path_the_system_refuses_is_a_one_line_error(
     tmp_path: Path, error_line: Callable[[], str]
 ) -> None:
@@ -1087,6 +1117,52 @@ def test_show_into_a_closed_pipe_in_process_returns_141_and_silences_stdout(
         assert main(["show", str(path)]) == 141
         # Standard output now goes to the null device: writing works.
         print("after", file=closed_pipe, flush=True)
+
+
+def _write_long_csv_run(path: Path, records: int) -> None:
+    with path.open("w") as file:
+        file.write("wall_time,step,name,value,kind\n")
+        file.writelines(
+            f"{100 + index / 100},{index},learner/loss,{index},gauge\n"
+            for index in range(records)
+        )
+
+
+def _holds_open(pid: int, path: Path) -> bool:
+    with contextlib.suppress(OSError):
+        for descriptor in Path(f"/proc/{pid}/fd").iterdir():
+            with contextlib.suppress(OSError):
+                if Path(os.readlink(descriptor)) == path:
+                    return True
+    return False
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc")
+@pytest.mark.parametrize("command", ["show", "plot"])
+def test_ctrl_c_while_reading_a_long_run_ends_quietly_with_130(
+    tmp_path: Path, wait_until: Callable[..., bool], command: str
+) -> None:
+    path = tmp_path / "long.csv"
+    _write_long_csv_run(path, 1_000_000)
+    options = ["-o", str(tmp_path / "long.png")] if command == "plot" else []
+    reading = subprocess.Popen(
+        [sys.executable, "-m", "rlpulse", command, str(path), *options],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_restore_default_sigint,
+    )
+    try:
+        assert wait_until(lambda: _holds_open(reading.pid, path), 30)
+        reading.send_signal(signal.SIGINT)
+        _, errors = reading.communicate(timeout=30)
+    finally:
+        reading.kill()
+        reading.wait()
+
+    assert errors == ""
+    assert reading.returncode == 130
 
 
 @pytest.mark.timeout(90)

@@ -401,6 +401,25 @@ def test_a_counter_rate_has_a_gap_where_the_counter_went_down() -> None:
     assert ys[2] == 20.0
 
 
+def test_a_final_snapshot_soon_after_the_last_log_keeps_the_counters_rate() -> None:
+    # What stop() logs a few milliseconds after a scheduled snapshot: the
+    # collector, which counts its frames a batch at a time, has not
+    # counted since.
+    figure = plot_run(
+        _records(
+            (0.0, None, "collector/frames", 0.0),
+            (2.5, None, "collector/frames", 10_000.0),
+            (5.0, None, "collector/frames", 20_000.0),
+            (5.004, None, "collector/frames", 20_000.0),
+        ),
+        run="stopped",
+    )
+
+    (line,) = _panels(figure)["collector"].get_lines()
+    assert line.get_label() == "frames/s"
+    assert [round(y) for y in line.get_ydata()] == [4000, 4000, 3994]
+
+
 def test_a_counter_seen_once_is_drawn_itself() -> None:
     figure = plot_run(_records((0, None, "collector/frames", 600.0)), run="short")
 

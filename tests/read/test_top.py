@@ -110,6 +110,21 @@ def test_a_counter_shows_its_rate_a_sparkline_and_its_total(tmp_path: Path) -> N
     assert "█" in frames
 
 
+def test_a_final_snapshot_soon_after_the_last_log_keeps_the_counters_rate(
+    tmp_path: Path,
+) -> None:
+    # What stop() logs a few milliseconds after a scheduled snapshot: the
+    # collector, which counts its frames a batch at a time, has not
+    # counted since.
+    payloads = pipeline()
+    last_offset, last_metrics, kinds = payloads[-1]
+    payloads.append((last_offset + 0.004, last_metrics, kinds))
+    text = screen(followed(store(tmp_path / "run.sqlite", payloads)))
+    [frames] = [line for line in text.splitlines() if "frames" in line]
+
+    assert frames.split()[:2] == ["frames", "99.6/s"]
+
+
 def test_a_gauge_with_a_capacity_is_a_bar_and_its_capacity_no_line_of_its_own(
     tmp_path: Path,
 ) -> None:

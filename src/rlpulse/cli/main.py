@@ -61,7 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     error and return 2; bad arguments exit with argparse's usual code 2. A
     reader that closes standard output early (``rlpulse show RUN | head``) is
     no error: the command stops quietly and returns 141, as a command killed
-    by ``SIGPIPE`` exits in a shell.
+    by ``SIGPIPE`` exits in a shell. Ctrl-C (``KeyboardInterrupt``) ends a
+    command quietly too, with 130, a shell's code for ``SIGINT``; ``top``
+    quits and ``demo`` stops early on it, as they say.
 
     >>> import contextlib, io
     >>> errors = io.StringIO()
@@ -83,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         _discard_standard_output()
         return _CLOSED_PIPE
+    except KeyboardInterrupt:
+        return _INTERRUPTED
     except OSError as error:
         return common.fail(common.describe(error))
     except (RunFileError, MatchError, PlotError, SinkSpecError, sqlite3.Error) as error:
@@ -144,6 +148,9 @@ def _notes_printed() -> Iterator[None]:
 
 _CLOSED_PIPE = 128 + 13
 """The exit code after standard output was closed: a shell's for ``SIGPIPE``."""
+
+_INTERRUPTED = 128 + 2
+"""The exit code after Ctrl-C: a shell's for ``SIGINT``."""
 
 
 def _discard_standard_output() -> None:

@@ -343,6 +343,7 @@ class RunFollower:
             self._follower.close()
 
     def _opened(self) -> SQLiteFollower | JSONLFollower | CSVFollower | None:
+        _refuse_pipe(self.path)
         try:
             with open(self.path, "rb") as file:
                 first_line = file.readline(_FIRST_LINE_LOOK)
@@ -375,6 +376,7 @@ def detect_format(path: Path) -> str:
     What its first line says, before its extension: a file sink writes its
     format whatever the file is named.
     """
+    _refuse_pipe(path)
     with open(path, "rb") as file:
         head = file.readline(256)
     if not head:
@@ -394,6 +396,17 @@ def detect_format(path: Path) -> str:
         f"{path} is not an rlpulse metrics file: expected SQLite, "
         "CSV (.csv) or JSON lines (.jsonl)"
     )
+
+
+def _refuse_pipe(path: Path) -> None:
+    # A file is opened once for its format, then again for its records: a
+    # pipe would give its data to the first look and read empty after.
+    if path.is_fifo():
+        raise RunFileError(
+            f"{path} is a pipe, not a file, and rlpulse reads a metrics file "
+            "more than once; save what the pipe carries to a file first "
+            "(as in '... > run.csv') and give that file's path"
+        )
 
 
 def _format_for(path: Path, run: str | None) -> str:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from rlpulse.formats.records import Followed, Record
+from rlpulse.metrics import too_soon_to_rate
 from rlpulse.naming import (
     Kind,
     capacities_of,
@@ -99,13 +100,29 @@ class Series:
     history: deque[tuple[float, float]] = field(
         default_factory=lambda: deque(maxlen=HISTORY_POINTS)
     )
+    # The counter's value before the last, and its time: what a value too
+    # soon after the last rates from.
+    _before: tuple[float, float] = field(
+        default=(math.nan, math.nan), init=False, repr=False
+    )
 
     def add(self, wall_time: float, value: float) -> None:
-        """Take one logged value (a counter keeps its rate since the last one)."""
+        """Take one logged value (a counter keeps its rate since the last one, or the one before when it comes too soon after the last).
+
+        >>> frames = Series(Kind.COUNTER)
+        >>> for offset, total in ((0.0, 0.0), (2.5, 10_000.0), (5.0, 20_000.0), (5.004, 20_000.0)):
+        ...     frames.add(100.0 + offset, total)
+        >>> round(frames.rate)  # a final snapshot 4 ms after the last
+        3994
+        """
         if self.kind is Kind.COUNTER:
-            elapsed = wall_time - self.last_time
-            if elapsed > 0 and value >= self.last:
-                self.history.append((wall_time, (value - self.last) / elapsed))
+            start_time, start = self.last_time, self.last
+            if too_soon_to_rate(wall_time - start_time, start_time - self._before[0]):
+                start_time, start = self._before
+            elapsed = wall_time - start_time
+            if elapsed > 0 and value >= start:
+                self.history.append((wall_time, (value - start) / elapsed))
+            self._before = (self.last_time, self.last)
         else:
             self.history.append((wall_time, value))
         self.last, self.last_time = value, wall_time

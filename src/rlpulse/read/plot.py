@@ -17,7 +17,9 @@ each metric drawn by its kind (as the records say it, see
 - a cumulative counter as its rate: the rate the monitor logged
   (``frames`` through ``frames_per_second``), else the rate between its
   consecutive records (a tally's ``episode_return_count`` as
-  ``episode_return_count/s``, a monitor's ``polls`` as ``polls/s``); the
+  ``episode_return_count/s``, a monitor's ``polls`` as ``polls/s``; a
+  final snapshot a few milliseconds after the last log rated over the
+  interval before too); the
   cumulative line itself, dotted on an axis of its own below the others,
   only on request (``cumulative=True``, ``--cumulative``) or when the
   counter has no two records to rate;
@@ -65,6 +67,7 @@ from rlpulse.formats import (
     downsample,
     read_downsampled,
 )
+from rlpulse.metrics import too_soon_to_rate
 from rlpulse.naming import (
     RATE_SUFFIX,
     Kind,
@@ -1096,14 +1099,23 @@ def _rank(kind: int, key: str) -> int:
 def _derived_rate(counter: _Series) -> _Line | None:
     """A counter's per-second rate between consecutive records; ``None`` with no two records to rate.
 
-    No rate where the counter went down (a reset) or two records share a time.
+    A record too soon after the one before (a final snapshot a few
+    milliseconds after the last scheduled one,
+    :func:`~rlpulse.metrics.too_soon_to_rate`) is rated from the record
+    before that. No rate where the counter went down (a reset) or two
+    records share a time.
     """
     xs: list[float] = []
     ys: list[float] = []
     times, values = counter.times, counter.ys
     for index in range(1, len(times)):
-        elapsed = times[index] - times[index - 1]
-        increase = values[index] - values[index - 1]
+        start = index - 1
+        if index > 1 and too_soon_to_rate(
+            times[index] - times[start], times[start] - times[start - 1]
+        ):
+            start -= 1
+        elapsed = times[index] - times[start]
+        increase = values[index] - values[start]
         xs.append(counter.xs[index])
         ys.append(increase / elapsed if elapsed > 0 and increase >= 0 else math.nan)
     if not any(math.isfinite(y) for y in ys):

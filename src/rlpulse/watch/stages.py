@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Container, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from rlpulse.metrics import RATE_NAMES, rate_name, snapshot_of
+from rlpulse.metrics import RATE_NAMES, rate_name, snapshot_of, too_soon_to_rate
 from rlpulse.naming import Kind
 from rlpulse.watch.spec import WatchSpec
 
@@ -177,16 +177,16 @@ class Baseline:
     ) -> tuple[dict[str, float], float | None]:
         """The snapshot rates count from, and its time: the baseline, unless ``force`` comes too soon after it.
 
-        A final snapshot taken less than half a logged interval after the
-        last log would rate a few milliseconds (0 for a counter that moves
-        in batches): its rates span the interval before too.
+        A final snapshot taken too soon after the last log
+        (:func:`~rlpulse.metrics.too_soon_to_rate`) rates the interval
+        before too.
         """
         since, earlier = self.time, self._earlier
         if (
             force
             and earlier is not None
             and since is not None
-            and now - since < (since - earlier[1]) / 2
+            and too_soon_to_rate(now - since, since - earlier[1])
         ):
             return earlier
         return self.snapshot, since
