@@ -9,6 +9,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -76,29 +77,42 @@ def error_line(capsys: pytest.CaptureFixture[str]) -> Callable[[], str]:
 
 
 @pytest.fixture
-def log_tally_intervals() -> Callable[..., None]:
-    """Return ``log(path, intervals, run="r")``: a real monitor watching a real Tally (watch ``learner``) logs each interval to SQLite.
+def log_tally_into() -> Callable[[Any, list[list[float]]], None]:
+    """Return ``log(sink, intervals)``: a real monitor watching a real Tally (watch ``learner``) logs each interval into ``sink``.
 
     Each interval is a list of values observed as ``loss``; the monitor
-    logs one payload after each, so each interval is one stored histogram.
+    logs one payload after each (steps 1, 2, ...), so each interval is one
+    histogram. The sink is left open.
     """
 
-    def log(path: Path, intervals: list[list[float]], *, run: str = "r") -> None:
+    def log(sink: Any, intervals: list[list[float]]) -> None:
         tally = Tally()
+        monitor = LoggerMonitor(sink, background=False)
+        monitor.watch(
+            tally,
+            name="learner",
+            schedule=Every.counter("updates", 1),
+            log_on_close=False,
+        )
+        for values in intervals:
+            for value in values:
+                tally.observe("loss", value)
+            tally.inc("updates")
+            assert "learner" in monitor.step()
+        monitor.stop()
+
+    return log
+
+
+@pytest.fixture
+def log_tally_intervals(
+    log_tally_into: Callable[[Any, list[list[float]]], None],
+) -> Callable[..., None]:
+    """Return ``log(path, intervals, run="r")``: ``log_tally_into`` a SQLite file at ``path``."""
+
+    def log(path: Path, intervals: list[list[float]], *, run: str = "r") -> None:
         with SQLiteLogger(path, run=run) as sink:
-            monitor = LoggerMonitor(sink, background=False)
-            monitor.watch(
-                tally,
-                name="learner",
-                schedule=Every.counter("updates", 1),
-                log_on_close=False,
-            )
-            for values in intervals:
-                for value in values:
-                    tally.observe("loss", value)
-                tally.inc("updates")
-                assert "learner" in monitor.step()
-            monitor.stop()
+            log_tally_into(sink, intervals)
 
     return log
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy
 import pytest
@@ -13,7 +15,7 @@ from tensorboard.backend.event_processing.event_accumulator import (
     HistogramEvent,
 )
 
-from rlpulse import Every, LoggerMonitor, Tally, TransientSinkError
+from rlpulse import Every, LoggerMonitor, TransientSinkError
 from rlpulse.distributions import MOST_BINS, Histogram, bins
 from rlpulse.naming import Kind, Payload
 from rlpulse.sinks.tensorboard import TensorBoardLogger
@@ -275,23 +277,10 @@ def test_each_distribution_is_a_histogram_of_its_interval_at_the_payload_step(
 
 
 def test_a_monitor_watching_a_tally_writes_each_interval_as_a_histogram(
-    tmp_path: Path,
+    tmp_path: Path, log_tally_into: Callable[[Any, list[list[float]]], None]
 ) -> None:
-    tally = Tally()
     with TensorBoardLogger(tmp_path) as sink:
-        monitor = LoggerMonitor(sink, background=False)
-        monitor.watch(
-            tally,
-            name="learner",
-            schedule=Every.counter("updates", 1),
-            log_on_close=False,
-        )
-        for values in ([0.5, 0.25, 2.0], [8.0]):
-            for value in values:
-                tally.observe("loss", value)
-            tally.inc("updates")
-            monitor.step()
-        monitor.stop()
+        log_tally_into(sink, [[0.5, 0.25, 2.0], [8.0]])
 
     histograms = read_histograms(tmp_path)
     assert list(histograms) == ["learner/loss"]

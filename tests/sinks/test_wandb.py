@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import wandb
 
-from rlpulse import Every, LoggerMonitor, Tally
+from rlpulse import Every, LoggerMonitor
 from rlpulse.distributions import MOST_BINS, Histogram, bins
 from rlpulse.naming import Payload
 from rlpulse.sinks.wandb import WandbLogger
@@ -254,23 +254,10 @@ def test_each_distribution_is_a_histogram_of_its_interval_on_its_watchs_axis(
 
 @pytest.mark.timeout(120)
 def test_a_monitor_watching_a_tally_logs_each_interval_as_a_histogram(
-    tmp_path: Path,
+    tmp_path: Path, log_tally_into: Callable[[Any, list[list[float]]], None]
 ) -> None:
-    tally = Tally()
     with WandbLogger(project="rlpulse-tests", dir=tmp_path, settings=QUIET) as sink:
-        monitor = LoggerMonitor(sink, background=False)
-        monitor.watch(
-            tally,
-            name="learner",
-            schedule=Every.counter("updates", 1),
-            log_on_close=False,
-        )
-        for values in ([0.5, 0.25, 2.0], [8.0]):
-            for value in values:
-                tally.observe("loss", value)
-            tally.inc("updates")
-            monitor.step()
-        monitor.stop()
+        log_tally_into(sink, [[0.5, 0.25, 2.0], [8.0]])
 
     rows = history_rows(read_records(sink.run))
     assert [(row["learner/step"], sum(row["learner/loss.values"])) for row in rows] == [
