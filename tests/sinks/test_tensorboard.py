@@ -348,3 +348,21 @@ def test_an_event_file_cut_short_is_read_up_to_where_it_ends(tmp_path: Path) -> 
 
     steps = [step for _, step, _ in read_scalars(tmp_path)["buffer/size"]]
     assert steps[-1] == 2
+
+
+def test_a_new_logger_given_steps_first_still_numbers_later_payloads_after_those_there(
+    tmp_path: Path,
+) -> None:
+    with TensorBoardLogger(tmp_path) as first:
+        for level in (1.0, 2.0):
+            first.log_metrics({"buffer/size": level})
+    with TensorBoardLogger(tmp_path) as second:
+        second.log_metrics({"learner/loss": 0.5}, step=7)
+        second.log_metrics({"buffer/size": 3.0})
+
+    scalars = read_scalars(tmp_path)
+    assert [(step, value) for _, step, value in scalars["buffer/size"]] == [
+        (0, 1.0),
+        (1, 2.0),
+        (2, 3.0),
+    ]

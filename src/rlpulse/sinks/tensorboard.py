@@ -53,7 +53,8 @@ class TensorBoardLogger(BaseSink):
     ``/``; keys without one together), so their series still advance along
     TensorBoard's step axis; in a directory that already holds event files
     (a restarted process), from one past the largest step each watch has
-    in them, which the new logger reads when created.
+    in them, which the new logger reads when the first payload without a
+    step comes (never, for a logger given steps).
     TensorBoard keeps scalars as 32-bit floats: counters beyond 2**24 are
     stored rounded. Each call is one write; one that fails (a full disk)
     leaves the file as it was and raises ``OSError`` naming it (a
@@ -85,11 +86,10 @@ class TensorBoardLogger(BaseSink):
         )
         self._framed = _framer(record_writer_class)
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        # A restarted process goes on where the files already there end.
-        self._unstepped_payloads = {
-            watch: step + 1
-            for watch, step in _last_steps(self.log_dir, self._event_pb2.Event).items()
-        }
+        # Numbered from where the files already there end (a restarted
+        # process), read when the first payload without a step comes: a
+        # logger given steps never reads them.
+        self._unstepped_payloads: dict[str, int] | None = None
         self.path = self.log_dir / (
             f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}"
             f".{os.getpid()}.{next(_writer_numbers)}"
@@ -125,7 +125,7 @@ class TensorBoardLogger(BaseSink):
         """
         summary_value = self._summary_pb2.Summary.Value
         # Counted anew when a failed batch is sent again.
-        unstepped_payloads = dict(self._unstepped_payloads)
+        unstepped_payloads = dict(self._numbered_so_far(payloads))
         records = []
         for payload in payloads:
             values = [
@@ -150,7 +150,21 @@ class TensorBoardLogger(BaseSink):
                     )
                     records.append(self._record(event))
         self._file.append(b"".join(records))
-        self._unstepped_payloads = unstepped_payloads
+        if self._unstepped_payloads is not None:
+            self._unstepped_payloads = unstepped_payloads
+
+    def _numbered_so_far(self, payloads: Sequence[Payload]) -> dict[str, int]:
+        """The next number of each watch's payloads without a step; the directory's files are read for them at the first such payload."""
+        if self._unstepped_payloads is None:
+            if all(payload.step is not None for payload in payloads):
+                return {}
+            self._unstepped_payloads = {
+                watch: step + 1
+                for watch, step in _last_steps(
+                    self.log_dir, self._event_pb2.Event
+                ).items()
+            }
+        return self._unstepped_payloads
 
     def _record(self, event: Any) -> bytes:
         return self._framed(event.SerializeToString())
