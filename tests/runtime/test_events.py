@@ -6,13 +6,14 @@ as a pipeline's would.
 
 from __future__ import annotations
 
+import json
 import logging
 import multiprocessing
 import os
 import signal
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import pytest
 
@@ -513,3 +514,70 @@ def test_a_sink_that_recovers_while_stop_drains_its_queue_says_so_to_every_sink(
     back.join()
     assert collected.kinds() == ["sink_failing", "sink_recovered"]
     assert [e.kind for e in store.events()] == ["sink_failing", "sink_recovered"]
+
+
+# -- A forked child's streaks are its own -----------------------------------
+
+fork_only = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+
+
+def in_a_forked_child(body: Callable[[], object]) -> object:
+    """What ``body`` returns (a JSON value) when run in a child made by ``os.fork()``."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        answer: object
+        try:
+            answer = body()
+        except BaseException as err:
+            answer = f"the child raised {err!r}"
+        os.write(write_end, json.dumps(answer).encode())
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as reader:
+        told = reader.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    return json.loads(told)
+
+
+@fork_only
+def test_a_forked_child_does_not_go_on_with_its_parents_stall_nor_end_it() -> None:
+    sink, source, monitor = watched_for_stalls()
+    stall(monitor, source)  # the parent's stall, open when it forks
+
+    def child() -> object:
+        inherited = len(sink.calls)
+        monitor.step()  # the child's own stall clock starts
+        first = sink.calls[-1]["c/stalled"]
+        time.sleep(0.1)
+        monitor.step()
+        source.moving.set()
+        monitor.step()
+        kinds = [e.kind for e in sink.calls[inherited:] if isinstance(e, Event)]
+        return [first, kinds]
+
+    # A stall the child notices itself, and its end; not the parent's end.
+    assert in_a_forked_child(child) == [0.0, ["stalled", "recovered"]]
+    assert [e.kind for e in sink.events()] == ["stalled"]
+    monitor.stop()
+
+
+@fork_only
+def test_a_forked_child_tells_its_own_failing_sink_not_its_parents() -> None:
+    flaky, recorder = Flaky(), EventSink()
+    monitor = LoggerMonitor([flaky, recorder], background=False)
+    monitor.watch(Progress(), name="c")
+    flaky.failing.set()
+    monitor.step()  # the parent's sink_failing, open when it forks
+
+    def child() -> object:
+        inherited = len(recorder.calls)
+        monitor.step()  # still failing, now in the child
+        flaky.failing.clear()
+        monitor.step()
+        return [e.kind for e in recorder.calls[inherited:] if isinstance(e, Event)]
+
+    assert in_a_forked_child(child) == ["sink_failing", "sink_recovered"]
+    assert [e.kind for e in recorder.events()] == ["sink_failing"]
+    monitor.stop()

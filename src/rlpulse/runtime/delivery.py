@@ -52,8 +52,14 @@ class Delivery:
         self.after_fork()
 
     def after_fork(self) -> None:
-        """Forget the queues and their threads, and what the parent polled: a forked child's parent delivers that."""
+        """Forget the queues and their threads, and what the parent polled: a forked child's parent delivers that.
+
+        A sink failing in the parent is not failing in the child: its
+        failure streak, and the end of it, are the parent's to tell.
+        """
         self.queues = ()
+        for sink in self.sinks:
+            sink.failing = False
         # Whether queues were closed (stop() in background mode): events
         # noticed since go to no sink, as payloads would not either, but
         # for those noticed while the queues drain (see close()).

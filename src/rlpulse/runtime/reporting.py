@@ -80,8 +80,6 @@ class Reporter:
         # By identity: two threads' tallies are often equal lists.
         self._tallies: dict[int, list[int]] = {}
         self.last_round_s = 0.0
-        # Watches whose polls are failing: one warning each until they recover.
-        self.failing: set[Watch] = set()
         # An error raised by a sink's sender thread, for the polling thread
         # to raise under on_error="raise".
         self._sink_error: BaseException | None = None
@@ -91,9 +89,12 @@ class Reporter:
 
         Their lock (held by one of them, it would never be released), their
         rounds in progress (they would be counted forever), and a sink error
-        they were to raise.
+        they were to raise; and the failure streaks of its watches, which
+        the child's polls start afresh.
         """
         self._lock = threading.Lock()
+        # Watches whose polls are failing: one warning each until they recover.
+        self.failing: set[Watch] = set()
         self._tallies = {}
         self._sink_error = None
         self.events.after_fork()
