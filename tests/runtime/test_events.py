@@ -447,34 +447,37 @@ def test_unwatch_ends_a_hung_streak_and_the_call_returning_later_says_nothing() 
     assert collected.kinds() == ["hung", "resumed", "hung", "resumed"]
 
 
-def test_a_stall_that_ends_in_a_step_after_stop_is_recovered_at_the_next_start() -> (
-    None
-):
+def test_a_stall_that_ends_in_a_step_after_stop_is_recovered_with_its_payload() -> None:
     sink, source, monitor = watched_for_stalls()
     stall(monitor, source)
     monitor.stop()
     source.moving.set()
-    monitor.step()  # after stop(): it moves, and its payload says so
-    assert sink.calls[-1]["c/stalled"] == 0.0
-    monitor.start()
+    monitor.step()  # after stop(): it moves, and says so
+    recovered, payload = sink.calls[-2:]
+    assert isinstance(recovered, Event)
+    assert recovered.kind == "recovered"
+    assert payload["c/stalled"] == 0.0
+    monitor.start()  # nothing more to tell
     assert [e.kind for e in sink.events()] == ["stalled", "recovered"]
     monitor.stop()
 
 
-def test_a_stall_that_starts_in_a_step_after_stop_is_told_at_the_next_start() -> None:
+def test_a_stall_that_starts_in_a_step_after_stop_is_told_with_its_payload() -> None:
     sink, source, monitor = watched_for_stalls()
     monitor.stop()
     stall(monitor, source)
-    assert sink.events() == []
+    stalled, payload = sink.calls[-2:]
+    assert isinstance(stalled, Event)
+    assert stalled.kind == "stalled"
+    assert payload["c/stalled"] == 1.0
     monitor.start()
-    assert [e.kind for e in sink.events()] == ["stalled"]
     source.moving.set()
     monitor.step()
     assert [e.kind for e in sink.events()] == ["stalled", "recovered"]
     monitor.stop()
 
 
-def test_a_stall_that_starts_and_ends_while_stopped_is_told_at_no_start() -> None:
+def test_a_stall_that_starts_and_ends_while_stopped_is_told_by_its_steps() -> None:
     sink, source, monitor = watched_for_stalls()
     monitor.stop()
     stall(monitor, source)
@@ -482,8 +485,32 @@ def test_a_stall_that_starts_and_ends_while_stopped_is_told_at_no_start() -> Non
     monitor.step()
     monitor.start()
     monitor.step()
-    assert sink.events() == []
+    assert [e.kind for e in sink.events()] == ["stalled", "recovered"]
     monitor.stop()
+
+
+def test_a_step_after_a_background_monitor_stopped_delivers_its_events() -> None:
+    collected, sink, source = Collected(), EventSink(), Progress()
+    monitor = LoggerMonitor(sink, poll_interval=3600, on_event=collected)
+    monitor.watch(source, name="c", stall_after=0.05, progress_key="frames")
+    with monitor:
+        monitor.step()
+    stall(monitor, source)  # after stop(), on this thread
+    stalled, payload = sink.calls[-2:]
+    assert isinstance(stalled, Event)
+    assert stalled.kind == "stalled"
+    assert payload["c/stalled"] == 1.0
+    # The callbacks too, off this thread, on one that then ends.
+    assert wait_until(lambda: collected.kinds() == ["stalled"])
+    assert collected.threads == {"rlpulse-events"}
+    assert wait_until(
+        lambda: "rlpulse-events" not in [t.name for t in threading.enumerate()]
+    )
+    with monitor:  # told once: not again at start()
+        source.moving.set()
+        monitor.step()
+    assert collected.kinds() == ["stalled", "recovered"]
+    assert [e.kind for e in sink.events()] == ["stalled", "recovered"]
 
 
 def test_a_sink_that_recovers_while_stop_drains_its_queue_says_so_to_every_sink() -> (
