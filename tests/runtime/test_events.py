@@ -410,15 +410,20 @@ def test_unwatch_ends_the_stall_of_its_watch() -> None:
     sink, source, monitor = watched_for_stalls()
     stall(monitor, source)
     monitor.unwatch("c")
-    stalled, ended = sink.events()
-    assert (stalled.kind, ended.kind) == ("stalled", "recovered")
+    stalled, ended, gone = sink.events()
+    assert (stalled.kind, ended.kind, gone.kind) == (
+        "stalled",
+        "recovered",
+        "unwatched",
+    )
     assert "unwatch" in ended.message
     # Watched again under the same name: a stall of its own, and its end.
     monitor.watch(source, name="c", stall_after=0.05, progress_key="frames")
     stall(monitor, source)
     source.moving.set()
     monitor.step()
-    assert [e.kind for e in sink.events()] == ["stalled", "recovered"] * 2
+    kinds = [e.kind for e in sink.events()]
+    assert kinds == ["stalled", "recovered", "unwatched", "stalled", "recovered"]
     monitor.stop()
 
 
@@ -441,10 +446,10 @@ def test_unwatch_ends_a_hung_streak_and_the_call_returning_later_says_nothing() 
         hanging.release.set()
         assert wait_until(lambda: hanging.returned == hanging.calls)
         time.sleep(0.1)
-        assert collected.kinds() == ["hung", "resumed", "hung"]
+        assert collected.kinds() == ["hung", "resumed", "unwatched", "hung"]
         again.release.set()
         assert wait_until(lambda: collected.kinds().count("resumed") == 2)
-    assert collected.kinds() == ["hung", "resumed", "hung", "resumed"]
+    assert collected.kinds() == ["hung", "resumed", "unwatched", "hung", "resumed"]
 
 
 def test_a_stall_that_ends_in_a_step_after_stop_is_recovered_with_its_payload() -> None:

@@ -173,7 +173,7 @@ class Engine:
     def _step_inline(self) -> dict[str, dict[str, float]]:
         logged: dict[str, dict[str, float]] = {}
         left = self.supervision.left
-        with self.poll_lock, self.reporter.events.stepping():
+        with self.poll_lock, self.reporter.events.inline():
             self.polling_thread = threading.current_thread()
             tally = self.reporter.open_tally()
             started = now = time.monotonic()

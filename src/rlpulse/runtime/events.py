@@ -105,6 +105,14 @@ class EventKind(str, enum.Enum):
         "the new verdict: -1 producer-bound, 0 balanced, +1 consumer-bound",
         False,
     )
+    # No trouble: a sink that serves each watch's latest values (Prometheus)
+    # stops serving that watch's.
+    UNWATCHED = (
+        "unwatched",
+        "unwatch() removes a watch, after the ends of its open streaks",
+        "0",
+        True,
+    )
 
 
 EVENT_KINDS = tuple(kind.value for kind in EventKind)
@@ -194,8 +202,9 @@ class EventBus:
     last change noticed: a call left behind that returned while stopped),
     so that consumers that pair them (an alert on a stall) hear every
     streak end. But for those a ``step()`` after ``stop()`` notices on its
-    own thread (:meth:`stepping`): they go with that step's payloads, the
-    callbacks called on a thread that ends once it has called them.
+    own thread, and an ``unwatch()`` then (:meth:`inline`): they go with
+    that step's payloads, the callbacks called on a thread that ends once
+    it has called them.
 
     Examples:
         >>> seen = []
@@ -229,18 +238,21 @@ class EventBus:
         self._open: dict[tuple[object, EventKind], Event] = {}
         # Each streak's latest start or end noticed while closed.
         self._owed: dict[tuple[object, EventKind], Event] = {}
-        # The thread of the step() polling inline, whose events are handed
-        # on even while closed.
-        self._stepping: int | None = None
+        # The threads in a step() or an unwatch() (inline), whose events
+        # are handed on even while closed.
+        self._inline: set[int] = set()
 
     @contextlib.contextmanager
-    def stepping(self) -> Iterator[None]:
-        """While this thread polls a ``step()`` inline: the events it notices are handed on with the step's payloads, also after ``stop()``."""
-        self._stepping = threading.get_ident()
+    def inline(self) -> Iterator[None]:
+        """While this thread is in a ``step()`` polling inline, or an ``unwatch()``: the events it notices are handed on at once, with the step's payloads, also after ``stop()``."""
+        thread = threading.get_ident()
+        entered = thread not in self._inline
+        self._inline.add(thread)
         try:
             yield
         finally:
-            self._stepping = None
+            if entered:
+                self._inline.discard(thread)
 
     def reopen(self) -> None:
         """Hand on the events noticed from now on (the monitor starts again), and each streak that started or ended while closed."""
@@ -274,7 +286,7 @@ class EventBus:
         start = _STREAK_OF.get(kind)
         handed = [event]
         with self._lock:
-            held = self._closed and self._stepping != threading.get_ident()
+            held = self._closed and threading.get_ident() not in self._inline
             if start is not None:
                 key = (watch if subject is None else subject, start)
                 if held:
@@ -310,7 +322,7 @@ class EventBus:
             return
         self._pending.append(event)
         with self._lock:
-            if self._closed and self._stepping != threading.get_ident():
+            if self._closed and threading.get_ident() not in self._inline:
                 return
             if self._thread is None or not self._thread.is_alive():
                 # Closed (a step() after stop()): it ends once it has

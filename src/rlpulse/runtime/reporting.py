@@ -304,7 +304,19 @@ class Reporter:
         )
 
     def unwatched(self, watch: Watch) -> None:
-        """``watch`` was unwatched: each of its streaks still open ends now, so that none stays open for a watch gone."""
+        """``watch`` was unwatched: each of its streaks still open ends now, so that none stays open for a watch gone, then an ``unwatched`` event says it is gone.
+
+        Told at once, on the thread of ``unwatch()``, also while the
+        monitor is stopped: a sink serving the latest values stops serving
+        the watch's.
+        """
+        with self.events.inline():
+            self._end_streaks(watch)
+            self.events.emit(
+                watch.name, EventKind.UNWATCHED, "no longer watched (unwatch())"
+            )
+
+    def _end_streaks(self, watch: Watch) -> None:
         for started in self.events.open_streaks(watch.name):
             if started.kind == EventKind.STALLED:
                 seconds = started.value + max(0.0, time.time() - started.wall_time)
