@@ -6,13 +6,14 @@ as a pipeline's would.
 
 from __future__ import annotations
 
+import json
 import logging
 import multiprocessing
 import os
 import signal
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import pytest
 
@@ -409,15 +410,20 @@ def test_unwatch_ends_the_stall_of_its_watch() -> None:
     sink, source, monitor = watched_for_stalls()
     stall(monitor, source)
     monitor.unwatch("c")
-    stalled, ended = sink.events()
-    assert (stalled.kind, ended.kind) == ("stalled", "recovered")
+    stalled, ended, gone = sink.events()
+    assert (stalled.kind, ended.kind, gone.kind) == (
+        "stalled",
+        "recovered",
+        "unwatched",
+    )
     assert "unwatch" in ended.message
     # Watched again under the same name: a stall of its own, and its end.
     monitor.watch(source, name="c", stall_after=0.05, progress_key="frames")
     stall(monitor, source)
     source.moving.set()
     monitor.step()
-    assert [e.kind for e in sink.events()] == ["stalled", "recovered"] * 2
+    kinds = [e.kind for e in sink.events()]
+    assert kinds == ["stalled", "recovered", "unwatched", "stalled", "recovered"]
     monitor.stop()
 
 
@@ -440,40 +446,43 @@ def test_unwatch_ends_a_hung_streak_and_the_call_returning_later_says_nothing() 
         hanging.release.set()
         assert wait_until(lambda: hanging.returned == hanging.calls)
         time.sleep(0.1)
-        assert collected.kinds() == ["hung", "resumed", "hung"]
+        assert collected.kinds() == ["hung", "resumed", "unwatched", "hung"]
         again.release.set()
         assert wait_until(lambda: collected.kinds().count("resumed") == 2)
-    assert collected.kinds() == ["hung", "resumed", "hung", "resumed"]
+    assert collected.kinds() == ["hung", "resumed", "unwatched", "hung", "resumed"]
 
 
-def test_a_stall_that_ends_in_a_step_after_stop_is_recovered_at_the_next_start() -> (
-    None
-):
+def test_a_stall_that_ends_in_a_step_after_stop_is_recovered_with_its_payload() -> None:
     sink, source, monitor = watched_for_stalls()
     stall(monitor, source)
     monitor.stop()
     source.moving.set()
-    monitor.step()  # after stop(): it moves, and its payload says so
-    assert sink.calls[-1]["c/stalled"] == 0.0
-    monitor.start()
+    monitor.step()  # after stop(): it moves, and says so
+    recovered, payload = sink.calls[-2:]
+    assert isinstance(recovered, Event)
+    assert recovered.kind == "recovered"
+    assert payload["c/stalled"] == 0.0
+    monitor.start()  # nothing more to tell
     assert [e.kind for e in sink.events()] == ["stalled", "recovered"]
     monitor.stop()
 
 
-def test_a_stall_that_starts_in_a_step_after_stop_is_told_at_the_next_start() -> None:
+def test_a_stall_that_starts_in_a_step_after_stop_is_told_with_its_payload() -> None:
     sink, source, monitor = watched_for_stalls()
     monitor.stop()
     stall(monitor, source)
-    assert sink.events() == []
+    stalled, payload = sink.calls[-2:]
+    assert isinstance(stalled, Event)
+    assert stalled.kind == "stalled"
+    assert payload["c/stalled"] == 1.0
     monitor.start()
-    assert [e.kind for e in sink.events()] == ["stalled"]
     source.moving.set()
     monitor.step()
     assert [e.kind for e in sink.events()] == ["stalled", "recovered"]
     monitor.stop()
 
 
-def test_a_stall_that_starts_and_ends_while_stopped_is_told_at_no_start() -> None:
+def test_a_stall_that_starts_and_ends_while_stopped_is_told_by_its_steps() -> None:
     sink, source, monitor = watched_for_stalls()
     monitor.stop()
     stall(monitor, source)
@@ -481,8 +490,32 @@ def test_a_stall_that_starts_and_ends_while_stopped_is_told_at_no_start() -> Non
     monitor.step()
     monitor.start()
     monitor.step()
-    assert sink.events() == []
+    assert [e.kind for e in sink.events()] == ["stalled", "recovered"]
     monitor.stop()
+
+
+def test_a_step_after_a_background_monitor_stopped_delivers_its_events() -> None:
+    collected, sink, source = Collected(), EventSink(), Progress()
+    monitor = LoggerMonitor(sink, poll_interval=3600, on_event=collected)
+    monitor.watch(source, name="c", stall_after=0.05, progress_key="frames")
+    with monitor:
+        monitor.step()
+    stall(monitor, source)  # after stop(), on this thread
+    stalled, payload = sink.calls[-2:]
+    assert isinstance(stalled, Event)
+    assert stalled.kind == "stalled"
+    assert payload["c/stalled"] == 1.0
+    # The callbacks too, off this thread, on one that then ends.
+    assert wait_until(lambda: collected.kinds() == ["stalled"])
+    assert collected.threads == {"rlpulse-events"}
+    assert wait_until(
+        lambda: "rlpulse-events" not in [t.name for t in threading.enumerate()]
+    )
+    with monitor:  # told once: not again at start()
+        source.moving.set()
+        monitor.step()
+    assert collected.kinds() == ["stalled", "recovered"]
+    assert [e.kind for e in sink.events()] == ["stalled", "recovered"]
 
 
 def test_a_sink_that_recovers_while_stop_drains_its_queue_says_so_to_every_sink() -> (
@@ -513,3 +546,70 @@ def test_a_sink_that_recovers_while_stop_drains_its_queue_says_so_to_every_sink(
     back.join()
     assert collected.kinds() == ["sink_failing", "sink_recovered"]
     assert [e.kind for e in store.events()] == ["sink_failing", "sink_recovered"]
+
+
+# -- A forked child's streaks are its own -----------------------------------
+
+fork_only = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+
+
+def in_a_forked_child(body: Callable[[], object]) -> object:
+    """What ``body`` returns (a JSON value) when run in a child made by ``os.fork()``."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        answer: object
+        try:
+            answer = body()
+        except BaseException as err:
+            answer = f"the child raised {err!r}"
+        os.write(write_end, json.dumps(answer).encode())
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as reader:
+        told = reader.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    return json.loads(told)
+
+
+@fork_only
+def test_a_forked_child_does_not_go_on_with_its_parents_stall_nor_end_it() -> None:
+    sink, source, monitor = watched_for_stalls()
+    stall(monitor, source)  # the parent's stall, open when it forks
+
+    def child() -> object:
+        inherited = len(sink.calls)
+        monitor.step()  # the child's own stall clock starts
+        first = sink.calls[-1]["c/stalled"]
+        time.sleep(0.1)
+        monitor.step()
+        source.moving.set()
+        monitor.step()
+        kinds = [e.kind for e in sink.calls[inherited:] if isinstance(e, Event)]
+        return [first, kinds]
+
+    # A stall the child notices itself, and its end; not the parent's end.
+    assert in_a_forked_child(child) == [0.0, ["stalled", "recovered"]]
+    assert [e.kind for e in sink.events()] == ["stalled"]
+    monitor.stop()
+
+
+@fork_only
+def test_a_forked_child_tells_its_own_failing_sink_not_its_parents() -> None:
+    flaky, recorder = Flaky(), EventSink()
+    monitor = LoggerMonitor([flaky, recorder], background=False)
+    monitor.watch(Progress(), name="c")
+    flaky.failing.set()
+    monitor.step()  # the parent's sink_failing, open when it forks
+
+    def child() -> object:
+        inherited = len(recorder.calls)
+        monitor.step()  # still failing, now in the child
+        flaky.failing.clear()
+        monitor.step()
+        return [e.kind for e in recorder.calls[inherited:] if isinstance(e, Event)]
+
+    assert in_a_forked_child(child) == ["sink_failing", "sink_recovered"]
+    assert [e.kind for e in recorder.events()] == ["sink_failing"]
+    monitor.stop()

@@ -728,3 +728,62 @@ def test_a_hung_call_that_returns_while_stopped_is_counted_resumed_once_started_
             assert wait_until(lambda: ("resumed", "remote") in events_served(registry))
         events = events_served(registry)
     assert events[("hung", "remote")] == events[("resumed", "remote")] == 1.0
+
+
+def watches_served(registry: CollectorRegistry) -> set[tuple[str, str]]:
+    """``(sample name, watch)`` of every sample served but the events."""
+    return {
+        (sample.name, sample.labels["watch"])
+        for family in text_string_to_metric_families(generate_latest(registry).decode())
+        for sample in family.samples
+        if sample.name != "rlpulse_events_total"
+    }
+
+
+def test_an_unwatched_watch_is_no_longer_served_but_its_events_stay_counted(
+    wait_until: Callable[..., bool],
+) -> None:
+    learner, buffer = Tally(), Tally()
+    learner.inc("updates")
+    learner.observe("update_s", 0.02)
+    buffer.set("size", 5.0)
+    registry = CollectorRegistry()
+    with PrometheusExporter(registry=registry) as exporter:
+        monitor = LoggerMonitor(exporter, poll_interval=0.02)
+        monitor.watch(learner, name="learner")
+        monitor.watch(buffer, name="buffer")
+        with monitor:
+            assert wait_until(
+                lambda: (
+                    ("rlpulse_update_seconds_count", "learner")
+                    in watches_served(registry)
+                )
+            )
+            monitor.unwatch("learner")
+            assert wait_until(
+                lambda: {w for _, w in watches_served(registry)} == {"buffer"}
+            )
+            assert ("rlpulse_size", "buffer") in watches_served(registry)
+            events = events_served(registry)
+            # Watched again under that name: served again.
+            monitor.watch(learner, name="learner")
+            assert wait_until(
+                lambda: ("rlpulse_updates_total", "learner") in watches_served(registry)
+            )
+        # Counters that only grow, for the alert rules.
+        assert events == {("unwatched", "learner"): 1.0}
+        assert events_served(registry) == events
+
+
+def test_a_watch_unwatched_while_the_monitor_is_stopped_is_no_longer_served() -> None:
+    registry = CollectorRegistry()
+    with PrometheusExporter(registry=registry) as exporter:
+        monitor = LoggerMonitor(exporter, poll_interval=3600)
+        loop = Tally()
+        loop.inc("frames")
+        monitor.watch(loop, name="loop")
+        with monitor:
+            pass  # its final snapshot served
+        assert ("rlpulse_frames_total", "loop") in watches_served(registry)
+        monitor.unwatch("loop")
+        assert watches_served(registry) == set()

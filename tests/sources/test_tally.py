@@ -7,7 +7,7 @@ import sys
 import threading
 import time
 import tracemalloc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -585,6 +585,77 @@ def test_a_busy_block_within_another_on_one_thread_counts_its_seconds_once() -> 
     elapsed = time.perf_counter() - started
 
     assert 0.07 <= tally.stats()["busy_s"] <= elapsed
+
+
+def on_a_thread(work: Callable[[], object]) -> None:
+    """Run ``work`` on a thread of its own and wait for it."""
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join(10)
+    assert not thread.is_alive()
+
+
+def test_a_busy_block_ended_on_another_thread_counts_its_seconds_once() -> None:
+    # A handle entered by the loop and handed to a worker that exits it.
+    tally = Tally()
+    block = tally.busy()
+    started = time.perf_counter()
+    on_a_thread(block.__enter__)
+    time.sleep(0.05)
+    block.__exit__(None, None, None)
+    elapsed = time.perf_counter() - started
+
+    ended = tally.stats()["busy_s"]
+    time.sleep(0.05)
+    # Ended: no longer under way, so it grows no more.
+    assert 0.05 <= ended <= elapsed
+    assert tally.stats()["busy_s"] == ended
+
+
+def test_a_busy_generator_iterated_from_two_threads_counts_its_seconds_once() -> None:
+    tally = Tally()
+
+    @tally.busy()
+    def batches() -> Iterator[int]:
+        for batch in range(2):
+            time.sleep(0.03)
+            yield batch
+
+    iterator = batches()
+    started = time.perf_counter()
+    on_a_thread(lambda: next(iterator))  # begun on a worker...
+    assert list(iterator) == [1]  # ...ended on this thread
+    elapsed = time.perf_counter() - started
+
+    ended = tally.stats()["busy_s"]
+    time.sleep(0.05)
+    assert 0.06 <= ended <= elapsed
+    assert tally.stats()["busy_s"] == ended
+
+
+def test_a_busy_handle_used_on_two_threads_at_once_ends_each_threads_block() -> None:
+    tally = Tally()
+    shared = tally.busy()
+    inside, release = threading.Barrier(2), threading.Event()
+
+    def work() -> None:
+        with shared:
+            inside.wait(5)
+            release.wait(5)
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    with shared:
+        inside.wait(5)
+    # This thread's block ended; the worker's goes on, under way.
+    during = tally.stats()["busy_s"]
+    time.sleep(0.05)
+    assert tally.stats()["busy_s"] >= during + 0.04
+    release.set()
+    worker.join(10)
+    ended = tally.stats()["busy_s"]
+    time.sleep(0.05)
+    assert tally.stats()["busy_s"] == ended
 
 
 def test_waits_within_a_wait_on_one_thread_count_once() -> None:

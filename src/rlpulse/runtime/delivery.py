@@ -52,8 +52,14 @@ class Delivery:
         self.after_fork()
 
     def after_fork(self) -> None:
-        """Forget the queues and their threads, and what the parent polled: a forked child's parent delivers that."""
+        """Forget the queues and their threads, and what the parent polled: a forked child's parent delivers that.
+
+        A sink failing in the parent is not failing in the child: its
+        failure streak, and the end of it, are the parent's to tell.
+        """
         self.queues = ()
+        for sink in self.sinks:
+            sink.failing = False
         # Whether queues were closed (stop() in background mode): events
         # noticed since go to no sink, as payloads would not either, but
         # for those noticed while the queues drain (see close()).
@@ -134,9 +140,10 @@ class Delivery:
         a hand-over is under way (one that drops payloads notices an event),
         then at the next round's end. Once the queues closed (``stop()`` in
         background mode), events reach no sink: none is called off its
-        sender thread, nor after ``stop()``; but for those noticed while the
-        queues drain (a sink that recovers then), which :meth:`close`
-        hands to the sinks whose senders have ended.
+        sender thread; but for those noticed while the queues drain (a
+        sink that recovers then), which :meth:`close` hands to the sinks
+        whose senders have ended. Once drained, they go inline (those of a
+        ``step()`` after ``stop()``, which the bus hands on).
         """
         if self._closed:
             if self._while_draining is not None:
@@ -245,8 +252,11 @@ class Delivery:
         # The events noticed while the queues drained (a sink that took a
         # call again) go to each sink whose sender has ended: on this
         # thread, then, its one caller; what a sink still stuck in a call
-        # would have got is lost with its payloads.
-        events, self._while_draining = self._while_draining or [], None
+        # would have got is lost with its payloads. From now on an event
+        # goes inline, as payloads do (a step() after stop()).
+        with self._lock:
+            events, self._while_draining = self._while_draining or [], None
+            self._closed = False
         for sink in sinks:
             log_event = sink.log_event
             if log_event is None:

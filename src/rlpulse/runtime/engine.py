@@ -81,10 +81,15 @@ class Engine:
         self.after_fork()
 
     def after_fork(self) -> None:
-        """Forget every thread and lock: what a forked child must not inherit."""
-        inherited = getattr(self, "supervision", None)
-        for watch in () if inherited is None else inherited.left:
-            watch.schedule_next()  # its call was left behind in the parent
+        """Forget every thread and lock, and start every watch afresh: what a forked child must not inherit.
+
+        The parent's calls left behind, its stalls and its failing sinks
+        are the parent's to end; the child's streaks are its own.
+        """
+        if hasattr(self, "supervision"):  # a fork, not __init__
+            for watch in self.watches():
+                watch.after_fork()
+            self.agenda = Agenda(self.watches)
         self.supervision = Supervision()
         self.poll_lock = threading.Lock()
         self.polling_thread: threading.Thread | None = None
@@ -168,7 +173,7 @@ class Engine:
     def _step_inline(self) -> dict[str, dict[str, float]]:
         logged: dict[str, dict[str, float]] = {}
         left = self.supervision.left
-        with self.poll_lock:
+        with self.poll_lock, self.reporter.events.inline():
             self.polling_thread = threading.current_thread()
             tally = self.reporter.open_tally()
             started = now = time.monotonic()

@@ -12,12 +12,13 @@ poll; and hands each event to the sinks (``log_event``) the way payloads go
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 from rlpulse.runtime.threads import MonitorThread
@@ -105,6 +106,14 @@ class EventKind(str, enum.Enum):
         "a pipeline's bottleneck verdict changes and holds for two windows",
         "the new verdict: -1 producer-bound, 0 balanced, +1 consumer-bound",
         False,
+    )
+    # No trouble: a sink that serves each watch's latest values (Prometheus)
+    # stops serving that watch's.
+    UNWATCHED = (
+        "unwatched",
+        "unwatch() removes a watch, after the ends of its open streaks",
+        "0",
+        True,
     )
 
 
@@ -221,9 +230,12 @@ class EventBus:
     monitor's ``stop()``) to :meth:`reopen` (its ``start()``) events go to
     neither the sinks nor the callbacks, and no thread starts; a streak
     that started or ended meanwhile is handed on at :meth:`reopen` (the
-    last change noticed: a stall that started and ended while stopped is
-    told neither), so that consumers that pair them (an alert on a stall)
-    hear every streak end.
+    last change noticed: a call left behind that returned while stopped),
+    so that consumers that pair them (an alert on a stall) hear every
+    streak end. But for those a ``step()`` after ``stop()`` notices on its
+    own thread, and an ``unwatch()`` then (:meth:`inline`): they go with
+    that step's payloads, the callbacks called on a thread that ends once
+    it has called them.
 
     Examples:
         >>> seen = []
@@ -257,11 +269,25 @@ class EventBus:
         self._open: dict[tuple[object, EventKind], Event] = {}
         # Each streak's latest start or end noticed while closed.
         self._owed: dict[tuple[object, EventKind], Event] = {}
+        # The threads in a step() or an unwatch() (inline), whose events
+        # are handed on even while closed.
+        self._inline: set[int] = set()
+
+    @contextlib.contextmanager
+    def inline(self) -> Iterator[None]:
+        """While this thread is in a ``step()`` polling inline, or an ``unwatch()``: the events it notices are handed on at once, with the step's payloads, also after ``stop()``."""
+        thread = threading.get_ident()
+        entered = thread not in self._inline
+        self._inline.add(thread)
+        try:
+            yield
+        finally:
+            if entered:
+                self._inline.discard(thread)
 
     def reopen(self) -> None:
         """Hand on the events noticed from now on (the monitor starts again), and each streak that started or ended while closed."""
         with self._lock:
-            self._pending.clear()
             self._closed = False
             owed, self._owed = self._owed, {}
             changed = [
@@ -289,17 +315,25 @@ class EventBus:
         """Say that ``kind`` happened to ``watch`` (its streaks are ``subject``'s, if given): to the sinks now, to the callbacks soon."""
         event = Event(time.time(), watch, kind.value, message, float(value))
         start = _STREAK_OF.get(kind)
+        handed = [event]
         with self._lock:
+            held = self._closed and threading.get_ident() not in self._inline
             if start is not None:
                 key = (watch if subject is None else subject, start)
-                if self._closed:
+                if held:
                     self._owed[key] = event
                     return
-                if not self._changes(key, event):
-                    return  # a streak's start twice, or an end alone
-            elif self._closed:
+                # A change of that streak owed since stop() comes first.
+                owed = self._owed.pop(key, None)
+                handed = [
+                    change
+                    for change in (owed, event)
+                    if change is not None and self._changes(key, change)
+                ]
+            elif held:
                 return  # after stop(): neither the sinks nor the callbacks
-        self._hand_on(event)
+        for change in handed:  # none: a streak's start twice, or an end alone
+            self._hand_on(change)
 
     def _changes(self, key: tuple[object, EventKind], event: Event) -> bool:
         # Under the lock: whether ``event`` starts or ends streak ``key``,
@@ -319,10 +353,12 @@ class EventBus:
             return
         self._pending.append(event)
         with self._lock:
-            if self._closed:
+            if self._closed and threading.get_ident() not in self._inline:
                 return
             if self._thread is None or not self._thread.is_alive():
-                self._closing = False
+                # Closed (a step() after stop()): it ends once it has
+                # called back what is pending.
+                self._closing = self._closed
                 self._thread = MonitorThread("rlpulse-events", self._call_back)
                 self._thread.start()
         self._wakeup.set()

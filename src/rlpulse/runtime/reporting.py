@@ -80,8 +80,6 @@ class Reporter:
         # By identity: two threads' tallies are often equal lists.
         self._tallies: dict[int, list[int]] = {}
         self.last_round_s = 0.0
-        # Watches whose polls are failing: one warning each until they recover.
-        self.failing: set[Watch] = set()
         # An error raised by a sink's sender thread, for the polling thread
         # to raise under on_error="raise".
         self._sink_error: BaseException | None = None
@@ -91,9 +89,12 @@ class Reporter:
 
         Their lock (held by one of them, it would never be released), their
         rounds in progress (they would be counted forever), and a sink error
-        they were to raise.
+        they were to raise; and the failure streaks of its watches, which
+        the child's polls start afresh.
         """
         self._lock = threading.Lock()
+        # Watches whose polls are failing: one warning each until they recover.
+        self.failing: set[Watch] = set()
         self._tallies = {}
         self._sink_error = None
         self.events.after_fork()
@@ -305,7 +306,19 @@ class Reporter:
         )
 
     def unwatched(self, watch: Watch) -> None:
-        """``watch`` was unwatched: each of its streaks still open ends now, so that none stays open for a watch gone."""
+        """``watch`` was unwatched: each of its streaks still open ends now, so that none stays open for a watch gone, then an ``unwatched`` event says it is gone.
+
+        Told at once, on the thread of ``unwatch()``, also while the
+        monitor is stopped: a sink serving the latest values stops serving
+        the watch's.
+        """
+        with self.events.inline():
+            self._end_streaks(watch)
+            self.events.emit(
+                watch.name, EventKind.UNWATCHED, "no longer watched (unwatch())"
+            )
+
+    def _end_streaks(self, watch: Watch) -> None:
         for started in self.events.open_streaks(watch.name):
             if started.kind == EventKind.STALLED:
                 seconds = started.value + max(0.0, time.time() - started.wall_time)

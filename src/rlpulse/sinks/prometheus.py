@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from rlpulse.distributions import SCALE, Histogram
 from rlpulse.naming import COUNT_SUFFIX, SUM_SUFFIX, Kind, spelled_out, split
-from rlpulse.runtime.events import Event
+from rlpulse.runtime.events import Event, EventKind
 from rlpulse.sinks.base import BaseSink, Payload
 
 if TYPE_CHECKING:
@@ -294,7 +294,7 @@ class PrometheusExporter(BaseSink):
         return full_name if _VALID_PREFIX.match(full_name) else f"_{full_name}"
 
     def log_event(self, event: Event) -> None:
-        """Count ``event`` in ``<prefix>_events_total{kind, watch}``.
+        """Count ``event`` in ``<prefix>_events_total{kind, watch}``; an ``unwatched`` one also stops serving its watch's values.
 
         >>> from prometheus_client import CollectorRegistry, generate_latest
         >>> from rlpulse import Event
@@ -311,6 +311,16 @@ class PrometheusExporter(BaseSink):
     def _write_event(self, event: Event) -> None:
         key = (str(event.kind), str(event.watch))
         self._events[key] = self._events.get(key, 0) + 1
+        if event.kind == EventKind.UNWATCHED:
+            self._forget_watch(str(event.watch))
+
+    def _forget_watch(self, watch: str) -> None:
+        """Stop serving ``watch``'s latest values, histograms and poll time (its events stay counted): it was unwatched."""
+        for served in [key for key in self._latest if key[1] == watch]:
+            del self._latest[served]
+        for served in [key for key in self._histograms if key[1] == watch]:
+            del self._histograms[served]
+        self._poll_times.pop(watch, None)
 
     def collect(self) -> Iterator[Any]:
         """Yield the metric families of the latest values, the histograms and the events: what a scrape of the registry returns.

@@ -431,7 +431,9 @@ class Tally:
         window (a collector inside a slow batch) shows in every window it
         spans; blocks on several threads add up, and a block within another
         on the same thread (a decorated update called inside ``with
-        busy():``) counts its seconds once. With :meth:`waiting`, the stage
+        busy():``) counts its seconds once, and so does one that ends on
+        another thread than it began on (a decorated generator iterated by
+        two threads, a handle a worker exits). With :meth:`waiting`, the stage
         timing a bottleneck verdict reads
         (:meth:`rlpulse.LoggerMonitor.bottleneck`).
 
@@ -513,13 +515,13 @@ class Tally:
 def _waited(iterator: Iterator[_T], seconds: _Seconds) -> Iterator[_T]:
     """``iterator``'s items, adding to ``seconds`` the time each one takes to come (and the end)."""
     while True:
-        seconds.begin()
+        thread = seconds.begin()
         try:
             item = next(iterator)
         except StopIteration:
             return
         finally:
-            seconds.end()
+            seconds.end(thread)
         yield item
 
 
@@ -530,9 +532,13 @@ class _Seconds:
     another of the same key (a decorated function called within ``with
     busy():``, or tasks of one event loop) adds nothing of its own, the
     thread's seconds running from its outermost block's start to the end of
-    its last. ``starts`` holds, by thread, when its block under way began
-    (several threads may be inside blocks of one key); ``lock`` makes adding
-    a block's seconds and ending it one step for :meth:`Tally.stats`.
+    its last. A block is its starting thread's, wherever it ends: one
+    handed to another thread (a generator iterated there, a handle a
+    worker exits) ends on that thread as the last of its starting
+    thread's. ``starts`` holds, by thread, when its block under way began
+    (several threads may be inside blocks of one key); ``lock`` makes
+    beginning and ending blocks, and adding their seconds, one step for
+    :meth:`Tally.stats` and for a thread ending another's block.
     """
 
     __slots__ = ("_depths", "_inc", "_key", "_lock", "starts")
@@ -544,28 +550,29 @@ class _Seconds:
         self._inc = inc
         self._lock = lock
         self.starts: dict[int, float] = {}
-        # How many blocks each thread is inside; each thread writes its own.
+        # How many blocks each thread is inside.
         self._depths: dict[int, int] = {}
 
-    def begin(self) -> None:
-        """Start a block on this thread now (within one under way: nothing)."""
+    def begin(self) -> int:
+        """Start a block on this thread now (within one under way: nothing); return the thread, which :meth:`end` takes."""
         thread = threading.get_ident()
-        depth = self._depths.get(thread, 0)
-        self._depths[thread] = depth + 1
-        if not depth:
-            self.starts[thread] = perf_counter()
-
-    def end(self) -> None:
-        """End this thread's innermost block: the last adds the thread's seconds to the counter."""
-        thread = threading.get_ident()
-        depth = self._depths.get(thread, 0) - 1
-        if depth > 0:
-            self._depths[thread] = depth
-            return
-        if depth < 0:
-            return  # none begun on this thread
-        del self._depths[thread]
         with self._lock:
+            depth = self._depths.get(thread, 0)
+            self._depths[thread] = depth + 1
+            if not depth:
+                self.starts[thread] = perf_counter()
+        return thread
+
+    def end(self, thread: int) -> None:
+        """End the innermost block ``thread`` began, on whichever thread: the last adds that thread's seconds to the counter."""
+        with self._lock:
+            depth = self._depths.get(thread, 0) - 1
+            if depth > 0:
+                self._depths[thread] = depth
+                return
+            if depth < 0:
+                return  # none begun on that thread
+            del self._depths[thread]
             self._inc(self._key, perf_counter() - self.starts.pop(thread))
 
 
@@ -616,17 +623,28 @@ class _Timer:
 class _Busy:
     """Adds to a counter the seconds a ``with`` block or each call of a decorated function takes, counting those under way."""
 
-    __slots__ = ("_seconds",)
+    __slots__ = ("_seconds", "_threads")
 
     def __init__(self, seconds: _Seconds) -> None:
         self._seconds = seconds
+        # The thread each block under way of this handle began on: exited
+        # on a thread that began none of them, the latest is ended there.
+        self._threads: list[int] = []
 
     def __enter__(self) -> _Busy:
-        self._seconds.begin()
+        self._threads.append(self._seconds.begin())
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self._seconds.end()
+        threads = self._threads
+        thread = threading.get_ident()
+        if thread in threads:
+            threads.remove(thread)
+        elif threads:
+            thread = threads.pop()
+        else:
+            return  # exited more often than entered
+        self._seconds.end(thread)
 
     def _fresh(self) -> _Busy:
         return _Busy(self._seconds)

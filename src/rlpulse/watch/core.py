@@ -378,6 +378,17 @@ class Watch:
             self._stall.restart()
         self.schedule_next()
 
+    def after_fork(self) -> None:
+        """Start afresh in a forked child, as after :meth:`restart`, and not stalled.
+
+        The parent's stall is the parent's to end; the child's monitor, a
+        copy not yet polling, notices a stall of its own after
+        ``stall_after`` seconds of its own polls without progress.
+        """
+        if self._stall is not None:
+            self._stall.forget()
+        self.restart()
+
     def schedule_next(self) -> None:
         """Set :attr:`next_due`: for a time-only schedule, when its seconds are next due (``-inf``: call it)."""
         if self.clock_gated and self._baseline.time is not None:

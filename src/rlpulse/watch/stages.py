@@ -153,6 +153,13 @@ class Stall:
         if not self.stalled:
             self._progress_time = None
 
+    def forget(self) -> None:
+        """Start afresh, not stalled, the next poll starting the clock: in a forked child, whose stalls are its own."""
+        self.stalled = False
+        self._progress = None
+        self._progress_time = None
+        self._known = {}
+
 
 class Baseline:
     """The rates stage's state: the logged snapshot rates count from, its time, and the one before.
