@@ -89,10 +89,14 @@ def test_a_stall_and_its_end_reach_every_sink_that_stores_events(
         assert stored[0].wall_time == seen[0].wall_time
     # The payloads read as before: the event lines are not records.
     assert {r.name for r in read(lines)} >= {"collector/frames", "collector/stalled"}
-    printed = [line for line in console.getvalue().splitlines() if "!!" in line]
+    printed = [
+        line
+        for line in console.getvalue().splitlines()
+        if " !! " in line or " ok " in line
+    ]
     assert [line.split(" ", 1)[1].split(":")[0] for line in printed] == [
         "!! stalled collector",
-        "!! recovered collector",
+        "ok recovered collector",
     ]
 
 
@@ -114,7 +118,7 @@ def test_show_lists_the_runs_events_after_its_metrics(
     assert events.splitlines()[1].endswith(
         "!! hung collector: stats() has not returned"
     )
-    assert events.splitlines()[2].endswith("!! resumed collector: stats() returned")
+    assert events.splitlines()[2].endswith("ok resumed collector: stats() returned")
 
 
 def test_with_on_error_ignore_a_failing_sink_logs_nothing_and_show_names_it(

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from rlpulse.formats import RunFollower
-from rlpulse.read.live import MONITOR_WATCH, Line, LiveRun, event_kind
+from rlpulse.read.live import MONITOR_WATCH, Line, LiveRun
 from rlpulse.read.match import Match, select_metrics
 from rlpulse.read.records import RunFileError, RunFileWarning, read_events
 from rlpulse.read.summary import (
@@ -51,7 +51,7 @@ from rlpulse.read.summary import (
     run_letter,
     summarize_file,
 )
-from rlpulse.runtime.events import Event
+from rlpulse.runtime.events import is_good_news
 from rlpulse.text import format_duration, format_number, shortened
 from rlpulse.verdict import describe_metrics
 
@@ -503,7 +503,12 @@ def _body(
         latest = sorted(events, key=lambda event: event.wall_time)[-_EVENTS_SHOWN:]
         for event in latest:
             lines.append(
-                [Segment(format_event(event), "red" if not _good(event) else "green")]
+                [
+                    Segment(
+                        format_event(event),
+                        "green" if is_good_news(event.kind) else "red",
+                    )
+                ]
             )
     return lines
 
@@ -526,11 +531,6 @@ def _shown_watches(sources: Sequence[_Source], now: float) -> list[str]:
         ),
         key=lambda watch: (watch == MONITOR_WATCH, watch),
     )
-
-
-def _good(event: Event) -> bool:
-    kind = event_kind(event.kind)
-    return kind is not None and kind.good_news
 
 
 def _value_text(line: Line, number: Callable[[float], str]) -> str:

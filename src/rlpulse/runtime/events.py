@@ -120,6 +120,8 @@ class EventKind(str, enum.Enum):
 EVENT_KINDS = tuple(kind.value for kind in EventKind)
 """Every kind of event, each streak's start followed by its end where it has one."""
 
+_GOOD_NEWS = frozenset(kind.value for kind in EventKind if kind.good_news)
+
 STREAK_ENDS = {
     EventKind.STALLED: EventKind.RECOVERED,
     EventKind.HUNG: EventKind.RESUMED,
@@ -404,15 +406,29 @@ class EventBus:
             )
 
 
+def is_good_news(kind: str) -> bool:
+    """Whether an event of ``kind`` is good news (:attr:`EventKind.good_news`); a kind this version does not know is not.
+
+    >>> is_good_news("recovered"), is_good_news("stalled"), is_good_news("melted")
+    (True, False, False)
+    """
+    return kind in _GOOD_NEWS
+
+
 def format_event(event: Event) -> str:
-    """Return one event as a line: its local time, ``!!``, its kind, its watch and its message.
+    """Return one event as a line: its local time, ``ok`` for good news else ``!!``, its kind, its watch (unless named as the kind) and its message.
 
     >>> noon = time.mktime((2024, 5, 1, 12, 3, 4, 0, 0, -1))
     >>> format_event(Event(noon, "collector", "stalled", "no progress (frames) for 30.0s", 30.0))
     '12:03:04 !! stalled collector: no progress (frames) for 30.0s'
+    >>> format_event(Event(noon, "collector", "recovered", "progress again after 34.0s", 34.0))
+    '12:03:04 ok recovered collector: progress again after 34.0s'
     >>> format_event(Event(noon, "", "dropping", "sink SQLiteLogger dropped 3 payloads", 3.0))
     '12:03:04 !! dropping: sink SQLiteLogger dropped 3 payloads'
+    >>> format_event(Event(noon, "bottleneck", "bottleneck", "collector-bound: ...", 1.0))
+    '12:03:04 !! bottleneck: collector-bound: ...'
     """
     clock = time.strftime("%H:%M:%S", time.localtime(event.wall_time))
-    watch = f" {event.watch}" if event.watch else ""
-    return f"{clock} !! {event.kind}{watch}: {event.message}"
+    mark = "ok" if is_good_news(event.kind) else "!!"
+    watch = f" {event.watch}" if event.watch and event.watch != event.kind else ""
+    return f"{clock} {mark} {event.kind}{watch}: {event.message}"

@@ -12,16 +12,13 @@ from collections.abc import Mapping, Sequence
 from typing import NamedTuple, TextIO
 
 from rlpulse.naming import Kind, inferred_kinds, split
-from rlpulse.runtime.events import Event, EventKind, format_event
+from rlpulse.runtime.events import Event, format_event, is_good_news
 from rlpulse.sinks.base import BaseSink, Payload
 from rlpulse.text import format_number
 from rlpulse.verdict import describe_metrics, holds_verdict
 
 __all__ = ["ConsoleLogger", "format_payload", "format_verdicts", "line_width"]
 
-# The kinds that end a streak; the others start one (or, a bottleneck, say
-# where it moved).
-_GOOD_NEWS = frozenset(kind.value for kind in EventKind if kind.good_news)
 _RED, _GREEN, _RESET = "\x1b[1;31m", "\x1b[1;32m", "\x1b[0m"
 
 DEFAULT_WIDTH = 100
@@ -322,7 +319,7 @@ class ConsoleLogger(BaseSink):
         line = format_event(event)
         if not os.environ.get("NO_COLOR") and _is_terminal(stream):
             # Bold, red for a streak's start, green for its end.
-            start = _GREEN if event.kind in _GOOD_NEWS else _RED
+            start = _GREEN if is_good_news(event.kind) else _RED
             line = f"{start}{line}{_RESET}"
         stream.write(line + "\n")
         stream.flush()
