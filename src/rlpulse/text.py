@@ -23,7 +23,9 @@ in full (``--exact`` on the command line).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from typing import TextIO
 
 __all__ = [
     "format_duration",
@@ -174,20 +176,60 @@ def shortened(label: str, width: int) -> str:
     return label[: width - 1 - end] + "…" + label[-end:]
 
 
-def format_table(rows: Sequence[Sequence[str]], *, left: int = 1) -> str:
+def terminal_width(stream: TextIO) -> int | None:
+    """The width of the lines written to ``stream``, as :func:`shutil.get_terminal_size` reads it; ``None`` for no terminal.
+
+    The ``COLUMNS`` environment variable when it holds a positive number,
+    else the width of the terminal ``stream`` is (read at each call, so a
+    resized window is followed), else ``None`` (a pipe, a file).
+
+    >>> import io
+    >>> terminal_width(io.StringIO()) == (int(os.environ["COLUMNS"]) if os.environ.get("COLUMNS", "").isdigit() else None)
+    True
+    """
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    try:
+        if stream.isatty():
+            return os.get_terminal_size(stream.fileno()).columns or None
+    except (AttributeError, OSError, ValueError):
+        pass
+    return None
+
+
+_NARROWEST_NAMES = 16
+"""The fewest characters a table's first column is shortened to when fitted to a width."""
+
+
+def format_table(
+    rows: Sequence[Sequence[str]], *, left: int = 1, width: int | None = None
+) -> str:
     """Return ``rows`` (a header row first) as aligned columns two spaces apart.
 
     The first ``left`` columns (names) are aligned left, the others
     (numbers) right; each cell goes through :func:`format_name`, so a name
     with a newline keeps its row on one line. Trailing spaces are dropped.
+    With a ``width`` (a terminal's), names too long for the lines to fit
+    in it are :func:`shortened`, to no fewer than 16 characters.
 
-    >>> print(format_table([("metric", "last"), ("buffer/size", "3"), ("c/frames", "19,999")]))
-    metric         last
-    buffer/size       3
-    c/frames     19,999
+    >>> rows = [("metric", "last"), ("buffer/size", "3"), ("collector/frames_per_second", "19,999")]
+    >>> print(format_table(rows))
+    metric                         last
+    buffer/size                       3
+    collector/frames_per_second  19,999
+    >>> print(format_table(rows, width=26))
+    metric                last
+    buffer/size              3
+    collector…r_second  19,999
     """
     cells = [[format_name(cell) for cell in row] for row in rows]
     widths = [max(len(row[column]) for row in cells) for column in range(len(cells[0]))]
+    excess = sum(widths) + 2 * (len(widths) - 1) - (width or 0)
+    if width is not None and excess > 0 and widths[0] > _NARROWEST_NAMES:
+        widths[0] = max(_NARROWEST_NAMES, widths[0] - excess)
+        for row in cells:
+            row[0] = shortened(row[0], widths[0])
     lines = []
     for row in cells:
         aligned = [

@@ -171,6 +171,32 @@ def test_show_prints_a_table_of_the_latest_run(
     }
 
 
+def test_show_fits_the_table_to_the_terminals_width_and_writes_names_whole_into_a_pipe(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    path = tmp_path / "metrics.db"
+    long_name = "replay_buffer/samples_returned_per_second"
+    with SQLiteLogger(path, run="r") as sink:
+        sink.log_metrics({long_name: 9930.0, "collector/frames": 0.0}, timestamp=1.0)
+        sink.log_metrics(
+            {long_name: 9931.0, "collector/frames": 24950.0}, timestamp=5.0
+        )
+
+    monkeypatch.setenv("COLUMNS", "56")
+    assert main(["show", str(path)]) == 0
+    narrow = capsys.readouterr().out.splitlines()
+    monkeypatch.delenv("COLUMNS")
+    assert main(["show", str(path)]) == 0
+    piped = capsys.readouterr().out
+
+    table = narrow[narrow.index(next(x for x in narrow if x.startswith("metric "))) :]
+    assert all(len(line) <= 56 for line in table)
+    assert any(line.startswith("replay_buf…per_second  ") for line in table)
+    assert f"{long_name}  " in piped
+
+
 def test_show_run_picks_the_named_run(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from rlpulse.read.summary import (
     narrow_summary,
     summarize_file,
 )
-from rlpulse.text import format_duration, format_table
+from rlpulse.text import format_duration, format_table, terminal_width
 
 SUMMARY = "summarize a recorded run"
 """What ``rlpulse --help`` says of the command."""
@@ -34,7 +35,9 @@ without "step" has none). A last line cut short (a crash, or a writer still
 at it) is left out with a note on standard error. A SQLite file holds
 several runs: --run picks one (default: the latest) and --runs lists them,
 each with its start, length and number of records. --match keeps only the
-metrics whose name matches PATTERN.
+metrics whose name matches PATTERN. On a terminal (or with COLUMNS set) the
+tables fit its width, names too long shortened in the middle (…); into a
+pipe or a file they are written whole.
 
 {common.MATCH_HELP}
 
@@ -71,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         print(_runs_table(path))
         return 0
     summary = narrow_summary(summarize_file(path, args.run), args.match)
-    print(format_summary(summary, exact=args.exact))
+    print(format_summary(summary, exact=args.exact, width=terminal_width(sys.stdout)))
     if events := _events_of(path, args.run):
         print()
         print(events)

@@ -547,7 +547,9 @@ def format_events(events: Iterable[Event]) -> str:
     return "\n".join([f"{plural(len(lines), 'event')}:", *lines])
 
 
-def format_summary(summary: RunSummary, *, exact: bool = False) -> str:
+def format_summary(
+    summary: RunSummary, *, exact: bool = False, width: int | None = None
+) -> str:
     """Render a run summary as a header line and an aligned table, one metric a row.
 
     Columns: the last, smallest and largest value, and for counters the mean
@@ -557,6 +559,8 @@ def format_summary(summary: RunSummary, *, exact: bool = False) -> str:
     each one's count of observations and its quantiles over all of them.
     Numbers are written as :func:`rlpulse.text.format_number` writes them,
     or in full with ``exact=True`` (:func:`rlpulse.text.format_exact`).
+    With a ``width`` (a terminal's), the tables' names are shortened where
+    their lines would be wider (:func:`rlpulse.text.format_table`).
     A run's bottleneck verdicts are :func:`format_verdicts`'s.
 
     >>> records = [
@@ -609,12 +613,12 @@ def format_summary(summary: RunSummary, *, exact: bool = False) -> str:
                 rate,
             )
         )
-    lines = [header, "", format_table(rows)]
+    lines = [header, "", format_table(rows, width=width)]
     if summary.distributions:
         lines += [
             "",
             "distributions over the whole run:",
-            _distributions_table(summary.distributions, number),
+            _distributions_table(summary.distributions, number, width),
         ]
     return "\n".join(lines)
 
@@ -636,7 +640,9 @@ def format_verdicts(summary: RunSummary) -> str:
 
 
 def _distributions_table(
-    distributions: Iterable[DistributionSummary], number: Callable[[float], str]
+    distributions: Iterable[DistributionSummary],
+    number: Callable[[float], str],
+    width: int | None,
 ) -> str:
     distributions = tuple(distributions)
     labels = list(dict.fromkeys(label for d in distributions for label in d.quantiles))
@@ -653,4 +659,4 @@ def _distributions_table(
                 ),
             )
         )
-    return format_table(rows)
+    return format_table(rows, width=width)

@@ -14,7 +14,7 @@ from typing import NamedTuple, TextIO
 from rlpulse.naming import Kind, inferred_kinds, split
 from rlpulse.runtime.events import Event, format_event, is_good_news
 from rlpulse.sinks.base import BaseSink, Payload
-from rlpulse.text import format_number
+from rlpulse.text import format_number, terminal_width
 from rlpulse.verdict import describe_metrics, holds_verdict
 
 __all__ = ["ConsoleLogger", "format_payload", "format_verdicts", "line_width"]
@@ -119,27 +119,14 @@ def format_verdicts(metrics: Mapping[str, float], wall_time: float) -> str:
 
 
 def line_width(stream: TextIO) -> int:
-    """Return the width lines written to ``stream`` are fitted to.
-
-    As :func:`shutil.get_terminal_size` reads it: the ``COLUMNS``
-    environment variable when it holds a positive number, else the width of
-    the terminal ``stream`` is (read at each call, so a resized window is
-    followed), else :data:`DEFAULT_WIDTH`.
+    """Return the width lines written to ``stream`` are fitted to: :func:`rlpulse.text.terminal_width`, else :data:`DEFAULT_WIDTH`.
 
     >>> import io
     >>> width = line_width(io.StringIO())  # not a terminal
     >>> width == int(os.environ.get("COLUMNS") or DEFAULT_WIDTH)
     True
     """
-    columns = os.environ.get("COLUMNS", "")
-    if columns.isdigit() and int(columns) > 0:
-        return int(columns)
-    try:
-        if stream.isatty():
-            return os.get_terminal_size(stream.fileno()).columns or DEFAULT_WIDTH
-    except (AttributeError, OSError, ValueError):
-        pass
-    return DEFAULT_WIDTH
+    return terminal_width(stream) or DEFAULT_WIDTH
 
 
 @functools.lru_cache(maxsize=4096)
