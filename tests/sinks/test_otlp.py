@@ -393,6 +393,15 @@ def test_an_endpoint_ending_in_v1_metrics_is_posted_to_as_given(
     assert receiver.paths == ["/v1/metrics"]
 
 
+def test_a_general_endpoint_variable_ending_in_v1_metrics_is_posted_to_as_given(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"{receiver.endpoint}/v1/metrics")
+    with OTLPExporter() as exporter:
+        exporter.log_metrics({"c/frames": 1.0})
+    assert receiver.paths == ["/v1/metrics"]
+
+
 def test_opentelemetrys_variables_say_where_and_how_batches_are_posted(
     receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
