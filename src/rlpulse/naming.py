@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import enum
 import re
+import unicodedata
 from collections.abc import Container, Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
@@ -229,6 +230,24 @@ def spelled_out(metric: str) -> str:
     if key.endswith("_s") and unit_of(key) is Unit.SECONDS:
         key = key[: -len("_s")] + "_" + str(Unit.SECONDS)
     return f"{key}_{statistic}" if statistic else key
+
+
+def in_ascii(name: str) -> str:
+    """``name`` in ASCII, for a backend whose names allow no other: a character with an ASCII spelling keeps it (``ü`` is ``u``), any other is ``_``.
+
+    Examples:
+        >>> in_ascii("überlauf"), in_ascii("损失/p99"), in_ascii("episode return")
+        ('uberlauf', '__/p99', 'episode return')
+    """
+    if name.isascii():
+        return name
+    return "".join(
+        character
+        if character.isascii()
+        else unicodedata.normalize("NFKD", character).encode("ascii", "ignore").decode()
+        or "_"
+        for character in name
+    )
 
 
 def statistic_of(metric: str) -> tuple[str, str]:

@@ -787,3 +787,13 @@ def test_a_watch_unwatched_while_the_monitor_is_stopped_is_no_longer_served() ->
         assert ("rlpulse_frames_total", "loop") in watches_served(registry)
         monitor.unwatch("loop")
         assert watches_served(registry) == set()
+
+
+def test_a_name_with_letters_outside_ascii_is_spelled_as_otlp_spells_it() -> None:
+    registry = CollectorRegistry()
+    with PrometheusExporter(registry=registry) as exporter:
+        exporter.log_metrics({"buffer/überlauf": 2.0, "buffer/损失": 1.0})
+        page = generate_latest(registry).decode()
+
+    assert 'rlpulse_uberlauf{watch="buffer"} 2.0' in page
+    assert 'rlpulse___{watch="buffer"} 1.0' in page

@@ -20,7 +20,6 @@ import re
 import ssl
 import threading
 import time
-import unicodedata
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -28,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from rlpulse.distributions import SCALE, Histogram
-from rlpulse.naming import Kind, split, unit_of
+from rlpulse.naming import Kind, in_ascii, split, unit_of
 from rlpulse.runtime.deadline import check_timeout
 from rlpulse.runtime.retry import TransientSinkError, retry_delay
 from rlpulse.runtime.threads import MonitorThread
@@ -546,22 +545,16 @@ class _Instruments:
 def _instrument_name(name: str) -> str:
     """``name`` made a valid OpenTelemetry instrument name: ASCII, a letter first, at most 255 characters.
 
-    A character with an ASCII spelling keeps it (``ü`` is ``u``); any other
-    character outside letters, digits and ``_ . - /`` becomes ``_``.
+    A character with an ASCII spelling keeps it (``ü`` is ``u``,
+    :func:`rlpulse.naming.in_ascii`); any other character outside letters,
+    digits and ``_ . - /`` becomes ``_``.
 
     >>> _instrument_name("rlpulse.episode return"), _instrument_name("überlauf")
     ('rlpulse.episode_return', 'uberlauf')
     >>> _instrument_name("损失/p99"), _instrument_name("0_loss")
     ('metric___/p99', 'metric_0_loss')
     """
-    spelled = "".join(
-        character
-        if character.isascii()
-        else unicodedata.normalize("NFKD", character).encode("ascii", "ignore").decode()
-        or "_"
-        for character in name
-    )
-    valid = _NOT_IN_A_NAME.sub("_", spelled)
+    valid = _NOT_IN_A_NAME.sub("_", in_ascii(name))
     if not valid[:1].isascii() or not valid[:1].isalpha():
         valid = _LETTER_FIRST + valid
     return valid[:_MAX_NAME_LENGTH]

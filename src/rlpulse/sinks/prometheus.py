@@ -14,7 +14,14 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from rlpulse.distributions import SCALE, Histogram
-from rlpulse.naming import COUNT_SUFFIX, SUM_SUFFIX, Kind, spelled_out, split
+from rlpulse.naming import (
+    COUNT_SUFFIX,
+    SUM_SUFFIX,
+    Kind,
+    in_ascii,
+    spelled_out,
+    split,
+)
 from rlpulse.runtime.events import Event, EventKind
 from rlpulse.sinks.base import BaseSink, Payload
 
@@ -473,15 +480,18 @@ def _prometheus_name(metric: str) -> str:
 
     Its unit in full (:func:`rlpulse.naming.spelled_out`: ``_s`` is
     ``_seconds``, in a metric in seconds and in those counting or summing
-    its observations alike); every character other than letters, digits and
-    ``_`` becomes ``_``.
+    its observations alike); a character with an ASCII spelling keeps it
+    (``ü`` is ``u``, as OTLPExporter names it: :func:`rlpulse.naming.in_ascii`),
+    and every character other than letters, digits and ``_`` becomes ``_``.
 
     >>> _prometheus_name("update_s_p99"), _prometheus_name("update_s_count")
     ('update_seconds_p99', 'update_seconds_count')
     >>> _prometheus_name("episode.return"), _prometheus_name("episode's_return")
     ('episode_return', 'episode_s_return')
+    >>> _prometheus_name("überlauf")
+    'uberlauf'
     """
-    return _INVALID_NAME_CHARACTERS.sub("_", spelled_out(metric))
+    return _INVALID_NAME_CHARACTERS.sub("_", in_ascii(spelled_out(metric)))
 
 
 def classic_buckets(histogram: Histogram) -> list[tuple[str, float]]:
