@@ -76,7 +76,7 @@ def reflow(markdown: str, width: int = 78) -> str:
 
 @dataclass(frozen=True)
 class Budget(Generic[_Result]):
-    """A limit on one figure of a section's results: at least, or below, ``limit``.
+    """A limit on one figure of a section's results: at least ``limit``, below it, or (``at_most``) no more than it.
 
     Examples:
         >>> share = Budget("delivered", lambda result: result["delivered"], 0.99, at_least=True)
@@ -84,22 +84,28 @@ class Budget(Generic[_Result]):
         (True, '>=')
         >>> Budget("lost", lambda result: result["lost"], 0.02).passes({"lost": 0.02})
         False
+        >>> most = Budget("lost", lambda result: result["lost"], 0.02, at_most=True)
+        >>> most.passes({"lost": 0.02}), most.sign
+        (True, '<=')
     """
 
     label: str
     figure: Callable[[_Result], float]
     limit: float
     at_least: bool = False
+    at_most: bool = False
 
     @property
     def sign(self) -> str:
-        """How the figure compares with the limit when it passes: ``>=`` or ``<``."""
-        return ">=" if self.at_least else "<"
+        """How the figure compares with the limit when it passes: ``>=``, ``<=`` or ``<``."""
+        return ">=" if self.at_least else "<=" if self.at_most else "<"
 
     def passes(self, result: _Result) -> bool:
         """Whether ``result`` keeps within the limit."""
         value = self.figure(result)
-        return value >= self.limit if self.at_least else value < self.limit
+        if self.at_least:
+            return value >= self.limit
+        return value <= self.limit if self.at_most else value < self.limit
 
 
 def machine(*packages: str) -> str:
