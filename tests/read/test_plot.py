@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import sqlite3
 import struct
 import subprocess
@@ -45,7 +46,7 @@ from rlpulse.read.plot import (
     select_metrics,
 )
 from rlpulse.sinks.registry import MetricSink
-from tests.support import OLD_SQLITE_FILES, copy_of_fixture
+from tests.support import OLD_SQLITE_FILES, Filler, copy_of_fixture
 
 RLPULSE_SCRIPT = Path(sys.executable).with_name("rlpulse")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -190,6 +191,43 @@ def test_plot_file_refuses_an_image_format_matplotlib_cannot_write(
         plot_file(sqlite_run, tmp_path / "chart.docx")
 
     assert not (tmp_path / "chart.docx").exists()
+
+
+def test_a_chart_that_cannot_be_saved_leaves_the_one_there_and_no_other_file(
+    sqlite_run: Path, small_disk: Path
+) -> None:
+    output = small_disk / "chart.png"
+    plot_file(sqlite_run, output, match="learner/*")
+    before = output.read_bytes()
+    Filler(small_disk).fill()
+
+    # Every panel: a larger image than the one there, on a full disk.
+    with pytest.raises(OSError, match="No space left on device") as raised:
+        plot_file(sqlite_run, output)
+
+    assert raised.value.filename == str(output)
+
+    assert output.read_bytes() == before
+    assert sorted(path.name for path in small_disk.iterdir()) == ["chart.png", "filler"]
+
+
+def test_a_saved_chart_replaces_the_one_there_with_the_usual_permissions(
+    sqlite_run: Path, tmp_path: Path
+) -> None:
+    output = tmp_path / "chart.png"
+    output.write_bytes(b"an older chart")
+    umask = os.umask(0o022)
+    try:
+        plot_file(sqlite_run, output)
+    finally:
+        os.umask(umask)
+
+    assert output.read_bytes()[:8] == PNG_SIGNATURE
+    assert output.stat().st_mode & 0o777 == 0o644
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        "chart.png",
+        "metrics.sqlite",
+    ]
 
 
 def test_plot_file_draws_the_latest_run_of_a_sqlite_file_unless_told(

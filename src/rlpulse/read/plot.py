@@ -53,6 +53,7 @@ import math
 import os
 import re
 import textwrap
+import uuid
 import warnings
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import Future
@@ -565,7 +566,10 @@ def plot_file(
     For SQLite, ``run`` picks the run and ``None`` means the latest one; CSV
     and JSON lines files hold one run, named after the file. The image format
     follows ``output``'s extension (``.png``, ``.svg``, ``.pdf``; PNG when it
-    has none); missing parent directories are created. ``match``, ``x``,
+    has none); missing parent directories are created. The image is written
+    to a file beside ``output`` and then renamed onto it, so a save that
+    fails (a full disk) or is interrupted leaves the file that was there.
+    ``match``, ``x``,
     ``cumulative`` and ``smooth`` are those of :func:`plot_run`, and so are
     its warnings. The file is read as a chart can show it
     (:func:`rlpulse.formats.read_downsampled`): a long SQLite run is
@@ -720,12 +724,28 @@ def _save(figure: Figure, output: Path) -> Path:
             f"cannot write a .{image_format} image; name the output with one of "
             f"{', '.join('.' + name for name in sorted(supported))}"
         )
-    if image_format == "png":
-        # A chart is a few flat colours: zlib's fastest level packs it
-        # nearly as small as its default, in a third of the time.
-        figure.savefig(output, format="png", pil_kwargs={"compress_level": 1})
-    else:
-        figure.savefig(output, format=image_format)
+    # Written beside the output, then renamed onto it: a save that fails or
+    # is interrupted leaves the chart that was there, not half an image.
+    temporary = output.with_name(f".{output.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        # Created as open() creates a file: the chart gets the usual permissions.
+        with open(temporary, "xb") as file:
+            if image_format == "png":
+                # A chart is a few flat colours: zlib's fastest level packs it
+                # nearly as small as its default, in a third of the time.
+                figure.savefig(file, format="png", pil_kwargs={"compress_level": 1})
+            else:
+                figure.savefig(file, format=image_format)
+        os.replace(temporary, output)
+    except BaseException as error:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        if isinstance(error, OSError) and error.filename is None:
+            # A failed write names no file: say which chart it was.
+            raise OSError(
+                error.errno, error.strerror or str(error), str(output)
+            ) from error
+        raise
     return output
 
 
