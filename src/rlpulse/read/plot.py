@@ -135,12 +135,13 @@ _MOVETO, _LINETO, _CLOSEPOLY = 1, 2, 79
 _BANDS = (("p10", "p90"), ("p50", "p99"))
 # A distribution's band: the first pair of quantiles it logged, around its p50.
 
-_Unit = Literal["rate", "bytes", "percent", "seconds", "value", "total"]
+_Unit = Literal["rate", "bytes", "percent", "fraction", "seconds", "value", "total"]
 # The axes of a panel, top to bottom, and their labels.
 _UNIT_LABELS: dict[_Unit, str] = {
     "rate": "per second (/s)",
     "bytes": "bytes",
     "percent": "percent (%)",
+    "fraction": "fraction (0 to 1)",
     "seconds": "seconds (s)",
     "value": "value",
     "total": "total (cumulative)",
@@ -149,6 +150,7 @@ _UNIT_LABELS: dict[_Unit, str] = {
 _GAUGE_UNITS: dict[Unit | None, _Unit] = {
     Unit.BYTES: "bytes",
     Unit.PERCENT: "percent",
+    Unit.FRACTION: "fraction",
     Unit.SECONDS: "seconds",
 }
 _RATE, _GAUGE, _CUMULATIVE = 0, 1, 2
@@ -1289,7 +1291,7 @@ def _draw_panel(
             # The first line of an axis (a return before a queue's depth) on top.
             zorder = _LINE_ZORDER + (len(lines) - rank) / len(lines)
             _draw(axes, line, color, smooth, matplotlib, zorder)
-        _scale(axes, lines, _UNIT_LABELS[unit], matplotlib)
+        _scale(axes, lines, unit, matplotlib)
         axes.set_label(panel.watch)
         axes.grid(True, alpha=0.3)
         handles, labels = axes.get_legend_handles_labels()
@@ -1446,12 +1448,16 @@ def smoothed(values: Sequence[float], weight: float) -> list[float]:
     return result
 
 
-def _scale(axes: Axes, lines: list[_Line], label: str, matplotlib: _Matplotlib) -> None:
-    """Label an axis, in linear scale from zero, or logarithmic when its lines' sizes differ widely.
+def _scale(
+    axes: Axes, lines: list[_Line], unit: _Unit, matplotlib: _Matplotlib
+) -> None:
+    """Label an axis of ``unit``, in linear scale from zero, or logarithmic when its lines' sizes differ widely.
 
     On one linear axis, 50 samples/s next to 4000 writes/s is a flat line at
-    zero; a log axis shows both.
+    zero; a log axis shows both. A fraction's axis is always linear, from 0
+    to 1: a buffer a tenth full reads as a tenth of the axis.
     """
+    label = _UNIT_LABELS[unit]
     peaks = [
         max((abs(y) for y in line.ys if math.isfinite(y)), default=0.0)
         for line in lines
@@ -1460,7 +1466,13 @@ def _scale(axes: Axes, lines: list[_Line], label: str, matplotlib: _Matplotlib) 
     spread = (
         max(positive_peaks) / min(positive_peaks) if len(positive_peaks) > 1 else 1.0
     )
-    if spread > _LOG_SCALE_SPREAD:
+    if unit == "fraction":
+        # Room above 1, as above any line: a full buffer is not on the frame.
+        axes.set_ylim(0.0, max(1.0, *peaks) * 1.05)
+        axes.yaxis.set_major_locator(
+            matplotlib.InViewLocator(nbins=_Y_TICKS, steps=_TICK_STEPS)
+        )
+    elif spread > _LOG_SCALE_SPREAD:
         values = [y for line in lines for y in line.ys if math.isfinite(y)]
         smallest = min((abs(y) for y in values if y != 0), default=1.0)
         if min(values) > 0:
