@@ -6,10 +6,13 @@ import live here (``from tests.support import Blocking, wait_until``).
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 __all__ = [
@@ -21,6 +24,7 @@ __all__ = [
     "Progress",
     "Source",
     "copy_of_fixture",
+    "locked_by_another_process",
     "wait_until",
 ]
 
@@ -113,3 +117,31 @@ class Filler:
 
     def free(self) -> None:
         self.path.unlink()
+
+
+_HOLD_LOCKED = """
+import sqlite3, sys
+connection = sqlite3.connect(sys.argv[1], isolation_level=None)
+connection.execute("PRAGMA locking_mode=EXCLUSIVE")
+connection.execute("BEGIN EXCLUSIVE")
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+@contextlib.contextmanager
+def locked_by_another_process(path: Path) -> Iterator[None]:
+    """While in the block, another process holds the SQLite file at ``path`` locked, as a ``sqlite3`` shell's ``BEGIN EXCLUSIVE`` does."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_LOCKED, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline() == "held\n"
+        yield
+    finally:
+        holder.kill()
+        holder.communicate()

@@ -79,6 +79,7 @@ class Unit(_Named):
     SECONDS = "seconds"
     BYTES = "bytes"
     PERCENT = "percent"
+    FRACTION = "fraction"
     PER_SECOND = "per_second"
 
     @property
@@ -91,6 +92,7 @@ _UCUM = {
     Unit.SECONDS: "s",
     Unit.BYTES: "By",
     Unit.PERCENT: "%",
+    Unit.FRACTION: "1",
     Unit.PER_SECOND: "1/s",
 }
 
@@ -195,13 +197,19 @@ def unit_of(metric: str) -> Unit | None:
     """The unit metric name ``metric`` says, by its suffix; ``None`` when it says none.
 
     A window summary, sum or quantile of observations keeps the unit of
-    what it summarises.
+    what it summarises. A part of a whole, from 0 to 1 (a buffer's
+    ``utilization``, a bottleneck watch's ``consumer_wait_share``, any
+    ``_fraction``), is a :attr:`Unit.FRACTION`; a ``_ratio`` is not, since
+    rlpulse's own (``replay_ratio``, samples per write) is no part of a
+    whole.
 
     Examples:
         >>> unit_of("update_s_p99"), unit_of("rss_bytes"), unit_of("cpu_percent")
         (<Unit.SECONDS: 'seconds'>, <Unit.BYTES: 'bytes'>, <Unit.PERCENT: 'percent'>)
         >>> unit_of("frames_per_second"), unit_of("frames")
         (<Unit.PER_SECOND: 'per_second'>, None)
+        >>> unit_of("utilization"), unit_of("consumer_wait_share"), unit_of("replay_ratio")
+        (<Unit.FRACTION: 'fraction'>, <Unit.FRACTION: 'fraction'>, None)
     """
     if metric.endswith(RATE_SUFFIX):
         return Unit.PER_SECOND
@@ -212,7 +220,13 @@ def unit_of(metric: str) -> Unit | None:
         return Unit.PERCENT
     if base.endswith(("_s", "_seconds")):
         return Unit.SECONDS
+    if base.rpartition("_")[2] in _FRACTIONS:
+        return Unit.FRACTION
     return None
+
+
+_FRACTIONS = frozenset({"utilization", "share", "fraction"})
+# The last words of the names of parts of a whole, from 0 to 1.
 
 
 def spelled_out(metric: str) -> str:

@@ -19,9 +19,15 @@ import pytest
 
 from rlpulse import Record, __version__, read
 from rlpulse.cli import main
+from rlpulse.formats import sqlite as sqlite_format
 from rlpulse.sinks import CSVLogger, JSONLLogger, SQLiteLogger
 from rlpulse.sinks.registry import SCHEMES
-from tests.support import FIXTURES, OLD_SQLITE_FILES, copy_of_fixture
+from tests.support import (
+    FIXTURES,
+    OLD_SQLITE_FILES,
+    copy_of_fixture,
+    locked_by_another_process,
+)
 
 RLPULSE_SCRIPT = Path(sys.executable).with_name("rlpulse")
 
@@ -556,6 +562,67 @@ def test_show_of_a_corrupt_file_is_a_one_line_error(
     assert main(["show", str(path)]) == 2
 
     assert error_line().startswith("rlpulse: error: ")
+
+
+@pytest.mark.parametrize("command", ["show", "compare", "plot"])
+def test_a_store_another_process_holds_locked_is_a_one_line_error_saying_so(
+    tmp_path: Path,
+    error_line: Callable[[], str],
+    monkeypatch: pytest.MonkeyPatch,
+    command: str,
+) -> None:
+    path = tmp_path / "metrics.db"
+    _write_sqlite_run(path, "first", frames=400.0)
+    arguments = {
+        "show": [str(path)],
+        "compare": [str(path), str(path)],
+        "plot": [str(path), "-o", str(tmp_path / "chart.png")],
+    }[command]
+    if command == "plot":
+        pytest.importorskip("matplotlib")
+    monkeypatch.setattr(sqlite_format, "LOCK_NOTICE_S", 0.1)
+    monkeypatch.setattr(sqlite_format, "LOCK_WAIT_S", 0.5)
+
+    with locked_by_another_process(path):
+        assert main([command, *arguments]) == 2
+
+    # Standard error is no terminal here: no note while waiting.
+    assert error_line() == (
+        f"rlpulse: error: {path} is locked by another process's write; rlpulse"
+        " waited 0.5 s for it to be let go. Try again once that write ends, or"
+        f" close the program holding the file (fuser -v {path} or lsof {path}"
+        " names it)"
+    )
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc")
+def test_ctrl_c_while_waiting_for_a_locked_store_ends_quietly_with_130(
+    tmp_path: Path, wait_until: Callable[..., bool]
+) -> None:
+    path = tmp_path / "metrics.db"
+    _write_sqlite_run(path, "first", frames=400.0)
+    with locked_by_another_process(path):
+        show = subprocess.Popen(
+            [sys.executable, "-m", "rlpulse", "show", str(path)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=_restore_default_sigint,
+        )
+        try:
+            assert wait_until(lambda: _holds_open(show.pid, path), 30)
+            time.sleep(0.5)  # waiting for the lock
+            interrupted = time.monotonic()
+            show.send_signal(signal.SIGINT)
+            _, errors = show.communicate(timeout=30)
+            ended = time.monotonic()
+        finally:
+            show.kill()
+            show.wait()
+
+    assert errors == ""
+    assert show.returncode == 130
+    assert ended - interrupted < 2  # not the 10 s it would wait
 
 
 def test_show_of_an_unknown_run_is_a_one_line_error_naming_the_runs(

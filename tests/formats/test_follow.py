@@ -21,6 +21,7 @@ from rlpulse.formats.csv import HEADER, CSVFollower
 from rlpulse.formats.jsonl import JSONLFollower
 from rlpulse.formats.sqlite import SQLiteFollower
 from rlpulse.naming import Kind, Payload
+from tests.support import locked_by_another_process
 
 
 def values(follower: RunFollower | SQLiteFollower) -> list[float]:
@@ -90,6 +91,23 @@ def test_a_store_that_does_not_exist_yet_is_waited_for_with_a_message(
         assert values(follower) == [7.0]
     assert follower.waiting is None
     assert follower.run == "late"
+    follower.close()
+
+
+def test_a_store_another_process_holds_locked_is_waited_for_saying_so(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "run.sqlite"
+    with SQLiteLogger(path, run="first") as sink:
+        sink.log_metrics({"c/frames": 2.0}, timestamp=100.0)
+    follower = RunFollower(path)
+
+    with locked_by_another_process(path):
+        assert values(follower) == []
+        assert follower.waiting == (
+            f"{path} is locked by another process's write; waiting for it to be let go"
+        )
+    assert values(follower) == [2.0]
     follower.close()
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import sqlite3
 import struct
 import subprocess
@@ -45,7 +46,7 @@ from rlpulse.read.plot import (
     select_metrics,
 )
 from rlpulse.sinks.registry import MetricSink
-from tests.support import OLD_SQLITE_FILES, copy_of_fixture
+from tests.support import OLD_SQLITE_FILES, Filler, copy_of_fixture
 
 RLPULSE_SCRIPT = Path(sys.executable).with_name("rlpulse")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -190,6 +191,43 @@ def test_plot_file_refuses_an_image_format_matplotlib_cannot_write(
         plot_file(sqlite_run, tmp_path / "chart.docx")
 
     assert not (tmp_path / "chart.docx").exists()
+
+
+def test_a_chart_that_cannot_be_saved_leaves_the_one_there_and_no_other_file(
+    sqlite_run: Path, small_disk: Path
+) -> None:
+    output = small_disk / "chart.png"
+    plot_file(sqlite_run, output, match="learner/*")
+    before = output.read_bytes()
+    Filler(small_disk).fill()
+
+    # Every panel: a larger image than the one there, on a full disk.
+    with pytest.raises(OSError, match="No space left on device") as raised:
+        plot_file(sqlite_run, output)
+
+    assert raised.value.filename == str(output)
+
+    assert output.read_bytes() == before
+    assert sorted(path.name for path in small_disk.iterdir()) == ["chart.png", "filler"]
+
+
+def test_a_saved_chart_replaces_the_one_there_with_the_usual_permissions(
+    sqlite_run: Path, tmp_path: Path
+) -> None:
+    output = tmp_path / "chart.png"
+    output.write_bytes(b"an older chart")
+    umask = os.umask(0o022)
+    try:
+        plot_file(sqlite_run, output)
+    finally:
+        os.umask(umask)
+
+    assert output.read_bytes()[:8] == PNG_SIGNATURE
+    assert output.stat().st_mode & 0o777 == 0o644
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        "chart.png",
+        "metrics.sqlite",
+    ]
 
 
 def test_plot_file_draws_the_latest_run_of_a_sqlite_file_unless_told(
@@ -540,13 +578,36 @@ def test_a_panel_has_one_axis_per_unit_bytes_percent_seconds_and_plain() -> None
     assert all(a.get_title(loc="left") == "" for a in list(axes.values())[1:])
 
 
+def test_a_fraction_has_an_axis_of_its_own_from_0_to_1_apart_from_counts() -> None:
+    rows = []
+    for second in range(3):
+        rows += [
+            (second, None, "replay_buffer/size", 3600.0 + 3200 * second),
+            (second, None, "replay_buffer/utilization", 0.036 + 0.032 * second),
+            (second, None, "bottleneck/consumer_wait_share", 0.4),
+        ]
+
+    figure = plot_run(_records(*rows), run="cartpole")
+
+    buffer = _axes_by_unit(figure, "replay_buffer")
+    assert list(buffer) == ["fraction (0 to 1)", "value"]
+    fraction, value = buffer.values()
+    assert _labels(fraction) == ["utilization"]
+    assert _labels(value) == ["size"]
+    assert fraction.get_yscale() == value.get_yscale() == "linear"
+    assert fraction.get_ylim() == (0.0, 1.05)
+    (share,) = _axes_by_unit(figure, "bottleneck").values()
+    assert share.get_ylabel() == "fraction (0 to 1)"
+
+
 def test_a_panel_of_gauges_only_has_a_single_value_axis(sqlite_run: Path) -> None:
     figure = plot_run_of(sqlite_run)
 
     learner = _panels(figure)["learner"]
     assert _labels(learner) == ["loss"]
     assert learner.get_ylabel() == "value"
-    assert len(figure.axes) == 3  # no panel has both rates and gauges
+    # collector: rates; buffer: a fraction and counts; learner: a value.
+    assert len(figure.axes) == 4
 
 
 def test_lines_of_very_different_size_share_a_log_axis(sqlite_run: Path) -> None:
@@ -587,9 +648,9 @@ def test_a_log_axis_with_zeros_is_symmetric_log(tmp_path: Path) -> None:
     figure = plot_run(
         _records(
             (0, None, "buffer/size", 0.0),
-            (0, None, "buffer/utilization", 0.0),
+            (0, None, "buffer/pending", 0.0),
             (1, None, "buffer/size", 5000.0),
-            (1, None, "buffer/utilization", 0.5),
+            (1, None, "buffer/pending", 0.5),
         ),
         run="filling",
     )
@@ -671,7 +732,7 @@ def test_legends_sit_beside_their_axis_within_the_figure(sqlite_run: Path) -> No
     figure = plot_run(read(sqlite_run), run="baseline", cumulative=True)
     figure.canvas.draw()
 
-    assert len(figure.axes) == 4
+    assert len(figure.axes) == 5
     for axes in figure.axes:
         legend = axes.get_legend()
         assert legend is not None

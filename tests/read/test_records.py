@@ -9,15 +9,29 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
+import warnings
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from rlpulse import CSVLogger, JSONLLogger, Record, SQLiteLogger, read
+from rlpulse.formats import sqlite as sqlite_format
 from rlpulse.naming import Kind, Payload, Unit
-from rlpulse.read.records import RunFileError, RunFileWarning, list_runs
-from tests.support import FIXTURES, OLD_SQLITE_FILES, copy_of_fixture
+from rlpulse.read.records import (
+    RunFileError,
+    RunFileLockedError,
+    RunFileLockedWarning,
+    RunFileWarning,
+    list_runs,
+)
+from tests.support import (
+    FIXTURES,
+    OLD_SQLITE_FILES,
+    copy_of_fixture,
+    locked_by_another_process,
+)
 
 FILE_SINKS = {
     "metrics.db": SQLiteLogger,
@@ -182,6 +196,54 @@ def test_corrupt_sqlite_file_raises(tmp_path: Path) -> None:
 
     with pytest.raises(RunFileError, match="not a readable SQLite file"):
         read(path)
+
+
+def test_a_sqlite_file_another_process_holds_locked_is_waited_for_then_refused_saying_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "metrics.db"
+    with SQLiteLogger(path, run="r") as sink:
+        sink.log_metrics({"c/frames": 1.0})
+    monkeypatch.setattr(sqlite_format, "LOCK_NOTICE_S", 0.2)
+    monkeypatch.setattr(sqlite_format, "LOCK_WAIT_S", 1.0)
+
+    with (
+        locked_by_another_process(path),
+        warnings.catch_warnings(record=True) as caught,
+    ):
+        warnings.simplefilter("always")
+        with pytest.raises(RunFileLockedError) as raised:
+            read(path)
+
+    message = str(raised.value)
+    assert message.startswith(
+        f"{path} is locked by another process's write; rlpulse waited 1 s for it"
+    )
+    assert f"fuser -v {path}" in message
+    notes = [str(warning.message) for warning in caught]
+    assert notes == [
+        f"{path} is locked by another process's write; waiting up to 1 s for it"
+        " to be let go (Ctrl-C stops)"
+    ]
+    assert [warning.category for warning in caught] == [RunFileLockedWarning]
+
+
+def test_a_sqlite_file_is_read_once_another_process_lets_its_lock_go(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "metrics.db"
+    with SQLiteLogger(path, run="r") as sink:
+        sink.log_metrics({"c/frames": 1.0})
+    holding = locked_by_another_process(path)
+    holding.__enter__()
+    letting_go = threading.Timer(0.5, holding.__exit__, (None, None, None))
+    letting_go.start()
+    try:
+        records = list(read(path))
+    finally:
+        letting_go.join()
+
+    assert [record.value for record in records] == [1.0]
 
 
 def test_sqlite_file_without_rlpulse_tables_raises(tmp_path: Path) -> None:

@@ -668,6 +668,7 @@ def test_each_metric_carries_the_unit_its_name_says(receiver: Receiver) -> None:
                         "system/rss_bytes": 2e9,
                         "collector/frames_per_second": 900.0,
                         "collector/frames": 9000.0,
+                        "buffer/utilization": 0.25,
                     },
                     None,
                     time.time(),
@@ -685,6 +686,7 @@ def test_each_metric_carries_the_unit_its_name_says(receiver: Receiver) -> None:
         "rlpulse.rss_bytes": "By",
         "rlpulse.frames_per_second": "1/s",
         "rlpulse.frames": "",
+        "rlpulse.utilization": "1",
         "rlpulse.update_s": "s",
     }
 

@@ -19,7 +19,11 @@ from rlpulse.read.plot import (
     PlotError,
     PlotWarning,
 )
-from rlpulse.read.records import RunFileError, RunFileWarning
+from rlpulse.read.records import (
+    RunFileError,
+    RunFileLockedWarning,
+    RunFileWarning,
+)
 from rlpulse.sinks.registry import SinkSpecError
 
 _DESCRIPTION = """\
@@ -136,6 +140,8 @@ def _notes_printed() -> Iterator[None]:
             file: TextIO | None = None,
             line: str | None = None,
         ) -> None:
+            if issubclass(category, RunFileLockedWarning) and not sys.stderr.isatty():
+                return  # the error that ends the wait, if any, says it
             if issubclass(category, _NOTES):
                 one_line = " ".join(str(message).split())
                 print(f"rlpulse: note: {one_line}", file=sys.stderr, flush=True)

@@ -52,7 +52,9 @@ whose name matches PATTERN: a glob (matched against the whole name) when it
 holds *, ? or [, a substring otherwise; repeated, it keeps the metrics
 matching any; patterns that match no metric are an error that lists the
 metrics there are. The image format follows the extension of FILE (.png, .svg,
-.pdf). Needs matplotlib: pip install 'rlpulse[plot]'.
+.pdf); the image is written beside FILE and renamed onto it, so a plot that
+fails or is interrupted leaves the FILE there was. Needs matplotlib:
+pip install 'rlpulse[plot]'.
 
 examples:
   rlpulse plot runs/demo.sqlite -o runs/demo.png

@@ -8,7 +8,12 @@ import time
 from pathlib import Path
 
 from rlpulse.cli import common
-from rlpulse.read.records import RunFileError, read_events, run_infos
+from rlpulse.read.records import (
+    RunFileError,
+    RunFileLockedError,
+    read_events,
+    run_infos,
+)
 from rlpulse.read.summary import (
     format_events,
     format_summary,
@@ -101,5 +106,7 @@ def _events_of(path: Path, run: str | None) -> str:
     """The events of the run as ``show`` lists them; ``""`` for none, or a file that stores none (CSV)."""
     try:
         return format_events(read_events(path, run))
+    except RunFileLockedError:
+        raise
     except RunFileError:
         return ""

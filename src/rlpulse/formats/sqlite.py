@@ -17,7 +17,9 @@ This module creates and checks the tables (:func:`check_tables`,
 summaries as its writer writes (:class:`RunSummaries`) or brings them up to
 date from its rows (:func:`summarize_run`), and reads runs
 back (:func:`read_sqlite`, :func:`read_sqlite_distributions`,
-:func:`read_sqlite_events`, :func:`list_runs`, :func:`run_infos`). Opening a store (WAL mode, checkpoints, what a failure
+:func:`read_sqlite_events`, :func:`list_runs`, :func:`run_infos`), each
+reader waiting up to :data:`LOCK_WAIT_S` for a file another process holds
+locked, in short tries that Ctrl-C can end. Opening a store (WAL mode, checkpoints, what a failure
 to open means) is :class:`~rlpulse.sinks.sqlite.SQLiteLogger`'s.
 """
 
@@ -30,7 +32,10 @@ import json
 import math
 import operator
 import os
+import shlex
 import sqlite3
+import time
+import warnings
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple, cast
@@ -47,6 +52,8 @@ from rlpulse.formats.records import (
     Record,
     RunAggregate,
     RunFileError,
+    RunFileLockedError,
+    RunFileLockedWarning,
     RunInfo,
     downsample,
     kind_named,
@@ -56,6 +63,8 @@ from rlpulse.naming import Kind, Payload, inferred_kind
 from rlpulse.runtime.events import Event
 
 __all__ = [
+    "LOCK_NOTICE_S",
+    "LOCK_WAIT_S",
     "ROWS_PER_SUMMARY",
     "SQLITE_FORMAT_VERSION",
     "SQLITE_MAGIC",
@@ -562,13 +571,67 @@ def _run_span(
     )
 
 
+LOCK_WAIT_S = 10.0
+"""How long a reader waits for a SQLite file another process holds locked before giving up."""
+
+LOCK_NOTICE_S = 1.0
+"""How long a reader waits for a locked SQLite file before saying that it waits."""
+
+_LOCK_TRY_S = 0.1
+# SQLite's own wait for a lock, which Ctrl-C cannot end: each try is this
+# short, and the wait goes on in Python between tries.
+
+
+class _ReadingConnection(sqlite3.Connection):
+    # A connection whose statements wait up to LOCK_WAIT_S for a lock another
+    # process holds, warning once after LOCK_NOTICE_S, then raise a
+    # RunFileError saying what holds them up.
+    path: Path
+
+    def execute(  # type: ignore[override]
+        self, sql: str, parameters: Sequence[object] = (), /
+    ) -> sqlite3.Cursor:
+        started = time.monotonic()
+        warned = False
+        while True:
+            try:
+                return super().execute(sql, parameters)
+            except sqlite3.OperationalError as error:
+                if not _busy(error):
+                    raise
+            waited = time.monotonic() - started
+            if waited >= LOCK_WAIT_S:
+                where = shlex.quote(str(self.path))
+                raise RunFileLockedError(
+                    f"{_locked(self.path)}; rlpulse waited {LOCK_WAIT_S:g} s for it"
+                    " to be let go. Try again once that write ends, or close the"
+                    f" program holding the file (fuser -v {where} or lsof {where}"
+                    " names it)"
+                )
+            if waited >= LOCK_NOTICE_S and not warned:
+                warned = True
+                warnings.warn(
+                    f"{_locked(self.path)}; waiting up to {LOCK_WAIT_S:g} s for it"
+                    " to be let go (Ctrl-C stops)",
+                    RunFileLockedWarning,
+                    stacklevel=2,
+                )
+
+
+def _locked(path: Path) -> str:
+    return f"{path} is locked by another process's write"
+
+
 def _connect_for_reading(path: Path) -> sqlite3.Connection:
     # mode=rw never creates a missing file, and SQLite itself falls back to
     # read-only for a write-protected one; a read/write connection also cleans
     # up the WAL files when it is the last one to close.
     uri = path.resolve().as_uri() + "?mode=rw"
     try:
-        connection = sqlite3.connect(uri, uri=True)
+        connection = sqlite3.connect(
+            uri, uri=True, timeout=_LOCK_TRY_S, factory=_ReadingConnection
+        )
+        connection.path = path
         tables = {
             name
             for (name,) in connection.execute(
@@ -948,7 +1011,10 @@ class SQLiteFollower:
                 "SELECT name, id, start_wall_time FROM runs ORDER BY id"
             ).fetchall()
         except sqlite3.OperationalError as error:
-            if _busy(error) or "no such table" in str(error):
+            if _busy(error):
+                self.waiting = f"{_locked(self.path)}; waiting for it to be let go"
+                return None
+            if "no such table" in str(error):
                 self.waiting = f"{self.path} has no runs yet"
                 return None
             raise RunFileError(f"{self.path} cannot be read: {error}") from error

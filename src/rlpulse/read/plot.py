@@ -53,6 +53,7 @@ import math
 import os
 import re
 import textwrap
+import uuid
 import warnings
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import Future
@@ -134,12 +135,13 @@ _MOVETO, _LINETO, _CLOSEPOLY = 1, 2, 79
 _BANDS = (("p10", "p90"), ("p50", "p99"))
 # A distribution's band: the first pair of quantiles it logged, around its p50.
 
-_Unit = Literal["rate", "bytes", "percent", "seconds", "value", "total"]
+_Unit = Literal["rate", "bytes", "percent", "fraction", "seconds", "value", "total"]
 # The axes of a panel, top to bottom, and their labels.
 _UNIT_LABELS: dict[_Unit, str] = {
     "rate": "per second (/s)",
     "bytes": "bytes",
     "percent": "percent (%)",
+    "fraction": "fraction (0 to 1)",
     "seconds": "seconds (s)",
     "value": "value",
     "total": "total (cumulative)",
@@ -148,6 +150,7 @@ _UNIT_LABELS: dict[_Unit, str] = {
 _GAUGE_UNITS: dict[Unit | None, _Unit] = {
     Unit.BYTES: "bytes",
     Unit.PERCENT: "percent",
+    Unit.FRACTION: "fraction",
     Unit.SECONDS: "seconds",
 }
 _RATE, _GAUGE, _CUMULATIVE = 0, 1, 2
@@ -565,7 +568,10 @@ def plot_file(
     For SQLite, ``run`` picks the run and ``None`` means the latest one; CSV
     and JSON lines files hold one run, named after the file. The image format
     follows ``output``'s extension (``.png``, ``.svg``, ``.pdf``; PNG when it
-    has none); missing parent directories are created. ``match``, ``x``,
+    has none); missing parent directories are created. The image is written
+    to a file beside ``output`` and then renamed onto it, so a save that
+    fails (a full disk) or is interrupted leaves the file that was there.
+    ``match``, ``x``,
     ``cumulative`` and ``smooth`` are those of :func:`plot_run`, and so are
     its warnings. The file is read as a chart can show it
     (:func:`rlpulse.formats.read_downsampled`): a long SQLite run is
@@ -720,12 +726,28 @@ def _save(figure: Figure, output: Path) -> Path:
             f"cannot write a .{image_format} image; name the output with one of "
             f"{', '.join('.' + name for name in sorted(supported))}"
         )
-    if image_format == "png":
-        # A chart is a few flat colours: zlib's fastest level packs it
-        # nearly as small as its default, in a third of the time.
-        figure.savefig(output, format="png", pil_kwargs={"compress_level": 1})
-    else:
-        figure.savefig(output, format=image_format)
+    # Written beside the output, then renamed onto it: a save that fails or
+    # is interrupted leaves the chart that was there, not half an image.
+    temporary = output.with_name(f".{output.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        # Created as open() creates a file: the chart gets the usual permissions.
+        with open(temporary, "xb") as file:
+            if image_format == "png":
+                # A chart is a few flat colours: zlib's fastest level packs it
+                # nearly as small as its default, in a third of the time.
+                figure.savefig(file, format="png", pil_kwargs={"compress_level": 1})
+            else:
+                figure.savefig(file, format=image_format)
+        os.replace(temporary, output)
+    except BaseException as error:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        if isinstance(error, OSError) and error.filename is None:
+            # A failed write names no file: say which chart it was.
+            raise OSError(
+                error.errno, error.strerror or str(error), str(output)
+            ) from error
+        raise
     return output
 
 
@@ -1269,7 +1291,7 @@ def _draw_panel(
             # The first line of an axis (a return before a queue's depth) on top.
             zorder = _LINE_ZORDER + (len(lines) - rank) / len(lines)
             _draw(axes, line, color, smooth, matplotlib, zorder)
-        _scale(axes, lines, _UNIT_LABELS[unit], matplotlib)
+        _scale(axes, lines, unit, matplotlib)
         axes.set_label(panel.watch)
         axes.grid(True, alpha=0.3)
         handles, labels = axes.get_legend_handles_labels()
@@ -1426,12 +1448,16 @@ def smoothed(values: Sequence[float], weight: float) -> list[float]:
     return result
 
 
-def _scale(axes: Axes, lines: list[_Line], label: str, matplotlib: _Matplotlib) -> None:
-    """Label an axis, in linear scale from zero, or logarithmic when its lines' sizes differ widely.
+def _scale(
+    axes: Axes, lines: list[_Line], unit: _Unit, matplotlib: _Matplotlib
+) -> None:
+    """Label an axis of ``unit``, in linear scale from zero, or logarithmic when its lines' sizes differ widely.
 
     On one linear axis, 50 samples/s next to 4000 writes/s is a flat line at
-    zero; a log axis shows both.
+    zero; a log axis shows both. A fraction's axis is always linear, from 0
+    to 1: a buffer a tenth full reads as a tenth of the axis.
     """
+    label = _UNIT_LABELS[unit]
     peaks = [
         max((abs(y) for y in line.ys if math.isfinite(y)), default=0.0)
         for line in lines
@@ -1440,7 +1466,13 @@ def _scale(axes: Axes, lines: list[_Line], label: str, matplotlib: _Matplotlib) 
     spread = (
         max(positive_peaks) / min(positive_peaks) if len(positive_peaks) > 1 else 1.0
     )
-    if spread > _LOG_SCALE_SPREAD:
+    if unit == "fraction":
+        # Room above 1, as above any line: a full buffer is not on the frame.
+        axes.set_ylim(0.0, max(1.0, *peaks) * 1.05)
+        axes.yaxis.set_major_locator(
+            matplotlib.InViewLocator(nbins=_Y_TICKS, steps=_TICK_STEPS)
+        )
+    elif spread > _LOG_SCALE_SPREAD:
         values = [y for line in lines for y in line.ys if math.isfinite(y)]
         smallest = min((abs(y) for y in values if y != 0), default=1.0)
         if min(values) > 0:

@@ -27,6 +27,7 @@ from rlpulse.read.records import (
     DistributionRecord,
     Record,
     RunFileError,
+    RunFileLockedError,
     list_runs,
     read,
 )
@@ -444,6 +445,8 @@ def pinned_run(path: Path, run: str | None) -> str | None:
         if formats.detect_format(path) == "sqlite":
             runs = list_runs(path)
             return runs[-1] if runs else None
+    except RunFileLockedError:
+        raise
     except (OSError, RunFileError):
         pass
     return None
@@ -460,6 +463,8 @@ def run_name(path: str | os.PathLike[str], run: str | None = None) -> str:
     path = Path(path)
     try:
         return list_runs(path)[-1]
+    except RunFileLockedError:
+        raise
     except RunFileError:
         return path.name
 
@@ -479,6 +484,8 @@ def run_distributions(
     """
     try:
         return formats.read_distributions(path, run)
+    except RunFileLockedError:
+        raise
     except RunFileError:
         # Read after read_run(), which raised for a missing, empty or
         # corrupt file: this is one that stores no histograms.

@@ -42,7 +42,12 @@ from typing import TYPE_CHECKING, NamedTuple
 from rlpulse.formats import RunFollower
 from rlpulse.read.live import MONITOR_WATCH, Line, LiveRun
 from rlpulse.read.match import Match, select_metrics
-from rlpulse.read.records import RunFileError, RunFileWarning, read_events
+from rlpulse.read.records import (
+    RunFileError,
+    RunFileLockedError,
+    RunFileWarning,
+    read_events,
+)
 from rlpulse.read.summary import (
     format_event,
     format_summary,
@@ -126,6 +131,8 @@ def frame(
 def _latest_events(path: Path, run: str | None) -> list[str]:
     try:
         events = list(read_events(path, run))
+    except RunFileLockedError:
+        raise
     except RunFileError:
         return []  # a CSV file stores none
     return [format_event(event) for event in events[-_EVENTS_SHOWN:]]
