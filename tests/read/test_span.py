@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlpulse import CSVLogger, JSONLLogger, SQLiteLogger
+from rlpulse import CSVLogger, Event, JSONLLogger, SQLiteLogger
 from rlpulse.cli import main
 from rlpulse.distributions import RELATIVE_ERROR, Histogram
 from rlpulse.naming import Kind, Payload
@@ -157,6 +157,23 @@ def test_show_over_a_span_of_a_run_the_writer_summarised_reads_only_the_span(
         "b/size": ["1999", "1000", "1999"],
         "c/frames": ["19990", "10000", "19990", "10"],
     }
+
+
+def test_show_over_a_span_lists_only_the_events_in_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "run.sqlite"
+    with SQLiteLogger(path, run="r") as sink:
+        for minute in range(11):
+            sink.log_metrics({"c/frames": float(minute)}, timestamp=START + 60 * minute)
+        sink.log_event(Event(START + 60, "c", "stalled", "early stall", 30.0))
+        sink.log_event(Event(START + 540, "c", "stalled", "late stall", 30.0))
+
+    out = show(capsys, str(path), "--since", "-5m")
+
+    assert "1 event:" in out
+    assert "late stall" in out
+    assert "early stall" not in out
 
 
 def interval_values(minute: int) -> list[float]:

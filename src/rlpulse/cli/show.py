@@ -9,6 +9,7 @@ from pathlib import Path
 
 from rlpulse.cli import common
 from rlpulse.read.records import RunFileError, read_events, run_infos
+from rlpulse.read.span import Within
 from rlpulse.read.summary import (
     format_events,
     format_summary,
@@ -85,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         summarize_file(path, args.run, common.span_of(args)), args.match
     )
     print(format_summary(summary, exact=args.exact, width=terminal_width(sys.stdout)))
-    if events := _events_of(path, args.run):
+    if events := _events_of(path, args.run, summary.within):
         print()
         print(events)
     if verdicts := format_verdicts(summary):
@@ -107,9 +108,12 @@ def _runs_table(path: Path) -> str:
     return format_table(rows, left=2)
 
 
-def _events_of(path: Path, run: str | None) -> str:
-    """The events of the run as ``show`` lists them; ``""`` for none, or a file that stores none (CSV)."""
+def _events_of(path: Path, run: str | None, within: Within | None) -> str:
+    """The events of the run (those of the span ``within`` it, where given) as ``show`` lists them; ``""`` for none, or a file that stores none (CSV)."""
     try:
-        return format_events(read_events(path, run))
+        events = read_events(path, run)
     except RunFileError:
         return ""
+    if within is not None:
+        events = (e for e in events if within.since <= e.wall_time <= within.until)
+    return format_events(events)
