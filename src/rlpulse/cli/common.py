@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeAlias
+
+from rlpulse.read.span import Span
 
 MATCH_HELP = """\
 --match PATTERN is a glob (matched against the whole name) when it holds *,
@@ -22,6 +25,19 @@ digits with M, G or T (1.999M), from 10^15 on in scientific notation
 (4.611e+18); digits are cut, never rounded up, so 19,999 never shows as
 20,000. --exact writes every value in full.
 """
+
+
+SPAN_HELP = """\
+--since T and --until T read only a span of the run: T is seconds from the
+run's first record, with s, m or h for seconds, minutes or hours (90, 90s,
+1.5m, 2h); a negative T counts back from the run's last record (--since -5m:
+the last five minutes). Each bound is inclusive and either may be left out:
+--since alone runs to the end, --until alone from the start. Over a span
+each metric's last, smallest and largest value are those of the span, a
+counter's mean rate its growth within the span over the span's time, and a
+distribution's count and quantiles those of the intervals logged in the
+span (their histograms merged, as SQLite stores them); show lists the
+events of the span. A span without records is an error."""
 
 
 GIVE_METRICS_FILE = "give the path of a metrics file written by an rlpulse file sink"
@@ -102,6 +118,60 @@ def add_run_option(
         metavar="NAME",
         help=f"which run of a SQLite file to {verb} (default: the latest)",
     )
+
+
+_SPAN_BOUND = re.compile(r"(-?)(\d+(?:\.\d*)?|\.\d+)([smh]?)")
+_SECONDS_PER_UNIT = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def span_bound(text: str) -> float:
+    """A bound of ``--since`` or ``--until``: seconds from the run's first record, negative from its last.
+
+    >>> span_bound("90"), span_bound("1.5m"), span_bound("2h"), span_bound("-5m")
+    (90.0, 90.0, 7200.0, -300.0)
+    >>> span_bound("-0")
+    -0.0
+    """
+    found = _SPAN_BOUND.fullmatch(text.strip())
+    if found is None:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a time in the run: give seconds from its first "
+            "record, with s, m or h for seconds, minutes or hours (90, 90s, "
+            "1.5m, 2h), negative to count back from its end (-5m)"
+        )
+    sign, number, unit = found.groups()
+    seconds = float(number) * _SECONDS_PER_UNIT[unit]
+    return -seconds if sign else seconds
+
+
+# Also a negative time with a unit (-5m) is the value of an option, not an
+# option of its own, as argparse takes a negative number.
+_NEGATIVE_NUMBER_OR_TIME = re.compile(r"^-\d+$|^-\d*\.\d+$|^-(\d+(\.\d*)?|\.\d+)[smh]$")
+
+
+def add_span_options(command: argparse.ArgumentParser) -> None:
+    """Add ``--since T`` and ``--until T``: the span of each run the command reads (:func:`span_of`)."""
+    command._negative_number_matcher = _NEGATIVE_NUMBER_OR_TIME
+    command.add_argument(
+        "--since",
+        metavar="T",
+        type=span_bound,
+        help="read from T into each run on: seconds from its first record, "
+        "with s, m or h (600, 10m), negative back from its end (-5m: the "
+        "last five minutes)",
+    )
+    command.add_argument(
+        "--until",
+        metavar="T",
+        type=span_bound,
+        help="read up to T into each run, as --since counts it (15m; -1m: all "
+        "but the last minute)",
+    )
+
+
+def span_of(args: argparse.Namespace) -> Span:
+    """The span ``--since`` and ``--until`` asked for (:func:`add_span_options`); open where left out."""
+    return Span(args.since, args.until)
 
 
 def not_a_metrics_file(path: Path) -> str | None:

@@ -22,9 +22,14 @@ values; a metric a run lacks shows -.
 RUN is a file written by SQLiteLogger, CSVLogger or JSONLLogger: its latest
 run, or FILE:NAME for the run NAME of a SQLite file (list them with
 rlpulse show FILE --runs). --match keeps only the metrics whose name
-matches PATTERN; a run that has none of them shows -.
+matches PATTERN; a run that has none of them shows -. --since and --until
+compare the same span of each run, each counted from that run's own first
+(or, negative, last) record: --since -5m compares the last five minutes of
+each; the legend says where the span lies in each run.
 
 {common.MATCH_HELP}
+
+{common.SPAN_HELP}
 
 {common.NUMBERS_HELP}
 examples:
@@ -32,6 +37,7 @@ examples:
   rlpulse compare runs/all.sqlite:first runs/all.sqlite:second
   rlpulse compare a.sqlite b.csv --match 'collector/*'
   rlpulse compare a.sqlite b.sqlite --exact
+  rlpulse compare a.sqlite b.sqlite --since -5m
 """
 
 
@@ -40,6 +46,7 @@ def add(commands: common.Commands) -> None:
         commands, "compare", SUMMARY, DESCRIPTION, run, runs=RUNS
     )
     common.add_match_option(compare)
+    common.add_span_options(compare)
     common.add_exact_option(compare)
 
 
@@ -53,5 +60,6 @@ def run(args: argparse.Namespace) -> int:
     for path, _ in runs:
         if (problem := common.not_a_metrics_file(path)) is not None:
             return common.fail(problem)
-    print(format_comparison(compare_files(runs, args.match), exact=args.exact))
+    compared = compare_files(runs, args.match, common.span_of(args))
+    print(format_comparison(compared, exact=args.exact))
     return 0

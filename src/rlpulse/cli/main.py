@@ -24,6 +24,7 @@ from rlpulse.read.records import (
     RunFileLockedWarning,
     RunFileWarning,
 )
+from rlpulse.read.span import SpanError
 from rlpulse.sinks.registry import SinkSpecError
 
 _DESCRIPTION = """\
@@ -93,7 +94,14 @@ def main(argv: list[str] | None = None) -> int:
         return _INTERRUPTED
     except OSError as error:
         return common.fail(common.describe(error))
-    except (RunFileError, MatchError, PlotError, SinkSpecError, sqlite3.Error) as error:
+    except (
+        RunFileError,
+        MatchError,
+        SpanError,
+        PlotError,
+        SinkSpecError,
+        sqlite3.Error,
+    ) as error:
         return common.fail(str(error))
 
 

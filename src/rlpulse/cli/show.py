@@ -14,6 +14,7 @@ from rlpulse.read.records import (
     read_events,
     run_infos,
 )
+from rlpulse.read.span import Within
 from rlpulse.read.summary import (
     format_events,
     format_summary,
@@ -40,11 +41,16 @@ without "step" has none). A last line cut short (a crash, or a writer still
 at it) is left out with a note on standard error. A SQLite file holds
 several runs: --run picks one (default: the latest) and --runs lists them,
 each with its start, length and number of records. --match keeps only the
-metrics whose name matches PATTERN. On a terminal (or with COLUMNS set) the
+metrics whose name matches PATTERN. --since and --until summarize a span
+of the run instead of all of it; the first line then says where the span
+lies ("1,200 records from 10 min 00 s to 15 min 00 s of 40 min 12 s"). On
+a terminal (or with COLUMNS set) the
 tables fit its width, names too long shortened in the middle (…); into a
 pipe or a file they are written whole.
 
 {common.MATCH_HELP}
+
+{common.SPAN_HELP}
 
 {common.NUMBERS_HELP}
 examples:
@@ -52,6 +58,8 @@ examples:
   rlpulse show runs/demo.sqlite --runs
   rlpulse show runs/demo.sqlite --run 2024-05-01_12-03-04
   rlpulse show runs/demo.sqlite --match 'collector/*' --exact
+  rlpulse show runs/demo.sqlite --since 10m --until 15m
+  rlpulse show runs/demo.sqlite --since -5m
   rlpulse show metrics.csv
 """
 
@@ -68,6 +76,7 @@ def add(commands: common.Commands) -> None:
         "its start, length and number of records",
     )
     common.add_match_option(show)
+    common.add_span_options(show)
     common.add_exact_option(show)
 
 
@@ -78,9 +87,11 @@ def run(args: argparse.Namespace) -> int:
     if args.runs:
         print(_runs_table(path))
         return 0
-    summary = narrow_summary(summarize_file(path, args.run), args.match)
+    summary = narrow_summary(
+        summarize_file(path, args.run, common.span_of(args)), args.match
+    )
     print(format_summary(summary, exact=args.exact, width=terminal_width(sys.stdout)))
-    if events := _events_of(path, args.run):
+    if events := _events_of(path, args.run, summary.within):
         print()
         print(events)
     if verdicts := format_verdicts(summary):
@@ -102,11 +113,14 @@ def _runs_table(path: Path) -> str:
     return format_table(rows, left=2)
 
 
-def _events_of(path: Path, run: str | None) -> str:
-    """The events of the run as ``show`` lists them; ``""`` for none, or a file that stores none (CSV)."""
+def _events_of(path: Path, run: str | None, within: Within | None) -> str:
+    """The events of the run (those of the span ``within`` it, where given) as ``show`` lists them; ``""`` for none, or a file that stores none (CSV)."""
     try:
-        return format_events(read_events(path, run))
+        events = read_events(path, run)
     except RunFileLockedError:
         raise
     except RunFileError:
         return ""
+    if within is not None:
+        events = (e for e in events if within.since <= e.wall_time <= within.until)
+    return format_events(events)

@@ -28,6 +28,7 @@ the line and what is wrong.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Collection, Iterator
 from pathlib import Path
@@ -107,6 +108,8 @@ def read(
     run: str | None = None,
     *,
     names: Collection[str] | None = None,
+    since: float | None = None,
+    until: float | None = None,
 ) -> Iterator[Record]:
     """Iterate over the records of a metrics file written by any rlpulse file sink.
 
@@ -120,8 +123,10 @@ def read(
     run's names. CSV and JSON lines files
     are read as people write them too: blank lines are skipped, and a JSON
     lines payload without ``"step"`` has step ``None``. ``names``, where
-    given, keeps only the records of those metrics (for SQLite, in the
-    query). A last line cut short
+    given, keeps only the records of those metrics, and ``since`` and
+    ``until`` (seconds since the epoch, each inclusive, either or both)
+    only those logged in that span: for SQLite in the query, for a line
+    file as it is read. A last line cut short
     (a write a crash interrupted, or one still under way: no newline at its
     end, or a row without all its fields) is left out with a
     :class:`RunFileWarning`.
@@ -143,22 +148,45 @@ def read(
     path = Path(path)
     file_format = _format_for(path, run)
     if file_format == "sqlite":
-        return read_sqlite(path, run, names)
+        return read_sqlite(path, run, names, since, until)
     records = read_csv(path) if file_format == "csv" else read_jsonl(path)
-    if names is None:
+    if names is None and since is None and until is None:
         return records
-    wanted = frozenset(names)
-    return (record for record in records if record.name in wanted)
+    return _kept(records, names, since, until)
+
+
+def _kept(
+    records: Iterator[Record],
+    names: Collection[str] | None,
+    since: float | None,
+    until: float | None,
+) -> Iterator[Record]:
+    # The records of `names` (None: all) logged from `since` to `until`.
+    wanted = None if names is None else frozenset(names)
+    earliest = -math.inf if since is None else since
+    latest = math.inf if until is None else until
+    for record in records:
+        if (wanted is None or record.name in wanted) and (
+            earliest <= record.wall_time <= latest
+        ):
+            yield record
 
 
 def read_aggregate(
-    path: str | os.PathLike[str], run: str | None = None
+    path: str | os.PathLike[str],
+    run: str | None = None,
+    *,
+    since: float | None = None,
+    until: float | None = None,
 ) -> RunAggregate:
     """The records of a run (as :func:`read` reads them) in aggregate: each metric's first, last, extremes, growth and mean.
 
     Computed where the data is: SQLite aggregates a run itself; a CSV or
     JSON lines file is read once, keeping a few figures per metric
-    (:func:`aggregate`). ``run`` and the errors as for :func:`read`.
+    (:func:`aggregate`). ``since`` and ``until`` (seconds since the epoch,
+    each inclusive, either or both) aggregate only the records logged in
+    that span, as :func:`read` selects them: a counter's growth is then
+    its growth within the span. ``run`` and the errors as for :func:`read`.
 
     >>> import tempfile, pathlib
     >>> from rlpulse import SQLiteLogger
@@ -169,11 +197,18 @@ def read_aggregate(
     ...     (frames,) = read_aggregate(sink.path).metrics
     >>> frames.kind, frames.last, frames.growth / frames.growth_s
     (<Kind.COUNTER: 'counter'>, 200.0, 100.0)
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     with SQLiteLogger(pathlib.Path(tmp) / "run.db") as sink:
+    ...         for second in range(4):
+    ...             sink.log_metrics({"c/frames": 100.0 * second**2}, step=second, timestamp=10.0 + second)
+    ...     (frames,) = read_aggregate(sink.path, since=12.0).metrics
+    >>> frames.first, frames.last, frames.growth / frames.growth_s
+    (400.0, 900.0, 500.0)
     """
     path = Path(path)
     if _format_for(path, run) == "sqlite":
-        return read_sqlite_aggregate(path, run)
-    return aggregate(read(path, run))
+        return read_sqlite_aggregate(path, run, since, until)
+    return aggregate(read(path, run, since=since, until=until))
 
 
 def read_downsampled(

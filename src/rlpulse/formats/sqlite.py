@@ -656,12 +656,22 @@ def _runs(path: Path, connection: sqlite3.Connection) -> list[tuple[str, int]]:
 
 
 def read_sqlite(
-    path: Path, run: str | None, names: Collection[str] | None = None
+    path: Path,
+    run: str | None,
+    names: Collection[str] | None = None,
+    since: float | None = None,
+    until: float | None = None,
 ) -> Iterator[Record]:
-    """The records of run ``run`` (``None``: the latest) of a SQLite file, in order, only those of ``names`` where given; the run is checked before this returns."""
+    """The records of run ``run`` (``None``: the latest) of a SQLite file, in order; the run is checked before this returns.
+
+    Only those of ``names`` where given, and those logged at or after
+    ``since`` and at or before ``until`` (seconds since the epoch) where
+    given: selected by the query.
+    """
     run_id = _run_id(path, run)
     return kinds_completed(
-        _sqlite_records(path, run_id, names), lambda: _sqlite_names(path, run_id)
+        _sqlite_records(path, run_id, names, since, until),
+        lambda: _sqlite_names(path, run_id),
     )
 
 
@@ -697,24 +707,24 @@ def _sqlite_events(path: Path, run_id: int) -> Iterator[Event]:
 
 
 def _sqlite_records(
-    path: Path, run_id: int, names: Collection[str] | None = None
+    path: Path,
+    run_id: int,
+    names: Collection[str] | None = None,
+    since: float | None = None,
+    until: float | None = None,
 ) -> Iterator[Record]:
+    conditions, parameters = _run_rows(run_id, since, until)
+    if names is not None:
+        wanted = sorted(names)
+        conditions.append(f"name IN ({', '.join('?' * len(wanted))})")
+        parameters += wanted
     with contextlib.closing(_connect_for_reading(path)) as connection:
         kinds = _sqlite_kinds(connection, run_id)
-        if names is None:
-            rows = connection.execute(
-                "SELECT wall_time, step, name, value FROM metrics"
-                " WHERE run = ? ORDER BY rowid",
-                (run_id,),
-            )
-        else:
-            wanted = sorted(names)
-            rows = connection.execute(
-                "SELECT wall_time, step, name, value FROM metrics"
-                f" WHERE run = ? AND name IN ({', '.join('?' * len(wanted))})"
-                " ORDER BY rowid",
-                (run_id, *wanted),
-            )
+        rows = connection.execute(
+            "SELECT wall_time, step, name, value FROM metrics"
+            f" WHERE {' AND '.join(conditions)} ORDER BY rowid",
+            parameters,
+        )
         for wall_time, step, name, value in rows:
             yield Record(
                 wall_time,
@@ -744,6 +754,21 @@ def _sqlite_names(path: Path, run_id: int) -> set[str]:
         return {name for (name,) in rows}
 
 
+def _run_rows(
+    run_id: int, since: float | None, until: float | None
+) -> tuple[list[str], list[object]]:
+    # The conditions (and their parameters) of a query for the rows of run
+    # `run_id` logged from `since` to `until` (seconds since the epoch),
+    # each bound inclusive and optional.
+    conditions = ["run = ?"]
+    parameters: list[object] = [run_id]
+    for condition, bound in (("wall_time >= ?", since), ("wall_time <= ?", until)):
+        if bound is not None:
+            conditions.append(condition)
+            parameters.append(bound)
+    return conditions, parameters
+
+
 def read_sqlite_distributions(
     path: Path,
     run: str | None,
@@ -767,16 +792,10 @@ def _sqlite_distributions(
     since: float | None,
     until: float | None,
 ) -> Iterator[DistributionRecord]:
-    conditions = ["run = ?"]
-    parameters: list[object] = [run_id]
-    for condition, parameter in (
-        ("name = ?", name),
-        ("wall_time >= ?", since),
-        ("wall_time <= ?", until),
-    ):
-        if parameter is not None:
-            conditions.append(condition)
-            parameters.append(parameter)
+    conditions, parameters = _run_rows(run_id, since, until)
+    if name is not None:
+        conditions.append("name = ?")
+        parameters.append(name)
     with contextlib.closing(_connect_for_reading(path)) as connection:
         try:
             rows = connection.execute(
@@ -1110,7 +1129,12 @@ _DOWNSAMPLED_IN_PYTHON_UP_TO = 50_000
 _NAMES_PER_STATEMENT = 500
 
 
-def read_sqlite_aggregate(path: Path, run: str | None) -> RunAggregate:
+def read_sqlite_aggregate(
+    path: Path,
+    run: str | None,
+    since: float | None = None,
+    until: float | None = None,
+) -> RunAggregate:
     """Run ``run`` (``None``: the latest) of a SQLite file in aggregate, from its stored summaries; the run is checked first.
 
     The same figures :func:`~rlpulse.formats.records.aggregate` computes
@@ -1119,7 +1143,10 @@ def read_sqlite_aggregate(path: Path, run: str | None) -> RunAggregate:
     stored summaries (see :data:`SQLITE_SCHEMA`), going on with its rows
     after them as the writer takes its rows in; a run without summaries
     is all rows after them. Only counters have a growth (0 for the
-    rest).
+    rest). With ``since`` or ``until`` (seconds since the epoch, each
+    inclusive), the figures are those of the rows logged in that span,
+    which the query selects: the stored summaries, of the whole run, do not
+    apply to a part of it.
     """
     run_id = _run_id(path, run)
     with contextlib.closing(_connect_for_reading(path)) as connection:
@@ -1127,10 +1154,13 @@ def read_sqlite_aggregate(path: Path, run: str | None) -> RunAggregate:
         # the writer moves the summaries on meanwhile.
         connection.execute("BEGIN")
         stored = _sqlite_kinds(connection, run_id)
-        through, summaries = _stored_summaries(connection, run_id)
-        _, newer = _summaries_after(connection, run_id, through, summaries)
+        if since is None and until is None:
+            through, summaries = _stored_summaries(connection, run_id)
+            _, newer = _summaries_after(connection, run_id, through, summaries)
+            summaries.update(newer)
+        else:
+            summaries = _span_summaries(connection, run_id, since, until)
         connection.execute("COMMIT")
-    summaries.update(newer)
     if not summaries:
         return RunAggregate(0, None, None, ())
     names = sorted(summaries)
@@ -1162,6 +1192,25 @@ def read_sqlite_aggregate(path: Path, run: str | None) -> RunAggregate:
         max(summary.end_wall_time for summary in summaries.values()),
         tuple(metrics),
     )
+
+
+def _span_summaries(
+    connection: sqlite3.Connection,
+    run_id: int,
+    since: float | None,
+    until: float | None,
+) -> dict[str, _Summary]:
+    # The summaries of the rows of run `run_id` logged from `since` to
+    # `until`, taken in as the writer takes its rows in.
+    conditions, parameters = _run_rows(run_id, since, until)
+    rows = connection.execute(
+        "SELECT name, wall_time, value FROM metrics"
+        f" WHERE {' AND '.join(conditions)} ORDER BY rowid",
+        parameters,
+    )
+    running: dict[str, MetricAccumulator] = {}
+    _take_rows(running, {}, rows)
+    return {name: _summary_of(name, metric) for name, metric in running.items()}
 
 
 class _Summary(NamedTuple):

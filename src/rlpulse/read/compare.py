@@ -11,7 +11,9 @@ name. A distribution a SQLite run stores the histograms of (a watched
 whole run. A run with a bottleneck watch (``LoggerMonitor.bottleneck``)
 gets a verdict row: how its verdict split over the run; its codes
 (``bound``, ``bound_known``, ``side/<watch>``) get no ratio. Ratios are to
-the first run, the baseline.
+the first run, the baseline. Given a span (:class:`~rlpulse.read.span.Span`),
+every figure is over that span of each run, each placed by its own run's
+first and last record: the last five minutes of each run, say.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rlpulse import formats
 from rlpulse.formats import RunAggregate
 from rlpulse.naming import split
 from rlpulse.read.match import (
@@ -34,14 +35,12 @@ from rlpulse.read.match import (
     some_names,
 )
 from rlpulse.read.records import DistributionRecord, Record
+from rlpulse.read.span import WHOLE_RUN, Span, Within
 from rlpulse.read.summary import (
     VerdictSummary,
     aggregate_and_verdicts,
-    file_verdicts,
-    pinned_run,
-    run_distributions,
+    read_file_run,
     run_letter,
-    run_name,
     summary_of,
 )
 from rlpulse.text import format_exact, format_name, format_number, format_table
@@ -83,6 +82,8 @@ class Figures:
     distributions: dict[str, dict[str, float]] = field(default_factory=dict)
     verdicts: dict[str, str] = field(default_factory=dict)
     """By bottleneck watch, how its verdict split over the run (``learner-bound 80%, unknown 20% of 5 windows``)."""
+    within: Within | None = None
+    """Where the span compared lies in the run; ``None``: the whole run."""
 
 
 def figures_of(
@@ -120,6 +121,7 @@ def _figures(
     run: str,
     distributions: Iterable[DistributionRecord],
     verdicts: Iterable[VerdictSummary] = (),
+    within: Within | None = None,
 ) -> Figures:
     summary = summary_of(
         run_aggregate, run=run, source=label, distributions=distributions
@@ -145,7 +147,7 @@ def _figures(
         for distribution in summary.distributions
     }
     splits = {verdict.watch: verdict.split for verdict in verdicts}
-    return Figures(label, run, metrics, quantiles, splits)
+    return Figures(label, run, metrics, quantiles, splits, within)
 
 
 def run_argument(text: str) -> tuple[Path, str | None]:
@@ -166,26 +168,30 @@ def run_argument(text: str) -> tuple[Path, str | None]:
 
 
 def compare_files(
-    runs: Sequence[tuple[Path, str | None]], match: Match = None
+    runs: Sequence[tuple[Path, str | None]],
+    match: Match = None,
+    span: Span = WHOLE_RUN,
 ) -> list[Figures]:
-    """Read each ``(file, run)`` (``None``: its latest run) into its :class:`Figures`, keeping the metrics ``match`` selects.
+    """Read each ``(file, run)`` (``None``: its latest run) into its :class:`Figures` over ``span`` of it, keeping the metrics ``match`` selects.
 
     Raises :class:`~rlpulse.read.match.MatchError`, listing the runs'
     metrics, when ``match`` keeps none of any run's; a run it keeps none of
-    shows ``-`` beside the others.
+    shows ``-`` beside the others. Raises
+    :class:`~rlpulse.read.span.SpanError` when the span of a run holds
+    none of its records.
     """
     compared = []
     for path, asked in runs:
         label = str(path) if asked is None else f"{path}:{asked}"
-        run = pinned_run(path, asked)
-        run_aggregate = formats.read_aggregate(path, run)
+        file_run = read_file_run(path, asked, span)
         compared.append(
             _figures(
-                run_aggregate,
+                file_run.aggregate,
                 label=label,
-                run=run_name(path, run),
-                distributions=run_distributions(path, run),
-                verdicts=file_verdicts(path, run, run_aggregate),
+                run=file_run.name,
+                distributions=file_run.distributions,
+                verdicts=file_run.verdicts,
+                within=file_run.within,
             )
         )
     if match is None:
@@ -219,7 +225,8 @@ def format_comparison(runs: Sequence[Figures], *, exact: bool = False) -> str:
     A counter is compared by its rate: a run where it has none (logged
     once) shows ``-`` rather than a mean beside the others' rates. A
     distribution gets a row for each of its quantiles over the whole run
-    (figure ``p50``, ``p99``), beside its metrics. Figures
+    (figure ``p50``, ``p99``), beside its metrics. Runs compared over a
+    span say in the legend where it lies in each. Figures
     are written as :func:`rlpulse.text.format_number` writes them, or in
     full with ``exact=True``.
 
@@ -254,7 +261,9 @@ def format_comparison(runs: Sequence[Figures], *, exact: bool = False) -> str:
     """
     letters = [run_letter(index) for index in range(len(runs))]
     legend = [
-        f"{letter}: {figures.label} (run {format_name(figures.run)})"
+        f"{letter}: {figures.label} (run {format_name(figures.run)}"
+        + ("" if figures.within is None else f", {figures.within.describe()}")
+        + ")"
         for letter, figures in zip(letters, runs, strict=True)
     ]
     header = ["metric", "figure", letters[0]]
@@ -292,7 +301,8 @@ def format_comparison(runs: Sequence[Figures], *, exact: bool = False) -> str:
     rows += [row for _, row in sorted(keyed_rows)]
     lines = [*legend, "", format_table(rows, left=2)]
     for watch in sorted({watch for figures in runs for watch in figures.verdicts}):
-        verdict_rows = [("run", f"{watch} over the run")]
+        over = "run" if all(figures.within is None for figures in runs) else "span"
+        verdict_rows = [("run", f"{watch} over the {over}")]
         verdict_rows += [
             (letter, figures.verdicts.get(watch, "-"))
             for letter, figures in zip(letters, runs, strict=True)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
+from typing import NamedTuple
 
 from rlpulse import formats
 from rlpulse.distributions import DEFAULT_QUANTILES, quantile_name
@@ -31,6 +32,7 @@ from rlpulse.read.records import (
     list_runs,
     read,
 )
+from rlpulse.read.span import WHOLE_RUN, Span, Within, run_extent
 from rlpulse.runtime.events import Event, format_event
 from rlpulse.text import (
     format_duration,
@@ -44,6 +46,7 @@ from rlpulse.verdict import is_verdict_metric, run_verdict
 
 __all__ = [
     "DistributionSummary",
+    "FileRun",
     "MetricSummary",
     "RunSummary",
     "VerdictSummary",
@@ -56,6 +59,7 @@ __all__ = [
     "is_counter",
     "narrow_summary",
     "pinned_run",
+    "read_file_run",
     "read_run",
     "run_distributions",
     "run_letter",
@@ -164,7 +168,8 @@ class RunSummary:
     ``metrics`` are sorted by name, so each watch's metrics sit together,
     as are ``distributions`` (none for a file that stores no histograms).
     ``start_wall_time`` and ``end_wall_time`` are ``None`` for a run without
-    records.
+    records. ``within`` says where the span summarised lies in the run
+    (``None``: the whole run); the figures are then the span's alone.
 
     >>> summary = summarize(
     ...     [Record(100.0, None, "buffer/size", 3.0), Record(104.0, None, "buffer/size", 5.0)],
@@ -182,6 +187,7 @@ class RunSummary:
     metrics: tuple[MetricSummary, ...]
     distributions: tuple[DistributionSummary, ...] = field(default=())
     verdicts: tuple[VerdictSummary, ...] = field(default=())
+    within: Within | None = None
 
     @property
     def span(self) -> float:
@@ -239,9 +245,14 @@ def aggregate_and_verdicts(
 
 
 def file_verdicts(
-    path: Path, run: str | None, run_aggregate: RunAggregate
+    path: Path,
+    run: str | None,
+    run_aggregate: RunAggregate,
+    *,
+    since: float | None = None,
+    until: float | None = None,
 ) -> tuple[VerdictSummary, ...]:
-    """The verdicts of the bottleneck watches of run ``run`` of file ``path``, whose aggregate is ``run_aggregate``: their few records read apart from the rest."""
+    """The verdicts of the bottleneck watches of run ``run`` of file ``path``, whose aggregate is ``run_aggregate``: their few records read apart from the rest, those logged from ``since`` to ``until`` (seconds since the epoch) where given."""
     names = [split(metric.name) for metric in run_aggregate.metrics]
     bottlenecks = {watch for watch, metric in names if metric == "bound_known"}
     if not bottlenecks:
@@ -252,7 +263,8 @@ def file_verdicts(
         if watch in bottlenecks and is_verdict_metric(metric)
     }
     windows: dict[str, dict[float, dict[str, float]]] = {}
-    for _ in _noting_windows(formats.read(path, run, names=wanted), windows):
+    records = formats.read(path, run, names=wanted, since=since, until=until)
+    for _ in _noting_windows(records, windows):
         pass
     return _verdicts(windows)
 
@@ -346,17 +358,23 @@ def summarize_distributions(
     return tuple(summaries)
 
 
-def summarize_file(path: str | os.PathLike[str], run: str | None = None) -> RunSummary:
-    """Summarize a run stored in any file an rlpulse file sink writes.
+def summarize_file(
+    path: str | os.PathLike[str], run: str | None = None, span: Span = WHOLE_RUN
+) -> RunSummary:
+    """Summarize a run stored in any file an rlpulse file sink writes, or a ``span`` of it.
 
     For SQLite, ``run`` picks the run and ``None`` means the latest one; a CSV
     or JSON lines file holds one run, named after the file. A SQLite run's
     distributions are summarised over the whole run
     (:attr:`RunSummary.distributions`); other files store no histograms.
+    A ``span`` (:class:`~rlpulse.read.span.Span`) other than the whole run
+    summarises only the records (and distributions' intervals) logged in
+    it, as :func:`read_file_run` reads them.
     Errors are those of :func:`rlpulse.read.records.read`:
     ``FileNotFoundError`` for a missing file,
     :class:`~rlpulse.read.records.RunFileError` for an empty or corrupt file or an
-    unknown run.
+    unknown run; and :class:`~rlpulse.read.span.SpanError` for a span
+    without records.
 
     >>> import tempfile, pathlib
     >>> from rlpulse.sinks import CSVLogger
@@ -366,20 +384,58 @@ def summarize_file(path: str | os.PathLike[str], run: str | None = None) -> RunS
     ...         sink.log_metrics({"buffer/size": 3.0}, step=1, timestamp=100.0)
     ...         sink.log_metrics({"buffer/size": 5.0}, step=2, timestamp=101.0)
     ...     summary = summarize_file(path)
+    ...     last_second = summarize_file(path, span=Span(since=-0.5))
     >>> summary.run, summary.records, summary.metrics[0].maximum
     ('metrics.csv', 2, 5.0)
+    >>> last_second.records, last_second.metrics[0].minimum
+    (1, 5.0)
     """
-    path = Path(path)
-    run = pinned_run(path, run)
-    run_aggregate = formats.read_aggregate(path, run)
+    file_run = read_file_run(Path(path), run, span)
     summary = summary_of(
-        run_aggregate,
-        run=run_name(path, run),
+        file_run.aggregate,
+        run=file_run.name,
         source=str(path),
-        distributions=run_distributions(path, run),
+        distributions=file_run.distributions,
     )
     return dataclasses.replace(
-        summary, verdicts=file_verdicts(path, run, run_aggregate)
+        summary, verdicts=file_run.verdicts, within=file_run.within
+    )
+
+
+class FileRun(NamedTuple):
+    """A run of a file as ``show`` and ``compare`` read it: its name, its aggregate, its distributions' intervals and its verdicts, over the span ``within`` (``None``: the whole run)."""
+
+    name: str
+    aggregate: RunAggregate
+    distributions: Iterator[DistributionRecord]
+    verdicts: tuple[VerdictSummary, ...]
+    within: Within | None
+
+
+def read_file_run(path: Path, run: str | None, span: Span = WHOLE_RUN) -> FileRun:
+    """Read run ``run`` of the file at ``path`` (``None``: its latest run) over ``span``, as ``show`` and ``compare`` summarise it.
+
+    The whole run comes from the file's aggregate (for SQLite, its stored
+    summaries); a span from the records logged in it alone, selected by
+    the query for SQLite, as the file is read for a line file, and the
+    distributions' intervals logged in it. Raises
+    :class:`~rlpulse.read.span.SpanError` for a span without records.
+    """
+    run = pinned_run(path, run)
+    name = run_name(path, run)
+    within = None
+    if not span.is_whole_run and (extent := run_extent(path, run)) is not None:
+        within = span.within(*extent, run=name)
+    since, until = (None, None) if within is None else within[:2]
+    run_aggregate = formats.read_aggregate(path, run, since=since, until=until)
+    if within is not None and not run_aggregate.records:
+        raise span.no_records(within, run=name)
+    return FileRun(
+        name,
+        run_aggregate,
+        run_distributions(path, run, since=since, until=until),
+        file_verdicts(path, run, run_aggregate, since=since, until=until),
+        within,
     )
 
 
@@ -470,9 +526,16 @@ def run_name(path: str | os.PathLike[str], run: str | None = None) -> str:
 
 
 def run_distributions(
-    path: str | os.PathLike[str], run: str | None = None
+    path: str | os.PathLike[str],
+    run: str | None = None,
+    *,
+    since: float | None = None,
+    until: float | None = None,
 ) -> Iterator[DistributionRecord]:
     """The stored intervals of the distributions of a run that :func:`read_run` read; none for a file that stores no histograms (CSV, JSON lines).
+
+    Only those logged from ``since`` to ``until`` (seconds since the
+    epoch, each inclusive) where given.
 
     >>> import tempfile, pathlib
     >>> from rlpulse.sinks import CSVLogger
@@ -483,7 +546,7 @@ def run_distributions(
     []
     """
     try:
-        return formats.read_distributions(path, run)
+        return formats.read_distributions(path, run, since=since, until=until)
     except RunFileLockedError:
         raise
     except RunFileError:
@@ -600,13 +663,17 @@ def format_summary(
     header = f"run {format_name(summary.run)} in {summary.source}: "
     if summary.start_wall_time is None:
         return header + "no records"
-    started = time.strftime(
-        "%Y-%m-%d %H:%M:%S", time.localtime(summary.start_wall_time)
-    )
-    header += (
-        f"{plural(summary.records, 'record')} over {format_duration(summary.span)}, "
-        f"from {started}"
-    )
+    within = summary.within
+    if within is None:
+        header += (
+            f"{plural(summary.records, 'record')} over "
+            f"{format_duration(summary.span)}, from {_local_time(summary.start_wall_time)}"
+        )
+    else:
+        header += (
+            f"{plural(summary.records, 'record')} {within.describe()}, "
+            f"the run from {_local_time(within.run_start)}"
+        )
     number = format_exact if exact else format_number
     rows = [("metric", "last", "min", "max", "mean rate/s")]
     for metric in summary.metrics:
@@ -624,7 +691,8 @@ def format_summary(
     if summary.distributions:
         lines += [
             "",
-            "distributions over the whole run:",
+            "distributions over the "
+            + ("whole run:" if summary.within is None else "span:"),
             _distributions_table(summary.distributions, number, width),
         ]
     return "\n".join(lines)
@@ -641,9 +709,18 @@ def format_verdicts(summary: RunSummary) -> str:
     """
     return "\n".join(
         f"{format_name(verdict.watch)}, the last window: {verdict.last}\n"
-        f"{format_name(verdict.watch)} over the run: {verdict.split}"
+        f"{format_name(verdict.watch)} over the {_over(summary)}: {verdict.split}"
         for verdict in summary.verdicts
     )
+
+
+def _local_time(wall_time: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(wall_time))
+
+
+def _over(summary: RunSummary) -> str:
+    # What a summary's figures are over, as its tables say it.
+    return "run" if summary.within is None else "span"
 
 
 def _distributions_table(
