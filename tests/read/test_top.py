@@ -562,3 +562,35 @@ def sinks_said(text: str) -> list[str]:
     )
     end = next(index for index, line in enumerate(lines) if line.startswith("───"))
     return lines[start:end]
+
+
+def test_a_plain_frame_fits_its_tables_to_a_width_and_keeps_its_sentences_whole(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "run.sqlite"
+    long_name = "replay_buffer/samples_returned_per_second"
+    with SQLiteLogger(path, run="r") as sink:
+        sink.log_metrics({long_name: 9930.0, "collector/frames": 0.0}, timestamp=START)
+        sink.log_event(
+            Event(
+                START + 1,
+                "collector",
+                "stalled",
+                "no progress (frames) for 30.0s",
+                30.0,
+            )
+        )
+        sink.log_metrics(
+            {long_name: 9931.0, "collector/frames": 100.0}, timestamp=START + 4
+        )
+
+    whole = frame(path, None).splitlines()
+    fitted = frame(path, None, width=60).splitlines()
+
+    table = fitted[fitted.index(next(x for x in fitted if x.startswith("metric "))) :]
+    table = table[: table.index("")]
+    assert all(len(line) <= 60 for line in table)
+    assert any(line.startswith("replay_buf") and "…" in line for line in table)
+    assert any(line.startswith(f"{long_name}  ") for line in whole)
+    stalled = [line for line in fitted if "no progress (frames) for 30.0s" in line]
+    assert len(stalled) == 1

@@ -12,6 +12,7 @@ from rlpulse.cli import common
 from rlpulse.read.compare import run_argument
 from rlpulse.read.records import RunFileError
 from rlpulse.read.top import follow, frame, live_view_available
+from rlpulse.text import terminal_width
 
 SUMMARY = "follow runs as they are written, live"
 """What ``rlpulse --help`` says of the command."""
@@ -114,6 +115,9 @@ def _plain_frames(runs: list[tuple[Path, str | None]], args: argparse.Namespace)
     for path, _ in runs:
         if (problem := common.not_a_metrics_file(path)) is not None:
             return common.fail(problem)
-    frames = [frame(path, name, args.match, exact=args.exact) for path, name in runs]
+    width = terminal_width(sys.stdout)
+    frames = [
+        frame(path, name, args.match, width, exact=args.exact) for path, name in runs
+    ]
     print("\n\n".join(frames))
     return 0

@@ -93,15 +93,15 @@ def frame(
     path: Path,
     run: str | None,
     match: Match = None,
-    width: int = 0,
+    width: int | None = None,
     *,
     exact: bool = False,
 ) -> str:
     """One plain frame of ``rlpulse top``: the summary of the run's metrics ``match`` keeps, its latest events, then the bottleneck verdict as ``rlpulse show`` ends.
 
-    What a pipe, a file or ``--once`` gets. ``width`` cuts each line to
-    that many characters (``0``: whole lines); ``exact=True`` writes every
-    value in full. Raises what :func:`rlpulse.read` raises for a missing,
+    What a pipe, a file or ``--once`` gets. A ``width`` (a terminal's)
+    fits the summary's tables to it as ``show`` does (``None``: names
+    whole); ``exact=True`` writes every value in full. Raises what :func:`rlpulse.read` raises for a missing,
     empty or corrupt file, and :class:`~rlpulse.read.match.MatchError` when
     ``match`` keeps none of the run's metrics.
 
@@ -117,14 +117,12 @@ def frame(
     c/frames    10   10   10
     """
     summary = narrow_summary(summarize_file(path, run), match)
-    lines = format_summary(summary, exact=exact).split("\n")
+    lines = format_summary(summary, exact=exact, width=width).split("\n")
     events = _latest_events(path, run)
     if events:
         lines += ["", "latest events:", *events]
     if verdicts := format_verdicts(summary):
         lines += ["", *verdicts.split("\n")]
-    if width > 0:
-        lines = [line[:width] for line in lines]
     return "\n".join(lines)
 
 
