@@ -73,6 +73,30 @@ def test_compare_puts_each_runs_figures_beside_the_first_runs_with_the_ratio(
     ]
 
 
+def test_compare_fits_its_table_to_the_terminals_width(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    long_name = "replay_buffer/samples_returned_per_second"
+    paths = [tmp_path / "a.csv", tmp_path / "b.csv"]
+    for path in paths:
+        with CSVLogger(path) as sink:
+            sink.log_metrics({long_name: 9930.0}, step=0, timestamp=1.0)
+            sink.log_metrics({long_name: 9931.0}, step=1, timestamp=2.0)
+
+    monkeypatch.setenv("COLUMNS", "60")
+    assert main(["compare", *map(str, paths)]) == 0
+    table = capsys.readouterr().out.split("\n\n")[1].splitlines()
+    monkeypatch.delenv("COLUMNS")
+    assert main(["compare", *map(str, paths)]) == 0
+    whole = capsys.readouterr().out.split("\n\n")[1].splitlines()
+
+    assert all(len(line) <= 60 for line in table)
+    assert table[1].startswith("replay_buf") and "…" in table[1].split()[0]
+    assert whole[1].split()[0] == long_name
+
+
 def test_compare_keeps_the_metrics_matched_and_marks_the_missing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

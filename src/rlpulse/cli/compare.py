@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from rlpulse.cli import common
 from rlpulse.read.compare import compare_files, format_comparison, run_argument
+from rlpulse.text import terminal_width
 
 SUMMARY = "put recorded runs side by side"
 """What ``rlpulse --help`` says of the command."""
@@ -61,5 +63,7 @@ def run(args: argparse.Namespace) -> int:
         if (problem := common.not_a_metrics_file(path)) is not None:
             return common.fail(problem)
     compared = compare_files(runs, args.match, common.span_of(args))
-    print(format_comparison(compared, exact=args.exact))
+    print(
+        format_comparison(compared, exact=args.exact, width=terminal_width(sys.stdout))
+    )
     return 0

@@ -43,10 +43,7 @@ several runs: --run picks one (default: the latest) and --runs lists them,
 each with its start, length and number of records. --match keeps only the
 metrics whose name matches PATTERN. --since and --until summarize a span
 of the run instead of all of it; the first line then says where the span
-lies ("1,200 records from 10 min 00 s to 15 min 00 s of 40 min 12 s"). On
-a terminal (or with COLUMNS set) the
-tables fit its width, names too long shortened in the middle (…); into a
-pipe or a file they are written whole.
+lies ("1,200 records from 10 min 00 s to 15 min 00 s of 40 min 12 s").
 
 {common.MATCH_HELP}
 

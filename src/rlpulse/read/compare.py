@@ -217,7 +217,9 @@ def compare_files(
     ]
 
 
-def format_comparison(runs: Sequence[Figures], *, exact: bool = False) -> str:
+def format_comparison(
+    runs: Sequence[Figures], *, exact: bool = False, width: int | None = None
+) -> str:
     """Render runs side by side: a legend, then one row per metric with each run's figure and its ratio to the first.
 
     A metric a run lacks shows ``-``, as does a ratio to a baseline of zero
@@ -228,7 +230,9 @@ def format_comparison(runs: Sequence[Figures], *, exact: bool = False) -> str:
     (figure ``p50``, ``p99``), beside its metrics. Runs compared over a
     span say in the legend where it lies in each. Figures
     are written as :func:`rlpulse.text.format_number` writes them, or in
-    full with ``exact=True``.
+    full with ``exact=True``. With a ``width`` (a terminal's), names too
+    long for the table to fit in it are shortened in the middle
+    (:func:`rlpulse.text.format_table`).
 
     >>> a = Figures("a.sqlite", "r1", {"c/frames": ("rate/s", 1000.0), "b/size": ("mean", 4.0)})
     >>> b = Figures("b.sqlite", "r2", {"c/frames": ("rate/s", 1250.0)})
@@ -299,7 +303,7 @@ def format_comparison(runs: Sequence[Figures], *, exact: bool = False) -> str:
                 ((name, label), _row(name, label, figures_of_quantile, number))
             )
     rows += [row for _, row in sorted(keyed_rows)]
-    lines = [*legend, "", format_table(rows, left=2)]
+    lines = [*legend, "", format_table(rows, left=2, width=width)]
     for watch in sorted({watch for figures in runs for watch in figures.verdicts}):
         over = "run" if all(figures.within is None for figures in runs) else "span"
         verdict_rows = [("run", f"{watch} over the {over}")]
