@@ -93,7 +93,8 @@ def test_compare_fits_its_table_to_the_terminals_width(
     whole = capsys.readouterr().out.split("\n\n")[1].splitlines()
 
     assert all(len(line) <= 60 for line in table)
-    assert table[1].startswith("replay_buf") and "…" in table[1].split()[0]
+    assert table[1].startswith("replay_buf")
+    assert "…" in table[1].split()[0]
     assert whole[1].split()[0] == long_name
 
 
