@@ -28,7 +28,16 @@ from rlpulse.watch.bottleneck import Bottleneck
 __all__ = ["LoggerMonitor"]
 
 # The cumulative entries of LoggerMonitor.stats().
-_COUNTERS = ("rounds", "polls", "logged", "errors", "timeouts", "dropped", "cpu_s")
+_COUNTERS = (
+    "rounds",
+    "polls",
+    "logged",
+    "errors",
+    "timeouts",
+    "dropped",
+    "rejected",
+    "cpu_s",
+)
 
 
 class LoggerMonitor:
@@ -382,7 +391,7 @@ class LoggerMonitor:
         """Return the monitor's own counters and gauges, so it can watch itself.
 
         ``watches``, ``rounds``, ``polls``, ``logged``, ``errors``, ``timeouts``,
-        ``dropped``, ``hung``, ``queued``, ``last_poll_duration_s`` and, on Linux,
+        ``dropped``, ``rejected``, ``hung``, ``queued``, ``last_poll_duration_s`` and, on Linux,
         ``cpu_s``: each explained in docs/failure-behaviour.md ("How to see it").
 
         Examples:
@@ -413,7 +422,7 @@ class LoggerMonitor:
             ...     def log_metrics(self, metrics, step=None):
             ...         pass
             >>> sorted(LoggerMonitor(Null(), background=False).metric_kinds())
-            ['cpu_s', 'dropped', 'errors', 'logged', 'polls', 'rounds', 'timeouts']
+            ['cpu_s', 'dropped', 'errors', 'logged', 'polls', 'rejected', 'rounds', 'timeouts']
         """
         return dict.fromkeys(_COUNTERS, Kind.COUNTER)
 

@@ -288,6 +288,7 @@ def test_two_threads_tallies_that_are_equal_are_each_counted_once() -> None:
         "errors": 0,
         "timeouts": 0,
         "dropped": 0,
+        "rejected": 0,
     }
 
 

@@ -772,3 +772,140 @@ def test_the_rest_of_a_round_taken_only_partly_is_finished_by_the_sender_at_once
         assert sink.finished_on[0] != threading.current_thread().name
     finally:
         assert queue.close(deadline=time.monotonic() + 5) is None
+
+
+class _HeldCall(_Flaky):
+    """A batch sink whose next call, once ``armed``, waits for ``outcome`` and then raises it, or, set to ``None``, stores the batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.armed = threading.Event()
+        self.in_call = threading.Event()
+        self.go = threading.Event()
+        self.outcome: Exception | None = None
+
+    def log_batch(self, payloads: list[Any]) -> None:
+        if self.armed.is_set():
+            self.armed.clear()
+            self.in_call.set()
+            assert self.go.wait(10)
+            if self.outcome is not None:
+                raise self.outcome
+        super().log_batch(payloads)
+
+
+def _call_held_with(
+    steps: range, pending: deque[Item] | None = None
+) -> tuple[_HeldCall, SinkQueue, list[int]]:
+    # A queue (on ``pending``, if given) whose sink is in a call holding
+    # ``steps``, held; what it rejects is counted in the list returned.
+    sink = _HeldCall()
+    rejected: list[int] = []
+    queue = SinkQueue(Sink(sink), size=100, on_reject=rejected.append)
+    if pending is not None:
+        queue.pending = pending
+    queue.start()
+    sink.armed.set()
+    queue.put_all([_item(step) for step in steps])
+    queue.wake()
+    assert sink.in_call.wait(5)
+    return sink, queue, rejected
+
+
+class _HandedBackSlowly(deque[Item]):
+    """A queue whose sender, putting a failed call's payloads back, is held up until ``closed``: close() gets its turn in between."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.handing_back = threading.Event()
+        self.closed = threading.Event()
+
+    def extendleft(self, items: Any) -> None:
+        self.handing_back.set()
+        self.closed.wait(5)
+        super().extendleft(items)
+
+
+def test_close_giving_up_while_a_failed_call_is_handed_back_counts_its_payloads_once() -> (
+    None
+):
+    pending = _HandedBackSlowly()
+    sink, queue, rejected = _call_held_with(range(3), pending)
+    sink.outcome = TransientSinkError("far end away", retry_after=30)
+    sink.away.set()  # and stays away, should closing try once more
+    sink.go.set()
+    assert pending.handing_back.wait(5)
+    discarded: list[int | None] = []
+    closer = threading.Thread(
+        target=lambda: discarded.append(queue.close(time.monotonic() + 0.2))
+    )
+    closer.start()
+    closer.join(0.6)  # gives up on the sender, which is handing the three back
+    pending.closed.set()
+    closer.join(5)
+    _wait_for(lambda: not queue.busy)
+
+    # Counted once: discarded by close(), or, where closing had the sender
+    # try once more first, with that call; none left behind.
+    [count] = discarded
+    assert (count or 0) + sum(rejected) == 3
+    assert (len(queue.pending), sink.batches) == (0, [])
+
+
+def test_a_call_close_gave_up_on_that_then_succeeds_is_delivered_not_counted_lost() -> (
+    None
+):
+    sink, queue, rejected = _call_held_with(range(3))
+    queue.put_all([_item(3), _item(4)])  # queued behind the call
+
+    discarded = queue.close(time.monotonic() + 0.2)
+    assert (discarded, queue.in_flight) == (2, 3)
+    sink.go.set()  # the call outlives the deadline, then succeeds
+    _wait_for(lambda: not queue.busy)
+
+    assert sink.steps() == [0, 1, 2]
+    assert rejected == []
+
+
+def test_a_call_close_gave_up_on_that_then_fails_has_its_payloads_rejected(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sink, queue, rejected = _call_held_with(range(3))
+
+    assert queue.close(time.monotonic() + 0.2) == 0
+    sink.outcome = ValueError("the backend refuses them")
+    sink.go.set()
+    _wait_for(lambda: not queue.busy)
+
+    assert rejected == [3]
+    assert queue.rejected == 3
+    [said] = [r.getMessage() for r in caplog.records if r.name == "rlpulse"]
+    assert said == (
+        "the call to sink _HeldCall that stop() left behind failed: the backend "
+        "refuses them; its 3 payloads were not delivered (counted in rejected)"
+    )
+
+
+def test_the_payloads_of_a_call_that_fails_for_good_are_counted_rejected() -> None:
+    sink, queue, rejected = _call_held_with(range(3))
+    sink.outcome = ValueError("the backend refuses them")
+    sink.go.set()
+    _wait_for(lambda: rejected == [3])
+    queue.put_all([_item(3)])
+    queue.wake()
+    _wait_for(lambda: sink.steps() == [3])
+
+    assert queue.close(time.monotonic() + 5) is None
+    assert (queue.rejected, queue.dropped) == (3, 0)
+
+
+def test_an_error_raised_after_the_sink_took_the_payloads_rejects_none() -> None:
+    sink, queue, rejected = _call_held_with(range(3))
+    reported = RuntimeError("a sink downstream failed earlier")
+    reported.payloads_taken = True  # type: ignore[attr-defined]
+    sink.outcome = reported
+    sink.go.set()
+    _wait_for(lambda: not queue.in_flight and not queue.pending)
+
+    assert queue.close(time.monotonic() + 5) is None
+    assert (rejected, queue.rejected) == ([], 0)

@@ -313,6 +313,111 @@ def test_stop_while_a_sink_keeps_failing_transiently_is_bounded_and_says_what_wa
     assert f"{stats['dropped']} payloads were not delivered" in drained
 
 
+class Overrunning:
+    """A batch sink whose call, once ``armed``, outlives stop(): it waits for ``go``, then stores its payloads."""
+
+    def __init__(self) -> None:
+        self.delivered = 0
+        self.armed = threading.Event()
+        self.in_call = threading.Event()
+        self.go = threading.Event()
+
+    def log_metrics(
+        self, metrics: Mapping[str, float], step: int | None = None
+    ) -> None:
+        self.log_batch([(metrics, step, None)])
+
+    def log_batch(self, payloads: list[Any]) -> None:
+        if self.armed.is_set():
+            self.armed.clear()
+            self.in_call.set()
+            assert self.go.wait(20)
+        self.delivered += len(payloads)
+
+
+def test_a_call_that_outlives_stop_and_then_succeeds_is_not_counted_lost(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sink, kept = Overrunning(), InMemorySink()
+    monitor = LoggerMonitor([sink, kept], poll_interval=0.01, stop_timeout=0.5)
+    monitor.watch(Source(), name="source")
+    with caplog.at_level(logging.WARNING):
+        monitor.start()
+        assert wait_until(lambda: sink.delivered >= 3)
+        sink.armed.set()
+        assert sink.in_call.wait(5)
+        time.sleep(0.05)  # rounds queued behind the call
+        monitor.stop()
+    sink.go.set()  # the call returns after stop() gave up on it: delivered
+    assert wait_until(
+        lambda: (
+            not any(t.name == "rlpulse-sink-Overrunning" for t in threading.enumerate())
+        )
+    )
+    stats = monitor.stats()
+
+    assert sink.delivered + stats["dropped"] + stats["rejected"] == len(kept.payloads)
+    [drained] = [m for m in rlpulse_warnings(caplog) if "without draining" in m]
+    assert (
+        f"{stats['dropped']} payloads were not delivered (counted in dropped)"
+        in drained
+    )
+    assert (
+        "still being written by it (counted in rejected only if that call fails)"
+        in drained
+    )
+
+
+def test_the_payloads_a_sink_fails_for_good_are_counted_rejected_and_said_at_stop(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Refusing:
+        delivered = 0
+
+        def log_metrics(
+            self, metrics: Mapping[str, float], step: int | None = None
+        ) -> None:
+            self.log_batch([(metrics, step, None)])
+
+        def log_batch(self, payloads: list[Any]) -> None:
+            if len(payloads) > 1 or payloads[0][0]["source/frames"] % 2:
+                raise ValueError("refused")  # final: not sent again
+            self.delivered += 1
+
+    sink, kept = Refusing(), InMemorySink()
+    monitor = LoggerMonitor([sink, kept], poll_interval=0.01, stop_timeout=2)
+    monitor.watch(Source(), name="source")
+    with caplog.at_level(logging.WARNING), monitor:
+        assert wait_until(lambda: sink.delivered >= 3)
+    stats = monitor.stats()
+
+    assert stats["rejected"] > 0
+    assert stats["dropped"] == 0
+    assert sink.delivered + stats["rejected"] == len(kept.payloads)
+    said = rlpulse_warnings(caplog)[-1]
+    assert said == (
+        f"LoggerMonitor: since start(), sink Refusing did not take "
+        f"{stats['rejected']} payloads: {stats['rejected']} lost to its failed "
+        "calls (counted in rejected)."
+    )
+
+
+def test_a_payload_a_sink_refuses_in_manual_mode_is_counted_rejected() -> None:
+    class Refusing:
+        def log_metrics(
+            self, metrics: Mapping[str, float], step: int | None = None
+        ) -> None:
+            raise ValueError("refused")
+
+    monitor = LoggerMonitor(
+        [Refusing(), InMemorySink()], background=False, on_error="ignore"
+    )
+    monitor.watch(Source(), name="source")
+    monitor.step()
+    monitor.step()
+    assert (monitor.stats()["rejected"], monitor.stats()["errors"]) == (2, 2)
+
+
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 def test_a_sink_that_ends_its_feeding_thread_is_said_at_stop_with_what_it_left(
     caplog: pytest.LogCaptureFixture,
@@ -343,7 +448,7 @@ def test_a_sink_that_ends_its_feeding_thread_is_said_at_stop_with_what_it_left(
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
-def test_the_payloads_of_the_call_that_ended_a_sinks_feeding_thread_count_as_dropped() -> (
+def test_the_payloads_of_the_call_that_ended_a_sinks_feeding_thread_count_as_rejected() -> (
     None
 ):
     class ExitingBatches:
@@ -371,7 +476,8 @@ def test_the_payloads_of_the_call_that_ended_a_sinks_feeding_thread_count_as_dro
         time.sleep(0.1)  # rounds polled after it, never delivered
     stats = monitor.stats()
 
-    assert sink.delivered + stats["dropped"] == len(kept.payloads)
+    assert stats["rejected"] >= 1  # the call's payloads: the sink raised on them
+    assert sink.delivered + stats["dropped"] + stats["rejected"] == len(kept.payloads)
 
 
 @pytest.mark.parametrize("hangs_in", ["log_metrics", "flush"])

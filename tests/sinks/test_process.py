@@ -763,3 +763,41 @@ def test_a_child_that_reads_nothing_holds_up_no_round_and_what_its_queue_drops_i
         sinks.flush(timeout=30)
     stored = sum(1 for record in read(store) if record.name == "w/metric_0")
     assert stored + stats["dropped"] + sinks.dropped == stats["logged"]
+
+
+def test_what_a_monitor_sends_a_killed_child_is_counted_rejected_and_said_at_stop(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = tmp_path / "metrics.sqlite"
+
+    class Counter:
+        frames = 0
+
+        def stats(self) -> dict[str, float]:
+            self.frames += 1
+            return {"frames": float(self.frames)}
+
+    sinks = SinkProcess(f"sqlite:{store}")
+    monitor = LoggerMonitor(sinks, poll_interval=0.01, stop_timeout=3)
+    monitor.watch(Counter(), name="c")
+    with caplog.at_level(logging.WARNING, logger="rlpulse"):
+        monitor.start()
+        time.sleep(0.3)
+        os.kill(sinks.pid, signal.SIGKILL)
+        sinks._process.wait(10)
+        assert wait_until(lambda: monitor.stats()["rejected"] >= 10)
+        monitor.stop()
+    with contextlib.suppress(SinkProcessError):
+        sinks.close()
+    stats = monitor.stats()
+    stored = sum(1 for record in read(store) if record.name == "c/frames")
+
+    # What the pipe took before the kill and the child had not written is
+    # the only loss not counted.
+    assert stored + stats["rejected"] <= stats["logged"]
+    assert stats["dropped"] == 0
+    said = caplog.messages[-1]
+    assert said.startswith(
+        "LoggerMonitor: since start(), sink SinkProcess did not take"
+    )
+    assert f"{stats['rejected']} lost to its failed calls (counted in rejected)" in said

@@ -404,7 +404,7 @@ def _monitor_cost(live: LiveRun) -> str:
     cpu = live.series.get(f"{MONITOR_WATCH}/cpu_s")
     if cpu is not None and math.isfinite(cpu.rate):
         parts.append(f"{100 * cpu.rate:.2g}% of a core")
-    for counter in ("dropped", "errors"):
+    for counter in ("dropped", "rejected", "errors"):
         count = live.value(f"{MONITOR_WATCH}/{counter}")
         if count:
             parts.append(f"{format_number(count)} {counter}")

@@ -22,6 +22,7 @@ from rlpulse.runtime.deadline import Deadline, side_by_side
 from rlpulse.runtime.events import Event
 from rlpulse.runtime.queues import Item, SinkQueue
 from rlpulse.runtime.reporting import Reporter
+from rlpulse.runtime.retry import payloads_lost
 from rlpulse.runtime.sinks import Sink
 
 __all__ = ["Delivery"]
@@ -85,6 +86,7 @@ class Delivery:
                 on_failure=self._queued_sink_failed,
                 on_success=self._reporter.sink_recovered,
                 on_drop=self._reporter.dropped,
+                on_reject=self._reporter.rejected,
             )
             for sink in self.sinks
         )
@@ -124,6 +126,7 @@ class Delivery:
                     sink.log_metrics(payload, step=step)
             except Exception as err:
                 first_error = first_error or err
+                self._reporter.rejected(payloads_lost(err, 1))
                 self._reporter.sink_failed(sink, watch_name, err, queued=False)
                 continue
             if sink.failing:
@@ -218,9 +221,11 @@ class Delivery:
 
         Queued: every queue is closed at once and drained side by side; a
         sink still stuck in a call at the deadline, or still failing
-        transiently, has its undelivered payloads dropped (counted, warned
-        in one line) and gets no more calls. Inline: every sink
-        is flushed. Sinks are never closed.
+        transiently, has the payloads still queued for it dropped (counted,
+        warned in one line, with those of the call it is stuck in, which
+        that call may still deliver) and gets no more calls; each sink that
+        lost payloads since ``start()`` is told in one line. Inline: every
+        sink is flushed. Sinks are never closed.
         """
         with self._lock:
             queues = self.queues
@@ -240,10 +245,7 @@ class Delivery:
             discarded = queue.close(deadline.at)
             if discarded is None:
                 drained.append(queue.sink)
-            else:
-                self._reporter.not_drained(
-                    queue.sink, stop_timeout, discarded, queue.why_undrained()
-                )
+            self._reporter.sink_stopped(queue, stop_timeout, discarded)
         self._tell_drained(drained)
         error = self._reporter.take_sink_error()
         return error if self._reporter.on_error == "raise" else None

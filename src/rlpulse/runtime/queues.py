@@ -9,7 +9,10 @@ holds nothing, and its sender is not woken. A slow or hung sink delays only its 
 call that fails with a :class:`~rlpulse.runtime.retry.TransientSinkError`
 leaves its payloads at the head of the queue, to be sent again after a
 back-off. A full queue drops its oldest payloads, counted, so memory stays
-bounded whatever the sink does.
+bounded whatever the sink does. Every payload queued is, in the end,
+delivered, dropped (counted), rejected (a call that failed for good,
+counted) or, at :meth:`SinkQueue.close`, discarded (counted) or still in
+the call the queue gave up on (counted as rejected should that call fail).
 """
 
 from __future__ import annotations
@@ -26,9 +29,10 @@ from typing import Any
 
 from rlpulse.naming import Kind, Payload
 from rlpulse.runtime.events import Event
-from rlpulse.runtime.retry import TransientSinkError, retry_delay
+from rlpulse.runtime.retry import TransientSinkError, payloads_lost, retry_delay
 from rlpulse.runtime.sinks import Sink
 from rlpulse.runtime.threads import MonitorThread
+from rlpulse.text import plural
 
 __all__ = ["Item", "SinkQueue"]
 
@@ -66,8 +70,10 @@ class SinkQueue:
 
     ``on_failure(sink, watch_name, error)`` is called from the sender
     thread when the sink raises, ``on_success(sink)`` when it delivers
-    again after a failure, and ``on_drop(queue, count)`` from the producer when
-    the queue overflows and drops ``count`` payloads.
+    again after a failure, ``on_drop(queue, count)`` from the producer when
+    the queue overflows and drops ``count`` payloads, and
+    ``on_reject(count)`` when a call that failed for good lost ``count``
+    payloads (a call ``close()`` gave up on included, should it fail later).
 
     A call that raises :class:`~rlpulse.runtime.retry.TransientSinkError`
     puts its payloads (or its event) back at the head of the queue; the
@@ -98,6 +104,7 @@ class SinkQueue:
         on_failure: Callable[[Sink, str, Exception], None] | None = None,
         on_success: Callable[[Sink], None] | None = None,
         on_drop: Callable[[SinkQueue, int], None] | None = None,
+        on_reject: Callable[[int], None] | None = None,
     ) -> None:
         self.sink = sink
         self.size = size
@@ -110,6 +117,8 @@ class SinkQueue:
         # the other core and back at every reuse.
         self.delivered: deque[Item] = deque()
         self.dropped = 0
+        # The payloads lost to calls that failed for good.
+        self.rejected = 0
         # In a drop streak (one warning a streak); whether the sender has
         # delivered all it was given since the last drop (the streak's end).
         self.dropping = False
@@ -119,6 +128,7 @@ class SinkQueue:
         self._on_failure = on_failure
         self._on_success = on_success
         self._on_drop = on_drop
+        self._on_reject = on_reject
         self._wakeup = threading.Event()
         # A round handed over on the polling thread whose rest the sender is
         # to write (put_round).
@@ -148,8 +158,14 @@ class SinkQueue:
         # Set when the sender found the queue empty, waits to try again, or
         # ended, and when closing begins: it wakes a producer waiting for room.
         self._settled = threading.Event()
-        # How many payloads the call under way holds (undelivered, if it hangs).
+        # How many payloads the call under way holds, and how many the call
+        # close() gave up on held: their fate is that call's.
         self._in_call = 0
+        self.in_flight = 0
+        # Held while payloads change hands between the queue and a call
+        # (taken, put back, known lost) and while close() gives up on the
+        # sink: each payload is then counted once, queued or in the call.
+        self._accounts = threading.Lock()
 
     def start(self) -> None:
         """Start the sender thread."""
@@ -207,6 +223,7 @@ class SinkQueue:
             except TransientSinkError:
                 taken = False
             except Exception as err:
+                self._rejected(payloads_lost(err, len(items)))
                 self._failed(items[0][3], err)
                 return
             if not taken:
@@ -299,12 +316,12 @@ class SinkQueue:
         Returns ``None`` when the sender finished in time. Otherwise the
         sink is stuck in a call, or its calls keep failing transiently
         (:attr:`retry_error`), or the sender ended on what a sink raised
-        that no sender catches (:attr:`sender_died_of`): the payloads not
-        delivered are discarded
-        (their number is returned, those of a call under way, or of the call
-        that ended the sender, included), and
-        the sender, whenever the sink's call returns, exits without calling
-        the sink again. The sink is never closed.
+        that no sender catches (:attr:`sender_died_of`): the payloads still
+        queued are discarded (their number is returned), and the sender,
+        whenever the sink's call returns, exits without calling the sink
+        again. The payloads of the call under way (:attr:`in_flight`) are
+        not counted here: they are delivered if that call succeeds, and
+        rejected (``on_reject``) if it fails. The sink is never closed.
         """
         self.begin_close()
         thread = self._thread
@@ -314,19 +331,19 @@ class SinkQueue:
         self.delivered.clear()
         if not thread.is_alive() and self.sender_died_of is None:
             return None
-        self._abandoned = True
+        with self._accounts:
+            self._abandoned = True
+            self.in_flight = self._in_call
+            discarded = 0
+            while self.pending:
+                try:
+                    self.pending.popleft()
+                except IndexError:  # a full queue's producer took it, counted
+                    break
+                discarded += 1
         self._interrupt.set()
         # One at a time: the sender may still take one it then delivers.
         self.events.clear()
-        # The payloads of the call under way, or of the call that ended the
-        # sender: neither was delivered.
-        discarded = self._in_call
-        while self.pending:
-            try:
-                self.pending.popleft()
-            except IndexError:
-                break
-            discarded += 1
         return discarded
 
     def why_undrained(self) -> str | None:
@@ -342,6 +359,10 @@ class SinkQueue:
             self._send_loop()
         except BaseException as error:
             self.sender_died_of = error
+            # The call that ended the sender failed for good.
+            with self._accounts:
+                lost, self._in_call = self._in_call, 0
+            self._rejected(lost)
             raise  # told by threading's excepthook, with its traceback
         finally:
             self._settled.set()
@@ -411,35 +432,37 @@ class SinkQueue:
         pending = self.pending
         popleft = pending.popleft
         release = self.delivered.append
+        accounts = self._accounts
         sink = self.sink
         log_metrics = sink.log_metrics
         wants_timestamp = sink.timestamp_keyword
-        while pending:
-            item = popleft()
-            self._in_call = 1
+        while True:
+            with accounts:
+                if not pending or self._abandoned:
+                    return
+                item = popleft()
+                self._in_call = 1
             try:
                 if wants_timestamp:
                     log_metrics(item[0], step=item[1], timestamp=item[2])
                 else:
                     log_metrics(item[0], step=item[1])
             except TransientSinkError as err:
-                self._in_call = 0
-                if not self._abandoned:
-                    pending.appendleft(item)
+                if self._put_back([item]):
                     self._retry_later(item[3], err)
+                else:
+                    self._failed_after_stop(1, err)
                 return
             except Exception as err:
-                self._in_call = 0
                 release(item)
-                if self._abandoned:
+                if self._lost([item], err):
                     return
-                self._failed(item[3], err)
                 continue
+            # Unlocked: close() counts no call as lost, so a call it gave up
+            # on that succeeds is simply delivered.
             self._in_call = 0
             release(item)
             self._succeeded()
-            if self._abandoned:
-                return
 
     def _send_batch(self, log_batch: Callable[..., Any]) -> None:
         # (metrics, step, timestamp) triples, to a sink with log_batch.
@@ -459,34 +482,56 @@ class SinkQueue:
         pending = self.pending
         popleft = pending.popleft
         batch: list[Item] = []
-        while pending:
-            batch.append(popleft())
-        self._in_call = len(batch)
+        with self._accounts:
+            if self._abandoned:
+                return
+            while pending:
+                batch.append(popleft())
+            self._in_call = len(batch)
         try:
             send(convert(batch))
         except TransientSinkError as err:
-            self._in_call = 0
-            if self._abandoned:
-                self._failed_after_stop(err)
-            else:
-                # Back at the head, in order, in one step: extendleft() of a
-                # list's reversed iterator runs without letting go of the
-                # GIL, so the producer finds the queue with all of them or
-                # none of them.
-                pending.extendleft(reversed(batch))
+            if self._put_back(batch):
                 self._retry_later(batch[0][3], err)
+            else:
+                self._failed_after_stop(len(batch), err)
             return
         except Exception as err:
-            self._in_call = 0
             self.delivered.extend(batch)
-            if self._abandoned:
-                self._failed_after_stop(err)
-            else:
-                self._failed(batch[0][3], err)
+            self._lost(batch, err)
             return
+        # Unlocked: close() counts no call as lost, so a call it gave up on
+        # that succeeds is simply delivered.
         self._in_call = 0
         self.delivered.extend(batch)
         self._succeeded()
+
+    def _put_back(self, batch: list[Item]) -> bool:
+        # The payloads of a call that failed for a while, back at the head
+        # of the queue, in order; False, leaving them out, where close()
+        # gave up on the sink during the call: it counted them in flight.
+        with self._accounts:
+            self._in_call = 0
+            if self._abandoned:
+                return False
+            # In one step: extendleft() of a list's reversed iterator runs
+            # without letting go of the GIL, so the producer finds the queue
+            # with all of them or none of them.
+            self.pending.extendleft(reversed(batch))
+            return True
+
+    def _lost(self, batch: list[Item], err: Exception) -> bool:
+        # The payloads of a call that failed for good: rejected, and the
+        # failure reported; whether close() had given up on the sink meanwhile.
+        with self._accounts:
+            self._in_call = 0
+            late = self._abandoned
+        if late:
+            self._failed_after_stop(len(batch), err)
+        else:
+            self._rejected(payloads_lost(err, len(batch)))
+            self._failed(batch[0][3], err)
+        return late
 
     def _send_events(self) -> None:
         # An event written ends no failure streak: on a nearly full disk a
@@ -507,14 +552,27 @@ class SinkQueue:
                     return
                 self._failed(event.watch, err)
 
-    def _failed_after_stop(self, err: Exception) -> None:
-        # The call close() gave up on failed in the end: why it held the
-        # stop up (a receiver that was never there, say), said once.
+    def _failed_after_stop(self, count: int, err: Exception) -> None:
+        # The call close() gave up on failed in the end: its payloads
+        # rejected, and why it held the stop up (a receiver that was never
+        # there, say), said once.
+        lost = payloads_lost(err, count)
+        self._rejected(lost)
         _log.warning(
-            "the call to sink %s that stop() left behind failed: %s",
+            "the call to sink %s that stop() left behind failed: %s%s",
             self.sink.name,
             err,
+            f"; its {plural(lost, 'payload')} {'was' if lost == 1 else 'were'} "
+            "not delivered (counted in rejected)"
+            if lost
+            else "",
         )
+
+    def _rejected(self, count: int) -> None:
+        if count:
+            self.rejected += count
+            if self._on_reject is not None:
+                self._on_reject(count)
 
     def _retry_later(self, watch_name: str, err: TransientSinkError) -> None:
         # A call failed for a while: counted and reported as any failure,

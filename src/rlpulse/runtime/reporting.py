@@ -56,7 +56,7 @@ class Reporter:
         >>> reporter.close_tally(tally, finished=True, seconds=0.5)
         >>> reporter.poll_failed(None, ValueError("bad"))
         >>> reporter.counts()
-        {'rounds': 1, 'polls': 3, 'logged': 2, 'errors': 1, 'timeouts': 0, 'dropped': 0}
+        {'rounds': 1, 'polls': 3, 'logged': 2, 'errors': 1, 'timeouts': 0, 'dropped': 0, 'rejected': 0}
     """
 
     def __init__(
@@ -74,7 +74,8 @@ class Reporter:
         self.events = EventBus(on_event, to_sinks=lambda event: None)
         self.after_fork()
         self._counts = dict.fromkeys(
-            ("rounds", "polls", "logged", "errors", "timeouts", "dropped"), 0
+            ("rounds", "polls", "logged", "errors", "timeouts", "dropped", "rejected"),
+            0,
         )
         # The tallies of the rounds in progress, one per polling thread.
         # By identity: two threads' tallies are often equal lists.
@@ -253,6 +254,10 @@ class Reporter:
             f"; {earlier} dropped from it before" if earlier > 0 else "",
         )
 
+    def rejected(self, count: int) -> None:
+        """Count ``count`` payloads lost to a sink's call that failed for good (the failure itself is :meth:`sink_failed`'s)."""
+        self.add(rejected=count)
+
     def hung(self, watch: Watch, overruns: int) -> None:
         """Count a provider call that overran ``poll_timeout``; warn at the start of a streak."""
         self.add(timeouts=1)
@@ -408,21 +413,52 @@ class Reporter:
             stop_timeout,
         )
 
-    def not_drained(
-        self,
-        sink: Sink,
-        stop_timeout: float,
-        discarded: int,
-        why: str | None = None,
+    def sink_stopped(
+        self, queue: SinkQueue, stop_timeout: float, discarded: int | None
     ) -> None:
-        """Count and warn, in one line, about the payloads a sink had not taken at stop: ``why`` where known (:meth:`SinkQueue.why_undrained <rlpulse.runtime.queues.SinkQueue.why_undrained>`), else it was stuck in a call."""
+        """Say in one line what ``queue``'s sink did not take from ``start()`` to ``stop()``, if anything; count in ``dropped`` the payloads ``stop()`` ``discarded`` (``None``: it drained in time).
+
+        A sink not drained is named whatever ``on_error`` says, with why
+        (:meth:`SinkQueue.why_undrained <rlpulse.runtime.queues.SinkQueue.why_undrained>`;
+        else it was stuck in a call), apart from the payloads of the call
+        it was stuck in, which that call may still deliver. What it lost
+        before (its full queue's drops, its failed calls' rejections) is
+        told with it; for a sink drained in time, unless ``on_error="ignore"``.
+        """
+        earlier = []
+        if queue.rejected:
+            earlier.append(
+                f"{queue.rejected} lost to its failed calls (counted in rejected)"
+            )
+        if queue.dropped:
+            earlier.append(
+                f"{queue.dropped} dropped from its full queue (counted in dropped)"
+            )
+        name = queue.sink.name
+        if discarded is None:
+            if earlier and self.on_error != "ignore":
+                _log.warning(
+                    "LoggerMonitor: since start(), sink %s did not take %d "
+                    "payloads: %s.",
+                    name,
+                    queue.rejected + queue.dropped,
+                    " and ".join(earlier),
+                )
+            return
         self.add(dropped=discarded)
+        in_flight = queue.in_flight
         _log.warning(
             "LoggerMonitor stopped without draining sink %s: %s within "
             "stop_timeout=%ss; %d payloads were not delivered (counted in "
-            "dropped), and it gets no more calls until the monitor is started again.",
-            sink.name,
-            why or "it did not return",
+            "dropped)%s, and it gets no more calls until the monitor is "
+            "started again.%s",
+            name,
+            queue.why_undrained() or "it did not return",
             stop_timeout,
             discarded,
+            f", {in_flight} more {'was' if in_flight == 1 else 'were'} still "
+            "being written by it (counted in rejected only if that call fails)"
+            if in_flight
+            else "",
+            f" Since start(), {' and '.join(earlier)}." if earlier else "",
         )

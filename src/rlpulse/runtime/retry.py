@@ -10,7 +10,13 @@ from __future__ import annotations
 
 import random
 
-__all__ = ["MAX_BACKOFF_S", "TransientSinkError", "backoff", "retry_delay"]
+__all__ = [
+    "MAX_BACKOFF_S",
+    "TransientSinkError",
+    "backoff",
+    "payloads_lost",
+    "retry_delay",
+]
 
 FIRST_BACKOFF_S = 1.0
 """The wait after a first failed try."""
@@ -18,6 +24,19 @@ MAX_BACKOFF_S = 32.0
 """The longest wait between two tries, whatever the far end asks."""
 JITTER = 0.2
 """Each wait is within this fraction of its base either way: senders that failed together try again apart."""
+
+
+def payloads_lost(error: Exception, count: int) -> int:
+    """How many of the ``count`` payloads of a sink call that raised ``error`` for good it lost: all of them, unless the sink took them and raised only to report a failure (an error whose ``payloads_taken`` is true, as a :class:`~rlpulse.SinkProcess` raises for a sink failing in its child).
+
+    >>> payloads_lost(ValueError("refused"), 3)
+    3
+    >>> reported = RuntimeError("a sink in the child failed")
+    >>> reported.payloads_taken = True
+    >>> payloads_lost(reported, 3)
+    0
+    """
+    return 0 if getattr(error, "payloads_taken", False) else count
 
 
 class TransientSinkError(OSError):

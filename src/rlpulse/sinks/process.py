@@ -97,6 +97,9 @@ class SinkProcessError(RuntimeError):
     "SQLiteLogger('a.sqlite') in the sink process: disk full"
     """
 
+    payloads_taken = False
+    """Whether the call that raised it had sent its payloads to the sink process: it reports a sink there failing, not their loss (:func:`rlpulse.runtime.retry.payloads_lost`)."""
+
 
 class SinkProcess(BatchSink):
     """A sink that hands its payloads to sinks running in a child process.
@@ -509,12 +512,15 @@ class SinkProcess(BatchSink):
 
     def _raise_failures(self, *, check_process: bool = True) -> None:
         if self._failing:
-            raise SinkProcessError(
+            # Said after the call's payloads were sent: they are the child's.
+            failing = SinkProcessError(
                 "; ".join(
                     f"{self.descriptions[index]} in the sink process: {message}"
                     for index, message in sorted(self._failing.items())
                 )
             )
+            failing.payloads_taken = True
+            raise failing
         if check_process and self._process.poll() is not None:
             raise self._gone()
 
@@ -1224,9 +1230,11 @@ class _Hosted:
                 )
             elif why is None:
                 why = "it was still busy"
+            # The call given up on (in_flight) ends with this process, next.
             print(
                 f"rlpulse: the sink process stopped without draining {sink!r} "
-                f"within {seconds:g} s: {why}; {(discarded or 0) + unread} "
+                f"within {seconds:g} s: {why}; "
+                f"{(discarded or 0) + queue.in_flight + unread} "
                 "payloads were not delivered",
                 file=sys.stderr,
                 flush=True,
