@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from rlpulse import Record
 from rlpulse.naming import Kind
@@ -28,6 +29,7 @@ __all__ = [
     "RLPULSE_SCRIPT",
     "TWO_PAYLOADS",
     "Blocking",
+    "Counter",
     "Filler",
     "Progress",
     "Source",
@@ -94,6 +96,18 @@ class Source:
 
     def stats(self) -> dict[str, float]:
         self.frames += 1
+        return {"frames": self.frames}
+
+
+class Counter:
+    """A source counting how often it is polled."""
+
+    def __init__(self) -> None:
+        self.frames = 0
+        self.calls = 0
+
+    def stats(self) -> dict[str, Any]:
+        self.calls += 1
         return {"frames": self.frames}
 
 
