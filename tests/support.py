@@ -1,4 +1,4 @@
-"""What several test modules share: the repository's paths, small sources and a deadline-bound wait.
+"""What several test modules share: the repository's paths, small sources, a deadline-bound wait and small runs for the command line.
 
 Fixtures live in ``conftest.py``; plain classes and functions that tests
 import live here (``from tests.support import Blocking, wait_until``).
@@ -8,34 +8,77 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import signal
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
+
+from rlpulse import Record
+from rlpulse.naming import Kind
+from rlpulse.sinks import CSVLogger, JSONLLogger, SQLiteLogger
 
 __all__ = [
+    "FILE_SINKS",
     "FIXTURES",
     "OLD_SQLITE_FILES",
     "REPO",
+    "RLPULSE_SCRIPT",
+    "TWO_PAYLOADS",
     "Blocking",
+    "Counter",
     "Filler",
     "Progress",
     "Source",
     "copy_of_fixture",
     "locked_by_another_process",
+    "restore_default_sigint",
+    "table_rows",
     "wait_until",
+    "write_pipeline_run",
+    "write_sqlite_run",
+    "write_two_payloads",
 ]
 
 REPO = Path(__file__).resolve().parent.parent
 """The repository's root."""
+
+RLPULSE_SCRIPT = Path(sys.executable).with_name("rlpulse")
+"""The ``rlpulse`` command the package installs beside this Python."""
 
 FIXTURES = REPO / "tests" / "fixtures"
 """Files written by earlier releases, read back by the tests of the formats."""
 
 OLD_SQLITE_FILES = ("v1.sqlite", "v2.sqlite")
 """Files of SQLite format versions 1 (kinds) and 2 (distributions) in FIXTURES, each written by the code of its version (``tests/fixtures/make_old_sqlite.py``): runs ``baseline`` and then ``tuned``."""
+
+
+FILE_SINKS = {
+    "metrics.db": SQLiteLogger,
+    "metrics.csv": CSVLogger,
+    "metrics.jsonl": JSONLLogger,
+}
+"""The file sinks by a file name each writes: a test parametrized over them runs against every format."""
+
+
+def write_two_payloads(path: Path, sink_type: type) -> None:
+    """Write two payloads at ``path`` with a sink of ``sink_type``: read back, they are TWO_PAYLOADS."""
+    with sink_type(path) as sink:
+        sink.log_metrics(
+            {"collector/frames": 96.0, "collector/batches": 3.0}, step=3, timestamp=1.5
+        )
+        sink.log_metrics({"buffer/size": 5.0}, timestamp=2.5)
+
+
+TWO_PAYLOADS = [
+    Record(1.5, 3, "collector/frames", 96.0, Kind.COUNTER),
+    Record(1.5, 3, "collector/batches", 3.0, Kind.COUNTER),
+    Record(2.5, None, "buffer/size", 5.0, Kind.GAUGE),
+]
+"""The records of the two payloads write_two_payloads writes."""
 
 
 def copy_of_fixture(name: str, directory: Path) -> Path:
@@ -53,6 +96,18 @@ class Source:
 
     def stats(self) -> dict[str, float]:
         self.frames += 1
+        return {"frames": self.frames}
+
+
+class Counter:
+    """A source counting how often it is polled."""
+
+    def __init__(self) -> None:
+        self.frames = 0
+        self.calls = 0
+
+    def stats(self) -> dict[str, Any]:
+        self.calls += 1
         return {"frames": self.frames}
 
 
@@ -145,3 +200,56 @@ def locked_by_another_process(path: Path) -> Iterator[None]:
     finally:
         holder.kill()
         holder.communicate()
+
+
+def write_sqlite_run(path: Path, run: str, frames: float) -> None:
+    """Append run ``run`` to the SQLite file at ``path``: two records of a collector reaching ``frames`` frames in 4 s, and a buffer's utilization."""
+    with SQLiteLogger(path, run=run) as sink:
+        sink.log_metrics(
+            {"collector/frames": 0.0, "buffer/utilization": 0.5},
+            step=0,
+            timestamp=100.0,
+        )
+        sink.log_metrics(
+            {
+                "collector/frames": frames,
+                "collector/frames_per_second": frames / 4,
+                "buffer/utilization": 0.75,
+            },
+            step=int(frames),
+            timestamp=104.0,
+        )
+
+
+def table_rows(output: str) -> dict[str, list[str]]:
+    """The rows of the first table ``rlpulse show`` (or top, demo) printed: each metric's figures as printed, by its name."""
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("metric ")) + 1
+    end = next((i for i in range(start, len(lines)) if not lines[i]), len(lines))
+    return {line.split()[0]: line.split()[1:] for line in lines[start:end]}
+
+
+def restore_default_sigint() -> None:
+    """Give a child process (``preexec_fn``) Ctrl-C's default handling, so ``SIGINT`` raises KeyboardInterrupt in it."""
+    # A shell that ran the tests in the background may have left SIGINT
+    # ignored; Python then installs no KeyboardInterrupt handler in the child.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def write_pipeline_run(path: Path, run: str, learner_busy: float) -> None:
+    """A run of a monitor with a bottleneck watch: four windows of a learner busy ``learner_busy`` of the time."""
+    from rlpulse import LoggerMonitor, Tally
+
+    learner = Tally()
+    sink = SQLiteLogger(path, run=run)
+    monitor = LoggerMonitor(sink, background=False)
+    monitor.watch(Tally(), name="collector")
+    monitor.watch(learner, name="learner")
+    monitor.bottleneck(window=0.01)
+    monitor.step()
+    for _ in range(4):
+        learner.inc("busy_s", learner_busy)
+        learner.inc("wait_s", 1.0 - learner_busy)
+        time.sleep(0.02)
+        monitor.step()
+    sink.close()

@@ -15,6 +15,7 @@ import torch
 
 from rlpulse import Every, LoggerMonitor, Tally
 from rlpulse.testing import InMemorySink
+from tests.support import Counter
 
 
 class PlainSink:
@@ -64,18 +65,6 @@ class Flaky:
         self.calls += 1
         if self.failing:
             raise ConnectionError("backend down")
-
-
-class Counter:
-    """A source counting how often it is polled."""
-
-    def __init__(self) -> None:
-        self.frames = 0
-        self.calls = 0
-
-    def stats(self) -> dict[str, Any]:
-        self.calls += 1
-        return {"frames": self.frames}
 
 
 def rlpulse_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -346,12 +335,6 @@ def test_a_sink_without_timestamp_is_called_without_it() -> None:
     assert stamped.calls[0][2] is not None
 
 
-def test_a_schedule_that_is_not_a_schedule_is_refused() -> None:
-    monitor = LoggerMonitor(InMemorySink(), background=False)
-    with pytest.raises(TypeError, match="schedule"):
-        monitor.watch(Counter(), schedule=5)  # type: ignore[arg-type]
-
-
 def test_final_snapshots_flush_sinks_that_can_flush() -> None:
     class Flushable(PlainSink):
         flushed = 0
@@ -438,70 +421,6 @@ def test_a_poll_interval_that_is_not_a_number_is_refused_saying_so(
 def test_a_queue_size_that_is_not_a_whole_number_is_refused(size: object) -> None:
     with pytest.raises(ValueError, match="queue_size must be a whole number"):
         LoggerMonitor(InMemorySink(), queue_size=size)  # type: ignore[arg-type]
-
-
-@pytest.mark.parametrize(
-    ("option", "value", "says"),
-    [
-        ("stats_kwargs", 5, "stats_kwargs takes a mapping"),
-        ("rate_keys", 5, "rate_keys takes a tuple or list of names, got int 5"),
-        ("aggregate", 5, "aggregate takes a tuple or list of names, got int 5"),
-        ("step", 5, "step takes the name"),
-        ("progress_key", 5, "progress_key takes the name"),
-        ("stall_after", "10", "stall_after must be a positive number"),
-    ],
-)
-def test_watch_options_of_the_wrong_type_are_refused_saying_what_they_take(
-    option: str, value: object, says: str
-) -> None:
-    monitor = LoggerMonitor(InMemorySink(), background=False)
-
-    with pytest.raises((TypeError, ValueError), match=says):
-        monitor.watch(Counter(), **{option: value})
-    assert monitor.stats()["watches"] == 0
-
-
-def test_rate_keys_given_as_one_str_are_refused_not_split() -> None:
-    monitor = LoggerMonitor(InMemorySink(), background=False)
-    with pytest.raises(TypeError, match=r"rate_keys=\('frames',\)"):
-        monitor.watch(Counter(), rate_keys="frames")  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="aggregate"):
-        monitor.watch(Counter(), aggregate="mean")
-    with pytest.raises(TypeError, match="names"):
-        monitor.watch(Counter(), rate_keys=(1, 2))  # type: ignore[arg-type]
-    assert monitor.stats()["watches"] == 0
-    monitor.watch(Counter(), name="listed", rate_keys=["frames"])  # type: ignore[arg-type]
-    assert "listed/frames_per_second" in _rated(monitor)
-
-
-def _rated(monitor: LoggerMonitor) -> dict[str, float]:
-    monitor.step()
-    time.sleep(0.01)
-    return monitor.step()["listed"]
-
-
-@pytest.mark.parametrize(
-    ("name", "error", "message"),
-    [
-        ("", ValueError, "must not be empty"),
-        ("train/collector", ValueError, "must not contain '/'"),
-        (5, TypeError, "must be a str"),
-    ],
-)
-def test_a_watch_name_that_would_garble_metric_names_is_refused(
-    name: Any, error: type[Exception], message: str
-) -> None:
-    monitor = LoggerMonitor(InMemorySink(), background=False)
-    with pytest.raises(error, match=message):
-        monitor.watch(Counter(), name=name)
-    assert monitor.stats()["watches"] == 0
-
-
-def test_a_stats_fn_that_cannot_be_called_is_refused_at_watch() -> None:
-    monitor = LoggerMonitor(InMemorySink(), background=False)
-    with pytest.raises(TypeError, match="stats_fn must be a callable"):
-        monitor.watch(Counter(), stats_fn=42)  # type: ignore[arg-type]
-    assert monitor.stats()["watches"] == 0
 
 
 def test_stop_inside_a_sinks_call_is_refused_and_the_monitor_stops_later(

@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from rlpulse import AnyOf, Every
-from rlpulse.metrics import RATE_NAMES, rate_name
+from rlpulse import Every
 from rlpulse.watch import Watch, WatchSpec
 
 
@@ -19,12 +18,6 @@ def make_watch(schedule: Any = None, **kwargs: Any) -> Watch:
 def poll(watch: Watch, raw: dict[str, Any], now: float) -> dict[str, float] | None:
     """One poll whose payload, if any, is delivered."""
     return watch.poll(raw, now)
-
-
-def test_rate_names_follow_torchrl() -> None:
-    assert RATE_NAMES["write_count"] == "writes_per_second"
-    assert rate_name("sample_calls") == "samples_per_second"
-    assert rate_name("episodes") == "episodes_per_second"
 
 
 def test_rates_are_deltas_over_elapsed_time_since_the_baseline() -> None:
@@ -184,22 +177,6 @@ def test_snapshots_from_non_dict_mappings_are_logged() -> None:
 
     watch = make_watch()
     assert poll(watch, Stats(frames=2), now=0.0) == {"w/frames": 2.0}
-
-
-def test_every_any_flattens_nested_composites() -> None:
-    a, b, c = Every.seconds(1), Every.seconds(2), Every.counter("frames", 3)
-    assert (a | b) | c == Every.any(a, Every.any(b, c))
-    assert isinstance(a | b, AnyOf)
-    assert len({a | b, Every.any(a, b)}) == 1
-
-
-def test_every_any_refuses_what_is_not_a_schedule() -> None:
-    with pytest.raises(TypeError, match="Every"):
-        Every.any(Every.seconds(1), 5)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="Every"):
-        AnyOf((Every.seconds(1), "x"))  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="at least one"):
-        Every.any()
 
 
 def test_a_nested_step_key_gives_the_step() -> None:
@@ -368,31 +345,6 @@ def test_a_restarted_watch_starts_afresh_without_a_rate_over_the_stop() -> None:
     assert payload["w/frames_per_second"] == pytest.approx(100.0)
 
 
-@pytest.mark.parametrize("interval", [float("nan"), float("inf"), -float("inf")])
-def test_every_refuses_an_interval_that_is_not_finite(interval: float) -> None:
-    with pytest.raises(ValueError, match="strictly positive: a finite number of"):
-        Every.seconds(interval)
-    with pytest.raises(ValueError, match="strictly positive: a finite number of"):
-        Every.counter("frames", interval)  # type: ignore[arg-type]
-
-
-@pytest.mark.parametrize("interval", ["5", True, b"5"])
-def test_every_refuses_an_interval_that_is_not_a_number(interval: Any) -> None:
-    with pytest.raises(TypeError, match="a finite number of seconds above zero"):
-        Every("seconds", interval)
-
-
-@pytest.mark.parametrize(
-    ("interval", "error"), [(None, TypeError), ([1], TypeError), ("soon", ValueError)]
-)
-def test_every_seconds_refuses_what_float_refuses_saying_what_it_takes(
-    interval: Any, error: type[Exception]
-) -> None:
-    # The exception TorchRL's Every.seconds raises (float()'s), with a message.
-    with pytest.raises(error, match=r"Every\.seconds\(\) takes a number of seconds"):
-        Every.seconds(interval)
-
-
 def test_a_fractional_counter_interval_is_due_at_each_multiple_as_in_torchrl() -> None:
     # A counter of seconds trained, logged every 2.5 of them.
     watch = Watch(
@@ -404,12 +356,6 @@ def test_a_fractional_counter_interval_is_due_at_each_multiple_as_in_torchrl() -
             due.append(value)
     assert due == [0.0, 2.6, 5.1]
     assert Every.counter("frames", 1e4).interval == 10_000  # type: ignore[arg-type]
-
-
-@pytest.mark.parametrize("key", [5, ("frames",), b"frames"])
-def test_a_counter_key_is_the_name_of_a_snapshot_entry(key: Any) -> None:
-    with pytest.raises(TypeError, match="counter key must be the name"):
-        Every.counter(key, 10)
 
 
 def test_a_seconds_schedule_given_a_key_is_a_seconds_schedule_as_in_torchrl() -> None:
