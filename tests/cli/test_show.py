@@ -96,6 +96,22 @@ def test_show_runs_lists_the_runs_oldest_first(
     assert [line.split()[0] for line in lines[1:]] == ["first", "second"]
 
 
+def test_show_runs_refuses_the_options_that_narrow_one_runs_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "metrics.db"
+    write_sqlite_run(path, "first", frames=400.0)
+
+    assert main(["show", str(path), "--runs", "--since", "-5m", "--match", "c*"]) == 2
+
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    (line,) = captured.err.splitlines()
+    assert line.startswith(
+        "rlpulse: error: --runs lists the file's runs; --match and --since"
+    )
+
+
 def test_show_runs_gives_each_runs_start_length_and_records(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

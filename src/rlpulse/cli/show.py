@@ -82,6 +82,11 @@ def run(args: argparse.Namespace) -> int:
     if (problem := common.not_a_metrics_file(path)) is not None:
         return common.fail(problem)
     if args.runs:
+        if ignored := _options_of_one_run(args):
+            return common.fail(
+                f"--runs lists the file's runs; {' and '.join(ignored)} "
+                "narrow one run's summary: leave them out, or pick a run with --run"
+            )
         print(_runs_table(path))
         return 0
     summary = narrow_summary(
@@ -95,6 +100,17 @@ def run(args: argparse.Namespace) -> int:
         print()
         print(verdicts)
     return 0
+
+
+def _options_of_one_run(args: argparse.Namespace) -> list[str]:
+    """The options given that narrow a run's summary, which ``--runs`` has none of."""
+    given = {
+        "--match": args.match,
+        "--since": args.since is not None,
+        "--until": args.until is not None,
+        "--exact": args.exact,
+    }
+    return [option for option, value in given.items() if value]
 
 
 def _runs_table(path: Path) -> str:
