@@ -6,6 +6,7 @@ import logging
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from rlpulse import Every, LoggerMonitor, SQLiteLogger, Tally
+from tests.support import write_three_watches
 
 
 @pytest.fixture
@@ -143,3 +145,20 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         if unmounted.returncode != 0:
             # Something (a thread left behind by a failed test) holds a file.
             subprocess.run(["umount", "--lazy", str(mount_point)], check=True)
+
+
+@pytest.fixture
+def sqlite_run(tmp_path: Path) -> Path:
+    """A SQLite run (``baseline``) of a collector, a buffer and a learner: :func:`tests.support.write_three_watches`."""
+    path = tmp_path / "metrics.sqlite"
+    return write_three_watches(path, SQLiteLogger(path, run="baseline"))
+
+
+@pytest.fixture
+def without_matplotlib(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make every matplotlib import fail, as in an installation without it."""
+    for name in [
+        name for name in sys.modules if name.partition(".")[0] == "matplotlib"
+    ]:
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)

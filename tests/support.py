@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import signal
+import struct
 import subprocess
 import sys
 import threading
@@ -25,6 +26,8 @@ __all__ = [
     "FILE_SINKS",
     "FIXTURES",
     "OLD_SQLITE_FILES",
+    "PLOTTED_START",
+    "PNG_SIGNATURE",
     "REPO",
     "RLPULSE_SCRIPT",
     "TWO_PAYLOADS",
@@ -35,11 +38,13 @@ __all__ = [
     "Source",
     "copy_of_fixture",
     "locked_by_another_process",
+    "png_size",
     "restore_default_sigint",
     "table_rows",
     "wait_until",
     "write_pipeline_run",
     "write_sqlite_run",
+    "write_three_watches",
     "write_two_payloads",
 ]
 
@@ -253,3 +258,41 @@ def write_pipeline_run(path: Path, run: str, learner_busy: float) -> None:
         time.sleep(0.02)
         monitor.step()
     sink.close()
+
+
+PLOTTED_START = 1_700_000_000.0
+"""When the run :func:`write_three_watches` writes begins."""
+
+
+def write_three_watches(path: Path, sink: Any) -> Path:
+    """Ten payloads of a collector, a buffer and a learner into ``sink`` (writing ``path``), one a second from ``PLOTTED_START``; return ``path``."""
+    with sink:
+        for second in range(10):
+            frames = 1000.0 * second
+            sink.log_metrics(
+                {
+                    "collector/frames": frames,
+                    "collector/frames_per_second": 1000.0 + second,
+                    "collector/batches_per_second": 10.0 + second % 3,
+                    "buffer/size": min(frames, 5000.0),
+                    "buffer/capacity": 5000.0,
+                    "buffer/utilization": min(frames, 5000.0) / 5000.0,
+                    "learner/loss": 1.0 / (second + 1),
+                },
+                step=int(frames),
+                timestamp=PLOTTED_START + second,
+            )
+    return path
+
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+"""The first bytes of every PNG file."""
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    """The width and height of the PNG image at ``path``, which must be one."""
+    data = path.read_bytes()
+    assert data[:8] == PNG_SIGNATURE
+    assert data[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height

@@ -1,4 +1,4 @@
-"""Charts of recorded runs: ``rlpulse.read.plot`` and ``rlpulse plot``, drawn from files the real sinks wrote."""
+"""Charts of recorded runs: ``rlpulse.read.plot``, drawn from files the real sinks wrote (the command itself: tests/cli/test_plot.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import contextlib
 import math
 import os
 import sqlite3
-import struct
 import subprocess
 import sys
 import time
@@ -46,10 +45,16 @@ from rlpulse.read.plot import (
     select_metrics,
 )
 from rlpulse.sinks.registry import MetricSink
-from tests.support import OLD_SQLITE_FILES, Filler, copy_of_fixture
+from tests.support import (
+    OLD_SQLITE_FILES,
+    PNG_SIGNATURE,
+    RLPULSE_SCRIPT,
+    Filler,
+    copy_of_fixture,
+    png_size,
+    write_three_watches,
+)
 
-RLPULSE_SCRIPT = Path(sys.executable).with_name("rlpulse")
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 START = 1_700_000_000.0
 
 SinkFactory = Callable[[Path], MetricSink]
@@ -60,38 +65,11 @@ SINKS: dict[str, tuple[str, SinkFactory]] = {
 }
 
 
-def _write_pipeline_run(path: Path, sink: MetricSink) -> Path:
-    """Ten payloads of a collector, a buffer and a learner, one a second."""
-    with sink:
-        for second in range(10):
-            frames = 1000.0 * second
-            sink.log_metrics(
-                {
-                    "collector/frames": frames,
-                    "collector/frames_per_second": 1000.0 + second,
-                    "collector/batches_per_second": 10.0 + second % 3,
-                    "buffer/size": min(frames, 5000.0),
-                    "buffer/capacity": 5000.0,
-                    "buffer/utilization": min(frames, 5000.0) / 5000.0,
-                    "learner/loss": 1.0 / (second + 1),
-                },
-                step=int(frames),
-                timestamp=START + second,
-            )
-    return path
-
-
 @pytest.fixture(params=sorted(SINKS))
 def pipeline_run(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
     name, factory = SINKS[request.param]
     path = tmp_path / name
-    return _write_pipeline_run(path, factory(path))
-
-
-@pytest.fixture
-def sqlite_run(tmp_path: Path) -> Path:
-    path = tmp_path / "metrics.sqlite"
-    return _write_pipeline_run(path, SQLiteLogger(path, run="baseline"))
+    return write_three_watches(path, factory(path))
 
 
 def _records(*rows: tuple[float, int | None, str, float]) -> list[Record]:
@@ -121,14 +99,6 @@ def _labels(axes: Axes) -> list[str]:
     return [str(line.get_label()) for line in axes.get_lines()]
 
 
-def _png_size(path: Path) -> tuple[int, int]:
-    data = path.read_bytes()
-    assert data[:8] == PNG_SIGNATURE
-    assert data[12:16] == b"IHDR"
-    width, height = struct.unpack(">II", data[16:24])
-    return width, height
-
-
 # The image file
 
 
@@ -140,7 +110,7 @@ def test_plot_file_writes_a_png_of_a_run_from_every_file_sink(
     written = plot_file(pipeline_run, output)
 
     assert written == output
-    width, height = _png_size(output)
+    width, height = png_size(output)
     assert 800 <= width <= 2000
     assert 400 <= height <= 2000
 
@@ -151,8 +121,8 @@ def test_plot_file_grows_taller_with_more_panels(
     one_panel = plot_file(sqlite_run, tmp_path / "one.png", match="learner/")
     three_panels = plot_file(sqlite_run, tmp_path / "three.png")
 
-    one_width, one_height = _png_size(one_panel)
-    three_width, three_height = _png_size(three_panels)
+    one_width, one_height = png_size(one_panel)
+    three_width, three_height = png_size(three_panels)
     assert one_width == three_width
     assert three_height > 2 * one_height * 0.8
 
@@ -951,7 +921,7 @@ def test_a_run_of_20000_metrics_is_drawn_quickly_and_says_what_it_left_out(
 
     assert result.returncode == 0, result.stderr
     assert elapsed < 60  # a liveness bound; it takes a few seconds
-    assert _png_size(output)[0] > 0
+    assert png_size(output)[0] > 0
     assert result.stderr.startswith(
         "rlpulse: note: left out 28 of 40 watches (14,000 metrics: w12, w13, w14, …) "
         "and "
@@ -1178,16 +1148,6 @@ def test_the_error_lists_at_most_a_dozen_metric_names() -> None:
         plot_run(records, run="wide", match="nothing")
 
 
-@pytest.fixture
-def without_matplotlib(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make every matplotlib import fail, as in an installation without it."""
-    for name in [
-        name for name in sys.modules if name.partition(".")[0] == "matplotlib"
-    ]:
-        monkeypatch.setitem(sys.modules, name, None)
-    monkeypatch.setitem(sys.modules, "matplotlib", None)
-
-
 @pytest.mark.usefixtures("without_matplotlib")
 def test_without_matplotlib_plotting_raises_import_error_naming_the_extra(
     sqlite_run: Path, tmp_path: Path
@@ -1245,225 +1205,6 @@ def test_plot_of_a_monitored_run_draws_its_rates(tmp_path: Path) -> None:
     assert _labels(collector) == ["frames/s"]
 
 
-# The command line
-
-
-def test_cli_plot_writes_the_image_and_says_where(
-    sqlite_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    output = tmp_path / "chart.png"
-
-    assert main(["plot", str(sqlite_run), "-o", str(output)]) == 0
-
-    assert capsys.readouterr().out == f"wrote {output}\n"
-    assert _png_size(output)[0] > 0
-
-
-@pytest.mark.parametrize("name", OLD_SQLITE_FILES)
-def test_cli_plot_of_a_sqlite_file_of_format_version_1_or_2_writes_a_png_of_each_watch(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
-) -> None:
-    path = copy_of_fixture(name, tmp_path)
-    output = tmp_path / "chart.png"
-
-    assert main(["plot", str(path), "-o", str(output)]) == 0
-
-    assert capsys.readouterr().out == f"wrote {output}\n"
-    assert _png_size(output)[0] > 0
-    assert list(_panels(plot_run_of(path))) == ["buffer", "collector", "learner"]
-
-
-def test_cli_plot_passes_match_x_and_run(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    path = tmp_path / "metrics.sqlite"
-    with SQLiteLogger(path, run="first") as sink:
-        sink.log_metrics({"collector/frames_per_second": 5.0}, step=10, timestamp=START)
-    SQLiteLogger(path, run="second").close()
-    output = tmp_path / "chart.png"
-
-    assert (
-        main(
-            [
-                "plot",
-                str(path),
-                "-o",
-                str(output),
-                "--run",
-                "first",
-                "--match",
-                "collector/*",
-                "--x",
-                "step",
-            ]
-        )
-        == 0
-    )
-
-    assert output.read_bytes()[:8] == PNG_SIGNATURE
-
-
-def test_cli_plot_keeps_the_metrics_of_every_repeated_match(
-    sqlite_run: Path, tmp_path: Path
-) -> None:
-    both = tmp_path / "both.png"
-    learner = tmp_path / "learner.png"
-
-    arguments = ["plot", str(sqlite_run), "--match", "buffer/*", "--match"]
-    assert main([*arguments, "learner/*", "-o", str(both)]) == 0
-    assert (
-        main(["plot", str(sqlite_run), "--match", "learner/*", "-o", str(learner)]) == 0
-    )
-
-    assert _png_size(both)[1] > 1.6 * _png_size(learner)[1]
-
-
-def test_cli_plot_cumulative_draws_the_counters_too(
-    sqlite_run: Path, tmp_path: Path
-) -> None:
-    rates = tmp_path / "rates.png"
-    counters = tmp_path / "counters.png"
-
-    assert (
-        main(["plot", str(sqlite_run), "--match", "collector/", "-o", str(rates)]) == 0
-    )
-    arguments = ["plot", str(sqlite_run), "--match", "collector/", "--cumulative"]
-    assert main([*arguments, "-o", str(counters)]) == 0
-
-    assert _png_size(counters)[1] > 1.6 * _png_size(rates)[1]  # a second axis
-
-
-def test_cli_plot_over_steps_says_on_standard_error_which_watches_it_left_out(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    path = tmp_path / "metrics.sqlite"
-    with SQLiteLogger(path, run="mixed") as sink:
-        for second in range(3):
-            sink.log_metrics(
-                {"buffer/size": 5.0 + second}, step=second, timestamp=START
-            )
-            sink.log_metrics({"learner/loss": 1.0 / (second + 1)}, timestamp=START)
-    output = tmp_path / "steps.png"
-
-    assert main(["plot", str(path), "-o", str(output), "--x", "step"]) == 0
-
-    captured = capsys.readouterr()
-    assert captured.out == f"wrote {output}\n"
-    assert captured.err == (
-        "rlpulse: note: left out 1 watch without a step: learner "
-        "(draw it over time: x='time', --x time)\n"
-    )
-
-
-def test_cli_plot_passes_on_matplotlibs_own_warnings(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    path = tmp_path / "metrics.csv"
-    with CSVLogger(path) as sink:
-        for second in range(2):
-            sink.log_metrics(
-                {"学習/loss": 1.0 / (second + 1)}, timestamp=START + second
-            )
-
-    # The default font has no such glyph.
-    with pytest.warns(UserWarning, match="missing from font"):
-        assert main(["plot", str(path), "-o", str(tmp_path / "chart.png")]) == 0
-
-    assert "rlpulse: note" not in capsys.readouterr().err
-
-
-def test_cli_plot_of_a_run_with_no_matching_metric_is_a_one_line_error(
-    sqlite_run: Path, tmp_path: Path, error_line: Callable[[], str]
-) -> None:
-    assert (
-        main(["plot", str(sqlite_run), "-o", str(tmp_path / "c.png"), "--match", "zz"])
-        == 2
-    )
-
-    line = error_line()
-    assert line.startswith("rlpulse: error: run baseline has no metric matching 'zz'")
-
-
-@pytest.mark.usefixtures("without_matplotlib")
-def test_cli_plot_without_matplotlib_is_a_one_line_error_naming_the_extra(
-    sqlite_run: Path, tmp_path: Path, error_line: Callable[[], str]
-) -> None:
-    assert main(["plot", str(sqlite_run), "-o", str(tmp_path / "c.png")]) == 2
-
-    line = error_line()
-    assert line.startswith("rlpulse: error: ")
-    assert "pip install 'rlpulse[plot]'" in line
-
-
-@pytest.mark.parametrize(
-    ("make_path", "message"),
-    [
-        (lambda tmp: tmp / "missing.sqlite", "no such file"),
-        (lambda tmp: tmp, "is a directory"),
-    ],
-)
-def test_cli_plot_of_no_metrics_file_is_a_one_line_error(
-    tmp_path: Path,
-    error_line: Callable[[], str],
-    make_path: Callable[[Path], Path],
-    message: str,
-) -> None:
-    assert main(["plot", str(make_path(tmp_path)), "-o", str(tmp_path / "c.png")]) == 2
-
-    assert message in error_line()
-
-
-def test_cli_plot_of_an_unknown_run_is_a_one_line_error(
-    sqlite_run: Path, tmp_path: Path, error_line: Callable[[], str]
-) -> None:
-    assert (
-        main(["plot", str(sqlite_run), "-o", str(tmp_path / "c.png"), "--run", "x"])
-        == 2
-    )
-
-    assert "no run named 'x'" in error_line()
-
-
-def test_cli_plot_into_an_unwritable_path_is_a_one_line_error(
-    sqlite_run: Path, tmp_path: Path, error_line: Callable[[], str]
-) -> None:
-    not_a_directory = tmp_path / "file"
-    not_a_directory.write_text("")
-
-    assert main(["plot", str(sqlite_run), "-o", str(not_a_directory / "c.png")]) == 2
-
-    assert str(not_a_directory) in error_line()
-
-
-def test_cli_plot_help_explains_match_and_gives_examples(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    with pytest.raises(SystemExit):
-        main(["plot", "--help"])
-
-    out = capsys.readouterr().out
-    assert "rlpulse plot runs/demo.sqlite -o runs/demo.png" in out
-    assert "a glob" in out
-    assert "substring" in out
-    assert "pip install 'rlpulse[plot]'" in out
-
-
-@pytest.mark.timeout(90)
-def test_plot_as_a_real_command(sqlite_run: Path, tmp_path: Path) -> None:
-    output = tmp_path / "chart.png"
-
-    result = subprocess.run(
-        [str(RLPULSE_SCRIPT), "plot", str(sqlite_run), "-o", str(output)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-    assert result.returncode == 0, result.stderr
-    assert result.stdout == f"wrote {output}\n"
-    assert _png_size(output)[0] > 0
-
-
 def _collector_run(sink: MetricSink, start: float, rate: float) -> None:
     with sink:
         for second in range(6):
@@ -1500,19 +1241,6 @@ def test_runs_drawn_together_share_a_colour_per_metric_and_a_style_per_run(
     assert image.read_bytes()[:4] == b"\x89PNG"
 
 
-def test_rlpulse_plot_draws_several_runs_and_refuses_run_with_them(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    first, second = tmp_path / "a.csv", tmp_path / "b.jsonl"
-    _collector_run(CSVLogger(first), 1000.0, 100.0)
-    _collector_run(JSONLLogger(second), 2000.0, 120.0)
-    output = tmp_path / "both.png"
-    assert main(["plot", str(first), str(second), "-o", str(output)]) == 0
-    assert output.read_bytes()[:4] == b"\x89PNG"
-    assert main(["plot", str(first), str(second), "-o", str(output), "--run", "x"]) == 2
-    assert "name each run as FILE:NAME" in capsys.readouterr().err
-
-
 def test_a_run_with_nothing_to_draw_among_several_is_named(tmp_path: Path) -> None:
     stepped, stepless = tmp_path / "a.csv", tmp_path / "b.csv"
     _collector_run(CSVLogger(stepped), 1000.0, 100.0)
@@ -1545,6 +1273,33 @@ def test_runs_over_a_panels_bounds_lose_whole_metrics_not_a_run(tmp_path: Path) 
     assert len(labels) == MAX_LINES
     assert labels[:2] == ["gauge_0 [A]", "gauge_0 [B]"]
     assert sum(label.endswith("[A]") for label in labels) == MAX_LINES // 2
+
+
+@pytest.mark.parametrize("name", OLD_SQLITE_FILES)
+def test_cli_plot_of_a_sqlite_file_of_format_version_1_or_2_writes_a_png_of_each_watch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    path = copy_of_fixture(name, tmp_path)
+    output = tmp_path / "chart.png"
+
+    assert main(["plot", str(path), "-o", str(output)]) == 0
+
+    assert capsys.readouterr().out == f"wrote {output}\n"
+    assert png_size(output)[0] > 0
+    assert list(_panels(plot_run_of(path))) == ["buffer", "collector", "learner"]
+
+
+def test_rlpulse_plot_draws_several_runs_and_refuses_run_with_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, second = tmp_path / "a.csv", tmp_path / "b.jsonl"
+    _collector_run(CSVLogger(first), 1000.0, 100.0)
+    _collector_run(JSONLLogger(second), 2000.0, 120.0)
+    output = tmp_path / "both.png"
+    assert main(["plot", str(first), str(second), "-o", str(output)]) == 0
+    assert output.read_bytes()[:4] == b"\x89PNG"
+    assert main(["plot", str(first), str(second), "-o", str(output), "--run", "x"]) == 2
+    assert "name each run as FILE:NAME" in capsys.readouterr().err
 
 
 def _inside_the_figure(figure: Figure, texts: list[Text]) -> bool:
