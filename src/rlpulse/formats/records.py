@@ -36,8 +36,6 @@ __all__ = [
     "Record",
     "RunAggregate",
     "RunFileError",
-    "RunFileLockedError",
-    "RunFileLockedWarning",
     "RunFileWarning",
     "RunInfo",
     "aggregate",
@@ -182,14 +180,6 @@ class RunFileError(ValueError):
     """
 
 
-class RunFileLockedError(RunFileError):
-    """A SQLite file that another process's write held locked for longer than a reader waits (:data:`~rlpulse.formats.sqlite.LOCK_WAIT_S`).
-
-    Nothing is wrong with the file: reading it again once the write ends
-    works. The message names the file and how to find what holds it.
-    """
-
-
 class RunFileWarning(UserWarning):
     """What reading a CSV or JSON lines file left out: a last line cut short.
 
@@ -208,17 +198,6 @@ class RunFileWarning(UserWarning):
     ...         records = list(read(path))
     >>> len(records), str(caught[0].message).split(": ", 1)[1]
     (1, "left out line 3, cut short: no newline at its end: '2.5,4,c/fr'")
-    """
-
-
-class RunFileLockedWarning(RunFileWarning):
-    """A SQLite file that another process's write holds locked, waited for: reading goes on once it is let go.
-
-    Warned once a reader has waited
-    :data:`~rlpulse.formats.sqlite.LOCK_NOTICE_S` seconds; after
-    :data:`~rlpulse.formats.sqlite.LOCK_WAIT_S` seconds it gives up with a
-    ``RunFileError`` saying so. ``rlpulse show``, ``compare`` and ``plot`` print it as a note when
-    standard error is a terminal.
     """
 
 

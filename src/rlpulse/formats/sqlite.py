@@ -52,8 +52,7 @@ from rlpulse.formats.records import (
     Record,
     RunAggregate,
     RunFileError,
-    RunFileLockedError,
-    RunFileLockedWarning,
+    RunFileWarning,
     RunInfo,
     downsample,
     kind_named,
@@ -580,6 +579,24 @@ LOCK_NOTICE_S = 1.0
 _LOCK_TRY_S = 0.1
 # SQLite's own wait for a lock, which Ctrl-C cannot end: each try is this
 # short, and the wait goes on in Python between tries.
+
+
+class RunFileLockedError(RunFileError):
+    """A SQLite file that another process's write held locked for longer than a reader waits (:data:`LOCK_WAIT_S`).
+
+    Nothing is wrong with the file: reading it again once the write ends
+    works. The message names the file and how to find what holds it.
+    """
+
+
+class RunFileLockedWarning(RunFileWarning):
+    """A SQLite file that another process's write holds locked, waited for: reading goes on once it is let go.
+
+    Warned once a reader has waited :data:`LOCK_NOTICE_S` seconds; after
+    :data:`LOCK_WAIT_S` seconds it gives up with a :class:`RunFileLockedError`
+    saying so. ``rlpulse show``, ``compare`` and ``plot`` print it as a note
+    when standard error is a terminal.
+    """
 
 
 class _ReadingConnection(sqlite3.Connection):
