@@ -387,6 +387,33 @@ def test_the_body_scrolls_under_a_header_that_stays(tmp_path: Path) -> None:
     assert "lines 41-60 of 60" in screen(runs, view, now=START + 3).splitlines()[-1]
 
 
+@pytest.mark.parametrize(
+    ("home", "end"),
+    [
+        (b"\x1b[1~", b"\x1b[4~"),  # tmux, screen, the Linux console
+        (b"\x1b[H", b"\x1b[F"),  # xterm
+        (b"\x1bOH", b"\x1bOF"),  # xterm's application mode
+        (b"\x1b[7~", b"\x1b[8~"),  # rxvt
+        (b"g", b"G"),
+    ],
+)
+def test_end_shows_the_last_lines_and_home_the_first(
+    tmp_path: Path, home: bytes, end: bytes
+) -> None:
+    runs = followed(store(tmp_path / "run.sqlite", thirty_watches()))
+    view = TopView()
+
+    for key in keys_of(end):
+        view.press(key)
+    bottom = screen(runs, view, now=START + 3).splitlines()
+    for key in keys_of(home):
+        view.press(key)
+    top = screen(runs, view, now=START + 3).splitlines()
+
+    assert "lines 41-60 of 60" in bottom[-1]
+    assert "lines 1-20 of 60" in top[-1]
+
+
 def test_the_footer_keeps_the_filter_the_pause_and_the_lines_shown_over_the_keys(
     tmp_path: Path,
 ) -> None:

@@ -12,7 +12,7 @@ side by side, the same watch's figures in adjacent columns. Each frame
 reads only what was written since the last (:class:`~rlpulse.formats.RunFollower`)
 into what the view keeps (:class:`~rlpulse.read.live.LiveRun`). Keys: ``q``
 quits, ``/`` filters watches or metrics, arrows or ``j``/``k`` scroll,
-``p`` pauses. Everywhere else (a pipe, a file, ``--once``, no ``rich``)
+Home and End go to the first and the last lines, ``p`` pauses. Everywhere else (a pipe, a file, ``--once``, no ``rich``)
 one plain frame (:func:`frame`): the run's summary as ``rlpulse show``
 prints it, its latest events and its bottleneck verdict.
 
@@ -196,6 +196,9 @@ class TopView:
             self.scroll = max(0, self.scroll - self.page)
         elif key in ("home", "g"):
             self.scroll = 0
+        elif key in ("end", "G"):
+            # The frame brings it back to the last screenful.
+            self.scroll = sys.maxsize
         elif key in ("p", "P"):
             self.paused = not self.paused
         return False
@@ -221,7 +224,16 @@ _ESCAPES = {
     "\x1bOB": "down",
     "\x1b[5~": "page up",
     "\x1b[6~": "page down",
+    # Home and End as xterm, its application mode, tmux and the Linux
+    # console, and rxvt send them.
     "\x1b[H": "home",
+    "\x1bOH": "home",
+    "\x1b[1~": "home",
+    "\x1b[7~": "home",
+    "\x1b[F": "end",
+    "\x1bOF": "end",
+    "\x1b[4~": "end",
+    "\x1b[8~": "end",
     "\x1b[C": "right",
     "\x1b[D": "left",
 }
