@@ -387,6 +387,24 @@ def test_the_body_scrolls_under_a_header_that_stays(tmp_path: Path) -> None:
     assert "lines 41-60 of 60" in screen(runs, view, now=START + 3).splitlines()[-1]
 
 
+def test_a_block_scrolled_into_keeps_its_watch_at_the_top_of_the_body(
+    tmp_path: Path,
+) -> None:
+    # Two watches with a metric of the same name, the second's block longer
+    # than a screen.
+    metrics = {"collector/busy_s": 1.0, "learner/busy_s": 2.0}
+    metrics |= {f"learner/m{index:02d}": float(index) for index in range(30)}
+    runs = followed(store(tmp_path / "run.sqlite", [(0.0, metrics, {})]))
+    view = TopView()
+    for key in "jjjjj":
+        view.press(key)
+
+    body = screen(runs, view, now=START + 1).splitlines()[3:-1]
+
+    assert body[0].split() == ["learner", "running"]
+    assert body[1].split()[:2] == ["m02", "2"]  # m01 under the watch's name
+
+
 @pytest.mark.parametrize(
     ("home", "end"),
     [

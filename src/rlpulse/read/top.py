@@ -339,11 +339,16 @@ def frame_lines(
     now = view.paused_at if view.paused_at is not None else now
     sources = [_Source(follower, live) for follower, live in runs]
     header = _header(sources, width, now)
-    body = _body(sources, view, width, now, exact)
+    body, headings = _body(sources, view, width, now, exact)
     room = max(1, height - len(header) - 1)
     view.page = room
     view.scroll = max(0, min(view.scroll, len(body) - room))
     shown = body[view.scroll : view.scroll + room]
+    if shown and (heading := headings[view.scroll]) is not None:
+        # A block scrolled into keeps its heading on top, over the line
+        # scrolled past: a metric of the same name in two watches (busy_s)
+        # says whose it is.
+        shown[0] = body[heading]
     footer = _footer(view, len(body), room, width)
     lines = [*header, *shown]
     lines += [[]] * (height - 1 - len(lines))
@@ -452,15 +457,23 @@ def _verdicts(live: LiveRun, width: int) -> list[list[Segment]]:
     return lines
 
 
+class _Body(NamedTuple):
+    # The body's lines, and for each the index of the heading of its block
+    # (a watch's, or the latest events'); None outside a block.
+    lines: list[list[Segment]]
+    headings: list[int | None]
+
+
 def _body(
     sources: Sequence[_Source], view: TopView, width: int, now: float, exact: bool
-) -> list[list[Segment]]:
+) -> _Body:
     watches = _shown_watches(sources, now)
     label_width = _LABEL_WIDTH
     cell_width = max(12, (width - label_width) // len(sources))
     note_width = _NOTE_WIDTH if cell_width >= 34 else 0
     graphic_width = max(1, cell_width - _VALUE_WIDTH - note_width - 3)
     lines: list[list[Segment]] = []
+    headings: list[int | None] = []
     for watch in watches:
         blocks = [source.live.block(watch) for source in sources]
         labels = list(
@@ -507,6 +520,7 @@ def _body(
                 *sources[0].live.state(watch, now).recent,
             ):
                 lines.append([Segment("  !! " + event.message, "red")])
+        headings += [len(headings)] * (len(lines) - len(headings))
     if view.filter and not lines:
         lines.append(
             [
@@ -514,8 +528,10 @@ def _body(
                 Segment(" (Esc clears the filter)"),
             ]
         )
+        headings.append(None)
     events = [event for source in sources for event in source.live.events]
     if events:
+        heading_at = len(lines)
         lines.append([Segment("latest events", "bold")])
         latest = sorted(events, key=lambda event: event.wall_time)[-_EVENTS_SHOWN:]
         for event in latest:
@@ -527,7 +543,8 @@ def _body(
                     )
                 ]
             )
-    return lines
+        headings += [heading_at] * (len(lines) - len(headings))
+    return _Body(lines, headings)
 
 
 def _shown_watches(sources: Sequence[_Source], now: float) -> list[str]:
