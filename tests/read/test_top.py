@@ -76,9 +76,10 @@ def screen(
     runs: list[tuple[RunFollower, LiveRun]],
     view: TopView | None = None,
     now: float = START + 11.0,
+    width: int = 80,
 ) -> str:
-    console = Console(record=True, width=80, height=24, color_system=None)
-    lines = frame_lines(runs, view or TopView(), 80, 24, now)
+    console = Console(record=True, width=width, height=24, color_system=None)
+    lines = frame_lines(runs, view or TopView(), width, 24, now)
     console.print(render(lines))
     return console.export_text()
 
@@ -475,6 +476,21 @@ def test_several_runs_show_the_same_watch_side_by_side(tmp_path: Path) -> None:
         "B",
         "running",
     ]
+
+
+def test_each_runs_state_is_a_word_apart_however_long_it_is(tmp_path: Path) -> None:
+    stopped = [
+        (offset - 240.0, metrics, kinds) for offset, metrics, kinds in pipeline()
+    ]
+    runs = followed(
+        store(tmp_path / "a.sqlite", pipeline(), run="fast"),
+        store(tmp_path / "b.sqlite", stopped, run="stopped"),
+    )
+
+    text = screen(runs, width=60)
+
+    # "B quiet 4 min 01 s" fills its column of 18 characters.
+    assert heading(text, "collector")[:5] == ["collector", "A", "running", "B", "quiet"]
 
 
 def test_a_sparkline_follows_the_rate_of_the_last_minutes(tmp_path: Path) -> None:

@@ -493,15 +493,13 @@ def _body(
         for index, source in enumerate(sources):
             word, style = _watch_word(source.live, watch, now)
             if len(sources) > 1:
+                # A blank before each run's word, however long: "A running"
+                # and "B quiet 4 min 01 s" never read as one.
                 word = f"{run_letter(index)} {word}"
-            heading.append(
-                Segment(
-                    word.rjust(cell_width)[:cell_width]
-                    if len(sources) > 1
-                    else " " + word,
-                    style,
-                )
-            )
+                if len(word) >= cell_width:
+                    word = word[: cell_width - 2] + "…"
+                word = word.rjust(cell_width - 1)
+            heading.append(Segment(" " + word, style))
         lines.append(heading)
         by_label = [{line.label: line for line in block} for block in blocks]
         for label in labels:
