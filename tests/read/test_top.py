@@ -478,6 +478,30 @@ def test_several_runs_show_the_same_watch_side_by_side(tmp_path: Path) -> None:
     ]
 
 
+def test_a_narrow_terminal_shortens_the_names_to_show_every_runs_figures(
+    tmp_path: Path,
+) -> None:
+    slow = [
+        (
+            float(second),
+            {"collector/frames": 50.0 * second},
+            {"collector/frames": COUNTER},
+        )
+        for second in range(11)
+    ]
+    runs = followed(
+        store(tmp_path / "a.sqlite", pipeline(), run="fast"),
+        store(tmp_path / "b.sqlite", slow, run="slow"),
+    )
+
+    [frames] = [
+        line for line in screen(runs, width=40).splitlines() if "frames" in line
+    ]
+
+    assert frames.split()[:2] == ["frames", "100/s"]
+    assert "50/s" in frames.split()
+
+
 def test_each_runs_state_is_a_word_apart_however_long_it_is(tmp_path: Path) -> None:
     stopped = [
         (offset - 240.0, metrics, kinds) for offset, metrics, kinds in pipeline()

@@ -83,6 +83,8 @@ _SPARKS = "▁▂▃▄▅▆▇█"
 _VALUE_WIDTH = 9
 _NOTE_WIDTH = 14
 _LABEL_WIDTH = 24
+_NARROWEST_LABEL = 10
+_NARROWEST_CELL = 16  # a figure and a sparkline of four
 _READ_BUDGET_S = 0.25  # the most a frame spends catching up on a long run
 
 
@@ -468,7 +470,10 @@ def _body(
     sources: Sequence[_Source], view: TopView, width: int, now: float, exact: bool
 ) -> _Body:
     watches = _shown_watches(sources, now)
-    label_width = _LABEL_WIDTH
+    # Names give way first on a narrow terminal: every run's figures show.
+    label_width = min(
+        _LABEL_WIDTH, max(_NARROWEST_LABEL, width - len(sources) * _NARROWEST_CELL)
+    )
     cell_width = max(12, (width - label_width) // len(sources))
     note_width = _NOTE_WIDTH if cell_width >= 34 else 0
     graphic_width = max(1, cell_width - _VALUE_WIDTH - note_width - 3)
