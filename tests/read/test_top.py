@@ -478,6 +478,28 @@ def test_several_runs_show_the_same_watch_side_by_side(tmp_path: Path) -> None:
     ]
 
 
+def test_the_latest_events_of_several_runs_say_whose_they_are(tmp_path: Path) -> None:
+    runs = followed(
+        *(
+            store(
+                tmp_path / f"{name}.sqlite",
+                pipeline(),
+                (Event(START + second, "collector", "stalled", f"{name} stuck", 30.0),),
+                run=name,
+            )
+            for name, second in (("first", 4.0), ("second", 5.0))
+        )
+    )
+
+    lines = screen(runs).splitlines()
+    events = lines[lines.index("latest events") + 1 :]
+
+    assert events[0].startswith("A ")
+    assert events[0].endswith("first stuck")
+    assert events[1].startswith("B ")
+    assert events[1].endswith("second stuck")
+
+
 def test_a_narrow_terminal_shortens_the_names_to_show_every_runs_figures(
     tmp_path: Path,
 ) -> None:

@@ -48,7 +48,8 @@ bottleneck verdict, then exit (scripts and CI logs keep working).
 RUN is a file written by SQLiteLogger, CSVLogger or JSONLLogger: its latest
 run, or FILE:NAME for the run NAME of a SQLite file; --run NAME picks the
 run of every file given without one. Several runs show side by side, the
-same watch's figures in adjacent columns. --match keeps only the metrics
+same watch's figures in adjacent columns, each of the latest events with its
+run's letter. --match keeps only the metrics
 whose name matches PATTERN.
 
 {common.MATCH_HELP}

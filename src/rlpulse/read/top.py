@@ -532,16 +532,22 @@ def _body(
             ]
         )
         headings.append(None)
-    events = [event for source in sources for event in source.live.events]
+    events = [
+        (event, index)
+        for index, source in enumerate(sources)
+        for event in source.live.events
+    ]
     if events:
         heading_at = len(lines)
         lines.append([Segment("latest events", "bold")])
-        latest = sorted(events, key=lambda event: event.wall_time)[-_EVENTS_SHOWN:]
-        for event in latest:
+        latest = sorted(events, key=lambda pair: pair[0].wall_time)[-_EVENTS_SHOWN:]
+        for event, index in latest:
+            # Several runs' events are one list: each says whose it is.
+            whose = f"{run_letter(index)} " if len(sources) > 1 else ""
             lines.append(
                 [
                     Segment(
-                        format_event(event),
+                        whose + format_event(event),
                         "green" if is_good_news(event.kind) else "red",
                     )
                 ]
