@@ -76,9 +76,10 @@ def screen(
     runs: list[tuple[RunFollower, LiveRun]],
     view: TopView | None = None,
     now: float = START + 11.0,
+    width: int = 80,
 ) -> str:
-    console = Console(record=True, width=80, height=24, color_system=None)
-    lines = frame_lines(runs, view or TopView(), 80, 24, now)
+    console = Console(record=True, width=width, height=24, color_system=None)
+    lines = frame_lines(runs, view or TopView(), width, 24, now)
     console.print(render(lines))
     return console.export_text()
 
@@ -387,6 +388,51 @@ def test_the_body_scrolls_under_a_header_that_stays(tmp_path: Path) -> None:
     assert "lines 41-60 of 60" in screen(runs, view, now=START + 3).splitlines()[-1]
 
 
+def test_a_block_scrolled_into_keeps_its_watch_at_the_top_of_the_body(
+    tmp_path: Path,
+) -> None:
+    # Two watches with a metric of the same name, the second's block longer
+    # than a screen.
+    metrics = {"collector/busy_s": 1.0, "learner/busy_s": 2.0}
+    metrics |= {f"learner/m{index:02d}": float(index) for index in range(30)}
+    runs = followed(store(tmp_path / "run.sqlite", [(0.0, metrics, {})]))
+    view = TopView()
+    for key in "jjjjj":
+        view.press(key)
+
+    body = screen(runs, view, now=START + 1).splitlines()[3:-1]
+
+    assert body[0].split() == ["learner", "running"]
+    assert body[1].split()[:2] == ["m02", "2"]  # m01 under the watch's name
+
+
+@pytest.mark.parametrize(
+    ("home", "end"),
+    [
+        (b"\x1b[1~", b"\x1b[4~"),  # tmux, screen, the Linux console
+        (b"\x1b[H", b"\x1b[F"),  # xterm
+        (b"\x1bOH", b"\x1bOF"),  # xterm's application mode
+        (b"\x1b[7~", b"\x1b[8~"),  # rxvt
+        (b"g", b"G"),
+    ],
+)
+def test_end_shows_the_last_lines_and_home_the_first(
+    tmp_path: Path, home: bytes, end: bytes
+) -> None:
+    runs = followed(store(tmp_path / "run.sqlite", thirty_watches()))
+    view = TopView()
+
+    for key in keys_of(end):
+        view.press(key)
+    bottom = screen(runs, view, now=START + 3).splitlines()
+    for key in keys_of(home):
+        view.press(key)
+    top = screen(runs, view, now=START + 3).splitlines()
+
+    assert "lines 41-60 of 60" in bottom[-1]
+    assert "lines 1-20 of 60" in top[-1]
+
+
 def test_the_footer_keeps_the_filter_the_pause_and_the_lines_shown_over_the_keys(
     tmp_path: Path,
 ) -> None:
@@ -430,6 +476,67 @@ def test_several_runs_show_the_same_watch_side_by_side(tmp_path: Path) -> None:
         "B",
         "running",
     ]
+
+
+def test_the_latest_events_of_several_runs_say_whose_they_are(tmp_path: Path) -> None:
+    runs = followed(
+        *(
+            store(
+                tmp_path / f"{name}.sqlite",
+                pipeline(),
+                (Event(START + second, "collector", "stalled", f"{name} stuck", 30.0),),
+                run=name,
+            )
+            for name, second in (("first", 4.0), ("second", 5.0))
+        )
+    )
+
+    lines = screen(runs).splitlines()
+    events = lines[lines.index("latest events") + 1 :]
+
+    assert events[0].startswith("A ")
+    assert events[0].endswith("first stuck")
+    assert events[1].startswith("B ")
+    assert events[1].endswith("second stuck")
+
+
+def test_a_narrow_terminal_shortens_the_names_to_show_every_runs_figures(
+    tmp_path: Path,
+) -> None:
+    slow = [
+        (
+            float(second),
+            {"collector/frames": 50.0 * second},
+            {"collector/frames": COUNTER},
+        )
+        for second in range(11)
+    ]
+    runs = followed(
+        store(tmp_path / "a.sqlite", pipeline(), run="fast"),
+        store(tmp_path / "b.sqlite", slow, run="slow"),
+    )
+
+    [frames] = [
+        line for line in screen(runs, width=40).splitlines() if "frames" in line
+    ]
+
+    assert frames.split()[:2] == ["frames", "100/s"]
+    assert "50/s" in frames.split()
+
+
+def test_each_runs_state_is_a_word_apart_however_long_it_is(tmp_path: Path) -> None:
+    stopped = [
+        (offset - 240.0, metrics, kinds) for offset, metrics, kinds in pipeline()
+    ]
+    runs = followed(
+        store(tmp_path / "a.sqlite", pipeline(), run="fast"),
+        store(tmp_path / "b.sqlite", stopped, run="stopped"),
+    )
+
+    text = screen(runs, width=60)
+
+    # "B quiet 4 min 01 s" fills its column of 18 characters.
+    assert heading(text, "collector")[:5] == ["collector", "A", "running", "B", "quiet"]
 
 
 def test_a_sparkline_follows_the_rate_of_the_last_minutes(tmp_path: Path) -> None:

@@ -38,7 +38,8 @@ it writes, not its length. A file that does not exist yet is waited for.
 
 keys: q quits; / filters watches or metrics (type a pattern as --match
 takes it, Enter keeps it, Esc clears it); the arrows, j and k, Page Up and
-Page Down scroll; p pauses (and resumes) reading.
+Page Down scroll, Home and End (g and G) go to the first and the last lines;
+p pauses (and resumes) reading.
 
 Into a pipe or a file, with --once, or without rich: one plain frame, the
 run's summary as rlpulse show prints it, its latest events and its
@@ -47,7 +48,8 @@ bottleneck verdict, then exit (scripts and CI logs keep working).
 RUN is a file written by SQLiteLogger, CSVLogger or JSONLLogger: its latest
 run, or FILE:NAME for the run NAME of a SQLite file; --run NAME picks the
 run of every file given without one. Several runs show side by side, the
-same watch's figures in adjacent columns. --match keeps only the metrics
+same watch's figures in adjacent columns, each of the latest events with its
+run's letter. --match keeps only the metrics
 whose name matches PATTERN.
 
 {common.MATCH_HELP}

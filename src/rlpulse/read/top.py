@@ -12,7 +12,7 @@ side by side, the same watch's figures in adjacent columns. Each frame
 reads only what was written since the last (:class:`~rlpulse.formats.RunFollower`)
 into what the view keeps (:class:`~rlpulse.read.live.LiveRun`). Keys: ``q``
 quits, ``/`` filters watches or metrics, arrows or ``j``/``k`` scroll,
-``p`` pauses. Everywhere else (a pipe, a file, ``--once``, no ``rich``)
+Home and End go to the first and the last lines, ``p`` pauses. Everywhere else (a pipe, a file, ``--once``, no ``rich``)
 one plain frame (:func:`frame`): the run's summary as ``rlpulse show``
 prints it, its latest events and its bottleneck verdict.
 
@@ -83,6 +83,8 @@ _SPARKS = "▁▂▃▄▅▆▇█"
 _VALUE_WIDTH = 9
 _NOTE_WIDTH = 14
 _LABEL_WIDTH = 24
+_NARROWEST_LABEL = 10
+_NARROWEST_CELL = 16  # a figure and a sparkline of four
 _READ_BUDGET_S = 0.25  # the most a frame spends catching up on a long run
 
 
@@ -196,6 +198,9 @@ class TopView:
             self.scroll = max(0, self.scroll - self.page)
         elif key in ("home", "g"):
             self.scroll = 0
+        elif key in ("end", "G"):
+            # The frame brings it back to the last screenful.
+            self.scroll = sys.maxsize
         elif key in ("p", "P"):
             self.paused = not self.paused
         return False
@@ -221,7 +226,16 @@ _ESCAPES = {
     "\x1bOB": "down",
     "\x1b[5~": "page up",
     "\x1b[6~": "page down",
+    # Home and End as xterm, its application mode, tmux and the Linux
+    # console, and rxvt send them.
     "\x1b[H": "home",
+    "\x1bOH": "home",
+    "\x1b[1~": "home",
+    "\x1b[7~": "home",
+    "\x1b[F": "end",
+    "\x1bOF": "end",
+    "\x1b[4~": "end",
+    "\x1b[8~": "end",
     "\x1b[C": "right",
     "\x1b[D": "left",
 }
@@ -327,11 +341,16 @@ def frame_lines(
     now = view.paused_at if view.paused_at is not None else now
     sources = [_Source(follower, live) for follower, live in runs]
     header = _header(sources, width, now)
-    body = _body(sources, view, width, now, exact)
+    body, headings = _body(sources, view, width, now, exact)
     room = max(1, height - len(header) - 1)
     view.page = room
     view.scroll = max(0, min(view.scroll, len(body) - room))
     shown = body[view.scroll : view.scroll + room]
+    if shown and (heading := headings[view.scroll]) is not None:
+        # A block scrolled into keeps its heading on top, over the line
+        # scrolled past: a metric of the same name in two watches (busy_s)
+        # says whose it is.
+        shown[0] = body[heading]
     footer = _footer(view, len(body), room, width)
     lines = [*header, *shown]
     lines += [[]] * (height - 1 - len(lines))
@@ -440,15 +459,26 @@ def _verdicts(live: LiveRun, width: int) -> list[list[Segment]]:
     return lines
 
 
+class _Body(NamedTuple):
+    # The body's lines, and for each the index of the heading of its block
+    # (a watch's, or the latest events'); None outside a block.
+    lines: list[list[Segment]]
+    headings: list[int | None]
+
+
 def _body(
     sources: Sequence[_Source], view: TopView, width: int, now: float, exact: bool
-) -> list[list[Segment]]:
+) -> _Body:
     watches = _shown_watches(sources, now)
-    label_width = _LABEL_WIDTH
+    # Names give way first on a narrow terminal: every run's figures show.
+    label_width = min(
+        _LABEL_WIDTH, max(_NARROWEST_LABEL, width - len(sources) * _NARROWEST_CELL)
+    )
     cell_width = max(12, (width - label_width) // len(sources))
     note_width = _NOTE_WIDTH if cell_width >= 34 else 0
     graphic_width = max(1, cell_width - _VALUE_WIDTH - note_width - 3)
     lines: list[list[Segment]] = []
+    headings: list[int | None] = []
     for watch in watches:
         blocks = [source.live.block(watch) for source in sources]
         labels = list(
@@ -468,15 +498,13 @@ def _body(
         for index, source in enumerate(sources):
             word, style = _watch_word(source.live, watch, now)
             if len(sources) > 1:
+                # A blank before each run's word, however long: "A running"
+                # and "B quiet 4 min 01 s" never read as one.
                 word = f"{run_letter(index)} {word}"
-            heading.append(
-                Segment(
-                    word.rjust(cell_width)[:cell_width]
-                    if len(sources) > 1
-                    else " " + word,
-                    style,
-                )
-            )
+                if len(word) >= cell_width:
+                    word = word[: cell_width - 2] + "…"
+                word = word.rjust(cell_width - 1)
+            heading.append(Segment(" " + word, style))
         lines.append(heading)
         by_label = [{line.label: line for line in block} for block in blocks]
         for label in labels:
@@ -495,6 +523,7 @@ def _body(
                 *sources[0].live.state(watch, now).recent,
             ):
                 lines.append([Segment("  !! " + event.message, "red")])
+        headings += [len(headings)] * (len(lines) - len(headings))
     if view.filter and not lines:
         lines.append(
             [
@@ -502,20 +531,29 @@ def _body(
                 Segment(" (Esc clears the filter)"),
             ]
         )
-    events = [event for source in sources for event in source.live.events]
+        headings.append(None)
+    events = [
+        (event, index)
+        for index, source in enumerate(sources)
+        for event in source.live.events
+    ]
     if events:
+        heading_at = len(lines)
         lines.append([Segment("latest events", "bold")])
-        latest = sorted(events, key=lambda event: event.wall_time)[-_EVENTS_SHOWN:]
-        for event in latest:
+        latest = sorted(events, key=lambda pair: pair[0].wall_time)[-_EVENTS_SHOWN:]
+        for event, index in latest:
+            # Several runs' events are one list: each says whose it is.
+            whose = f"{run_letter(index)} " if len(sources) > 1 else ""
             lines.append(
                 [
                     Segment(
-                        format_event(event),
+                        whose + format_event(event),
                         "green" if is_good_news(event.kind) else "red",
                     )
                 ]
             )
-    return lines
+        headings += [heading_at] * (len(lines) - len(headings))
+    return _Body(lines, headings)
 
 
 def _shown_watches(sources: Sequence[_Source], now: float) -> list[str]:
