@@ -56,7 +56,7 @@ from rlpulse.read.summary import (
     run_letter,
     summarize_file,
 )
-from rlpulse.runtime.events import is_good_news
+from rlpulse.runtime.events import mark_of
 from rlpulse.text import format_duration, format_number, shortened
 from rlpulse.verdict import describe_metrics
 
@@ -86,6 +86,9 @@ _LABEL_WIDTH = 24
 _NARROWEST_LABEL = 10
 _NARROWEST_CELL = 16  # a figure and a sparkline of four
 _READ_BUDGET_S = 0.25  # the most a frame spends catching up on a long run
+# An event's line coloured by its mark (runtime.events.mark_of); a verdict
+# as it is.
+_EVENT_STYLES = {"!!": "red", "ok": "green"}
 
 
 # One plain frame
@@ -548,7 +551,7 @@ def _body(
                 [
                     Segment(
                         whose + format_event(event),
-                        "green" if is_good_news(event.kind) else "red",
+                        _EVENT_STYLES.get(mark_of(event.kind), ""),
                     )
                 ]
             )

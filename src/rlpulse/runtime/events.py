@@ -406,17 +406,19 @@ class EventBus:
             )
 
 
-def is_good_news(kind: str) -> bool:
-    """Whether an event of ``kind`` is good news (:attr:`EventKind.good_news`); a kind this version does not know is not.
+def mark_of(kind: str) -> str:
+    """The mark an event of ``kind`` is shown with: ``ok`` for good news (:attr:`EventKind.good_news`), ``=>`` for a bottleneck verdict (news neither good nor bad), ``!!`` for the rest, a kind this version does not know included.
 
-    >>> is_good_news("recovered"), is_good_news("stalled"), is_good_news("melted")
-    (True, False, False)
+    >>> mark_of("recovered"), mark_of("bottleneck"), mark_of("stalled"), mark_of("melted")
+    ('ok', '=>', '!!', '!!')
     """
-    return kind in _GOOD_NEWS
+    if kind in _GOOD_NEWS:
+        return "ok"
+    return "=>" if kind == EventKind.BOTTLENECK else "!!"
 
 
 def format_event(event: Event) -> str:
-    """Return one event as a line: its local time, ``ok`` for good news else ``!!``, its kind, its watch (unless named as the kind) and its message.
+    """Return one event as a line: its local time, its mark (:func:`mark_of`), its kind, its watch (unless named as the kind) and its message.
 
     >>> noon = time.mktime((2024, 5, 1, 12, 3, 4, 0, 0, -1))
     >>> format_event(Event(noon, "collector", "stalled", "no progress (frames) for 30.0s", 30.0))
@@ -426,9 +428,9 @@ def format_event(event: Event) -> str:
     >>> format_event(Event(noon, "", "dropping", "sink SQLiteLogger dropped 3 payloads", 3.0))
     '12:03:04 !! dropping: sink SQLiteLogger dropped 3 payloads'
     >>> format_event(Event(noon, "bottleneck", "bottleneck", "collector-bound: ...", 1.0))
-    '12:03:04 !! bottleneck: collector-bound: ...'
+    '12:03:04 => bottleneck: collector-bound: ...'
     """
     clock = time.strftime("%H:%M:%S", time.localtime(event.wall_time))
-    mark = "ok" if is_good_news(event.kind) else "!!"
+    mark = mark_of(event.kind)
     watch = f" {event.watch}" if event.watch and event.watch != event.kind else ""
     return f"{clock} {mark} {event.kind}{watch}: {event.message}"

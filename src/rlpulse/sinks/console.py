@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import NamedTuple, TextIO
 
 from rlpulse.naming import Kind, inferred_kinds, split
-from rlpulse.runtime.events import Event, format_event, is_good_news
+from rlpulse.runtime.events import Event, format_event, mark_of
 from rlpulse.sinks.base import BaseSink, Payload
 from rlpulse.text import format_number, terminal_width
 from rlpulse.verdict import describe_metrics, holds_verdict
@@ -20,6 +20,9 @@ from rlpulse.verdict import describe_metrics, holds_verdict
 __all__ = ["ConsoleLogger", "format_payload", "format_verdicts", "line_width"]
 
 _RED, _GREEN, _RESET = "\x1b[1;31m", "\x1b[1;32m", "\x1b[0m"
+# Bold, red for bad news (a streak's start), green for good (its end); a
+# verdict as it is.
+_COLOURS = {"!!": _RED, "ok": _GREEN}
 
 DEFAULT_WIDTH = 100
 """The width of the lines written to a stream that is not a terminal, without ``COLUMNS``."""
@@ -304,10 +307,9 @@ class ConsoleLogger(BaseSink):
     def _write_event(self, event: Event) -> None:
         stream = self.stream
         line = format_event(event)
-        if not os.environ.get("NO_COLOR") and _is_terminal(stream):
-            # Bold, red for a streak's start, green for its end.
-            start = _GREEN if is_good_news(event.kind) else _RED
-            line = f"{start}{line}{_RESET}"
+        colour = _COLOURS.get(mark_of(event.kind))
+        if colour and not os.environ.get("NO_COLOR") and _is_terminal(stream):
+            line = f"{colour}{line}{_RESET}"
         stream.write(line + "\n")
         stream.flush()
 
