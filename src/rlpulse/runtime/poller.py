@@ -404,7 +404,8 @@ class Poller:
         force, scheduled = polls.force, polls.scheduled
         claim = polls.claims.setdefault
         left = self.supervision.left
-        overruns = self.supervision.overruns
+        supervision = self.supervision
+        overruns = supervision.overruns
         waiters = self._waiters
         # A timed round ends early once stop() is called: finals follow.
         timed = polls.done is _UNAWAITED
@@ -440,7 +441,7 @@ class Poller:
                     return True
                 polls.current = None
                 if overruns:
-                    overruns.pop(watch, None)  # in time: the streak ends
+                    supervision.returned_in_time(watch)
                 if waiters:
                     _release(waiters, watch)
                 if payload is not None and logged is not None:
