@@ -277,8 +277,8 @@ class Poller:
             waiter.wait(timeout)
         self._waiters.pop(watch, None)
 
-    def stop(self, until: float) -> bool:
-        """Stop polling, by monotonic time ``until``; return whether the polling thread ended in time.
+    def stop(self, until: float) -> None:
+        """Stop polling, by monotonic time ``until``.
 
         A provider call under way is left behind, not waited for (its
         watch's final snapshot waits for it). A thread that does not end in
@@ -297,7 +297,6 @@ class Poller:
         while self._requests:
             with contextlib.suppress(IndexError):
                 self._requests.popleft().done.set()
-        return ended
 
     def _leave_current_behind(self) -> None:
         with self.supervision.lock:
