@@ -127,7 +127,8 @@ class LoggerMonitor:
             stop_timeout=stop_timeout,
         )
         self._stop_timeout = self._engine.stop_timeout
-        self._after_fork_in_child()
+        self._lock = threading.RLock()
+        # Whether stop() has run since the last start(): a second one does nothing.
         self._stopped = False
         lifecycle.track(self)
 
