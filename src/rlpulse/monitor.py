@@ -372,9 +372,10 @@ class LoggerMonitor:
         with self._lock:
             lifecycle.stopped(self)
         self._engine.stop_polling(deadline)
-        if self._stopped:
-            return
-        self._stopped = True
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
         self._engine.finish(deadline, log_final)
 
     def _after_fork_in_child(self) -> None:  # nothing of the parent's threads
