@@ -127,7 +127,8 @@ class LoggerMonitor:
             stop_timeout=stop_timeout,
         )
         self._stop_timeout = self._engine.stop_timeout
-        self._after_fork_in_child()
+        self._lock = threading.RLock()
+        # Whether stop() has run since the last start(): a second one does nothing.
         self._stopped = False
         lifecycle.track(self)
 
@@ -371,9 +372,10 @@ class LoggerMonitor:
         with self._lock:
             lifecycle.stopped(self)
         self._engine.stop_polling(deadline)
-        if self._stopped:
-            return
-        self._stopped = True
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
         self._engine.finish(deadline, log_final)
 
     def _after_fork_in_child(self) -> None:  # nothing of the parent's threads

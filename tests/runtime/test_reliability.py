@@ -570,6 +570,64 @@ def test_once_unwatch_returns_nothing_more_is_logged_for_that_watch() -> None:
         assert all(frames <= frames_at_unwatch for frames in logged), name
 
 
+def test_unwatch_waits_for_a_step_polling_inline_after_the_polling_thread_ended() -> (
+    None
+):
+    class SlowKinds:
+        # Asked for its kinds at its first payload, after its stats() call,
+        # while the step that polls it delivers that payload.
+        def __init__(self) -> None:
+            self.asked = threading.Event()
+            self.answer = threading.Event()
+
+        def stats(self) -> dict[str, float]:
+            return {"frames": 1}
+
+        def metric_kinds(self) -> dict[str, str]:
+            self.asked.set()
+            self.answer.wait(10)
+            return {}
+
+    class Journal:
+        # Payloads and events, in the order the sink got them.
+        def __init__(self) -> None:
+            self.entries: list[tuple[str, str]] = []
+
+        def log_metrics(
+            self, metrics: Mapping[str, float], step: int | None = None
+        ) -> None:
+            self.entries.extend(("payload", key) for key in metrics)
+
+        def log_event(self, event: rlpulse.Event) -> None:
+            self.entries.append((event.kind, event.watch))
+
+    def broken() -> dict[str, float]:
+        raise RuntimeError("provider broke")
+
+    journal = Journal()
+    target = SlowKinds()
+    previous_hook = threading.excepthook
+    threading.excepthook = lambda args: None
+    try:
+        monitor = LoggerMonitor(journal, poll_interval=0.01, on_error="raise")
+        monitor.watch(None, name="broken", stats_fn=broken)
+        monitor.start()
+        assert wait_until(lambda: "polling thread ended" in repr(monitor))
+        monitor.unwatch("broken")
+        monitor.watch(target, name="slow")
+        stepping = threading.Thread(target=monitor.step)
+        stepping.start()  # polls on this thread: the polling thread ended
+        assert target.asked.wait(10)
+        threading.Timer(0.2, target.answer.set).start()
+        monitor.unwatch("slow")
+        stepping.join(10)
+        monitor.stop(log_final=False)
+    finally:
+        threading.excepthook = previous_hook
+    unwatched = journal.entries.index(("unwatched", "slow"))
+    assert ("payload", "slow/frames") in journal.entries[:unwatched]
+
+
 def test_four_threads_churning_watch_and_unwatch_during_fast_polling() -> None:
     sink = InMemorySink()
     monitor = LoggerMonitor(sink, poll_interval=0.001)

@@ -61,11 +61,9 @@ class Delivery:
         self.queues = ()
         for sink in self.sinks:
             sink.failing = False
-        # Whether queues were closed (stop() in background mode): events
-        # noticed since go to no sink, as payloads would not either, but
-        # for those noticed while the queues drain (see close()).
-        self._closed = False
-        self._while_draining: list[Event] | None = None
+        # While close() drains the queues: the events noticed meanwhile,
+        # for the sinks drained in time (None the rest of the time).
+        self._draining: list[Event] | None = None
         # The payloads polled since the last round ended, for every queue.
         self._polled: deque[Item] = deque()
         # The events noticed since the last hand-over, for every queue.
@@ -77,7 +75,7 @@ class Delivery:
 
     def open_queues(self, size: int) -> None:
         """Feed every sink from its own queue of ``size`` payloads from now on."""
-        self._closed = False
+        self._draining = None
         self._events.clear()
         self.queues = tuple(
             SinkQueue(
@@ -141,16 +139,16 @@ class Delivery:
 
         Queued, it goes with the payloads of the next hand-over: now, unless
         a hand-over is under way (one that drops payloads notices an event),
-        then at the next round's end. Once the queues closed (``stop()`` in
-        background mode), events reach no sink: none is called off its
-        sender thread; but for those noticed while the queues drain (a
-        sink that recovers then), which :meth:`close` hands to the sinks
-        whose senders have ended. Once drained, they go inline (those of a
-        ``step()`` after ``stop()``, which the bus hands on).
+        then at the next round's end. While :meth:`close` drains the queues
+        (``stop()`` in background mode) no sink is called off its sender
+        thread: an event noticed then (a sink that recovers) is kept, and
+        handed to each sink drained in time once its sender has ended.
+        Without queues (manual mode, or after ``stop()``: the events of a
+        ``step()``, which the bus hands on) it goes inline.
         """
-        if self._closed:
-            if self._while_draining is not None:
-                self._while_draining.append(event)
+        draining = self._draining
+        if draining is not None:
+            draining.append(event)
             return
         if self.queues:
             self._events.append(event)
@@ -179,7 +177,7 @@ class Delivery:
         # for the next hand-over.
         if not queues:
             # A payload polled now is delivered inline by deliver(); an
-            # event noticed while the queues closed goes nowhere.
+            # event queued just as close() took the queues goes nowhere.
             self._events.clear()
             return
         polled = self._polled
@@ -233,8 +231,7 @@ class Delivery:
                 # Closed first, then handed over: a payload added after the
                 # hand-over finds the queues closed and goes inline.
                 self.queues = ()
-                self._closed = True
-                self._while_draining = []
+                self._draining = []
                 self._hand_over(queues)
                 for queue in queues:
                     queue.begin_close()
@@ -257,8 +254,7 @@ class Delivery:
         # would have got is lost with its payloads. From now on an event
         # goes inline, as payloads do (a step() after stop()).
         with self._lock:
-            events, self._while_draining = self._while_draining or [], None
-            self._closed = False
+            events, self._draining = self._draining or [], None
         for sink in sinks:
             log_event = sink.log_event
             if log_event is None:

@@ -92,7 +92,8 @@ class Engine:
             self.agenda = Agenda(self.watches)
         self.supervision = Supervision()
         self.poll_lock = threading.Lock()
-        self.polling_thread: threading.Thread | None = None
+        # The thread of a step() polling inline, under the poll lock.
+        self.stepping_thread: threading.Thread | None = None
         self.poller: Poller | None = None
         self.watchdog: Watchdog | None = None
         self.delivery.after_fork()
@@ -174,7 +175,7 @@ class Engine:
         logged: dict[str, dict[str, float]] = {}
         left = self.supervision.left
         with self.poll_lock, self.reporter.events.inline():
-            self.polling_thread = threading.current_thread()
+            self.stepping_thread = threading.current_thread()
             tally = self.reporter.open_tally()
             started = now = time.monotonic()
             finished = False
@@ -190,7 +191,7 @@ class Engine:
                         logged[watch.name] = payload
                 finished = True
             finally:
-                self.polling_thread = None
+                self.stepping_thread = None
                 seconds = time.monotonic() - started
                 self.reporter.close_tally(tally, finished=finished, seconds=seconds)
             # The polling thread may have ended: nobody else wakes the senders.
@@ -199,14 +200,15 @@ class Engine:
 
     def wait_done_with(self, watch: Watch, timeout: float) -> None:
         """Wait until no thread but the caller's own is polling ``watch`` (unwatch())."""
-        if threading.current_thread() is self.polling_thread:
+        if threading.current_thread() is self.stepping_thread:
             return
         poller = self.poller
-        if poller is not None:
+        if poller is not None and poller.alive:
             if not poller.is_polling_thread():
                 poller.wait_done_with(watch, timeout)
         elif self.poll_lock.acquire(timeout=timeout):
-            # An inline step() on another thread holds the poll lock.
+            # A step() polling inline on another thread (manual mode, or the
+            # polling thread ended) holds the poll lock.
             self.poll_lock.release()
 
     # -- background -------------------------------------------------------
@@ -265,7 +267,7 @@ class Engine:
         # so that no watch is polled on two threads at once.
         # (Unless this thread is that step(): stop() called from a stats().)
         exclusive = False
-        if self.polling_thread is not threading.current_thread():
+        if self.stepping_thread is not threading.current_thread():
             wait = max(0.0, self._waits_end(deadline) - time.monotonic())
             exclusive = self.poll_lock.acquire(timeout=min(wait, threading.TIMEOUT_MAX))
         try:

@@ -277,8 +277,8 @@ class Poller:
             waiter.wait(timeout)
         self._waiters.pop(watch, None)
 
-    def stop(self, until: float) -> bool:
-        """Stop polling, by monotonic time ``until``; return whether the polling thread ended in time.
+    def stop(self, until: float) -> None:
+        """Stop polling, by monotonic time ``until``.
 
         A provider call under way is left behind, not waited for (its
         watch's final snapshot waits for it). A thread that does not end in
@@ -297,7 +297,6 @@ class Poller:
         while self._requests:
             with contextlib.suppress(IndexError):
                 self._requests.popleft().done.set()
-        return ended
 
     def _leave_current_behind(self) -> None:
         with self.supervision.lock:
@@ -404,7 +403,8 @@ class Poller:
         force, scheduled = polls.force, polls.scheduled
         claim = polls.claims.setdefault
         left = self.supervision.left
-        overruns = self.supervision.overruns
+        supervision = self.supervision
+        overruns = supervision.overruns
         waiters = self._waiters
         # A timed round ends early once stop() is called: finals follow.
         timed = polls.done is _UNAWAITED
@@ -440,7 +440,7 @@ class Poller:
                     return True
                 polls.current = None
                 if overruns:
-                    overruns.pop(watch, None)  # in time: the streak ends
+                    supervision.returned_in_time(watch)
                 if waiters:
                     _release(waiters, watch)
                 if payload is not None and logged is not None:

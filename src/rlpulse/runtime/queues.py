@@ -43,7 +43,7 @@ Item = tuple[
 ]
 """One queued payload: ``(payload, step, wall_time, watch name, its metrics' kinds, its distributions)``."""
 
-_payload_of = operator.itemgetter(0, 1, 2)
+_triple_of = operator.itemgetter(0, 1, 2)
 """An item's ``(metrics, step, timestamp)``, as ``log_batch`` takes it."""
 
 
@@ -62,7 +62,7 @@ def _typed(items: Sequence[Item]) -> list[Payload]:
 
 def _triples(items: Sequence[Item]) -> list[tuple[Any, ...]]:
     # Items as log_batch takes them: (metrics, step, timestamp).
-    return list(map(_payload_of, items))
+    return list(map(_triple_of, items))
 
 
 class SinkQueue:
@@ -89,7 +89,7 @@ class SinkQueue:
         ...         print(step, metrics)
         >>> queue = SinkQueue(Sink(Printer()), size=8)
         >>> queue.start()
-        >>> queue.put_all([({"rb/size": 1.0}, 3, 0.0, "rb")])
+        >>> queue.put_all([({"rb/size": 1.0}, 3, 0.0, "rb", {}, {})])
         >>> queue.wake()
         >>> queue.close(deadline=time.monotonic() + 5) is None
         3 {'rb/size': 1.0}
@@ -140,13 +140,13 @@ class SinkQueue:
         # Set when close() gave up on a stuck sink: the sender must not call it again.
         self._abandoned = False
         self._thread: threading.Thread | None = None
+        # What ended the sender, where a sink raised what it does not catch
+        # (SystemExit, say): close() then counts what it had not delivered.
+        self.sender_died_of: BaseException | None = None
         # The last error of a streak of transient failures (None once a
         # call succeeds or fails for good), how many tries in a row failed
         # so, and whether the sender is to wait before the next.
         self.retry_error: TransientSinkError | None = None
-        # What ended the sender, where a sink raised what it does not catch
-        # (SystemExit, say): close() then counts what it had not delivered.
-        self.sender_died_of: BaseException | None = None
         self._tries = 0
         self._backing_off = False
         # Wakes a wait between tries: closing begins (then the sender tries

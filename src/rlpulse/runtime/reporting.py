@@ -77,13 +77,7 @@ class Reporter:
             ("rounds", "polls", "logged", "errors", "timeouts", "dropped", "rejected"),
             0,
         )
-        # The tallies of the rounds in progress, one per polling thread.
-        # By identity: two threads' tallies are often equal lists.
-        self._tallies: dict[int, list[int]] = {}
         self.last_round_s = 0.0
-        # An error raised by a sink's sender thread, for the polling thread
-        # to raise under on_error="raise".
-        self._sink_error: BaseException | None = None
 
     def after_fork(self) -> None:
         """Forget what belonged to the parent's threads, which a forked child does not have.
@@ -96,8 +90,12 @@ class Reporter:
         self._lock = threading.Lock()
         # Watches whose polls are failing: one warning each until they recover.
         self.failing: set[Watch] = set()
-        self._tallies = {}
-        self._sink_error = None
+        # The tallies of the rounds in progress, one per polling thread.
+        # By identity: two threads' tallies are often equal lists.
+        self._tallies: dict[int, list[int]] = {}
+        # An error raised by a sink's sender thread, for the polling thread
+        # to raise under on_error="raise".
+        self._sink_error: BaseException | None = None
         self.events.after_fork()
 
     def add(self, **counts: int) -> None:

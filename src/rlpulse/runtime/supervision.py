@@ -74,6 +74,9 @@ class Supervision:
         True
         >>> table.outstanding(watch), table.overruns.get(watch)
         (False, 1)
+        >>> table.returned_in_time(watch)  # its next call: the streak ends
+        >>> table.overruns.get(watch) is None
+        True
     """
 
     def __init__(self) -> None:
@@ -106,11 +109,16 @@ class Supervision:
         self.overruns[watch] = overruns
         return overruns
 
+    def returned_in_time(self, watch: Watch) -> None:
+        """``watch``'s call returned on its round, within ``poll_timeout``: its overrun streak ends."""
+        with self.lock:
+            self.overruns.pop(watch, None)
+
     def returned(self, watch: Watch) -> bool:
         """``watch``'s call left behind returned (call under :attr:`lock`): it is polled again; whether it was hung."""
         was_hung = watch in self.hung
         if not was_hung:
-            self.overruns.pop(watch, None)  # in time: the overrun streak ends
+            self.overruns.pop(watch, None)  # in time, as in returned_in_time
         self.left.pop(watch, None)
         self.hung.discard(watch)
         self._returned.notify_all()
