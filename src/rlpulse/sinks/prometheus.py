@@ -7,9 +7,11 @@ never by ``import rlpulse``.
 
 from __future__ import annotations
 
+import errno
 import math
 import re
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
@@ -180,13 +182,12 @@ class PrometheusExporter(BaseSink):
         if registry is None:
             self.registry: CollectorRegistry = prometheus_client.CollectorRegistry()
             self.registry.register(self)
-            self._server, self._server_thread = prometheus_client.start_http_server(
-                port, addr=addr, registry=self.registry
+            self._server, self._server_thread = _serve(
+                prometheus_client, self.registry, addr, port
             )
-            # prometheus_client's thread, named as rlpulse's threads are.
-            self._server_thread.name = "rlpulse-prometheus"
             host = f"[{addr}]" if ":" in addr else addr
             self.url = f"http://{host}:{self._server.server_port}/metrics"
+            _SERVING.add(self)
         else:
             self.registry = registry
             try:
@@ -451,6 +452,7 @@ class PrometheusExporter(BaseSink):
         >>> exporter.close()
         >>> exporter.close()
         """
+        _SERVING.discard(self)
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -461,6 +463,56 @@ class PrometheusExporter(BaseSink):
     def __repr__(self) -> str:
         where = self.url if self.url is not None else "a given registry"
         return f"<PrometheusExporter prefix={self.prefix!r} serving {where}>"
+
+
+_SERVING: weakref.WeakSet[PrometheusExporter] = weakref.WeakSet()
+"""The exporters of this process serving over HTTP, until closed."""
+
+
+def _serve(
+    prometheus_client: Any, registry: CollectorRegistry, addr: str, port: int
+) -> tuple[Any, threading.Thread]:
+    """Serve ``registry`` on ``addr:port`` from a thread of its own: the server and its thread.
+
+    An address that cannot be listened on is an ``OSError`` saying which,
+    and what to do: a port in use most often, by another program or by
+    another exporter of this process.
+    """
+    try:
+        server, thread = prometheus_client.start_http_server(
+            port, addr=addr, registry=registry
+        )
+    except OSError as error:
+        where = f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"
+        if error.errno != errno.EADDRINUSE:
+            raise OSError(
+                error.errno,
+                f"PrometheusExporter cannot listen on {where}: "
+                f"{error.strerror or error}; give an address of this machine "
+                "(addr=) and a port it may listen on (port=0 or 'prometheus:0' "
+                "picks one that is free)",
+            ) from None
+        holders = [
+            exporter
+            for exporter in _SERVING
+            if exporter._server is not None and exporter._server.server_port == port
+        ]
+        holder = (
+            f"by {holders[0]!r}: give every monitor of this process that one "
+            "exporter, or this one another port"
+            if holders
+            else "by another program, or another run of this one (ss -ltnp "
+            f"'sport = :{port}' names it): stop it, or choose another port"
+        )
+        raise OSError(
+            error.errno,
+            f"PrometheusExporter cannot listen on {where}: the port is in use "
+            f"{holder} (port=0 or 'prometheus:0' picks one that is free; "
+            "exporter.url names it)",
+        ) from None
+    # prometheus_client's thread, named as rlpulse's threads are.
+    thread.name = "rlpulse-prometheus"
+    return server, thread
 
 
 def _import_backend() -> Any:
