@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import errno
 import itertools
+import multiprocessing
+import os
 import random
 import socket
 import threading
@@ -11,6 +13,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -842,3 +845,40 @@ def test_a_port_is_free_again_once_its_exporter_is_closed() -> None:
 
     with PrometheusExporter(port=port) as again:
         assert port_of(again) == port
+
+
+def _close_the_copy(exporter: PrometheusExporter, leave: Any, answers: Any) -> None:
+    """What a worker forked while ``exporter`` served does: logs to its copy, closes it, waits to be let go."""
+    try:
+        exporter.log_metrics({"worker/frames": 1.0})
+    except RuntimeError as refused:
+        answers.put(str(refused))
+    exporter.close()
+    answers.put("closed")
+    leave.wait(30)
+
+
+def test_a_forked_worker_holds_neither_the_port_nor_a_copy_that_serves() -> None:
+    fork = multiprocessing.get_context("fork")
+    leave, answers = fork.Event(), fork.Queue()
+    exporter = PrometheusExporter(port=0)
+    port = port_of(exporter)
+    worker = fork.Process(
+        target=_close_the_copy, args=(exporter, leave, answers), daemon=True
+    )
+    worker.start()
+    try:
+        refused = answers.get(timeout=10)
+        closed = answers.get(timeout=10)
+        exporter.close()
+        with PrometheusExporter(port=port) as again:
+            assert port_of(again) == port
+    finally:
+        leave.set()
+        worker.join(timeout=10)
+        worker.kill()
+
+    assert f"process {os.getpid()}" in refused
+    assert "create a PrometheusExporter in this process" in refused
+    assert closed == "closed"
+    assert worker.exitcode == 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import math
+import os
 import re
 import threading
 import weakref
@@ -172,6 +173,8 @@ class PrometheusExporter(BaseSink):
         self._served_by_histograms: set[str] = set()
         self._server: Any = None
         self._server_thread: threading.Thread | None = None
+        # The process serving, where this exporter has a server of its own.
+        self._serving_pid: int | None = None
         self.url: str | None = None
         """The HTTP address to scrape, or ``None`` when registered into a given registry."""
         self._gauge_family = prometheus_client.core.GaugeMetricFamily
@@ -187,6 +190,7 @@ class PrometheusExporter(BaseSink):
             )
             host = f"[{addr}]" if ":" in addr else addr
             self.url = f"http://{host}:{self._server.server_port}/metrics"
+            self._serving_pid = os.getpid()
             _SERVING.add(self)
         else:
             self.registry = registry
@@ -237,10 +241,32 @@ class PrometheusExporter(BaseSink):
                 self._poll_times[watch] = payload.wall_time
 
     def _closed_message(self) -> str:
+        if self._serving_pid not in (None, os.getpid()):
+            return (
+                f"{self!r} serves from process {self._serving_pid}, not from "
+                "this process forked from it; create a PrometheusExporter in "
+                "this process, on a port of its own, to serve its metrics"
+            )
         return (
             "PrometheusExporter is closed; create a new PrometheusExporter "
             "to keep serving metrics"
         )
+
+    def _forget_server_in_child(self) -> None:
+        """Let go of the parent's server in a forked child: close its copy of the listening socket, and close this copy of the exporter.
+
+        Held open by the child, the socket would keep the port taken once
+        the parent closes the exporter (or dies), and scrapes would wait
+        on it unanswered. The child has no serving thread to shut down;
+        a lock a scrape held at the fork stays held in the child, hence a
+        new one.
+        """
+        if self._server is not None:
+            self._server.socket.close()
+        self._server = None
+        self._server_thread = None
+        self._lock = threading.Lock()
+        self._closed = True
 
     def _retire_served_by_histogram(self, metric: str) -> None:
         """Stop serving ``<metric>_count`` and ``_sum`` as series of their own, for every watch: ``metric``'s histogram serves them from now on.
@@ -467,6 +493,18 @@ class PrometheusExporter(BaseSink):
 
 _SERVING: weakref.WeakSet[PrometheusExporter] = weakref.WeakSet()
 """The exporters of this process serving over HTTP, until closed."""
+
+
+def _forget_servers_in_child() -> None:
+    # A worker forked while an exporter serves (multiprocessing's default
+    # start method on Linux) would otherwise hold its port.
+    for exporter in list(_SERVING):
+        exporter._forget_server_in_child()
+    _SERVING.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_servers_in_child)
 
 
 def _serve(
