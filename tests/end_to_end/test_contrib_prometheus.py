@@ -25,6 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from rlpulse import Event, LoggerMonitor, Tally
 from rlpulse.sinks.prometheus import PrometheusExporter
 from rlpulse.sources import SystemStats
+from tests.prometheus_server import needs_prometheus, running_prometheus
 
 CONTRIB = Path(__file__).resolve().parents[2] / "contrib" / "prometheus"
 RULES = CONTRIB / "rlpulse-alerts.yml"
@@ -64,6 +65,12 @@ def dashboard_queries() -> dict[str, str]:
         if variable["type"] == "query":
             queries[f"variable {variable['name']!r}"] = variable["query"]["query"]
     return queries
+
+
+def as_grafana_asks(query: str, rate_interval: str) -> str:
+    """``query`` as Grafana sends it with every watch and instance chosen and ``$__rate_interval`` being ``rate_interval``."""
+    query = query.replace("$__rate_interval", rate_interval)
+    return re.sub(r"\$\w+", ".*", query)
 
 
 def rule_queries() -> dict[str, str]:
@@ -188,3 +195,28 @@ def test_every_metric_the_kit_queries_is_one_rlpulse_serves(
         f"the {where} query metrics rlpulse does not serve; it serves "
         f"{sorted(served_names)}"
     )
+
+
+@needs_prometheus
+@pytest.mark.timeout(90)
+def test_the_events_panel_counts_the_first_event_of_a_kind(tmp_path: Path) -> None:
+    # A kind's counter appears with its first event, at 1: increase() alone
+    # sees no growth in it, and a run's one stall would chart as nothing.
+    events = dashboard_queries()["panel 'Events' A"]
+    with PrometheusExporter(port=0) as exporter:
+        assert exporter.url is not None
+        with running_prometheus([exporter.url], tmp_path) as prometheus:
+            exporter.log_metrics({"collector/frames": 1.0})
+            prometheus.wait_for('rlpulse_frames_total{watch="collector"}')
+            exporter.log_event(Event(time.time(), "collector", "stalled", "", 30.0))
+            prometheus.wait_for('rlpulse_events_total{kind="stalled"}')
+            time.sleep(2.0)
+            shown = prometheus.over(as_grafana_asks(events, "4s"), seconds=6.0)
+
+    stalls = [
+        values
+        for labels, values in shown
+        if labels["kind"] == "stalled" and labels["watch"] == "collector"
+    ]
+    assert len(stalls) == 1, shown
+    assert max(stalls[0]) == 1.0

@@ -1,49 +1,32 @@
 """PrometheusExporter scraped by a real Prometheus server, queried over its HTTP API.
 
-The server is Debian's ``prometheus`` (``make test`` installs it where
-missing), started on the loopback interface with its own storage in a
-temporary directory, scraping a monitor's exporter every second; it is
-killed when the test ends. Without a ``prometheus`` binary the test is
-skipped.
+The server (``tests/prometheus_server.py``) is Debian's ``prometheus``,
+started on the loopback interface with its own storage in a temporary
+directory, scraping a monitor's exporter every second; it is killed when
+the test ends. Without a ``prometheus`` binary the test is skipped.
 """
 
 from __future__ import annotations
 
-import json
 import random
-import shutil
-import socket
-import subprocess
 import threading
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 
 from rlpulse import Event, LoggerMonitor, Tally
 from rlpulse.sinks.prometheus import BOUNDS_PER_OCTAVE, PrometheusExporter
+from tests.prometheus_server import Prometheus, needs_prometheus, running_prometheus
 
-pytestmark = [
-    pytest.mark.timeout(60),
-    pytest.mark.skipif(
-        shutil.which("prometheus") is None,
-        reason="needs the Prometheus server: apt-get install prometheus "
-        "(make test installs it)",
-    ),
-]
+pytestmark = [pytest.mark.timeout(60), needs_prometheus]
 
 FRAMES_PER_SECOND = 1000.0
 # The window of PromQL's rate(), scraped every second.
 WINDOW_S = 4
 WINDOW = f"{WINDOW_S}s"
-# How long the server has to start and to scrape enough samples.
-DEADLINE_S = 30.0
 
 
 class SteadyCollector:
@@ -79,53 +62,6 @@ class SteadyLearner:
         self._thread.join(timeout=10)
 
 
-class Prometheus:
-    """A running Prometheus server's HTTP API."""
-
-    def __init__(self, url: str, log: Path) -> None:
-        self.url = url
-        self.log = log
-
-    def get(self, path: str, **params: str) -> Any:
-        query = f"?{urllib.parse.urlencode(params)}" if params else ""
-        try:
-            with urllib.request.urlopen(
-                f"{self.url}{path}{query}", timeout=10
-            ) as reply:
-                answer = json.load(reply)
-        except urllib.error.HTTPError as error:
-            raise AssertionError(
-                f"Prometheus refused {params}: {error.read()!r}"
-            ) from None
-        assert answer["status"] == "success", answer
-        return answer["data"]
-
-    def value(self, promql: str) -> float | None:
-        """The value of the one series ``promql`` returns now; ``None`` when it returns none."""
-        result = self.get("/api/v1/query", query=promql)["result"]
-        if not result:
-            return None
-        (series,) = result
-        return float(series["value"][1])
-
-    def wait_for(self, promql: str) -> float:
-        """The value of ``promql`` once it has one, within the deadline."""
-        deadline = time.monotonic() + DEADLINE_S
-        while (value := self.value(promql)) is None:
-            assert time.monotonic() < deadline, (
-                f"Prometheus returned nothing for {promql!r} within {DEADLINE_S} s; "
-                f"its log:\n{self.log.read_text()}"
-            )
-            time.sleep(0.25)
-        return value
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture
 def exporter() -> Iterator[PrometheusExporter]:
     with PrometheusExporter(port=0) as exporter:
@@ -136,47 +72,8 @@ def exporter() -> Iterator[PrometheusExporter]:
 def prometheus(exporter: PrometheusExporter, tmp_path: Path) -> Iterator[Prometheus]:
     """A Prometheus server scraping ``exporter`` every second."""
     assert exporter.url is not None
-    target = urllib.parse.urlsplit(exporter.url).netloc
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        "global:\n"
-        "  scrape_interval: 1s\n"
-        "scrape_configs:\n"
-        "  - job_name: rlpulse\n"
-        "    static_configs:\n"
-        f'      - targets: ["{target}"]\n'
-    )
-    address = f"127.0.0.1:{free_port()}"
-    log = tmp_path / "prometheus.log"
-    with log.open("wb") as output:
-        server = subprocess.Popen(
-            [
-                "prometheus",
-                f"--config.file={config}",
-                f"--storage.tsdb.path={tmp_path / 'data'}",
-                f"--web.listen-address={address}",
-                "--log.level=warn",
-            ],
-            stdout=output,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        api = Prometheus(f"http://{address}", log)
-        deadline = time.monotonic() + DEADLINE_S
-        while True:
-            assert server.poll() is None, f"Prometheus exited:\n{log.read_text()}"
-            try:
-                urllib.request.urlopen(f"{api.url}/-/ready", timeout=5).close()
-                break
-            except (urllib.error.URLError, ConnectionError):
-                assert time.monotonic() < deadline, (
-                    f"Prometheus not ready within {DEADLINE_S} s:\n{log.read_text()}"
-                )
-                time.sleep(0.1)
-        yield api
-    finally:
-        server.kill()
-        server.wait(timeout=10)
+    with running_prometheus([exporter.url], tmp_path) as server:
+        yield server
 
 
 def test_promql_rates_rlpulse_counters_as_rlpulse_does_and_knows_them_as_counters(

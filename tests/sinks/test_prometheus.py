@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import errno
 import itertools
+import multiprocessing
+import os
 import random
+import socket
 import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -797,3 +802,83 @@ def test_a_name_with_letters_outside_ascii_is_spelled_as_otlp_spells_it() -> Non
 
     assert 'rlpulse_uberlauf{watch="buffer"} 2.0' in page
     assert 'rlpulse___{watch="buffer"} 1.0' in page
+
+
+def port_of(exporter: PrometheusExporter) -> int:
+    assert exporter.url is not None
+    return int(exporter.url.rsplit(":", 1)[1].split("/")[0])
+
+
+def test_a_port_held_by_something_else_is_refused_naming_the_address_and_what_to_do() -> (
+    None
+):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(OSError, match="the port is in use") as refused:
+            PrometheusExporter(port=port)
+
+    assert refused.value.errno == errno.EADDRINUSE
+    message = str(refused.value)
+    assert f"cannot listen on 127.0.0.1:{port}:" in message
+    assert "another program" in message
+    assert "port=0 or 'prometheus:0' picks one that is free" in message
+
+
+def test_a_second_exporter_on_the_port_of_one_of_this_process_names_the_first() -> None:
+    with (
+        PrometheusExporter(port=0) as first,
+        pytest.raises(OSError, match="the port is in use") as refused,
+    ):
+        PrometheusExporter(port=port_of(first))
+
+    message = str(refused.value)
+    assert repr(first) in message
+    assert "give every monitor of this process that one exporter" in message
+
+
+def test_a_port_is_free_again_once_its_exporter_is_closed() -> None:
+    exporter = PrometheusExporter(port=0)
+    port = port_of(exporter)
+    exporter.close()
+
+    with PrometheusExporter(port=port) as again:
+        assert port_of(again) == port
+
+
+def _close_the_copy(exporter: PrometheusExporter, leave: Any, answers: Any) -> None:
+    """What a worker forked while ``exporter`` served does: logs to its copy, closes it, waits to be let go."""
+    try:
+        exporter.log_metrics({"worker/frames": 1.0})
+    except RuntimeError as refused:
+        answers.put(str(refused))
+    exporter.close()
+    answers.put("closed")
+    leave.wait(30)
+
+
+def test_a_forked_worker_holds_neither_the_port_nor_a_copy_that_serves() -> None:
+    fork = multiprocessing.get_context("fork")
+    leave, answers = fork.Event(), fork.Queue()
+    exporter = PrometheusExporter(port=0)
+    port = port_of(exporter)
+    worker = fork.Process(
+        target=_close_the_copy, args=(exporter, leave, answers), daemon=True
+    )
+    worker.start()
+    try:
+        refused = answers.get(timeout=10)
+        closed = answers.get(timeout=10)
+        exporter.close()
+        with PrometheusExporter(port=port) as again:
+            assert port_of(again) == port
+    finally:
+        leave.set()
+        worker.join(timeout=10)
+        worker.kill()
+
+    assert f"process {os.getpid()}" in refused
+    assert "create a PrometheusExporter in this process" in refused
+    assert closed == "closed"
+    assert worker.exitcode == 0

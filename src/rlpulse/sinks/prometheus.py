@@ -7,9 +7,12 @@ never by ``import rlpulse``.
 
 from __future__ import annotations
 
+import errno
 import math
+import os
 import re
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
@@ -170,6 +173,8 @@ class PrometheusExporter(BaseSink):
         self._served_by_histograms: set[str] = set()
         self._server: Any = None
         self._server_thread: threading.Thread | None = None
+        # The process serving, where this exporter has a server of its own.
+        self._serving_pid: int | None = None
         self.url: str | None = None
         """The HTTP address to scrape, or ``None`` when registered into a given registry."""
         self._gauge_family = prometheus_client.core.GaugeMetricFamily
@@ -180,13 +185,13 @@ class PrometheusExporter(BaseSink):
         if registry is None:
             self.registry: CollectorRegistry = prometheus_client.CollectorRegistry()
             self.registry.register(self)
-            self._server, self._server_thread = prometheus_client.start_http_server(
-                port, addr=addr, registry=self.registry
+            self._server, self._server_thread = _serve(
+                prometheus_client, self.registry, addr, port
             )
-            # prometheus_client's thread, named as rlpulse's threads are.
-            self._server_thread.name = "rlpulse-prometheus"
             host = f"[{addr}]" if ":" in addr else addr
             self.url = f"http://{host}:{self._server.server_port}/metrics"
+            self._serving_pid = os.getpid()
+            _SERVING.add(self)
         else:
             self.registry = registry
             try:
@@ -236,10 +241,32 @@ class PrometheusExporter(BaseSink):
                 self._poll_times[watch] = payload.wall_time
 
     def _closed_message(self) -> str:
+        if self._serving_pid not in (None, os.getpid()):
+            return (
+                f"{self!r} serves from process {self._serving_pid}, not from "
+                "this process forked from it; create a PrometheusExporter in "
+                "this process, on a port of its own, to serve its metrics"
+            )
         return (
             "PrometheusExporter is closed; create a new PrometheusExporter "
             "to keep serving metrics"
         )
+
+    def _forget_server_in_child(self) -> None:
+        """Let go of the parent's server in a forked child: close its copy of the listening socket, and close this copy of the exporter.
+
+        Held open by the child, the socket would keep the port taken once
+        the parent closes the exporter (or dies), and scrapes would wait
+        on it unanswered. The child has no serving thread to shut down;
+        a lock a scrape held at the fork stays held in the child, hence a
+        new one.
+        """
+        if self._server is not None:
+            self._server.socket.close()
+        self._server = None
+        self._server_thread = None
+        self._lock = threading.Lock()
+        self._closed = True
 
     def _retire_served_by_histogram(self, metric: str) -> None:
         """Stop serving ``<metric>_count`` and ``_sum`` as series of their own, for every watch: ``metric``'s histogram serves them from now on.
@@ -451,6 +478,7 @@ class PrometheusExporter(BaseSink):
         >>> exporter.close()
         >>> exporter.close()
         """
+        _SERVING.discard(self)
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -461,6 +489,68 @@ class PrometheusExporter(BaseSink):
     def __repr__(self) -> str:
         where = self.url if self.url is not None else "a given registry"
         return f"<PrometheusExporter prefix={self.prefix!r} serving {where}>"
+
+
+_SERVING: weakref.WeakSet[PrometheusExporter] = weakref.WeakSet()
+"""The exporters of this process serving over HTTP, until closed."""
+
+
+def _forget_servers_in_child() -> None:
+    # A worker forked while an exporter serves (multiprocessing's default
+    # start method on Linux) would otherwise hold its port.
+    for exporter in list(_SERVING):
+        exporter._forget_server_in_child()
+    _SERVING.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_servers_in_child)
+
+
+def _serve(
+    prometheus_client: Any, registry: CollectorRegistry, addr: str, port: int
+) -> tuple[Any, threading.Thread]:
+    """Serve ``registry`` on ``addr:port`` from a thread of its own: the server and its thread.
+
+    An address that cannot be listened on is an ``OSError`` saying which,
+    and what to do: a port in use most often, by another program or by
+    another exporter of this process.
+    """
+    try:
+        server, thread = prometheus_client.start_http_server(
+            port, addr=addr, registry=registry
+        )
+    except OSError as error:
+        where = f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"
+        if error.errno != errno.EADDRINUSE:
+            raise OSError(
+                error.errno,
+                f"PrometheusExporter cannot listen on {where}: "
+                f"{error.strerror or error}; give an address of this machine "
+                "(addr=) and a port it may listen on (port=0 or 'prometheus:0' "
+                "picks one that is free)",
+            ) from None
+        holders = [
+            exporter
+            for exporter in _SERVING
+            if exporter._server is not None and exporter._server.server_port == port
+        ]
+        holder = (
+            f"by {holders[0]!r}: give every monitor of this process that one "
+            "exporter, or this one another port"
+            if holders
+            else "by another program, or another run of this one (ss -ltnp "
+            f"'sport = :{port}' names it): stop it, or choose another port"
+        )
+        raise OSError(
+            error.errno,
+            f"PrometheusExporter cannot listen on {where}: the port is in use "
+            f"{holder} (port=0 or 'prometheus:0' picks one that is free; "
+            "exporter.url names it)",
+        ) from None
+    # prometheus_client's thread, named as rlpulse's threads are.
+    thread.name = "rlpulse-prometheus"
+    return server, thread
 
 
 def _import_backend() -> Any:
