@@ -21,6 +21,7 @@ from typing import Any
 from rlpulse import Record
 from rlpulse.naming import Kind
 from rlpulse.sinks import CSVLogger, JSONLLogger, SQLiteLogger
+from rlpulse.text import plural
 
 __all__ = [
     "FILE_SINKS",
@@ -38,6 +39,7 @@ __all__ = [
     "Source",
     "copy_of_fixture",
     "locked_by_another_process",
+    "not_delivered",
     "png_size",
     "restore_default_sigint",
     "table_rows",
@@ -296,3 +298,8 @@ def png_size(path: Path) -> tuple[int, int]:
     assert data[12:16] == b"IHDR"
     width, height = struct.unpack(">II", data[16:24])
     return width, height
+
+
+def not_delivered(count: int) -> str:
+    """How a monitor's warning at ``stop()`` says that ``count`` payloads were not delivered."""
+    return f"{plural(count, 'payload')} {'was' if count == 1 else 'were'} not delivered"

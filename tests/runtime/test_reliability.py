@@ -24,7 +24,7 @@ import pytest
 import rlpulse
 from rlpulse import Every, LoggerMonitor
 from rlpulse.testing import InMemorySink
-from tests.support import Blocking, Source, wait_until
+from tests.support import Blocking, Source, not_delivered, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -291,6 +291,24 @@ def test_a_sink_that_fails_transiently_gets_every_payload_of_the_outage_in_order
     assert "tried again" in warning
 
 
+def test_stop_says_one_payload_not_delivered_in_the_singular(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sink = Outage()
+    sink.away.set()
+    monitor = LoggerMonitor(sink, poll_interval=0.01, stop_timeout=0.5)
+    monitor.watch(
+        Source(), name="source", schedule=Every.seconds(3600), log_on_close=False
+    )
+    with caplog.at_level(logging.WARNING):
+        monitor.start()
+        assert wait_until(lambda: sink.failed_calls >= 1)
+        monitor.stop()
+    assert monitor.stats()["dropped"] == 1
+    [drained] = [m for m in rlpulse_warnings(caplog) if "without draining" in m]
+    assert "; 1 payload was not delivered (counted in dropped)" in drained
+
+
 def test_stop_while_a_sink_keeps_failing_transiently_is_bounded_and_says_what_was_lost(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -310,7 +328,7 @@ def test_stop_while_a_sink_keeps_failing_transiently_is_bounded_and_says_what_wa
     assert stats["dropped"] > 0
     [drained] = [m for m in rlpulse_warnings(caplog) if "without draining" in m]
     assert "it was still failing (TransientSinkError('far end away'))" in drained
-    assert f"{stats['dropped']} payloads were not delivered" in drained
+    assert not_delivered(stats["dropped"]) in drained
 
 
 class Overrunning:
@@ -358,10 +376,7 @@ def test_a_call_that_outlives_stop_and_then_succeeds_is_not_counted_lost(
 
     assert sink.delivered + stats["dropped"] + stats["rejected"] == len(kept.payloads)
     [drained] = [m for m in rlpulse_warnings(caplog) if "without draining" in m]
-    assert (
-        f"{stats['dropped']} payloads were not delivered (counted in dropped)"
-        in drained
-    )
+    assert f"{not_delivered(stats['dropped'])} (counted in dropped)" in drained
     assert (
         "still being written by it (counted in rejected only if that call fails)"
         in drained
@@ -444,7 +459,7 @@ def test_a_sink_that_ends_its_feeding_thread_is_said_at_stop_with_what_it_left(
     assert stats["dropped"] > 0
     [drained] = [m for m in rlpulse_warnings(caplog) if "without draining" in m]
     assert "the thread feeding it ended on SystemExit(3)" in drained
-    assert f"{stats['dropped']} payloads were not delivered" in drained
+    assert not_delivered(stats["dropped"]) in drained
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Literal
 
 from rlpulse.runtime.events import Event, EventBus, EventKind, about_sink
 from rlpulse.runtime.retry import MAX_BACKOFF_S, TransientSinkError
+from rlpulse.text import plural
 from rlpulse.verdict import Verdict, describe
 
 if TYPE_CHECKING:
@@ -220,7 +221,7 @@ class Reporter:
             EventKind.DROPPING,
             about_sink(
                 queue.sink.name,
-                f"dropped {count} payloads: its queue of {queue.size} is full",
+                f"dropped {plural(count, 'payload')}: its queue of {queue.size} is full",
             ),
             count,
         )
@@ -436,10 +437,9 @@ class Reporter:
         if discarded is None:
             if earlier and self.on_error != "ignore":
                 _log.warning(
-                    "LoggerMonitor: since start(), sink %s did not take %d "
-                    "payloads: %s.",
+                    "LoggerMonitor: since start(), sink %s did not take %s: %s.",
                     name,
-                    queue.rejected + queue.dropped,
+                    plural(queue.rejected + queue.dropped, "payload"),
                     " and ".join(earlier),
                 )
             return
@@ -447,13 +447,14 @@ class Reporter:
         in_flight = queue.in_flight
         _log.warning(
             "LoggerMonitor stopped without draining sink %s: %s within "
-            "stop_timeout=%ss; %d payloads were not delivered (counted in "
+            "stop_timeout=%ss; %s %s not delivered (counted in "
             "dropped)%s, and it gets no more calls until the monitor is "
             "started again.%s",
             name,
             queue.why_undrained() or "it did not return",
             stop_timeout,
-            discarded,
+            plural(discarded, "payload"),
+            "was" if discarded == 1 else "were",
             f", {in_flight} more {'was' if in_flight == 1 else 'were'} still "
             "being written by it (counted in rejected only if that call fails)"
             if in_flight
