@@ -7,7 +7,10 @@ in a fresh directory of their own, as a user runs one after the other:
 
 - ```` ```python ````: a complete script, saved to a file and run by this
   Python; it must exit with 0, print no traceback and log no warning
-  through rlpulse's logger.
+  through rlpulse's logger. A server an example opens for other machines
+  (``addr="0.0.0.0"``, a fixed port) is opened on 127.0.0.1 and a free
+  port instead: a test serves nothing beyond this machine, and two runs
+  side by side do not collide.
 - ```` ```console ````: ``$ command`` lines (``rlpulse ...`` is this
   Python's ``-m rlpulse``), each followed by the output it prints. The output
   shown must have the shape of what the command prints now: the same lines
@@ -74,6 +77,11 @@ logging.getLogger("rlpulse").addHandler(Mark(logging.WARNING))
 sys.argv = sys.argv[1:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
+# What an example opens for other machines, as the tests open it instead.
+_LOCAL_ONLY = (
+    (re.compile(r'addr="0\.0\.0\.0"'), 'addr="127.0.0.1"'),
+    (re.compile(r"\bport=\d+"), "port=0"),
+)
 _INSTALL_STEP = re.compile(r"(pip install|make)\b")
 # A number as the readers print it: 20k, 0.0012, 1.5e-05, 12,544, a date, a
 # time, a run named after the time (2026-12-02_15-33-50), a share or a ratio
@@ -135,7 +143,10 @@ def run_python(example: Example) -> str | None:
     """Save a python block as a script and run it; a message when it failed."""
     directory: Path = example.namespace[DIRECTORY_KEY]
     script = directory / f"{Path(example.path).stem}_line_{example.line}.py"
-    script.write_text(example.parsed)
+    source = example.parsed
+    for pattern, local in _LOCAL_ONLY:
+        source = pattern.sub(local, source)
+    script.write_text(source)
     result = run([sys.executable, "-c", _RUNNER, script.name], directory)
     warnings = [line for line in result.stderr.splitlines() if line.startswith(_WARNED)]
     if result.returncode == 0 and "Traceback" not in result.stderr and not warnings:

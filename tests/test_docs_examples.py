@@ -94,6 +94,21 @@ def test_an_example_that_logs_a_warning_fails(tmp_path: Path) -> None:
         evaluate(tmp_path, broken_source)
 
 
+def test_a_server_an_example_opens_to_every_machine_is_opened_on_127_0_0_1(
+    tmp_path: Path,
+) -> None:
+    # The example fails unless the server it opens is local, on a free port.
+    serving = """
+    ```python
+    def serve(port, addr):
+        assert (port, addr) == (0, "127.0.0.1"), (port, addr)
+
+    serve(port=9464, addr="0.0.0.0")
+    ```
+    """
+    evaluate(tmp_path, serving)
+
+
 def test_a_sh_block_holds_install_steps_only(tmp_path: Path) -> None:
     evaluate(
         tmp_path, "```sh\npip install 'rlpulse[torchrl]'  # TorchRL\nmake test\n```\n"
