@@ -320,6 +320,46 @@ def test_payloads_delivered_while_the_queues_close_reach_the_sink_once_each() ->
     assert sorted(received) == taken  # none lost, none twice
 
 
+def test_an_event_noticed_as_the_queues_close_reaches_the_sink() -> None:
+    # The queues close (stop()) between deliver_event() seeing them open and
+    # its queueing the event: the event still reaches the sink, once.
+    from rlpulse.runtime.deadline import Deadline
+    from rlpulse.runtime.delivery import Delivery
+    from rlpulse.runtime.events import Event
+    from rlpulse.runtime.reporting import Reporter
+
+    received: list[Event] = []
+
+    class Recorder:
+        def log_metrics(
+            self, metrics: Mapping[str, float], step: int | None = None
+        ) -> None:
+            pass
+
+        def log_event(self, event: Event) -> None:
+            received.append(event)
+
+    delivery = Delivery((Sink(Recorder()),), Reporter("warn"))
+
+    class ClosingFirst(deque[Event]):
+        """The events' queue, whose first append waits for the queues to close first."""
+
+        closed = False
+
+        def append(self, event: Event) -> None:
+            if not self.closed:
+                self.closed = True
+                assert delivery.close(Deadline(5.0), 5.0) is None
+            super().append(event)
+
+    delivery.open_queues(100)
+    delivery._events = ClosingFirst()
+    event = Event(0.0, "w", "stalled", "no progress", 1.0)
+    delivery.deliver_event(event)
+
+    assert received == [event]
+
+
 class _EmptyThenSlow(deque[Item]):
     """A queue whose sender, once ``armed``, finds it empty and is then held up: another thread's turn comes in between."""
 

@@ -146,17 +146,26 @@ class Delivery:
         Without queues (manual mode, or after ``stop()``: the events of a
         ``step()``, which the bus hands on) it goes inline.
         """
+        queues = self.queues
+        if queues and self._draining is None:
+            self._events.append(event)
+            if self.queues is queues:
+                if self._lock.acquire(blocking=False):
+                    try:
+                        self._hand_over(self.queues)
+                    finally:
+                        self._lock.release()
+                return
+            # They closed meanwhile (close() empties self.queues before its
+            # last hand-over): unless that hand-over took it, it goes on as
+            # an event noticed after.
+            try:
+                self._events.remove(event)
+            except ValueError:
+                return
         draining = self._draining
         if draining is not None:
             draining.append(event)
-            return
-        if self.queues:
-            self._events.append(event)
-            if self._lock.acquire(blocking=False):
-                try:
-                    self._hand_over(self.queues)
-                finally:
-                    self._lock.release()
             return
         for sink in self.sinks:
             if sink.log_event is None:
@@ -176,9 +185,8 @@ class Delivery:
         # ``queues``, whose sender is woken. A payload added meanwhile waits
         # for the next hand-over.
         if not queues:
-            # A payload polled now is delivered inline by deliver(); an
-            # event queued just as close() took the queues goes nowhere.
-            self._events.clear()
+            # Closed: a payload or an event added now is delivered inline
+            # (deliver(), deliver_event()).
             return
         polled = self._polled
         items: list[Item] = []
