@@ -188,6 +188,23 @@ def test_a_callback_that_raises_is_warned_about_once_and_one_that_hangs_delays_n
     assert "callback bug" in warnings[0]
 
 
+def watched_for_hangs(
+    sink: EventSink, *, block_after: int = 1, stop_timeout: float | None = None
+) -> tuple[LoggerMonitor, Blocking, Collected]:
+    """A background monitor polling a ``Blocking`` as ``remote`` every 0.02 s, its calls from the ``block_after``-th on hung past a ``poll_timeout`` of 0.1 s, its events collected."""
+    collected = Collected()
+    hanging = Blocking(block_after=block_after)
+    monitor = LoggerMonitor(
+        sink,
+        poll_interval=0.02,
+        poll_timeout=0.1,
+        stop_timeout=stop_timeout,
+        on_event=collected,
+    )
+    monitor.watch(hanging, name="remote")
+    return monitor, hanging, collected
+
+
 def watched_for_stalls() -> tuple[EventSink, Progress, LoggerMonitor]:
     """A manual monitor watching a moving ``Progress`` as ``c`` for stalls of 0.05 s, its baseline polled."""
     sink, source = EventSink(), Progress()
@@ -315,13 +332,8 @@ def test_a_worker_that_dies_is_a_worker_lost_event() -> None:
 
 def test_an_event_after_stop_reaches_no_sink_and_starts_no_thread() -> None:
     # A call left hung returns after stop(): its "resumed" goes nowhere.
-    collected = Collected()
-    hanging = Blocking(block_after=2)
     sink = EventSink()
-    monitor = LoggerMonitor(
-        sink, poll_interval=0.02, poll_timeout=0.1, stop_timeout=1, on_event=collected
-    )
-    monitor.watch(hanging, name="remote")
+    monitor, hanging, collected = watched_for_hangs(sink, block_after=2, stop_timeout=1)
     with monitor:
         assert wait_until(lambda: "hung" in collected.kinds())
     stored = list(sink.events())
@@ -368,13 +380,8 @@ def test_the_docs_list_every_event_kind_with_when_it_comes() -> None:
 
 
 def test_a_hung_call_that_returns_while_stopped_is_resumed_at_the_next_start() -> None:
-    collected = Collected()
-    hanging = Blocking(block_after=1)
     sink = EventSink()
-    monitor = LoggerMonitor(
-        sink, poll_interval=0.02, poll_timeout=0.1, stop_timeout=1, on_event=collected
-    )
-    monitor.watch(hanging, name="remote")
+    monitor, hanging, collected = watched_for_hangs(sink, stop_timeout=1)
     with monitor:
         assert wait_until(lambda: "hung" in collected.kinds())
     hanging.release.set()
@@ -428,12 +435,7 @@ def test_unwatch_ends_the_stall_of_its_watch() -> None:
 
 
 def test_unwatch_ends_a_hung_streak_and_the_call_returning_later_says_nothing() -> None:
-    collected = Collected()
-    hanging = Blocking(block_after=1)
-    monitor = LoggerMonitor(
-        EventSink(), poll_interval=0.02, poll_timeout=0.1, on_event=collected
-    )
-    monitor.watch(hanging, name="remote")
+    monitor, hanging, collected = watched_for_hangs(EventSink())
     with monitor:
         assert wait_until(lambda: "hung" in collected.kinds())
         monitor.unwatch("remote")
