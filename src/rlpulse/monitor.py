@@ -14,7 +14,6 @@ from rlpulse.distributions import DEFAULT_QUANTILES
 from rlpulse.naming import Kind
 from rlpulse.runtime import lifecycle, threads
 from rlpulse.runtime.deadline import Deadline, check_timeout
-from rlpulse.runtime.delivery import Delivery
 from rlpulse.runtime.engine import Engine
 from rlpulse.runtime.events import Event, as_callbacks
 from rlpulse.runtime.reporting import OnError, Reporter
@@ -113,19 +112,22 @@ class LoggerMonitor:
         on_event: Callable[[Event], object] | Sequence[Any] | None = None,
     ) -> None:
         check_timeout("poll_timeout", poll_timeout)
-        self._reporter = Reporter(on_error, as_callbacks(on_event))
+        Reporter.check_on_error(on_error)
+        callbacks = as_callbacks(on_event)
         self._sinks = as_sinks(logger)
         self._background = background
         self._poll_timeout = poll_timeout
         self._watches = Watches()
         self._engine = Engine(
             lambda: self._watches.all,
-            Delivery(self._sinks, self._reporter),
-            self._reporter,
+            self._sinks,
+            on_error=on_error,
+            on_event=callbacks,
             poll_interval=poll_interval,
             queue_size=queue_size,
             stop_timeout=stop_timeout,
         )
+        self._reporter = self._engine.reporter
         self._stop_timeout = self._engine.stop_timeout
         self._lock = threading.RLock()
         # Whether stop() has run since the last start(): a second one does nothing.

@@ -133,27 +133,27 @@ def test_a_threshold_crossed_as_another_counter_resets_is_logged_at_the_next_pol
     assert poll(watch, {"frames": 6, "updates": 15}, now=3.0) is None
 
 
-def test_a_time_only_schedule_is_not_due_by_clock_until_its_interval() -> None:
+def test_a_time_only_schedule_is_not_due_until_its_interval() -> None:
     watch = make_watch(Every.seconds(5) | Every.seconds(2))
     assert watch.clock_gated
-    assert watch.due_by_clock(0.0)
+    assert watch.next_due <= 0.0
     poll(watch, {}, now=0.0)
-    assert not watch.due_by_clock(1.9)
-    assert watch.due_by_clock(2.0)
+    assert watch.next_due > 1.9
+    assert watch.next_due <= 2.0
 
 
 def test_a_schedule_with_a_counter_is_never_clock_gated() -> None:
     watch = make_watch(Every.seconds(5) | Every.counter("frames", 10))
     assert not watch.clock_gated
     poll(watch, {"frames": 0}, now=0.0)
-    assert watch.due_by_clock(0.1)
+    assert watch.next_due <= 0.1
 
 
 def test_a_seconds_schedule_without_log_on_start_is_due_from_its_baseline() -> None:
     watch = make_watch(Every.seconds(5), log_on_start=False)
     assert poll(watch, {"frames": 0}, now=0.0) is None
-    assert not watch.due_by_clock(4.0)
-    assert watch.due_by_clock(5.0)
+    assert watch.next_due > 4.0
+    assert watch.next_due <= 5.0
     payload = poll(watch, {"frames": 50}, now=5.0)
     assert payload == {"w/frames": 50.0, "w/frames_per_second": 10.0}
 
@@ -195,7 +195,7 @@ def test_a_schedule_counts_from_when_its_round_was_due_not_from_when_it_ran() ->
         watch.poll({"frames": 1}, now=0.004, scheduled=0.0, poll_interval=1.0)
         is not None
     )
-    assert watch.due_by_clock(1.0001)
+    assert watch.next_due <= 1.0001
     payload = watch.poll({"frames": 3}, now=1.0001)
     # Rates still count from when it ran.
     assert payload is not None
@@ -207,8 +207,8 @@ def test_a_round_that_overran_its_interval_counts_the_schedule_from_the_poll() -
     # would be due again at once, in the round that follows straight away.
     watch = Watch(WatchSpec("w", provider=dict, schedule=Every.seconds(1)))
     assert watch.poll({"frames": 1}, now=2.5, scheduled=0.0) is not None
-    assert not watch.due_by_clock(2.5001)
-    assert watch.due_by_clock(3.5)
+    assert watch.next_due > 2.5001
+    assert watch.next_due <= 3.5
 
 
 def test_a_schedule_shorter_than_the_poll_interval_is_due_at_every_round() -> None:
@@ -219,14 +219,14 @@ def test_a_schedule_shorter_than_the_poll_interval_is_due_at_every_round() -> No
         watch.poll({"frames": 1}, now=0.005, scheduled=0.0, poll_interval=0.2)
         is not None
     )
-    assert watch.due_by_clock(0.2)
+    assert watch.next_due <= 0.2
 
 
 def timed_poll(
     watch: Watch, now: float, scheduled: float, poll_interval: float
 ) -> bool:
     """One poll by the polling thread's round due at ``scheduled``, reaching the watch at ``now``; whether it logged."""
-    if not watch.due_by_clock(now):
+    if watch.next_due > now:  # not due: the round skips it
         return False
     payload = watch.poll(
         {"frames": now}, now, scheduled=scheduled, poll_interval=poll_interval
@@ -269,7 +269,7 @@ def test_a_seconds_schedule_on_the_polling_thread_logs_each_due_time_without_dri
     for round_number in range(400):
         scheduled = round_number * poll_interval
         now = scheduled + 0.001 + 0.008 * ((round_number * 7) % 5) / 4
-        if watch.due_by_clock(now):
+        if watch.next_due <= now:
             calls += 1
             assert timed_poll(watch, now, scheduled, poll_interval)
             logs.append(now)
@@ -338,7 +338,7 @@ def test_a_restarted_watch_starts_afresh_without_a_rate_over_the_stop() -> None:
     poll(watch, {"frames": 0}, now=0.0)
     poll(watch, {"frames": 500}, now=5.0)
     watch.restart()
-    assert watch.due_by_clock(100.0)
+    assert watch.next_due <= 100.0
     assert poll(watch, {"frames": 600}, now=100.0) is None  # the new baseline
     payload = poll(watch, {"frames": 1100}, now=105.0)
     assert payload is not None

@@ -41,15 +41,20 @@ class Delivery:
         True
     """
 
-    def __init__(self, sinks: Sequence[Sink], reporter: Reporter) -> None:
+    def __init__(
+        self,
+        sinks: Sequence[Sink],
+        reporter: Reporter,
+        *,
+        on_raise: Callable[[], None] = lambda: None,
+    ) -> None:
         self.sinks = tuple(sinks)
         self.wants_timestamp = any(sink.wants_timestamp for sink in self.sinks)
         self._reporter = reporter
         self.queues: tuple[SinkQueue, ...] = ()
         # Told when a queued sink's error is to end polling (on_error="raise"):
         # the polling thread may be asleep until a watch is due.
-        self.on_raise: Callable[[], None] | None = None
-        reporter.events.to_sinks = self.deliver_event
+        self._on_raise = on_raise
         self.after_fork()
 
     def after_fork(self) -> None:
@@ -309,5 +314,5 @@ class Delivery:
 
     def _queued_sink_failed(self, sink: Sink, watch_name: str, err: Exception) -> None:
         self._reporter.sink_failed(sink, watch_name, err, queued=True)
-        if self._reporter.on_error == "raise" and self.on_raise is not None:
-            self.on_raise()
+        if self._reporter.on_error == "raise":
+            self._on_raise()

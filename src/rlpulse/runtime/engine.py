@@ -19,8 +19,10 @@ from collections.abc import Callable, Sequence
 from rlpulse.runtime.agenda import Agenda
 from rlpulse.runtime.deadline import Deadline, check_timeout
 from rlpulse.runtime.delivery import Delivery
+from rlpulse.runtime.events import Event
 from rlpulse.runtime.poller import Poller, Round, poll_final
-from rlpulse.runtime.reporting import Reporter
+from rlpulse.runtime.reporting import OnError, Reporter
+from rlpulse.runtime.sinks import Sink
 from rlpulse.runtime.supervision import Supervision
 from rlpulse.runtime.watchdog import Watchdog
 from rlpulse.watch import Watch
@@ -35,17 +37,19 @@ deadline otherwise, and a sink's sender needs a moment to flush."""
 
 
 class Engine:
-    """Polls a monitor's watches and delivers their payloads, inline or in the background.
+    """Polls a monitor's watches and delivers their payloads to ``sinks``, inline or in the background.
 
-    ``watches()`` gives the current registration, in order.
+    ``watches()`` gives the current registration, in order; ``on_error``
+    and ``on_event`` are the monitor's (see :class:`Reporter`).
     """
 
     def __init__(
         self,
         watches: Callable[[], Sequence[Watch]],
-        delivery: Delivery,
-        reporter: Reporter,
+        sinks: Sequence[Sink],
         *,
+        on_error: OnError,
+        on_event: tuple[Callable[[Event], object], ...],
         poll_interval: float,
         queue_size: int,
         stop_timeout: float | None,
@@ -69,8 +73,11 @@ class Engine:
         # Which watches a round calls; only one thread at a time asks (the
         # polling thread, or an inline step() under the poll lock).
         self.agenda = Agenda(watches)
-        self.delivery = delivery
-        self.reporter = reporter
+        # The one cycle among the parts: the delivery reports its sinks'
+        # failures to the reporter, whose events reach the sinks through
+        # the delivery. Each is given the other's side as it is made.
+        self.reporter = Reporter(on_error, on_event, to_sinks=self._to_sinks)
+        self.delivery = Delivery(sinks, self.reporter, on_raise=self.nudge)
         self.poll_interval = float(poll_interval)
         self.queue_size = queue_size
         # None: long enough for a final round at the slowest poll pace.
@@ -98,6 +105,9 @@ class Engine:
         self.watchdog: Watchdog | None = None
         self.delivery.after_fork()
         self.reporter.after_fork()
+
+    def _to_sinks(self, event: Event) -> None:
+        self.delivery.deliver_event(event)
 
     # -- one watch --------------------------------------------------------
 
@@ -217,20 +227,10 @@ class Engine:
         """Open the sinks' queues and start polling in the background."""
         self.delivery.open_queues(self.queue_size)
         self.generation += 1
-        poller = Poller(
-            poll=self.poll,
-            watches=self.watches,
-            interval=self.poll_interval,
-            supervision=self.supervision,
-            reporter=self.reporter,
-            end_round=self.delivery.end_round,
-            on_hung=self.reporter.hung,
-            due=self.due,
-            next_due=self.agenda.next_due,
-            on_resumed=self.reporter.resumed,
+        poller = self._poller(
+            self.watches, self.due, self.agenda.next_due, on_hung=self.reporter.hung
         )
         self.poller, self.watchdog = poller, Watchdog(poller)
-        self.delivery.on_raise = self.nudge
         poller.start()
         self.watchdog.start()
 
@@ -325,19 +325,13 @@ class Engine:
         if not watches:
             return
         polls = Round(watches, force=True, deadline=until)
-        finisher = Poller(
-            poll=self.poll,
-            watches=lambda: watches,
-            interval=self.poll_interval,
-            supervision=self.supervision,
-            reporter=self.reporter,
-            end_round=self.delivery.end_round,
+        finisher = self._poller(
+            lambda: watches,
+            lambda now: watches,
+            lambda: -math.inf,
             on_hung=functools.partial(
                 self.reporter.hung_at_stop, stop_timeout=self.stop_timeout
             ),
-            due=lambda now: watches,
-            next_due=lambda: -math.inf,
-            on_resumed=self.reporter.resumed,
         )
         watchdog = Watchdog(finisher)
         poll_final(finisher, polls, watchdog.check, watchdog.period())
@@ -348,3 +342,25 @@ class Engine:
                 self.reporter.no_final_snapshot(
                     watch, f"stop_timeout={self.stop_timeout}s ran out first."
                 )
+
+    def _poller(
+        self,
+        watches: Callable[[], Sequence[Watch]],
+        due: Callable[[float], Sequence[Watch]],
+        next_due: Callable[[], float],
+        *,
+        on_hung: Callable[[Watch, int], None],
+    ) -> Poller:
+        """A polling thread of this engine over ``watches``: the live one, or a final round's."""
+        return Poller(
+            poll=self.poll,
+            watches=watches,
+            interval=self.poll_interval,
+            supervision=self.supervision,
+            reporter=self.reporter,
+            end_round=self.delivery.end_round,
+            on_hung=on_hung,
+            due=due,
+            next_due=next_due,
+            on_resumed=self.reporter.resumed,
+        )

@@ -64,21 +64,28 @@ class Reporter:
         self,
         on_error: OnError,
         on_event: tuple[Callable[[Event], object], ...] = (),
+        *,
+        to_sinks: Callable[[Event], None] = lambda event: None,
     ) -> None:
-        if on_error not in ("warn", "raise", "ignore"):
-            raise ValueError(
-                "on_error must be one of 'warn', 'raise' or 'ignore', "
-                f"got {on_error!r}."
-            )
+        self.check_on_error(on_error)
         self.on_error = on_error
-        # The sinks' side is connected by the monitor's Delivery.
-        self.events = EventBus(on_event, to_sinks=lambda event: None)
+        # to_sinks: the monitor's Delivery (see Engine), none in a reporter alone.
+        self.events = EventBus(on_event, to_sinks=to_sinks)
         self.after_fork()
         self._counts = dict.fromkeys(
             ("rounds", "polls", "logged", "errors", "timeouts", "dropped", "rejected"),
             0,
         )
         self.last_round_s = 0.0
+
+    @staticmethod
+    def check_on_error(on_error: object) -> None:
+        """Raise ``ValueError`` unless ``on_error`` is one of the three modes."""
+        if on_error not in ("warn", "raise", "ignore"):
+            raise ValueError(
+                "on_error must be one of 'warn', 'raise' or 'ignore', "
+                f"got {on_error!r}."
+            )
 
     def after_fork(self) -> None:
         """Forget what belonged to the parent's threads, which a forked child does not have.

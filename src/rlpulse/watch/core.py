@@ -181,20 +181,6 @@ class Watch:
         """The snapshot entry used as the logging step (see :class:`WatchSpec`)."""
         return self.spec.step_key
 
-    def due_by_clock(self, now: float) -> bool:
-        """Whether the provider needs calling at ``now``; false only for a time-only schedule not yet due.
-
-        Examples:
-            >>> watch = Watch(WatchSpec("w", provider=dict, schedule=Every.seconds(5)))
-            >>> watch.due_by_clock(0.0)  # never polled: the first poll is needed
-            True
-            >>> watch.poll({}, now=0.0)
-            {}
-            >>> watch.due_by_clock(4.0), watch.due_by_clock(5.0)
-            (False, True)
-        """
-        return now >= self.next_due
-
     def below_threshold(self, raw: Any) -> bool:
         """Whether ``raw`` is, cheaply and surely, not due: its counter schedule is below threshold.
 
@@ -390,7 +376,21 @@ class Watch:
         self.restart()
 
     def schedule_next(self) -> None:
-        """Set :attr:`next_due`: for a time-only schedule, when its seconds are next due (``-inf``: call it)."""
+        """Set :attr:`next_due`: for a time-only schedule, when its seconds are next due (``-inf``: call it).
+
+        The one rule of which watches a round calls: those whose
+        ``next_due`` is not after the round's time (see
+        :class:`~rlpulse.runtime.agenda.Agenda`).
+
+        Examples:
+            >>> watch = Watch(WatchSpec("w", provider=dict, schedule=Every.seconds(5)))
+            >>> watch.next_due  # never polled: the first poll is needed
+            -inf
+            >>> watch.poll({}, now=0.0)
+            {}
+            >>> watch.next_due
+            5.0
+        """
         if self.clock_gated and self._baseline.time is not None:
             self.next_due = self.schedule_state.seconds_due_at
         else:
