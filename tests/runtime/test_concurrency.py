@@ -274,11 +274,11 @@ def test_two_threads_tallies_that_are_equal_are_each_counted_once() -> None:
 
     reporter = Reporter("warn")
     behind = reporter.open_tally()  # a call left behind, one poll so far
-    behind[0] += 1
+    behind.polls += 1
     live = reporter.open_tally()  # the live thread's round: equal to it
-    live[0] += 1
+    live.polls += 1
     reporter.close_tally(live, finished=True, seconds=0.0)
-    behind[1] += 1  # the call left behind returns and logs
+    behind.logged += 1  # the call left behind returns and logs
     assert reporter.counts()["logged"] == 1
     reporter.close_tally(behind, finished=False, seconds=0.0)
     assert reporter.counts() == {
@@ -457,7 +457,7 @@ def test_a_forked_childs_reporter_forgets_the_parents_rounds_and_sink_error() ->
 
     reporter = Reporter("raise")
     tally = reporter.open_tally()  # a parent's thread in a round
-    tally[0] += 4
+    tally.polls += 4
     reporter.sink_failed(Sink(Discard()), "w", OSError("disk full"), queued=True)
     reporter.after_fork()
     assert reporter.counts()["polls"] == 0

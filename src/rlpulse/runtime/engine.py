@@ -194,10 +194,10 @@ class Engine:
                 for watch in self.due(now):
                     if left and watch in left:
                         continue
-                    tally[0] += 1
+                    tally.polls += 1
                     payload = self.poll(watch, False)
                     if payload is not None:
-                        tally[1] += 1
+                        tally.logged += 1
                         logged[watch.name] = payload
                 finished = True
             finally:

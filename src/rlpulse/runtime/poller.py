@@ -25,7 +25,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 
-from rlpulse.runtime.reporting import Reporter
+from rlpulse.runtime.reporting import Reporter, RoundTally
 from rlpulse.runtime.supervision import Supervision
 from rlpulse.runtime.threads import MonitorThread
 from rlpulse.watch import Watch
@@ -395,7 +395,7 @@ class Poller:
         polls: Round,
         me: threading.Thread,
         logged: dict[str, dict[str, float]] | None,
-        counted: list[int],
+        counted: RoundTally,
     ) -> bool:
         # Returns True when this thread was left behind (or given up on).
         poll = self._poll
@@ -431,10 +431,10 @@ class Poller:
                 if not watch.active:  # read after naming it: see the module
                     polls.current = None
                     continue
-                counted[0] += 1
+                counted.polls += 1
                 payload = poll(watch, force, scheduled)
                 if payload is not None:
-                    counted[1] += 1
+                    counted.logged += 1
                 if claim(index, _DONE) is not _DONE:
                     self._resume(watch)  # left behind: the round went on
                     return True

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from rlpulse.runtime.sinks import Sink
     from rlpulse.watch import Watch
 
-__all__ = ["DROP_WARNING_INTERVAL_S", "OnError", "Reporter"]
+__all__ = ["DROP_WARNING_INTERVAL_S", "OnError", "Reporter", "RoundTally"]
 
 _log = logging.getLogger("rlpulse")
 
@@ -46,14 +46,27 @@ DROP_WARNING_INTERVAL_S = 60.0
 """The least time between two drop warnings of one sink's queue."""
 
 
+class RoundTally:
+    """The watches one thread polled in its part of a round, and the payloads they logged.
+
+    Compared by identity: two threads' tallies are often equal.
+    """
+
+    __slots__ = ("logged", "polls")
+
+    def __init__(self) -> None:
+        self.polls = 0
+        self.logged = 0
+
+
 class Reporter:
     """The monitor's counters and failure warnings, for one ``on_error`` mode.
 
     Examples:
         >>> reporter = Reporter("ignore")
         >>> tally = reporter.open_tally()
-        >>> tally[0] += 3
-        >>> tally[1] += 2
+        >>> tally.polls += 3
+        >>> tally.logged += 2
         >>> reporter.close_tally(tally, finished=True, seconds=0.5)
         >>> reporter.poll_failed(None, ValueError("bad"))
         >>> reporter.counts()
@@ -99,8 +112,7 @@ class Reporter:
         # Watches whose polls are failing: one warning each until they recover.
         self.failing: set[Watch] = set()
         # The tallies of the rounds in progress, one per polling thread.
-        # By identity: two threads' tallies are often equal lists.
-        self._tallies: dict[int, list[int]] = {}
+        self._tallies: set[RoundTally] = set()
         # An error raised by a sink's sender thread, for the polling thread
         # to raise under on_error="raise".
         self._sink_error: BaseException | None = None
@@ -112,25 +124,25 @@ class Reporter:
             for name, count in counts.items():
                 self._counts[name] += count
 
-    def open_tally(self) -> list[int]:
-        """A ``[polls, payloads]`` tally for one thread's part of a round, counted in :meth:`counts` until closed.
+    def open_tally(self) -> RoundTally:
+        """A tally for one thread's part of a round, counted in :meth:`counts` until closed.
 
         Only the thread that opened it writes to it, so its counts need no
         lock; :meth:`close_tally` adds them to the counters once.
         """
-        tally = [0, 0]
+        tally = RoundTally()
         with self._lock:
-            self._tallies[id(tally)] = tally
+            self._tallies.add(tally)
         return tally
 
-    def close_tally(self, tally: list[int], *, finished: bool, seconds: float) -> None:
+    def close_tally(self, tally: RoundTally, *, finished: bool, seconds: float) -> None:
         """Add ``tally`` to the counters; a ``finished`` round also counts as a round of ``seconds``."""
         with self._lock:
             # Not there in a child forked while the round was under way.
-            self._tallies.pop(id(tally), None)
+            self._tallies.discard(tally)
             counts = self._counts
-            counts["polls"] += tally[0]
-            counts["logged"] += tally[1]
+            counts["polls"] += tally.polls
+            counts["logged"] += tally.logged
             if finished:
                 counts["rounds"] += 1
                 self.last_round_s = seconds
@@ -139,9 +151,9 @@ class Reporter:
         """A consistent copy of every counter, the rounds in progress included."""
         with self._lock:
             counts = dict(self._counts)
-            for polls, logged in self._tallies.values():
-                counts["polls"] += polls
-                counts["logged"] += logged
+            for tally in self._tallies:
+                counts["polls"] += tally.polls
+                counts["logged"] += tally.logged
         return counts
 
     def poll_failed(self, watch: Watch | None, error: Exception) -> None:

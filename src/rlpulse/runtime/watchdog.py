@@ -19,6 +19,7 @@ import math
 import threading
 import time
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from rlpulse.runtime.poller import Poller, Round
 from rlpulse.runtime.supervision import handover_after
@@ -28,6 +29,14 @@ from rlpulse.watch import Watch
 __all__ = ["Watchdog"]
 
 
+class _Sighting(NamedTuple):
+    """A call the watchdog saw under way: of which round, to which watch, since when (monotonic)."""
+
+    polls: Round
+    watch: Watch
+    since: float
+
+
 class Watchdog:
     """The thread that supervises one :class:`~rlpulse.runtime.poller.Poller`'s calls."""
 
@@ -35,8 +44,8 @@ class Watchdog:
         self._poller = poller
         self._wake = threading.Event()
         self._stopping = False
-        # What the watchdog last saw: (round, watch, first seen at).
-        self._seen: tuple[Round, Watch, float] | None = None
+        # The call the watchdog last saw.
+        self._seen: _Sighting | None = None
         # The check period, and the watches it was computed for.
         self._period = 1.0
         self._period_of: object = None
@@ -123,17 +132,17 @@ class Watchdog:
             return
         now = time.monotonic()
         seen = self._seen
-        if seen is None or seen[0] is not polls or seen[1] is not watch:
-            self._seen = (polls, watch, now)
+        if seen is None or seen.polls is not polls or seen.watch is not watch:
+            self._seen = _Sighting(polls, watch, now)
             return
-        held = now - seen[2]
+        held = now - seen.since
         hung = timeout is not None and held >= timeout
         if polls.force:
             # A final snapshot's call is left behind at its poll_timeout, or
             # halfway to the round's deadline if that comes first, so that
             # the watches after it get theirs; it may still return in time
             # for its own.
-            limit = (polls.deadline - seen[2]) / 2
+            limit = (polls.deadline - seen.since) / 2
             if timeout is not None:
                 limit = min(limit, timeout)
         else:
@@ -141,7 +150,7 @@ class Watchdog:
             limit = handover_after(timeout, self._poller.interval)
         if held >= limit:
             self._seen = None
-            self._poller.leave_behind(polls, watch, since=seen[2], hung=hung)
+            self._poller.leave_behind(polls, watch, since=seen.since, hung=hung)
 
     def _check_left_behind(self) -> None:
         table = self._poller.supervision

@@ -24,6 +24,22 @@ __all__ = [
 ]
 
 
+class _Observed:
+    """One gauge's polls since the last log: how many, their sum, minimum and maximum."""
+
+    __slots__ = ("count", "high", "low", "total")
+
+    def __init__(self, value: float) -> None:
+        self.count = 1
+        self.total = self.low = self.high = value
+
+    def add(self, value: float) -> None:
+        self.count += 1
+        self.total += value
+        self.low = min(self.low, value)
+        self.high = max(self.high, value)
+
+
 class Aggregates:
     """The ``aggregate=`` stage: each gauge's mean, minimum and maximum over the polls since the last log.
 
@@ -41,8 +57,7 @@ class Aggregates:
         self.aggregate = tuple(aggregate)
         # Counters are not aggregated: their rates say how they move.
         self.counters = counters
-        # Per gauge: [polls, sum, minimum, maximum].
-        self.accumulated: dict[str, list[float]] = {}
+        self.accumulated: dict[str, _Observed] = {}
 
     def observe(self, snapshot: Mapping[str, float]) -> None:
         """Take one poll's ``snapshot`` in."""
@@ -52,23 +67,20 @@ class Aggregates:
                 continue
             seen = accumulated.get(key)
             if seen is None:
-                accumulated[key] = [1.0, value, value, value]
+                accumulated[key] = _Observed(value)
             else:
-                seen[0] += 1.0
-                seen[1] += value
-                seen[2] = min(seen[2], value)
-                seen[3] = max(seen[3], value)
+                seen.add(value)
 
     def add_to(self, payload: dict[str, float], prefix: str) -> None:
         """Add ``<prefix><key>_<aggregate>`` of every gauge observed since the last :meth:`reset`."""
-        for key, (count, total, low, high) in self.accumulated.items():
+        for key, seen in self.accumulated.items():
             for aggregate in self.aggregate:
                 if aggregate == "mean":
-                    value = total / count
+                    value = seen.total / seen.count
                 elif aggregate == "min":
-                    value = low
+                    value = seen.low
                 else:
-                    value = high
+                    value = seen.high
                 payload[f"{prefix}{key}_{aggregate}"] = value
 
     def reset(self) -> None:
