@@ -17,6 +17,7 @@ metrics with their kinds.
 from __future__ import annotations
 
 import enum
+import functools
 import re
 import unicodedata
 from collections.abc import Container, Mapping
@@ -208,9 +209,16 @@ def labelled(metric: str) -> Labelled:
         >>> labelled("watch_1/le_2/x")
         Labelled(metric='watch_1/le_2/x', labels=())
     """
-    *heads, key = metric.split("/")
-    if not heads:
+    return _labelled(metric)
+
+
+# Sinks ask for every metric of every payload: the answers are kept, a
+# bounded number of them (a run's metrics are few; its instances may not be).
+@functools.lru_cache(maxsize=4096)
+def _labelled(metric: str) -> Labelled:
+    if "/" not in metric:
         return Labelled(metric, ())
+    *heads, key = metric.split("/")
     kept: list[str] = []
     labels: dict[str, str] = {}
     for segment in heads:
