@@ -118,6 +118,19 @@ class Receiver:
                 )
         return found
 
+    def attributed(self, name: str) -> list[tuple[dict[str, str], float, int]]:
+        """Every number received of metric ``name``: (its attributes, its value, its start ns)."""
+        return [
+            (
+                {a.key: a.value.string_value for a in point.attributes},
+                point.as_double,
+                point.start_time_unix_nano,
+            )
+            for metric in self.metrics()
+            if metric.name == name and metric.WhichOneof("data") in ("sum", "gauge")
+            for point in getattr(metric, metric.WhichOneof("data")).data_points
+        ]
+
     def histogram_points(self, name: str) -> list[Any]:
         """Every exponential histogram point received of metric ``name``."""
         return [

@@ -7,13 +7,17 @@ own (``collector/worker_0/frames`` is metric ``worker_0/frames`` of watch
 (a watch knows which entries it rates, which it derives, which it
 aggregates); :func:`inferred_kind` guesses it back from names only for what
 was written without kinds. A unit comes from the name's conventional
-suffix (:func:`unit_of`). A :class:`Payload` is one logged snapshot as
-rlpulse's own sinks take it: its metrics with their kinds.
+suffix (:func:`unit_of`). A backend that names series by labels
+(Prometheus, OpenTelemetry) takes a metric's instance segments
+(``worker_0``, ``child_<pid>``) as labels (:func:`labelled`). A
+:class:`Payload` is one logged snapshot as rlpulse's own sinks take it: its
+metrics with their kinds.
 """
 
 from __future__ import annotations
 
 import enum
+import functools
 import re
 import unicodedata
 from collections.abc import Container, Mapping
@@ -23,16 +27,20 @@ from typing import Any, NamedTuple
 __all__ = [
     "CAPACITIES",
     "COUNT_SUFFIX",
+    "INSTANCE_LABELS",
     "RATE_NAMES",
     "RATE_SUFFIX",
+    "RESERVED_LABELS",
     "SUM_SUFFIX",
     "Kind",
+    "Labelled",
     "Payload",
     "Unit",
     "capacities_of",
     "inferred_kind",
     "inferred_kinds",
     "join",
+    "labelled",
     "rate_name",
     "rate_of",
     "spelled_out",
@@ -159,6 +167,72 @@ def watch_of(name: str) -> str:
         ('replay_buffer', '')
     """
     return split(name)[0]
+
+
+INSTANCE_LABELS: Mapping[str, str] = {"child": "pid"}
+"""The label of an instance segment whose word is not its label: ``child_<pid>`` (a process of :class:`~rlpulse.SystemStats`' tree) is ``pid``."""
+
+RESERVED_LABELS = frozenset({"watch", "le", "quantile", "job", "instance"})
+"""Labels an instance segment never takes: the watch's, a histogram's and a summary's own, and those Prometheus gives every series of a scrape target."""
+
+# An instance segment: a word (a letter first) and, after its last "_", a number.
+_INSTANCE = re.compile(r"([A-Za-z][A-Za-z0-9_]*)_([0-9]+)")
+
+
+class Labelled(NamedTuple):
+    """A metric as a backend that names series by labels serves it: its name without instance segments, each instance a ``(label, id)`` pair."""
+
+    metric: str
+    labels: tuple[tuple[str, str], ...]
+
+
+def labelled(metric: str) -> Labelled:
+    """Metric ``metric`` (without its watch's name) with its instance segments taken out as labels.
+
+    An instance segment is a segment before the last of the form
+    ``<word>_<number>``: one of several instances of something, a
+    :class:`~rlpulse.SharedCounters` worker's ``worker_0``, a
+    :class:`~rlpulse.SystemStats` child process's ``child_4242``, a GPU's
+    ``gpu_0``, a nested ``{"env_3": {...}}`` of a target's own. Its label
+    is the word (``child``'s is ``pid``: :data:`INSTANCE_LABELS`), its
+    value the number. A segment stays in the name where its label would be
+    one of :data:`RESERVED_LABELS` or one an earlier segment took. The last
+    segment, the metric's own key, is never an instance.
+
+    Examples:
+        >>> labelled("worker_0/frames")
+        Labelled(metric='frames', labels=(('worker', '0'),))
+        >>> labelled("child_4242/cpu_percent"), labelled("tree/cpu_percent")
+        (Labelled(metric='cpu_percent', labels=(('pid', '4242'),)), Labelled(metric='tree/cpu_percent', labels=()))
+        >>> labelled("worker_0/env_3/steps"), labelled("worker_frames")
+        (Labelled(metric='steps', labels=(('worker', '0'), ('env', '3'))), Labelled(metric='worker_frames', labels=()))
+        >>> labelled("watch_1/le_2/x")
+        Labelled(metric='watch_1/le_2/x', labels=())
+    """
+    return _labelled(metric)
+
+
+# Sinks ask for every metric of every payload: the answers are kept, a
+# bounded number of them (a run's metrics are few; its instances may not be).
+@functools.lru_cache(maxsize=4096)
+def _labelled(metric: str) -> Labelled:
+    if "/" not in metric:
+        return Labelled(metric, ())
+    *heads, key = metric.split("/")
+    kept: list[str] = []
+    labels: dict[str, str] = {}
+    for segment in heads:
+        instance = _INSTANCE.fullmatch(segment)
+        if instance is not None:
+            word, number = instance.groups()
+            label = INSTANCE_LABELS.get(word, word)
+            if label not in RESERVED_LABELS and label not in labels:
+                labels[label] = number
+                continue
+        kept.append(segment)
+    if not labels:
+        return Labelled(metric, ())
+    return Labelled("/".join([*kept, key]), tuple(labels.items()))
 
 
 def rate_name(key: str) -> str:

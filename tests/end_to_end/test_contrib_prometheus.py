@@ -4,7 +4,8 @@ promtool comes with Debian's ``prometheus`` package (``make test`` installs
 it); without it the promtool tests are skipped. The names the dashboard and
 the rules query are checked against a real scrape of an exporter fed by a
 monitor watching a real TorchRL collector and replay buffer, a learner's
-tally, ``SystemStats`` and the monitor itself.
+tally, ``SharedCounters`` of workers, ``SystemStats`` of a process with a
+child and the monitor itself; so are the labels they select by.
 """
 
 from __future__ import annotations
@@ -13,16 +14,17 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from rlpulse import Event, LoggerMonitor, Tally
+from rlpulse import Event, LoggerMonitor, SharedCounters, Tally
 from rlpulse.sinks.prometheus import PrometheusExporter
 from rlpulse.sources import SystemStats
 from tests.prometheus_server import needs_prometheus, running_prometheus
@@ -34,6 +36,11 @@ DASHBOARD = CONTRIB / "rlpulse-dashboard.json"
 WATCH_KINDS = ["Collectors", "Buffers", "Learners", "System", "Monitor"]
 # A metric name in PromQL: every metric rlpulse serves starts with its prefix.
 METRIC = re.compile(r"\brlpulse_\w+")
+# A label a PromQL selector matches on (in braces) or an aggregation keeps.
+MATCHED_LABEL = re.compile(r"[{,]\s*(\w+)\s*(?:=~|!~|!=|=)")
+GROUPED_BY = re.compile(r"\b(?:by|without)\s*\(([^)]*)\)")
+# Labels Prometheus gives every series of a scrape, or a histogram's bucket.
+PROMETHEUS_LABELS = {"instance", "job", "le"}
 
 needs_promtool = pytest.mark.skipif(
     shutil.which("promtool") is None,
@@ -132,9 +139,27 @@ def test_the_dashboard_has_a_row_per_kind_of_watch_and_every_panel_a_query() -> 
             assert all(METRIC.search(target["expr"]) for target in panel["targets"])
 
 
+class Served(NamedTuple):
+    """What a scrape shows: its sample names, and every label name of its samples."""
+
+    names: set[str]
+    labels: set[str]
+
+
+def labels_in(query: str) -> set[str]:
+    """The label names ``query`` selects by or groups by."""
+    grouped = {
+        label.strip()
+        for labels in GROUPED_BY.findall(query)
+        for label in labels.split(",")
+        if label.strip()
+    }
+    return set(MATCHED_LABEL.findall(query)) | grouped
+
+
 @pytest.fixture(scope="module")
-def served_names() -> set[str]:
-    """The sample names a scrape shows of a monitor watching a TorchRL pipeline, a learner, the system and itself."""
+def served() -> Served:
+    """What a scrape shows of a monitor watching a TorchRL pipeline, a learner, workers, the system with a child and itself."""
     pytest.importorskip("gymnasium")
     pytest.importorskip("torchrl")
     from torchrl.collectors import Collector
@@ -151,12 +176,20 @@ def served_names() -> set[str]:
     )
     buffer = ReplayBuffer(storage=LazyTensorStorage(10_000))
     learner = Tally()
-    with PrometheusExporter(port=0) as exporter:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    with (
+        PrometheusExporter(port=0) as exporter,
+        SharedCounters(2, counters=("frames",)) as workers,
+    ):
+        for index in range(workers.workers):
+            workers.worker(index).inc("frames", 10)
+            workers.worker(index).heartbeat()
         monitor = LoggerMonitor(exporter, poll_interval=0.05)
         with monitor:
             monitor.watch(collector)
             monitor.watch(buffer)
             monitor.watch(learner, name="learner")
+            monitor.watch(workers, name="workers")
             monitor.watch(SystemStats(children=True), name="system")
             monitor.watch(monitor, name="monitor", rate_keys=("cpu_s",))
             deadline = time.monotonic() + 1.0
@@ -171,11 +204,17 @@ def served_names() -> set[str]:
         assert exporter.url is not None
         with urllib.request.urlopen(exporter.url, timeout=10) as response:
             page = response.read().decode()
-    return {
-        sample.name
+    child.kill()
+    child.wait(timeout=10)
+    samples = [
+        sample
         for family in text_string_to_metric_families(page)
         for sample in family.samples
-    }
+    ]
+    return Served(
+        {sample.name for sample in samples},
+        {label for sample in samples for label in sample.labels},
+    )
 
 
 @pytest.mark.timeout(180)
@@ -183,17 +222,36 @@ def served_names() -> set[str]:
     "where", ["dashboard", "alert rules"], ids=["dashboard", "alert_rules"]
 )
 def test_every_metric_the_kit_queries_is_one_rlpulse_serves(
-    where: str, served_names: set[str]
+    where: str, served: Served
 ) -> None:
     queries = dashboard_queries() if where == "dashboard" else rule_queries()
     unknown: dict[str, Any] = {
-        place: sorted(set(METRIC.findall(query)) - served_names)
+        place: sorted(set(METRIC.findall(query)) - served.names)
         for place, query in queries.items()
     }
 
     assert not {place: names for place, names in unknown.items() if names}, (
         f"the {where} query metrics rlpulse does not serve; it serves "
-        f"{sorted(served_names)}"
+        f"{sorted(served.names)}"
+    )
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize(
+    "where", ["dashboard", "alert rules"], ids=["dashboard", "alert_rules"]
+)
+def test_every_label_the_kit_selects_by_is_one_rlpulse_or_prometheus_gives(
+    where: str, served: Served
+) -> None:
+    queries = dashboard_queries() if where == "dashboard" else rule_queries()
+    known = served.labels | PROMETHEUS_LABELS
+    unknown = {
+        place: sorted(labels_in(query) - known) for place, query in queries.items()
+    }
+
+    assert not {place: labels for place, labels in unknown.items() if labels}, (
+        f"the {where} query labels rlpulse does not serve; it serves "
+        f"{sorted(served.labels)}"
     )
 
 

@@ -19,6 +19,7 @@ import pytest
 
 from rlpulse import Event, LoggerMonitor, Tally
 from rlpulse.sinks.prometheus import BOUNDS_PER_OCTAVE, PrometheusExporter
+from rlpulse.sources import SharedCounters
 from tests.prometheus_server import Prometheus, needs_prometheus, running_prometheus
 
 pytestmark = [pytest.mark.timeout(60), needs_prometheus]
@@ -139,3 +140,34 @@ def test_promql_quantiles_of_an_observed_key_s_histogram_match_its_observations(
         assert over_all == pytest.approx(exact, rel=within), q
         assert over_window == pytest.approx(exact, rel=within), q
     assert metadata["rlpulse_update_seconds"][0]["type"] == "histogram"
+
+
+def test_promql_sums_a_shared_counters_watch_s_workers_by_watch_and_charts_each_by_its_label(
+    exporter: PrometheusExporter, prometheus: Prometheus
+) -> None:
+    frames = (30, 12, 100)
+    with (
+        SharedCounters(len(frames), counters=("frames",)) as counters,
+        LoggerMonitor(exporter, poll_interval=0.1) as monitor,
+    ):
+        for index, count in enumerate(frames):
+            counters.worker(index).inc("frames", count)
+            counters.worker(index).heartbeat()
+        monitor.watch(counters, name="workers")
+        monitor.watch(SteadyCollector(), name="collector")
+        prometheus.wait_for('rlpulse_frames_total{watch="workers", worker="2"}')
+        prometheus.wait_for('rlpulse_frames_total{watch="collector"}')
+        workers_sum = prometheus.get(
+            "/api/v1/query",
+            query='sum by (watch) (rlpulse_frames_total{worker!=""})',
+        )["result"]
+        totals = prometheus.value('rlpulse_frames_total{watch="workers", worker=""}')
+        by_worker = prometheus.get(
+            "/api/v1/query", query="rlpulse_heartbeat_age_seconds"
+        )["result"]
+
+    assert [(s["metric"], float(s["value"][1])) for s in workers_sum] == [
+        ({"watch": "workers"}, float(sum(frames)))
+    ]
+    assert totals == float(sum(frames))
+    assert sorted(series["metric"]["worker"] for series in by_worker) == ["0", "1", "2"]

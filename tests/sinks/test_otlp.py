@@ -24,6 +24,7 @@ import pytest
 from rlpulse import LoggerMonitor, TransientSinkError, open_sink
 from rlpulse.distributions import Histogram
 from rlpulse.naming import Kind, Payload
+from rlpulse.sources import SharedCounters
 
 metrics_service_pb2 = pytest.importorskip(
     "opentelemetry.proto.collector.metrics.v1.metrics_service_pb2"
@@ -810,3 +811,65 @@ def test_stop_with_a_receiver_that_hangs_is_bounded_and_says_what_was_not_delive
     dropped = monitor.stats()["dropped"]
     assert dropped > 0
     assert not_delivered(dropped) in drained
+
+
+def test_each_worker_of_shared_counters_is_an_attribute_of_one_metric(
+    receiver: Receiver,
+) -> None:
+    with SharedCounters(2, counters=("frames",)) as counters:
+        counters.worker(0).inc("frames", 30)
+        counters.worker(1).inc("frames", 12)
+        with (
+            OTLPExporter(receiver.endpoint) as exporter,
+            LoggerMonitor(exporter, poll_interval=3600) as monitor,
+        ):
+            monitor.watch(counters, name="workers")
+            monitor.step()
+
+    frames = {
+        tuple(sorted(attributes.items())): value
+        for attributes, value, _ in receiver.attributed("rlpulse.frames")
+    }
+    assert frames == {
+        (("watch", "workers"),): 42.0,
+        (("watch", "workers"), ("worker", "0")): 30.0,
+        (("watch", "workers"), ("worker", "1")): 12.0,
+    }
+    assert not [m.name for m in receiver.metrics() if "worker_" in m.name]
+
+
+def test_each_instance_s_counter_counts_from_its_own_start(receiver: Receiver) -> None:
+    with OTLPExporter(receiver.endpoint, prefix="") as exporter:
+        exporter.log_metrics({"w/worker_0/frames": 5.0}, timestamp=10.0)
+        exporter.log_metrics(
+            {"w/worker_0/frames": 6.0, "w/worker_1/frames": 7.0}, timestamp=11.0
+        )
+        # Worker 1 restarted; worker 0 goes on.
+        exporter.log_metrics(
+            {"w/worker_0/frames": 8.0, "w/worker_1/frames": 1.0}, timestamp=12.0
+        )
+    starts = {
+        (attributes["worker"], value): start
+        for attributes, value, start in receiver.attributed("frames")
+    }
+    assert starts == {
+        ("0", 5.0): 10_000_000_000,
+        ("0", 6.0): 10_000_000_000,
+        ("0", 8.0): 10_000_000_000,
+        ("1", 7.0): 11_000_000_000,
+        ("1", 1.0): 11_000_000_000,
+    }
+
+
+def test_a_child_process_s_distribution_carries_its_pid(receiver: Receiver) -> None:
+    histogram = Histogram()
+    histogram.add(0.5)
+    with OTLPExporter(receiver.endpoint) as exporter:
+        exporter.log_payloads(
+            [Payload({}, None, 1.0, {}, {"system/child_4242/wait_s": histogram})]
+        )
+    [point] = receiver.histogram_points("rlpulse.wait_s")
+    assert [(a.key, a.value.string_value) for a in point.attributes] == [
+        ("watch", "system"),
+        ("pid", "4242"),
+    ]

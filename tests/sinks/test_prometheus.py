@@ -8,6 +8,8 @@ import multiprocessing
 import os
 import random
 import socket
+import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -28,6 +30,7 @@ from rlpulse.sinks.prometheus import (
     PrometheusExporter,
     classic_buckets,
 )
+from rlpulse.sources import SharedCounters, SystemStats
 
 Samples = dict[tuple[str, str], float]
 
@@ -45,6 +48,24 @@ def parse(page: str) -> tuple[Samples, dict[str, str], dict[str, str]]:
             helps[sample.name] = family.documentation
             types[sample.name] = family.type
     return samples, helps, types
+
+
+Labels = frozenset[tuple[str, str]]
+
+
+def labelled_series(page: str) -> dict[tuple[str, Labels], float]:
+    """Every sample of an exposition page by its name and its labels, an empty label (the same as none in PromQL) left out."""
+    return {
+        (sample.name, frozenset((k, v) for k, v in sample.labels.items() if v)): (
+            sample.value
+        )
+        for family in text_string_to_metric_families(page)
+        for sample in family.samples
+    }
+
+
+def labels(**given: str) -> Labels:
+    return frozenset(given.items())
 
 
 def page_of(exporter: PrometheusExporter) -> str:
@@ -882,3 +903,140 @@ def test_a_forked_worker_holds_neither_the_port_nor_a_copy_that_serves() -> None
     assert "create a PrometheusExporter in this process" in refused
     assert closed == "closed"
     assert worker.exitcode == 0
+
+
+def test_each_worker_of_shared_counters_is_a_series_labelled_by_worker_beside_the_watch_s_total(
+    wait_until: Callable[..., bool],
+) -> None:
+    with (
+        SharedCounters(2, counters=("frames",)) as counters,
+        PrometheusExporter() as exporter,
+        LoggerMonitor(exporter, poll_interval=0.02) as monitor,
+    ):
+        monitor.watch(counters, name="workers")
+        counters.worker(0).inc("frames", 30)
+        counters.worker(1).inc("frames", 12)
+        counters.worker(1).heartbeat()
+        assert wait_until(
+            lambda: (
+                labelled_series(page_of(exporter)).get(
+                    ("rlpulse_frames_total", labels(watch="workers"))
+                )
+                == 42.0
+            )
+        )
+        series = labelled_series(page_of(exporter))
+
+    frames = {
+        labelled: value
+        for (name, labelled), value in series.items()
+        if name == "rlpulse_frames_total"
+    }
+    assert frames == {
+        labels(watch="workers"): 42.0,
+        labels(watch="workers", worker="0"): 30.0,
+        labels(watch="workers", worker="1"): 12.0,
+    }
+    assert ("rlpulse_heartbeat_age_seconds", labels(watch="workers", worker="1")) in (
+        series
+    )
+    assert not [name for name, _ in series if "worker_" in name]
+
+
+def test_a_family_first_served_without_instances_takes_series_of_instances_later() -> (
+    None
+):
+    with PrometheusExporter() as exporter:
+        exporter.log_metrics({"collector/frames": 5.0}, timestamp=1.0)
+        before = page_of(exporter)
+        exporter.log_metrics(
+            {"workers/frames": 3.0, "workers/worker_0/frames": 3.0}, timestamp=2.0
+        )
+        after = page_of(exporter)
+
+    assert 'rlpulse_frames_total{watch="collector"} 5.0' in before
+    served = labelled_series(after)
+    assert served[("rlpulse_frames_total", labels(watch="collector"))] == 5.0
+    assert served[("rlpulse_frames_total", labels(watch="workers"))] == 3.0
+    assert served[("rlpulse_frames_total", labels(watch="workers", worker="0"))] == 3.0
+    # One family: every series has every label, empty where it has no instance.
+    (family,) = [
+        family
+        for family in text_string_to_metric_families(after)
+        if family.name == "rlpulse_frames"
+    ]
+    assert {frozenset(sample.labels) for sample in family.samples} == {
+        frozenset({"watch", "worker"})
+    }
+
+
+def test_an_instance_s_histogram_and_quantiles_are_labelled_as_its_other_metrics() -> (
+    None
+):
+    registry = CollectorRegistry()
+    with PrometheusExporter(registry=registry) as exporter:
+        exporter.log_payloads(
+            [
+                Payload(
+                    {"learners/worker_3/update_s_p50": 0.25},
+                    None,
+                    1.0,
+                    {},
+                    {"learners/worker_3/update_s": observed([0.25, 0.25, 0.5])},
+                )
+            ]
+        )
+        series = labelled_series(generate_latest(registry).decode())
+
+    worker = labels(watch="learners", worker="3")
+    assert series[("rlpulse_update_seconds_p50", worker)] == 0.25
+    assert series[("rlpulse_update_seconds_count", worker)] == 3.0
+    assert series[("rlpulse_update_seconds_sum", worker)] == 1.0
+    assert series[("rlpulse_update_seconds_bucket", worker | {("le", "+Inf")})] == 3.0
+
+
+@pytest.mark.timeout(60)
+def test_a_child_process_is_a_series_labelled_by_pid_until_it_exits(
+    wait_until: Callable[..., bool],
+) -> None:
+    pytest.importorskip("psutil")
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        pid = labels(watch="system", pid=str(child.pid))
+        with (
+            PrometheusExporter() as exporter,
+            LoggerMonitor(exporter, poll_interval=0.05) as monitor,
+        ):
+            monitor.watch(SystemStats(children=True, gpus=False), name="system")
+            assert wait_until(
+                lambda: ("rlpulse_rss_bytes", pid) in labelled_series(page_of(exporter))
+            )
+            served = labelled_series(page_of(exporter))
+            assert served[("rlpulse_threads", pid)] >= 1
+            assert not [name for name, _ in served if "child_" in name]
+            child.kill()
+            child.wait(timeout=10)
+            assert wait_until(
+                lambda: (
+                    not [
+                        name
+                        for name, labelled in labelled_series(page_of(exporter))
+                        if ("pid", str(child.pid)) in labelled
+                    ]
+                )
+            )
+            assert ("rlpulse_process_rss_bytes", labels(watch="system")) in (
+                labelled_series(page_of(exporter))
+            )
+    finally:
+        child.kill()
+        child.wait(timeout=10)
+
+
+def test_an_instance_missing_from_a_snapshot_of_another_watch_stays_served() -> None:
+    with PrometheusExporter() as exporter:
+        exporter.log_metrics({"workers/worker_0/frames": 1.0}, timestamp=1.0)
+        exporter.log_metrics({"buffer/size": 2.0}, timestamp=2.0)
+        served = labelled_series(page_of(exporter))
+
+    assert served[("rlpulse_frames_total", labels(watch="workers", worker="0"))] == 1.0

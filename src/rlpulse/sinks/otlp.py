@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from rlpulse.distributions import SCALE, Histogram
-from rlpulse.naming import Kind, in_ascii, split, unit_of
+from rlpulse.naming import Kind, in_ascii, labelled, split, unit_of
 from rlpulse.runtime.deadline import check_timeout
 from rlpulse.runtime.retry import TransientSinkError, retry_delay
 from rlpulse.runtime.threads import MonitorThread
@@ -61,7 +61,13 @@ class OTLPExporter(BaseSink):
     before the call returns. Naming mirrors
     :class:`~rlpulse.sinks.prometheus.PrometheusExporter`: the payload key
     ``"<watch>/<metric>"`` is the metric ``<prefix>.<metric>`` (the metric's
-    own ``/`` kept) with the attribute ``watch="<watch>"``; a character an
+    own ``/`` kept) with the attribute ``watch="<watch>"``, and an instance
+    segment of the metric (``<word>_<number>`` before its key,
+    :func:`rlpulse.naming.labelled`) is an attribute too: a
+    :class:`~rlpulse.SharedCounters` worker's ``workers/worker_0/frames`` is
+    ``rlpulse.frames`` with ``watch="workers"``, ``worker="0"``, a child
+    process's ``system/child_4242/cpu_percent`` ``rlpulse.cpu_percent``
+    with ``watch="system"``, ``pid="4242"``; a character an
     OpenTelemetry instrument name cannot hold is spelled in ASCII
     (``überlauf`` as ``uberlauf``) or becomes ``_`` (``episode return`` is
     ``episode_return``), and a metric whose name would then be another's
@@ -160,9 +166,9 @@ class OTLPExporter(BaseSink):
         self._created_ns = time.time_ns()
         self._instruments = _Instruments(f"{prefix}." if prefix else "")
         # Each counter series' start, and its last value and time delivered.
-        self._counters: dict[tuple[str, str], _Counted] = {}
+        self._counters: dict[_Series, _Counted] = {}
         # Each histogram series' latest point: where its next interval starts.
-        self._interval_ends: dict[tuple[str, str], int] = {}
+        self._interval_ends: dict[_Series, int] = {}
         self._opener = urllib.request.build_opener(_RefuseRedirects)
         # Wakes a batch waiting for its request or its next try when
         # closing begins; _close_by is the monotonic time closing stops
@@ -181,15 +187,15 @@ class OTLPExporter(BaseSink):
 
     def _request(
         self, payloads: Sequence[Payload]
-    ) -> tuple[Any, int, dict[tuple[str, str], _Counted], dict[tuple[str, str], int]]:
+    ) -> tuple[Any, int, dict[_Series, _Counted], dict[_Series, int]]:
         # The request of ``payloads``, how many points it holds, and, once
         # it is delivered, each counter series' state and where each
         # histogram series' next interval starts.
         proto = self._proto
         metrics: dict[str, Any] = {}
         points = 0
-        counted: dict[tuple[str, str], _Counted] = {}
-        interval_ends: dict[tuple[str, str], int] = {}
+        counted: dict[_Series, _Counted] = {}
+        interval_ends: dict[_Series, int] = {}
 
         def data_of(instrument: _Instrument) -> Any:
             entry = metrics.get(instrument.name)
@@ -208,7 +214,8 @@ class OTLPExporter(BaseSink):
         for payload in payloads:
             at = _nanoseconds(payload.wall_time)
             for key, value in payload.metrics.items():
-                watch, metric = split(key)
+                watch, path = split(key)
+                metric, labels = labelled(path)
                 instrument = self._instruments.scalar(
                     metric, payload.kind(key) is Kind.COUNTER
                 )
@@ -217,23 +224,27 @@ class OTLPExporter(BaseSink):
                 point.as_double = float(value)
                 if instrument.data == "sum":
                     point.start_time_unix_nano = self._start_of(
-                        (instrument.name, watch), float(value), at, counted
+                        _Series(instrument.name, watch, labels),
+                        float(value),
+                        at,
+                        counted,
                     )
-                _set_watch(point, watch)
+                _set_attributes(point, watch, labels)
                 points += 1
             for key, histogram in payload.distributions.items():
-                watch, metric = split(key)
+                watch, path = split(key)
+                metric, labels = labelled(path)
                 instrument = self._instruments.histogram(metric)
                 point = data_of(instrument).data_points.add()
                 _fill_histogram_point(point, histogram)
-                series = (instrument.name, watch)
+                series = _Series(instrument.name, watch, labels)
                 start = interval_ends.get(series) or self._interval_ends.get(
                     series, self._created_ns
                 )
                 point.start_time_unix_nano = min(start, at)
                 point.time_unix_nano = at
                 interval_ends[series] = at
-                _set_watch(point, watch)
+                _set_attributes(point, watch, labels)
                 points += 1
         request = proto.ExportMetricsServiceRequest()
         resource_metrics = request.resource_metrics.add()
@@ -247,10 +258,10 @@ class OTLPExporter(BaseSink):
 
     def _start_of(
         self,
-        series: tuple[str, str],
+        series: _Series,
         value: float,
         at: int,
-        counted: dict[tuple[str, str], _Counted],
+        counted: dict[_Series, _Counted],
     ) -> int:
         # Where a counter's series counts from at its point ``value`` at
         # ``at``, after its points before in this batch (``counted``, which
@@ -471,6 +482,14 @@ def _retry_after(value: str | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
+class _Series(NamedTuple):
+    """One series of points: its instrument's name, its watch, the attributes of the instance it is of (none for the watch's own)."""
+
+    instrument: str
+    watch: str
+    labels: tuple[tuple[str, str], ...]
+
+
 class _Counted(NamedTuple):
     """A counter series as exported: where it counts from, and its last value and time."""
 
@@ -560,10 +579,14 @@ def _instrument_name(name: str) -> str:
     return valid[:_MAX_NAME_LENGTH]
 
 
-def _set_watch(point: Any, watch: str) -> None:
-    attribute = point.attributes.add()
-    attribute.key = "watch"
-    attribute.value.string_value = watch
+def _set_attributes(
+    point: Any, watch: str, labels: tuple[tuple[str, str], ...]
+) -> None:
+    """Give ``point`` its attributes: its watch, then the instance it is of, if any."""
+    for key, value in (("watch", watch), *labels):
+        attribute = point.attributes.add()
+        attribute.key = key
+        attribute.value.string_value = value
 
 
 def _fill_histogram_point(point: Any, histogram: Histogram) -> None:

@@ -22,6 +22,7 @@ from rlpulse.naming import (
     SUM_SUFFIX,
     Kind,
     in_ascii,
+    labelled,
     spelled_out,
     split,
 )
@@ -71,6 +72,17 @@ class _Family(NamedTuple):
         return (self.name,)
 
 
+_Labels = tuple[tuple[str, str], ...]
+
+
+class _Series(NamedTuple):
+    """One series a scrape shows: its family's name, its watch, the labels of the instance it is of (none for the watch's own)."""
+
+    family: str
+    watch: str
+    labels: _Labels
+
+
 class _Observed(NamedTuple):
     """A histogram as a scrape serves it: cumulative ``(le, count)`` buckets, the sum."""
 
@@ -83,7 +95,19 @@ class PrometheusExporter(BaseSink):
 
     A payload key ``"<watch>/<metric>"`` becomes the series
     ``<prefix>_<metric>`` with the label ``watch="<watch>"``, so one query
-    (``rlpulse_frames_per_second``) shows that metric for every watch. What
+    (``rlpulse_frames_per_second``) shows that metric for every watch. An
+    instance segment of the metric (``<word>_<number>`` before its key,
+    :func:`rlpulse.naming.labelled`) is a label too: a
+    :class:`~rlpulse.SharedCounters` worker's ``workers/worker_0/frames`` is
+    ``rlpulse_frames_total{watch="workers",worker="0"}``, a child process's
+    ``system/child_4242/cpu_percent`` is
+    ``rlpulse_cpu_percent{watch="system",pid="4242"}``; a series of that
+    family without the instance (the watch's own ``frames``, its total over
+    the workers) has the label empty, which PromQL reads as none:
+    ``rlpulse_frames_total{worker=""}`` is every watch's own,
+    ``sum by (watch) (rlpulse_frames_total{worker!=""})`` the workers' sum.
+    An instance none of whose metrics its watch's latest snapshot holds (a
+    child that exited) is no longer served. What
     the metric is decides the type: a counter (``frames``, a tally's
     ``inc()`` keys and observation counts) is a Prometheus counter, its
     series named with ``_total`` (``rlpulse_frames_total``), for PromQL's
@@ -154,8 +178,8 @@ class PrometheusExporter(BaseSink):
         prometheus_client = _import_backend()
         super().__init__()
         self.prefix = prefix
-        # The latest value by (family name, watch).
-        self._latest: dict[tuple[str, str], float] = {}
+        # The latest value of each series.
+        self._latest: dict[_Series, float] = {}
         self._poll_times: dict[str, float] = {}
         # By metric and whether it is a distribution.
         self._family_of_metric: dict[tuple[str, bool], _Family] = {}
@@ -167,9 +191,9 @@ class PrometheusExporter(BaseSink):
             *_Family(self._poll_time_gauge, _GAUGE, "").exposed_names(),
             *_Family(self._events_counter, _COUNTER, "").exposed_names(),
         }
-        # The observations so far by (family name, watch), and the metrics
-        # the histograms serve for every watch (a distribution's count and sum).
-        self._histograms: dict[tuple[str, str], Histogram] = {}
+        # The observations so far of each series, and the metrics the
+        # histograms serve for every watch (a distribution's count and sum).
+        self._histograms: dict[_Series, Histogram] = {}
         self._served_by_histograms: set[str] = set()
         self._server: Any = None
         self._server_thread: threading.Thread | None = None
@@ -224,21 +248,50 @@ class PrometheusExporter(BaseSink):
         True
         """
         for payload in payloads:
+            # The instances each watch of the payload reports.
+            reported: dict[str, set[_Labels]] = {}
             for key, interval in payload.distributions.items():
-                watch, metric = split(key)
+                watch, path = split(key)
+                metric, labels = labelled(path)
+                reported.setdefault(watch, set()).add(labels)
                 if (metric, True) not in self._family_of_metric:
                     self._retire_served_by_histogram(metric)
                 family = self._family_for(metric, Kind.DISTRIBUTION)
-                served = self._histograms.setdefault((family.name, watch), Histogram())
+                served = self._histograms.setdefault(
+                    _Series(family.name, watch, labels), Histogram()
+                )
                 served.merge(interval)
                 self._poll_times[watch] = payload.wall_time
             for key, value in payload.metrics.items():
-                watch, metric = split(key)
+                watch, path = split(key)
+                metric, labels = labelled(path)
+                reported.setdefault(watch, set()).add(labels)
                 if metric in self._served_by_histograms:
                     continue
                 family = self._family_for(metric, payload.kind(key))
-                self._latest[(family.name, watch)] = float(value)
+                self._latest[_Series(family.name, watch, labels)] = float(value)
                 self._poll_times[watch] = payload.wall_time
+            self._forget_instances_gone(reported)
+
+    def _forget_instances_gone(self, reported: dict[str, set[_Labels]]) -> None:
+        """Stop serving the series of every instance a watch no longer reports: a child process that exited, a worker gone.
+
+        A watch's payload is its whole snapshot, so an instance (a label
+        set) none of whose metrics it holds has gone; a scrape that kept
+        its last values would show it forever, and a new one for every
+        restarted process. The watch's own series (no instance labels)
+        stay, as they do when a key is missing from one snapshot.
+        """
+        for store in (self._latest, self._histograms):
+            gone = [
+                series
+                for series in store
+                if series.labels
+                and series.watch in reported
+                and series.labels not in reported[series.watch]
+            ]
+            for series in gone:
+                del store[series]
 
     def _closed_message(self) -> str:
         if self._serving_pid not in (None, os.getpid()):
@@ -283,7 +336,7 @@ class PrometheusExporter(BaseSink):
             plain = self._family_of_metric.pop((metric + suffix, False), None)
             if plain is None:
                 continue
-            for served in [key for key in self._latest if key[0] == plain.name]:
+            for served in [key for key in self._latest if key.family == plain.name]:
                 del self._latest[served]
             del self._family_by_name[plain.name]
             self._taken.difference_update(plain.exposed_names())
@@ -350,9 +403,9 @@ class PrometheusExporter(BaseSink):
 
     def _forget_watch(self, watch: str) -> None:
         """Stop serving ``watch``'s latest values, histograms and poll time (its events stay counted): it was unwatched."""
-        for served in [key for key in self._latest if key[1] == watch]:
+        for served in [key for key in self._latest if key.watch == watch]:
             del self._latest[served]
-        for served in [key for key in self._histograms if key[1] == watch]:
+        for served in [key for key in self._histograms if key.watch == watch]:
             del self._histograms[served]
         self._poll_times.pop(watch, None)
 
@@ -367,21 +420,22 @@ class PrometheusExporter(BaseSink):
         [('rlpulse_last_poll_timestamp_seconds', 1.5), ('rlpulse_size', 10.0)]
         """
         with self._lock:
-            latest: list[tuple[_Family, str, Any]] = [
-                (self._family_by_name[name], watch, value)
-                for (name, watch), value in self._latest.items()
-            ]
+            latest: list[tuple[_Series, Any]] = list(self._latest.items())
             latest.extend(
-                (
-                    self._family_by_name[name],
-                    watch,
-                    _Observed(classic_buckets(histogram), histogram.sum),
-                )
-                for (name, watch), histogram in self._histograms.items()
+                (series, _Observed(classic_buckets(histogram), histogram.sum))
+                for series, histogram in self._histograms.items()
             )
+            families = dict(self._family_by_name)
             poll_times = sorted(self._poll_times.items())
             events = sorted(self._events.items())
-        latest.sort(key=lambda entry: (entry[0].name, entry[1]))
+        latest.sort(key=lambda entry: entry[0])
+        # Every label a family's series have: a family's label names are
+        # fixed, so a series without an instance label has it empty, which
+        # PromQL reads as no such label.
+        label_names: dict[str, set[str]] = {}
+        for series, _ in latest:
+            names = label_names.setdefault(series.family, set())
+            names.update(label for label, _ in series.labels)
         if events:
             counter = self._events_family()
             for (kind, watch), count in events:
@@ -393,15 +447,22 @@ class PrometheusExporter(BaseSink):
                 family.add_metric([watch], wall_time)
             yield family
         served: Any = None
-        for family, watch, value in latest:
-            if served is None or served.name != family.name:
+        instance_labels: list[str] = []
+        for series, value in latest:
+            if served is None or served.name != series.family:
                 if served is not None:
                     yield served
-                served = self._served_family(family)
+                instance_labels = sorted(label_names[series.family])
+                served = self._served_family(families[series.family], instance_labels)
+            given = dict(series.labels)
+            values = [
+                series.watch,
+                *(given.get(label, "") for label in instance_labels),
+            ]
             if isinstance(value, _Observed):
-                served.add_metric([watch], value.buckets, value.sum)
+                served.add_metric(values, value.buckets, value.sum)
             else:
-                served.add_metric([watch], value)
+                served.add_metric(values, value)
         if served is not None:
             yield served
 
@@ -422,24 +483,25 @@ class PrometheusExporter(BaseSink):
             labels=["watch"],
         )
 
-    def _served_family(self, family: _Family) -> Any:
-        """An empty prometheus_client metric family for ``family``, labelled by watch."""
+    def _served_family(self, family: _Family, instance_labels: list[str]) -> Any:
+        """An empty prometheus_client metric family for ``family``, labelled by watch and then by ``instance_labels``."""
+        labels = ["watch", *instance_labels]
         if family.type == _HISTOGRAM:
             return self._histogram_family(
                 family.name,
                 f"rlpulse distribution {family.metric!r}: its observations so far.",
-                labels=["watch"],
+                labels=labels,
             )
         if family.type == _COUNTER:
             return self._counter_family(
                 family.name,
                 f"rlpulse counter {family.metric!r} (cumulative): its latest value.",
-                labels=["watch"],
+                labels=labels,
             )
         return self._gauge_family(
             family.name,
             f"rlpulse gauge {family.metric!r}: its latest value.",
-            labels=["watch"],
+            labels=labels,
         )
 
     def describe(self) -> list[Any]:
