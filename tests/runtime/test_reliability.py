@@ -411,7 +411,7 @@ def test_the_payloads_a_sink_fails_for_good_are_counted_rejected_and_said_at_sto
     assert sink.delivered + stats["rejected"] == len(kept.payloads)
     said = rlpulse_warnings(caplog)[-1]
     assert said == (
-        f"LoggerMonitor: since start(), sink Refusing did not take "
+        f"LoggerMonitor: since start(), sink Refusing did not deliver "
         f"{stats['rejected']} payloads: {stats['rejected']} lost to its failed "
         "calls (counted in rejected)."
     )

@@ -90,6 +90,7 @@ class Delivery:
                 on_success=self._reporter.sink_recovered,
                 on_drop=self._reporter.dropped,
                 on_reject=self._reporter.rejected,
+                on_lost_behind=self._reporter.lost_behind,
             )
             for sink in self.sinks
         )

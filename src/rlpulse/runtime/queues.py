@@ -13,6 +13,9 @@ bounded whatever the sink does. Every payload queued is, in the end,
 delivered, dropped (counted), rejected (a call that failed for good,
 counted) or, at :meth:`SinkQueue.close`, discarded (counted) or still in
 the call the queue gave up on (counted as rejected should that call fail).
+A sink that hands payloads on (``losses()``: a
+:class:`~rlpulse.SinkProcess`) says what it lost after taking them, which
+is counted too.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from typing import Any
 from rlpulse.naming import Kind, Payload
 from rlpulse.runtime.events import Event
 from rlpulse.runtime.retry import TransientSinkError, payloads_lost, retry_delay
-from rlpulse.runtime.sinks import Sink
+from rlpulse.runtime.sinks import Losses, Sink
 from rlpulse.runtime.threads import MonitorThread
 from rlpulse.text import plural
 
@@ -73,7 +76,11 @@ class SinkQueue:
     again after a failure, ``on_drop(queue, count)`` from the producer when
     the queue overflows and drops ``count`` payloads, and
     ``on_reject(count)`` when a call that failed for good lost ``count``
-    payloads (a call ``close()`` gave up on included, should it fail later).
+    payloads (a call ``close()`` gave up on included, should it fail later),
+    and ``on_lost_behind(losses)`` when a sink with ``losses()`` says, after
+    a call or its flush, that it lost more of the payloads it took;
+    ``on_delivered(count)`` after each call that delivered ``count``
+    payloads (the sink process's ledger).
 
     A call that raises :class:`~rlpulse.runtime.retry.TransientSinkError`
     puts its payloads (or its event) back at the head of the queue; the
@@ -105,6 +112,8 @@ class SinkQueue:
         on_success: Callable[[Sink], None] | None = None,
         on_drop: Callable[[SinkQueue, int], None] | None = None,
         on_reject: Callable[[int], None] | None = None,
+        on_lost_behind: Callable[[Losses], None] | None = None,
+        on_delivered: Callable[[int], None] | None = None,
     ) -> None:
         self.sink = sink
         self.size = size
@@ -119,6 +128,10 @@ class SinkQueue:
         self.dropped = 0
         # The payloads lost to calls that failed for good.
         self.rejected = 0
+        # What the sink lost after taking it, as its losses() says: since
+        # start(), and its losses() when last read (None: it says nothing).
+        self.lost_behind = Losses(0, 0)
+        self._losses_seen: Losses | None = None
         # In a drop streak (one warning a streak); whether the sender has
         # delivered all it was given since the last drop (the streak's end).
         self.dropping = False
@@ -129,6 +142,8 @@ class SinkQueue:
         self._on_success = on_success
         self._on_drop = on_drop
         self._on_reject = on_reject
+        self._on_lost_behind = on_lost_behind
+        self._on_delivered = on_delivered
         self._wakeup = threading.Event()
         # A round handed over on the polling thread whose rest the sender is
         # to write (put_round).
@@ -169,6 +184,8 @@ class SinkQueue:
 
     def start(self) -> None:
         """Start the sender thread."""
+        if self.sink.losses is not None:
+            self._losses_seen = self.sink.losses()
         self._thread = MonitorThread(f"rlpulse-sink-{self.sink.name}", self._run_sender)
         self._thread.start()
 
@@ -225,10 +242,15 @@ class SinkQueue:
             except Exception as err:
                 self._rejected(payloads_lost(err, len(items)))
                 self._failed(items[0][3], err)
+                self._count_losses()
                 return
+            if self._losses_seen is not None:
+                self._count_losses()
             if not taken:
                 self.put_all(items)
                 return
+            if self._on_delivered is not None:
+                self._on_delivered(len(items))
             self._succeeded()
             if self.sink.finish_sending is not None and self.sink.target.unfinished:
                 # The pipe took part of the round: the sender writes the rest
@@ -329,6 +351,7 @@ class SinkQueue:
             return None
         thread.join(max(0.0, deadline - time.monotonic()))
         self.delivered.clear()
+        self._count_losses()
         if not thread.is_alive() and self.sender_died_of is None:
             return None
         with self._accounts:
@@ -402,6 +425,8 @@ class SinkQueue:
                     self._send_batch(sink.log_batch)
                 elif pending:
                     self._send_each()
+                if self._losses_seen is not None:
+                    self._count_losses()
                 if self.events and not self._abandoned and not self._backing_off:
                     self._send_events()
                 if self._backing_off and not self._abandoned:
@@ -422,6 +447,8 @@ class SinkQueue:
                 except Exception as err:
                     if self._on_failure is not None:
                         self._on_failure(sink, "", err)
+                # Flushed, the sink has said what it lost of all it took.
+                self._count_losses()
                 self._answer_flushes()
             return closing
 
@@ -462,6 +489,8 @@ class SinkQueue:
             # on that succeeds is simply delivered.
             self._in_call = 0
             release(item)
+            if self._on_delivered is not None:
+                self._on_delivered(1)
             self._succeeded()
 
     def _send_batch(self, log_batch: Callable[..., Any]) -> None:
@@ -504,6 +533,8 @@ class SinkQueue:
         # that succeeds is simply delivered.
         self._in_call = 0
         self.delivered.extend(batch)
+        if self._on_delivered is not None:
+            self._on_delivered(len(batch))
         self._succeeded()
 
     def _put_back(self, batch: list[Item]) -> bool:
@@ -567,6 +598,28 @@ class SinkQueue:
             if lost
             else "",
         )
+
+    def _count_losses(self) -> None:
+        # What the sink lost after taking it since its losses() was last
+        # read, counted once whichever thread reads it.
+        losses = self.sink.losses
+        if losses is None or self._losses_seen is None:
+            return
+        if losses() == self._losses_seen:
+            return  # as a rule: nothing lost since
+        with self._accounts:
+            seen, now = self._losses_seen, losses()
+            self._losses_seen = now
+        more = Losses(
+            max(0, now.dropped - seen.dropped), max(0, now.rejected - seen.rejected)
+        )
+        if more.dropped or more.rejected:
+            self.lost_behind = Losses(
+                self.lost_behind.dropped + more.dropped,
+                self.lost_behind.rejected + more.rejected,
+            )
+            if self._on_lost_behind is not None:
+                self._on_lost_behind(more)
 
     def _rejected(self, count: int) -> None:
         if count:

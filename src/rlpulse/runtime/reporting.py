@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Literal
 
 from rlpulse.runtime.events import Event, EventBus, EventKind, about_sink
 from rlpulse.runtime.retry import MAX_BACKOFF_S, TransientSinkError
+from rlpulse.runtime.sinks import Losses
 from rlpulse.text import plural
 from rlpulse.verdict import Verdict, describe
 
@@ -276,6 +277,10 @@ class Reporter:
         """Count ``count`` payloads lost to a sink's call that failed for good (the failure itself is :meth:`sink_failed`'s)."""
         self.add(rejected=count)
 
+    def lost_behind(self, losses: Losses) -> None:
+        """Count payloads a sink lost after taking them (its ``losses()``: a :class:`~rlpulse.SinkProcess`'s child died, or a sink there refused them); the failure itself, if any, is :meth:`sink_failed`'s."""
+        self.add(dropped=losses.dropped, rejected=losses.rejected)
+
     def hung(self, watch: Watch, overruns: int) -> None:
         """Count a provider call that overran ``poll_timeout``; warn at the start of a streak."""
         self.add(timeouts=1)
@@ -443,23 +448,22 @@ class Reporter:
         before (its full queue's drops, its failed calls' rejections) is
         told with it; for a sink drained in time, unless ``on_error="ignore"``.
         """
-        earlier = []
-        if queue.rejected:
-            earlier.append(
-                f"{queue.rejected} lost to its failed calls (counted in rejected)"
-            )
-        if queue.dropped:
-            earlier.append(
-                f"{queue.dropped} dropped from its full queue (counted in dropped)"
-            )
+        behind = queue.lost_behind
+        parts = (
+            (queue.rejected, "lost to its failed calls (counted in rejected)"),
+            (queue.dropped, "dropped from its full queue (counted in dropped)"),
+            (behind.rejected, "refused by the sinks it feeds (counted in rejected)"),
+            (behind.dropped, "lost after it took them (counted in dropped)"),
+        )
+        earlier = [f"{count} {what}" for count, what in parts if count]
         name = queue.sink.name
         if discarded is None:
             if earlier and self.on_error != "ignore":
                 _log.warning(
-                    "LoggerMonitor: since start(), sink %s did not take %s: %s.",
+                    "LoggerMonitor: since start(), sink %s did not deliver %s: %s.",
                     name,
-                    plural(queue.rejected + queue.dropped, "payload"),
-                    " and ".join(earlier),
+                    plural(sum(count for count, _ in parts), "payload"),
+                    _listed(earlier),
                 )
             return
         self.add(dropped=discarded)
@@ -478,5 +482,14 @@ class Reporter:
             "being written by it (counted in rejected only if that call fails)"
             if in_flight
             else "",
-            f" Since start(), {' and '.join(earlier)}." if earlier else "",
+            f" Since start(), {_listed(earlier)}." if earlier else "",
         )
+
+
+def _listed(parts: Sequence[str]) -> str:
+    """``parts`` in one phrase.
+
+    >>> _listed(["a"]), _listed(["a", "b"]), _listed(["a", "b", "c"])
+    ('a', 'a and b', 'a, b and c')
+    """
+    return " and ".join(filter(None, (", ".join(parts[:-1]), parts[-1])))

@@ -10,16 +10,37 @@ manual mode calls ``log_metrics``). A sink with ``log_event(event)`` gets
 every :class:`~rlpulse.Event`. A sink with ``log_payloads`` and
 ``try_log_payloads(payloads) -> bool`` (:class:`~rlpulse.SinkProcess`) is
 handed a round's payloads on the polling thread when it can take them
-without waiting, sparing its sender thread a wake.
+without waiting, sparing its sender thread a wake. A sink with
+``losses() -> Losses`` (:class:`~rlpulse.SinkProcess`) says how many of the
+payloads it took were lost behind it; its queue counts them as the
+monitor's own ``dropped`` and ``rejected``.
 """
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["Sink", "as_sinks"]
+__all__ = ["Losses", "Sink", "as_sinks"]
+
+
+class Losses(NamedTuple):
+    """How many payloads a sink took and then lost, since it was made: what its ``losses()`` returns.
+
+    A sink that hands payloads on (:class:`~rlpulse.SinkProcess`, to sinks
+    in a child process) returns from a call before they are delivered;
+    its monitor's queue reads this after each call and at ``stop()``, and
+    counts what grew in ``dropped`` and ``rejected``.
+
+    >>> Losses(dropped=2, rejected=1)
+    Losses(dropped=2, rejected=1)
+    """
+
+    dropped: int
+    """Taken and never delivered: dropped from a full queue behind the sink, or lost with a process that held them."""
+    rejected: int
+    """Taken and refused for good by a call behind the sink (an error not worth trying again)."""
 
 
 class Sink:
@@ -44,6 +65,7 @@ class Sink:
         "log_event",
         "log_metrics",
         "log_payloads",
+        "losses",
         "name",
         "target",
         "timestamp_keyword",
@@ -87,6 +109,9 @@ class Sink:
             if callable(finish_sending) and self.try_log_payloads is not None
             else None
         )
+        # A sink's optional losses() -> Losses: what it lost after taking it.
+        losses = getattr(target, "losses", None)
+        self.losses: Callable[[], Losses] | None = losses if callable(losses) else None
         # A sink's optional log_event(event): every Event reaches it.
         log_event = getattr(target, "log_event", None)
         self.log_event: Callable[[Any], Any] | None = (

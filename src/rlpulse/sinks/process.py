@@ -33,8 +33,12 @@ at once, carries one byte when the parent begins to close the child: its
 deadline counts from then, as the parent's kill does.
 Child to parent: ``("ready", descriptions)`` or ``("refused", message)``,
 then ``("failing", index, message)`` when a hosted sink starts failing,
-``("recovered", index)`` when it writes again, ``("dropped", index,
-count)``, and ``("flushed",)`` for each flush.
+``("recovered", index)`` when it writes again, and ``("flushed",)`` for each
+flush. What each hosted sink did with the payloads (delivered, rejected,
+dropped) is not said on the pipe but counted in a ledger both processes map
+(:class:`_Ledger`): the parent reads it when it wants, and what it reads
+outlives the child, so that the parent knows, the child killed, how many
+payloads it had sent that no sink there had done with.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ import functools
 import itertools
 import logging
 import marshal
+import mmap
 import operator
 import os
 import select
@@ -53,6 +58,7 @@ import site
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import weakref
@@ -66,10 +72,11 @@ from rlpulse.runtime.deadline import check_timeout
 from rlpulse.runtime.events import Event
 from rlpulse.runtime.queues import Item, SinkQueue
 from rlpulse.runtime.retry import TransientSinkError
-from rlpulse.runtime.sinks import Sink
+from rlpulse.runtime.sinks import Losses, Sink
 from rlpulse.runtime.threads import MonitorThread
 from rlpulse.sinks.base import BatchSink
 from rlpulse.sinks.registry import SinkSpecError, open_sinks
+from rlpulse.text import plural
 
 __all__ = ["SinkProcess", "SinkProcessError"]
 
@@ -129,7 +136,12 @@ class SinkProcess(BatchSink):
     :class:`~rlpulse.TransientSinkError` (a full disk) keeps its payloads
     there, tried again after a back-off, up to ``queue_size`` payloads, the
     oldest dropped past it (counted in :attr:`dropped`); a slow sink is
-    waited for once its queue is full. ``close()`` lets the child write what is pending and
+    waited for once its queue is full. What the sinks there lose is in
+    :meth:`losses`, which a monitor counts in its ``dropped`` and
+    ``rejected``: what a sink refused for good, what its queue dropped, and
+    what a child that died (killed, say; it is not started again, and every
+    later call raises) had been sent and not delivered.
+    ``close()`` lets the child write what is pending and
     close its sinks, killing it after ``close_timeout`` seconds (the child
     says first, on standard error, what a sink did not take; a kill is
     warned about). If this
@@ -164,8 +176,6 @@ class SinkProcess(BatchSink):
         self.close_timeout = float(close_timeout)
         self.queue_size = queue_size
         """The most payloads each sink in the child keeps while it cannot take them."""
-        self.dropped = 0
-        """Payloads the child's sinks' queues dropped, oldest first, being full (as far as the child has said)."""
         self._lock = threading.Lock()
         self._closed = False
         self._pid = os.getpid()
@@ -176,7 +186,17 @@ class SinkProcess(BatchSink):
         self._layouts = _Numbering()
         self._kinds = _Numbering()
         self._kinds_kept: dict[int, Mapping[str, Kind]] = {}
-        self._process, outbox, inbox, self._closing_notice = _spawn()
+        # The payloads written into the pipe, against which the ledger's
+        # counts tell, once the child has ended, what it had not done with.
+        self._payloads_sent = 0
+        self._child_ended = False
+        self._ledger = _Ledger.create(len(specs))
+        self._losses_read = (self._ledger.losses_bytes(), Losses(0, 0))
+        try:
+            spawned = _spawn(self._ledger.fd)
+        finally:
+            self._ledger.forget_fd()
+        self._process, outbox, inbox, self._closing_notice = spawned
         self._pipes = _Pipes(outbox, inbox)
         self._ends = _Ends(outbox, inbox, self._closing_notice)
         # Collected without close(): the child sees the pipe's end and exits.
@@ -223,7 +243,7 @@ class SinkProcess(BatchSink):
                 _plain(metrics, step, now if timestamp is None else timestamp)
                 for metrics, step, timestamp in batch
             ]
-        self._hand_over(("batch", batch) if batch else None)
+        self._hand_over(("batch", batch) if batch else None, len(batch))
 
     def log_payloads(self, payloads: Iterable[Payload]) -> None:
         """Send payloads whose metrics' kinds are known (a monitor's) in one pipe write; each kinds mapping goes once."""
@@ -277,7 +297,7 @@ class SinkProcess(BatchSink):
             # The child's news without waiting; its end is its exit.
             self._read_news(time.monotonic())
             if self._pipes.ended:
-                raise self._gone()
+                raise self._gone(taken=True)
             self._raise_failures(check_process=False)
             return True
         finally:
@@ -347,6 +367,7 @@ class SinkProcess(BatchSink):
         new_layouts: dict[Any, int],
         new_kinds: dict[Any, int],
     ) -> None:
+        self._payloads_sent += len(batch)
         # What the child now knows by number; a kinds mapping is kept, so
         # that no other mapping takes its id.
         self._layouts.numbers.update(new_layouts)
@@ -376,14 +397,15 @@ class SinkProcess(BatchSink):
         )
         self._hand_over(("event", fields))
 
-    def _hand_over(self, message: Any) -> None:
-        # Send ``message`` (if any), then hear what the child says: a hosted
-        # sink failing is raised here.
+    def _hand_over(self, message: Any, payloads: int = 0) -> None:
+        # Send ``message`` (if any) of ``payloads`` payloads, then hear what
+        # the child says: a hosted sink failing is raised here.
         self._check_process()
         with self._lock:
             self._check_open()
             if message is not None:
                 self._send_frame(_frame(message))
+                self._payloads_sent += payloads
             self._read_news(time.monotonic())
             self._raise_failures()
 
@@ -453,6 +475,7 @@ class SinkProcess(BatchSink):
                 self._kill_at_close(
                     f"it had not ended {self.close_timeout:g} s after close() began"
                 )
+            self._child_ended = True
             self._ends.close_all()
         finally:
             self._lock.release()
@@ -501,8 +524,6 @@ class SinkProcess(BatchSink):
             self._failing.pop(message[1], None)
         elif message[0] == "flushed":
             self._flushes_answered += 1
-        elif message[0] == "dropped":
-            self.dropped += message[2]
         return message
 
     def _read_news(self, deadline: float) -> None:
@@ -522,16 +543,72 @@ class SinkProcess(BatchSink):
             failing.payloads_taken = True
             raise failing
         if check_process and self._process.poll() is not None:
-            raise self._gone()
+            # After the call's payloads went into the pipe: they are among
+            # those the child had not done with (losses()).
+            raise self._gone(taken=True)
 
-    def _gone(self) -> SinkProcessError:
+    def _gone(self, *, taken: bool = False) -> SinkProcessError:
+        """The error that says the child has ended; ``taken``: the call raising it had sent its payloads, counted in :meth:`losses`."""
         code = self._process.poll()
         how = "is exiting" if code is None else f"exited with code {code}"
-        return SinkProcessError(
-            f"the sink process of {self!r} {how}; what it was sent after its last "
-            "flush may be lost; see its standard error above, and create a new "
-            "SinkProcess to keep logging"
+        # Its end of the pipe closed: it writes nothing more in the ledger.
+        self._child_ended = True
+        undelivered = self._undelivered()
+        gone = SinkProcessError(
+            f"the sink process of {self!r} {how}; its sinks had not delivered "
+            f"{plural(undelivered, 'payload')} it was sent, lost with it (in its "
+            "losses(), which a monitor counts in dropped); see its standard error "
+            "above, and create a new SinkProcess to keep logging"
         )
+        gone.payloads_taken = taken
+        return gone
+
+    def losses(self) -> Losses:
+        """What the sinks in the child lost of the payloads this process handed them: each payload once a sink that lost it.
+
+        ``rejected``: payloads a sink there refused for good (an error not
+        worth trying again; :class:`~rlpulse.TransientSinkError` payloads
+        are kept and tried again). ``dropped``: payloads a full queue there
+        dropped, and, once the child has ended (killed, say, or closed
+        before its sinks took everything), those it had been sent that a
+        sink there had not done with. A monitor's queue reads this after
+        each hand-over and at ``stop()``, and counts what grew in its
+        ``dropped`` and ``rejected`` (see :class:`rlpulse.runtime.sinks.Losses`).
+
+        >>> with SinkProcess("console:") as sink:
+        ...     sink.losses()
+        Losses(dropped=0, rejected=0)
+        """
+        # Read after every hand-over: unchanged, as a rule, and then
+        # answered from the bytes of the counts of losses alone.
+        ledger = self._ledger
+        read = ledger.losses_bytes()
+        last_read, losses = self._losses_read
+        if read == last_read and not self._child_ended:
+            return losses
+        counts = ledger.counts.tolist()
+        dropped = sum(ledger.field(counts, _DROPPED))
+        if self._child_ended:
+            dropped += self._undelivered(counts)
+        losses = Losses(dropped, sum(ledger.field(counts, _REJECTED)))
+        # One assignment: another thread may read it meanwhile.
+        self._losses_read = (read, losses)
+        return losses
+
+    @property
+    def dropped(self) -> int:
+        """Payloads the child's sinks' queues dropped, oldest first, being full; with, once the child has ended, those it had not done with (see :meth:`losses`)."""
+        return self.losses().dropped
+
+    def _undelivered(self, counts: list[int] | None = None) -> int:
+        # What the pipe took that a sink in the child had not delivered,
+        # rejected or dropped: once the child has ended, lost with it.
+        if counts is None:
+            counts = self._ledger.counts.tolist()
+        sent = self._payloads_sent
+        fields = [self._ledger.field(counts, field) for field in _FIELDS]
+        settled = zip(*fields, strict=True)
+        return sum(max(0, sent - sum(done)) for done in settled)
 
     def _not_flushed(self, timeout: float | None) -> SinkProcessError:
         return SinkProcessError(
@@ -804,17 +881,17 @@ def _check_arguments(
         )
 
 
-def _spawn() -> tuple[subprocess.Popen[bytes], int, int, int]:
-    """Start the child; return it, the pipe end to write to it, the one to read from it and the one to tell it that closing began."""
+def _spawn(ledger: int) -> tuple[subprocess.Popen[bytes], int, int, int]:
+    """Start the child, sharing the ``ledger`` file with it; return it, the pipe end to write to it, the one to read from it and the one to tell it that closing began."""
     to_child, outbox = os.pipe()
     inbox, from_child = os.pipe()
     closing_heard, closing_notice = os.pipe()
     child_ends = (to_child, from_child, closing_heard)
     try:
         process = subprocess.Popen(
-            [sys.executable, "-c", _CHILD_MAIN, *map(str, child_ends)],
+            [sys.executable, "-c", _CHILD_MAIN, *map(str, (*child_ends, ledger))],
             stdin=subprocess.DEVNULL,
-            pass_fds=child_ends,
+            pass_fds=(*child_ends, ledger),
             env=_child_environment(),
         )
     except BaseException:
@@ -979,11 +1056,12 @@ def _histograms_received(sent: Mapping[str, tuple[Any, ...]]) -> dict[str, Histo
     }
 
 
-def _serve(inbox: BinaryIO, outbox: BinaryIO, closing_heard: int) -> int:
+def _serve(inbox: BinaryIO, outbox: BinaryIO, closing_heard: int, ledger: int) -> int:
     """The child's side: open the sinks, feed them every batch until end of file, close them.
 
     ``closing_heard``: the pipe end on which the parent says that it
-    began to close this process (:class:`_CloseDeadline`).
+    began to close this process (:class:`_CloseDeadline`); ``ledger``: the
+    file of the :class:`_Ledger` where the sinks count what they did.
     """
     telling = threading.Lock()
 
@@ -1006,7 +1084,7 @@ def _serve(inbox: BinaryIO, outbox: BinaryIO, closing_heard: int) -> int:
         os.close(closing_heard)
         return 1
     tell(("ready", [repr(sink) for sink in sinks]))
-    hosted = _Hosted(sinks, tell, queue_size)
+    hosted = _Hosted(sinks, tell, queue_size, _Ledger(ledger))
     deadline = _CloseDeadline(closing_heard, close_timeout, hosted.stop_waiting)
     received = _Received()
     # Payloads read past the deadline: counted, not fed.
@@ -1152,11 +1230,16 @@ class _Hosted:
     yet, tries it again (:class:`~rlpulse.runtime.queues.SinkQueue`), and
     drops its oldest payloads once full. The parent hears ``("failing",
     index, message)`` when a sink starts failing, ``("recovered", index)``
-    when it writes again, and ``("dropped", index, count)``.
+    when it writes again; what each payload came to (delivered, rejected,
+    dropped) is counted in the ``ledger``.
     """
 
     def __init__(
-        self, sinks: Sequence[Any], tell: Callable[[Any], None], queue_size: int
+        self,
+        sinks: Sequence[Any],
+        tell: Callable[[Any], None],
+        queue_size: int,
+        ledger: _Ledger,
     ) -> None:
         self._sinks = list(sinks)
         self._tell = tell
@@ -1166,7 +1249,9 @@ class _Hosted:
                 size=queue_size,
                 on_failure=functools.partial(self._failed, index),
                 on_success=functools.partial(self._recovered, index),
-                on_drop=functools.partial(self._dropped, index),
+                on_drop=functools.partial(self._dropped, ledger, index),
+                on_reject=functools.partial(ledger.add, index, _REJECTED),
+                on_delivered=functools.partial(ledger.add, index, _DELIVERED),
             )
             for index, sink in enumerate(sinks)
         ]
@@ -1256,12 +1341,79 @@ class _Hosted:
         sink.failing = False
         self._tell(("recovered", index))
 
-    def _dropped(self, index: int, queue: SinkQueue, count: int) -> None:
-        self._tell(("dropped", index, count))
+    def _dropped(
+        self, ledger: _Ledger, index: int, queue: SinkQueue, count: int
+    ) -> None:
+        ledger.add(index, _DROPPED, count)
+
+
+# What the ledger counts of each sink, each field for every sink in turn.
+_FIELDS = _DELIVERED, _REJECTED, _DROPPED = range(3)
+
+
+class _Ledger:
+    """What each sink in the child did with the payloads it was sent: counts in memory that both processes map.
+
+    The payloads each sink delivered, rejected and dropped (every sink's
+    delivered, then every sink's rejected, then dropped), each count
+    written by one thread of the child only (the sink's sender; the pipe's
+    reader for drops), so that no lock is needed across the processes, and
+    read by the parent whenever it wants, at no cost to the pipe: after a
+    hand-over, and once the child has ended (killed, say), when what it
+    counted tells what was lost with it. A file in memory (``memfd``; a
+    temporary file off Linux), passed to the child by descriptor.
+
+    >>> ledger = _Ledger.create(2)
+    >>> ledger.add(1, _REJECTED, 3)
+    >>> ledger.counts.tolist(), ledger.field(ledger.counts.tolist(), _REJECTED)
+    ([0, 0, 0, 3, 0, 0], [0, 3])
+    >>> ledger.forget_fd()
+    """
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._map = mmap.mmap(fd, 0)
+        self.counts = memoryview(self._map).cast("Q")
+        """Every sink's delivered, then rejected, then dropped."""
+        self.sinks = len(self.counts) // len(_FIELDS)
+        self._losses = memoryview(self._map)[self.sinks * 8 :]
+
+    def field(self, counts: list[int], field: int) -> list[int]:
+        """Each sink's ``field`` (:data:`_DELIVERED`, ...) of ``counts`` (:attr:`counts` read)."""
+        return counts[field * self.sinks : (field + 1) * self.sinks]
+
+    def losses_bytes(self) -> bytes:
+        """The counts of rejected and dropped payloads, as bytes: what tells at once whether they changed."""
+        return self._losses.tobytes()
+
+    @classmethod
+    def create(cls, sinks: int) -> _Ledger:
+        """A ledger of zeros for ``sinks`` sinks."""
+        create = getattr(os, "memfd_create", None)
+        if create is not None:
+            fd = create("rlpulse-sink-process-ledger")
+        else:  # pragma: no cover - not Linux
+            with tempfile.TemporaryFile() as file:
+                fd = os.dup(file.fileno())
+        try:
+            os.ftruncate(fd, sinks * len(_FIELDS) * 8)
+            return cls(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def add(self, sink: int, field: int, count: int) -> None:
+        """Count ``count`` more payloads in ``sink``'s ``field`` (:data:`_DELIVERED`, ...), from the one thread that writes it."""
+        self.counts[field * self.sinks + sink] += count
+
+    def forget_fd(self) -> None:
+        """Close the descriptor, once the child has its own: the mapping stays."""
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
 
 
 def _main() -> None:
-    """The child's entry point: ``python -c`` with the two pipe ends as arguments."""
+    """The child's entry point: ``python -c`` with its pipe ends and its ledger's file as arguments."""
     # The terminal's Ctrl-C and a SIGTERM to the process group reach the
     # child too: it keeps writing until its parent closes the pipe or dies.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -1270,4 +1422,4 @@ def _main() -> None:
         os.fdopen(int(sys.argv[1]), "rb") as inbox,
         os.fdopen(int(sys.argv[2]), "wb", buffering=0) as outbox,
     ):
-        sys.exit(_serve(inbox, outbox, int(sys.argv[3])))
+        sys.exit(_serve(inbox, outbox, int(sys.argv[3]), int(sys.argv[4])))
