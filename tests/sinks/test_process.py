@@ -915,3 +915,20 @@ def test_what_a_sink_in_the_child_refuses_is_counted_rejected_and_said_at_stop(
         f"{stats['logged']} payloads: {stats['logged']} refused by the sinks it "
         "feeds (counted in rejected)."
     )
+
+
+@pytest.mark.usefixtures("stuck_and_refusing_sinks")
+def test_in_manual_mode_what_a_sink_in_the_child_refuses_is_counted_rejected(
+    tmp_path: Path,
+) -> None:
+    with SinkProcess("refusing:") as sinks:
+        monitor = LoggerMonitor(sinks, background=False)
+        monitor.watch(Counter(), name="c")
+        for _ in range(5):
+            monitor.step()
+        monitor.stop()  # flushed: the child has answered for all it took
+        stats, lost = monitor.stats(), sinks.losses()
+    # Everything the child's sink refused is counted by the monitor, once.
+    assert lost.rejected >= 5
+    assert stats["rejected"] == lost.rejected
+    assert stats["dropped"] == lost.dropped == 0

@@ -23,7 +23,7 @@ from rlpulse.runtime.events import Event
 from rlpulse.runtime.queues import Item, SinkQueue
 from rlpulse.runtime.reporting import Reporter
 from rlpulse.runtime.retry import payloads_lost
-from rlpulse.runtime.sinks import Sink
+from rlpulse.runtime.sinks import LossReader, Sink
 
 __all__ = ["Delivery"]
 
@@ -55,7 +55,17 @@ class Delivery:
         # Told when a queued sink's error is to end polling (on_error="raise"):
         # the polling thread may be asleep until a watch is due.
         self._on_raise = on_raise
+        # What the sinks that hand payloads on lose behind an inline call
+        # (manual mode); a queued sink's queue reads its own.
+        self._losses = self._loss_readers()
         self.after_fork()
+
+    def _loss_readers(self) -> dict[Sink, LossReader]:
+        return {
+            sink: LossReader(sink.losses)
+            for sink in self.sinks
+            if sink.losses is not None
+        }
 
     def after_fork(self) -> None:
         """Forget the queues and their threads, and what the parent polled: a forked child's parent delivers that.
@@ -133,6 +143,9 @@ class Delivery:
                 self._reporter.rejected(payloads_lost(err, 1))
                 self._reporter.sink_failed(sink, watch_name, err, queued=False)
                 continue
+            finally:
+                if self._losses:
+                    self._count_losses(sink)
             if sink.failing:
                 self._reporter.sink_recovered(sink)
             delivered = True
@@ -258,6 +271,9 @@ class Delivery:
                 drained.append(queue.sink)
             self._reporter.sink_stopped(queue, stop_timeout, discarded)
         self._tell_drained(drained)
+        # What the queues' readers counted is not to be counted again by
+        # an inline call's (a step() after stop()).
+        self._losses = self._loss_readers()
         error = self._reporter.take_sink_error()
         return error if self._reporter.on_error == "raise" else None
 
@@ -306,12 +322,21 @@ class Delivery:
             if not in_time:
                 self._reporter.not_flushed(sink, stop_timeout)
                 continue
+            # Flushed, a sink has said what it lost of all it took.
+            self._count_losses(sink)
             failure = errors.get(sink)
             if failure is not None:
                 self._reporter.sink_failed(sink, "", failure, queued=False)
                 if error is None and self._reporter.on_error == "raise":
                     error = failure
         return error
+
+    def _count_losses(self, sink: Sink) -> None:
+        reader = self._losses.get(sink)
+        if reader is not None:
+            more = reader.more()
+            if more.dropped or more.rejected:
+                self._reporter.lost_behind(more)
 
     def _queued_sink_failed(self, sink: Sink, watch_name: str, err: Exception) -> None:
         self._reporter.sink_failed(sink, watch_name, err, queued=True)

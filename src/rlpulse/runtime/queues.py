@@ -33,7 +33,7 @@ from typing import Any
 from rlpulse.naming import Kind, Payload
 from rlpulse.runtime.events import Event
 from rlpulse.runtime.retry import TransientSinkError, payloads_lost, retry_delay
-from rlpulse.runtime.sinks import Losses, Sink
+from rlpulse.runtime.sinks import NOTHING_LOST, Losses, LossReader, Sink
 from rlpulse.runtime.threads import MonitorThread
 from rlpulse.text import plural
 
@@ -128,10 +128,10 @@ class SinkQueue:
         self.dropped = 0
         # The payloads lost to calls that failed for good.
         self.rejected = 0
-        # What the sink lost after taking it, as its losses() says: since
-        # start(), and its losses() when last read (None: it says nothing).
-        self.lost_behind = Losses(0, 0)
-        self._losses_seen: Losses | None = None
+        # What the sink lost after taking it, as its losses() says, since
+        # start() (no reader: it says nothing).
+        self.lost_behind = NOTHING_LOST
+        self._losses: LossReader | None = None
         # In a drop streak (one warning a streak); whether the sender has
         # delivered all it was given since the last drop (the streak's end).
         self.dropping = False
@@ -185,7 +185,7 @@ class SinkQueue:
     def start(self) -> None:
         """Start the sender thread."""
         if self.sink.losses is not None:
-            self._losses_seen = self.sink.losses()
+            self._losses = LossReader(self.sink.losses)
         self._thread = MonitorThread(f"rlpulse-sink-{self.sink.name}", self._run_sender)
         self._thread.start()
 
@@ -244,7 +244,7 @@ class SinkQueue:
                 self._failed(items[0][3], err)
                 self._count_losses()
                 return
-            if self._losses_seen is not None:
+            if self._losses is not None:
                 self._count_losses()
             if not taken:
                 self.put_all(items)
@@ -425,7 +425,7 @@ class SinkQueue:
                     self._send_batch(sink.log_batch)
                 elif pending:
                     self._send_each()
-                if self._losses_seen is not None:
+                if self._losses is not None:
                     self._count_losses()
                 if self.events and not self._abandoned and not self._backing_off:
                     self._send_events()
@@ -602,17 +602,9 @@ class SinkQueue:
     def _count_losses(self) -> None:
         # What the sink lost after taking it since its losses() was last
         # read, counted once whichever thread reads it.
-        losses = self.sink.losses
-        if losses is None or self._losses_seen is None:
+        if self._losses is None:
             return
-        if losses() == self._losses_seen:
-            return  # as a rule: nothing lost since
-        with self._accounts:
-            seen, now = self._losses_seen, losses()
-            self._losses_seen = now
-        more = Losses(
-            max(0, now.dropped - seen.dropped), max(0, now.rejected - seen.rejected)
-        )
+        more = self._losses.more()
         if more.dropped or more.rejected:
             self.lost_behind = Losses(
                 self.lost_behind.dropped + more.dropped,

@@ -19,10 +19,11 @@ monitor's own ``dropped`` and ``rejected``.
 from __future__ import annotations
 
 import inspect
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
-__all__ = ["Losses", "Sink", "as_sinks"]
+__all__ = ["NOTHING_LOST", "LossReader", "Losses", "Sink", "as_sinks"]
 
 
 class Losses(NamedTuple):
@@ -41,6 +42,39 @@ class Losses(NamedTuple):
     """Taken and never delivered: dropped from a full queue behind the sink, or lost with a process that held them."""
     rejected: int
     """Taken and refused for good by a call behind the sink (an error not worth trying again)."""
+
+
+NOTHING_LOST = Losses(0, 0)
+
+
+class LossReader:
+    """What a sink with ``losses()`` lost after taking payloads, read as it grows: each loss told once, whichever thread reads.
+
+    Examples:
+        >>> lost = [Losses(1, 0)]
+        >>> reader = LossReader(lambda: lost[0])  # counts from what it says now
+        >>> reader.more()
+        Losses(dropped=0, rejected=0)
+        >>> lost[0] = Losses(4, 2)
+        >>> reader.more(), reader.more()
+        (Losses(dropped=3, rejected=2), Losses(dropped=0, rejected=0))
+    """
+
+    def __init__(self, losses: Callable[[], Losses]) -> None:
+        self._losses = losses
+        self._seen = losses()
+        self._lock = threading.Lock()
+
+    def more(self) -> Losses:
+        """What was lost since the last read (:data:`NOTHING_LOST` as a rule, cheaply)."""
+        if self._losses() == self._seen:
+            return NOTHING_LOST
+        with self._lock:
+            seen, now = self._seen, self._losses()
+            self._seen = now
+        return Losses(
+            max(0, now.dropped - seen.dropped), max(0, now.rejected - seen.rejected)
+        )
 
 
 class Sink:
