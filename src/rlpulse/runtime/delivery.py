@@ -140,8 +140,12 @@ class Delivery:
                     sink.log_metrics(payload, step=step)
             except Exception as err:
                 first_error = first_error or err
-                self._reporter.rejected(payloads_lost(err, 1))
+                lost = payloads_lost(err, 1)
+                self._reporter.rejected(lost)
                 self._reporter.sink_failed(sink, watch_name, err, queued=False)
+                # A sink that took it and raised only to report a failure
+                # behind it (SinkProcess) has it: not to be logged again.
+                delivered = delivered or not lost
                 continue
             finally:
                 if self._losses:
