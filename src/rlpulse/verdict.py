@@ -46,6 +46,7 @@ __all__ = [
     "is_verdict_metric",
     "judge",
     "label_of",
+    "label_of_sentence",
     "measure",
     "run_verdict",
     "split_of",
@@ -521,6 +522,15 @@ def label_of(
     if bound is Bound.BALANCED:
         return "balanced"
     return f"{producer if bound is Bound.PRODUCER else consumer}-bound"
+
+
+def label_of_sentence(sentence: str) -> str:
+    """The label a sentence of :func:`describe` starts with.
+
+    >>> label_of_sentence("collector-bound: the learner waited 63% of the last 30 s for data; ...")
+    'collector-bound'
+    """
+    return sentence.partition(": ")[0]
 
 
 def _percent(share: float) -> str:
