@@ -49,6 +49,7 @@ __all__ = [
     "label_of_sentence",
     "measure",
     "run_verdict",
+    "speedup_labels",
     "split_of",
     "window_verdict",
 ]
@@ -756,6 +757,24 @@ def run_verdict(windows: Sequence[Mapping[str, float]]) -> tuple[str, str] | Non
     last = describe_metrics((known or windows)[-1])
     counts, _, _ = split_of(windows)
     return last or "", format_split(counts)
+
+
+def speedup_labels(windows: Iterable[Mapping[str, float]]) -> tuple[str, ...]:
+    """The labels of the windows (each a bottleneck watch's logged metrics) that logged a ``speedup``, each once, sorted: what a run's mean speed-up is a speed-up of.
+
+    A speed-up of a faster collector is no measure of a faster learner's:
+    runs compare their speed-ups only where each has a single label, the same.
+
+    >>> windows = [{"bound_known": 1.0, "bound": -1.0, "speedup": 2.0, "side/c": -1.0, "side/l": 1.0}]
+    >>> windows += [{"bound_known": 1.0, "bound": 0.0, "speedup": 1.1, "side/c": -1.0, "side/l": 1.0}]
+    >>> speedup_labels(windows), speedup_labels(windows[:1])
+    (('balanced', 'c-bound'), ('c-bound',))
+    """
+    return tuple(
+        sorted(
+            {window_verdict(metrics)[1] for metrics in windows if "speedup" in metrics}
+        )
+    )
 
 
 def split_of(windows: Iterable[Mapping[str, float]]) -> tuple[dict[str, int], str, str]:
