@@ -124,7 +124,38 @@ RULES = [
         B,
         1 / 0.95,
     ),
+    # Samples drawn and no frame: the consumer starved.
+    (
+        "samples drawn and no frame arrived",
+        Window(1, replay_ratio_target=1.0, samples=4000.0, frames=0.0),
+        P,
+        None,
+    ),
+    (
+        "a starved learner's full buffer is no queue",
+        Window(1, replay_ratio_target=1.0, fill=1.0, samples=4000.0, frames=0.0),
+        P,
+        None,
+    ),
+    (
+        "samples drawn and no frame, without a target",
+        Window(1, samples=4000.0, frames=0.0),
+        None,
+        None,
+    ),
     # Unknown: missing or disagreeing signals, never a guess.
+    (
+        "no sample drawn and no frame",
+        Window(1, replay_ratio_target=1.0, samples=0.0, frames=0.0),
+        None,
+        None,
+    ),
+    (
+        "frames and no sample drawn",
+        Window(1, replay_ratio=0.0, replay_ratio_target=1.0, samples=0.0, frames=800.0),
+        None,
+        None,
+    ),
     ("nothing reported", Window(30), None, None),
     ("nobody busy", Window(30, 0.0, 0.0, 0.0, 0.0), None, None),
     ("ratio and timing disagree", Window(30, 1.0, 0.0, 0.3, 0.7, 4.0, 8.0), None, None),
@@ -178,7 +209,95 @@ def test_measure_takes_shares_of_the_window_and_the_replay_ratio() -> None:
         {"samples": 4000.0, "size": 75.0, "capacity": 100.0, "dropped": 4.0},
     )
     window = measure(before, after, target_ratio=8.0)
-    assert window == Window(10.0, 0.9, 0.1, 0.4, 0.6, 4.0, 8.0, 0.75, 0.25, 3.0, 4.0)
+    assert window == Window(
+        10.0, 0.9, 0.1, 0.4, 0.6, 4.0, 8.0, 0.75, 0.25, 3.0, 4.0, 4000.0, 1000.0
+    )
+
+
+def test_a_learner_that_draws_samples_while_no_frame_arrives_is_collector_bound() -> (
+    None
+):
+    window = measure(
+        Reading(0.0, {"frames": 1000.0}, {"samples_returned": 5000.0}),
+        Reading(1.0, {"frames": 1000.0}, {"samples_returned": 9000.0}),
+        target_ratio=1.0,
+    )
+    verdict = judge(window, "collector", "learner")
+    assert verdict.bound is Bound.PRODUCER
+    assert describe(verdict) == (
+        "collector-bound: the learner drew 4000 samples and no frame arrived over "
+        "the last 1 s; a faster learner gains nothing, only a faster collector helps"
+    )
+
+
+def test_a_starved_window_logs_its_counts_not_an_infinite_ratio() -> None:
+    window = Window(1.0, replay_ratio_target=1.0, samples=4000.0, frames=0.0)
+    logged = judge(window, "collector", "learner").metrics()
+    assert "replay_ratio" not in logged
+    assert "speedup" not in logged
+    assert (logged["samples_drawn"], logged["frames_produced"]) == (4000.0, 0.0)
+    assert logged["bound"] == -1.0
+
+
+def test_a_window_in_which_neither_side_moved_is_unknown_and_says_so() -> None:
+    window = measure(
+        Reading(0.0, {"frames": 1000.0}, {"samples_returned": 5000.0}),
+        Reading(1.0, {"frames": 1000.0}, {"samples_returned": 5000.0}),
+        target_ratio=1.0,
+    )
+    assert describe(judge(window, "collector", "learner")) == (
+        "unknown: no frame arrived and the learner drew no samples over the last 1 s"
+    )
+
+
+def test_a_window_of_frames_and_no_sample_drawn_is_unknown_and_says_so() -> None:
+    window = measure(
+        Reading(0.0, {"frames": 1000.0}, {"samples_returned": 5000.0}),
+        Reading(1.0, {"frames": 1800.0}, {"samples_returned": 5000.0}),
+        target_ratio=1.0,
+    )
+    assert describe(judge(window, "collector", "learner")) == (
+        "unknown: the learner drew no samples while 800 frames arrived over the "
+        "last 1 s (not started, or in a step longer than the window)"
+    )
+
+
+def test_a_ratio_without_a_target_says_the_target_is_missing() -> None:
+    window = Window(30.0, replay_ratio=8.3, samples=830.0, frames=100.0)
+    assert describe(judge(window, "collector", "learner")) == (
+        "unknown: the learner drew 8.3 samples per frame over the last 30 s, and no "
+        "target ratio to judge that by (bottleneck(target_ratio=...))"
+    )
+
+
+def test_a_bound_without_a_speedup_says_which_side_helps() -> None:
+    window = Window(30.0, 1.0, 0.0, 0.000_007, 0.999_993)
+    sentence = describe(judge(window, "collector", "learner"))
+    assert sentence.endswith(
+        "; a faster learner gains nothing, only a faster collector helps"
+    )
+
+
+def test_a_balanced_window_within_5_percent_says_one_side_alone_gains_nothing() -> None:
+    window = Window(30.0, replay_ratio=8.0, replay_ratio_target=8.0)
+    assert describe(judge(window, "collector", "learner")).endswith(
+        "; speeding up one side alone gains nothing"
+    )
+
+
+def test_a_full_queue_says_how_full_at_the_window_end() -> None:
+    sentence = describe(judge(Window(30.0, fill=0.97), "collector", "learner"))
+    assert sentence.startswith(
+        "learner-bound: the queue was 97% full at the end of the last 30 s;"
+    )
+
+
+def test_rules_that_disagree_say_what_each_said() -> None:
+    window = Window(30, 1.0, 0.0, 0.3, 0.7, 4.0, 8.0)
+    assert describe(judge(window, "collector", "learner")) == (
+        "unknown: the replay ratio says learner-bound and the stage timing says "
+        "collector-bound over the last 30 s"
+    )
 
 
 def test_several_workers_summed_give_shares_of_all_their_time() -> None:

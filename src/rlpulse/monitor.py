@@ -230,7 +230,9 @@ class LoggerMonitor:
         ``<side>_busy_share`` and ``<side>_wait_share`` (from their
         ``busy_s`` and ``wait_s`` counters: :meth:`rlpulse.Tally.busy`,
         :meth:`rlpulse.Tally.waiting`), the ``replay_ratio`` (samples per
-        frame) and ``replay_ratio_target`` (``target_ratio``), the buffer's
+        frame; left out of a window no frame arrived in) of the window's
+        ``samples_drawn`` and ``frames_produced``, and
+        ``replay_ratio_target`` (``target_ratio``), the buffer's
         ``fill``, ``fill_trend`` and ``dropped``, ``policy_lag``, each where
         the pipeline reports it; ``bound`` (-1 producer-bound, 0
         balanced, +1 consumer-bound; left out when unknown, with

@@ -46,8 +46,10 @@ __all__ = [
     "is_verdict_metric",
     "judge",
     "label_of",
+    "label_of_sentence",
     "measure",
     "run_verdict",
+    "speedup_labels",
     "split_of",
     "window_verdict",
 ]
@@ -92,7 +94,10 @@ class Window(NamedTuple):
     frame produced over the window; ``fill`` the buffer's fill (0 to 1) at
     its end and ``fill_trend`` its change over the window; ``dropped`` what
     the buffer or queue dropped over the window; ``policy_lag`` how many
-    policy versions the producer's acting policy is behind the consumer's.
+    policy versions the producer's acting policy is behind the consumer's;
+    ``samples`` and ``frames`` the samples drawn and the frames produced
+    over the window, of which ``replay_ratio`` is the ratio (none when no
+    frame arrived).
     """
 
     seconds: float
@@ -106,6 +111,8 @@ class Window(NamedTuple):
     fill_trend: float | None = None
     dropped: float | None = None
     policy_lag: float | None = None
+    samples: float | None = None
+    frames: float | None = None
 
     def metrics(self) -> dict[str, float]:
         """The figures present, as a bottleneck watch logs them (``<side>_busy_share``, ``replay_ratio``, …).
@@ -125,7 +132,7 @@ class Window(NamedTuple):
         """The window a bottleneck watch's logged ``metrics`` (without the watch's name) describe.
 
         >>> Window.from_metrics({"window_s": 30.0, "consumer_wait_share": 0.63})
-        Window(seconds=30.0, producer_busy=None, producer_wait=None, consumer_busy=None, consumer_wait=0.63, replay_ratio=None, replay_ratio_target=None, fill=None, fill_trend=None, dropped=None, policy_lag=None)
+        Window(seconds=30.0, producer_busy=None, producer_wait=None, consumer_busy=None, consumer_wait=0.63, replay_ratio=None, replay_ratio_target=None, fill=None, fill_trend=None, dropped=None, policy_lag=None, samples=None, frames=None)
         """
         return cls(
             metrics.get("window_s", 0.0),
@@ -144,6 +151,8 @@ _METRIC_NAMES = {
     "fill_trend": "fill_trend",
     "dropped": "dropped",
     "policy_lag": "policy_lag",
+    "samples": "samples_drawn",
+    "frames": "frames_produced",
 }
 
 
@@ -236,13 +245,9 @@ def judge(
     """
     if window.seconds <= 0 or window.seconds < minimum_s:
         return Verdict(None, "window too short", None, window, producer, consumer)
-    votes = [
-        vote
-        for vote in (_ratio_vote(window), _stage_vote(window), _queue_vote(window))
-        if vote is not None
-    ]
+    votes = _votes(window)
     if not votes:
-        return Verdict(None, "no figures", None, window, producer, consumer)
+        return Verdict(None, _silence(window), None, window, producer, consumer)
     sides = {vote.bound for vote in votes} - {Bound.BALANCED}
     if len(sides) > 1:
         rules = " and ".join(vote.rule for vote in votes if vote.bound in sides)
@@ -257,15 +262,53 @@ def judge(
     )
 
 
+def _silence(window: Window) -> str:
+    # Why no rule said anything: the rule of an unknown verdict.
+    if window.samples == 0 and window.frames == 0:
+        return "nothing moved"
+    if window.samples == 0 and window.frames is not None:
+        return "no samples drawn"
+    if _sampled(window) and window.replay_ratio_target is None:
+        return "no target ratio"
+    return "no figures"
+
+
+def _votes(window: Window) -> list[_Vote]:
+    return [
+        vote
+        for vote in (_ratio_vote(window), _stage_vote(window), _queue_vote(window))
+        if vote is not None
+    ]
+
+
 def _ratio_vote(window: Window) -> _Vote | None:
     ratio, target = window.replay_ratio, window.replay_ratio_target
-    if ratio is None or target is None or ratio <= 0 or target <= 0:
+    if target is None or target <= 0:
+        return None
+    if _starved(window):
+        # Samples drawn and no frame: a ratio past any target, by an
+        # unbounded factor.
+        return _Vote("replay ratio", Bound.PRODUCER, None)
+    if ratio is None or ratio <= 0:
         return None
     if ratio < target * (1 - BALANCE_MARGIN):
         return _Vote("replay ratio", Bound.CONSUMER, target / ratio)
     if ratio > target * (1 + BALANCE_MARGIN):
         return _Vote("replay ratio", Bound.PRODUCER, ratio / target)
     return _Vote("replay ratio", Bound.BALANCED, max(ratio / target, target / ratio))
+
+
+def _starved(window: Window) -> bool:
+    # The consumer drew samples and no frame arrived.
+    return window.frames == 0 and (window.samples or 0) > 0
+
+
+def _sampled(window: Window) -> bool:
+    # The buffer is sampled: a replay ratio, or samples and frames that
+    # would give one but for no frame arriving.
+    return window.replay_ratio is not None or (
+        window.frames == 0 and window.samples is not None
+    )
 
 
 def busy_shares(window: Window) -> tuple[float | None, float | None]:
@@ -305,7 +348,7 @@ def _stage_vote(window: Window) -> _Vote | None:
 
 
 def _queue_vote(window: Window) -> _Vote | None:
-    if window.replay_ratio is not None:
+    if _sampled(window):
         return None  # a sampled buffer stays full: its fill says nothing here
     if (window.dropped or 0) > 0 or (
         window.fill is not None and window.fill >= QUEUE_FULL
@@ -397,6 +440,8 @@ def measure(
     frames = _growth(before.producer, after.producer, _FRAMES_KEYS)
     if frames is None:
         frames = _growth(buffer_before, buffer_after, (_WRITTEN_KEY,))
+    # No frame in the window: no ratio (samples drawn with none is the
+    # replay-ratio rule's, from the counts).
     ratio = samples / frames if samples is not None and frames else None
     fill_before, fill = _fill(buffer_before), _fill(buffer_after)
     versions = (
@@ -417,6 +462,8 @@ def measure(
         policy_lag=(
             None if None in versions else versions[1] - versions[0]  # type: ignore[operator]
         ),
+        samples=samples if frames is not None else None,
+        frames=frames if samples is not None else None,
     )
 
 
@@ -478,6 +525,15 @@ def label_of(
     return f"{producer if bound is Bound.PRODUCER else consumer}-bound"
 
 
+def label_of_sentence(sentence: str) -> str:
+    """The label a sentence of :func:`describe` starts with.
+
+    >>> label_of_sentence("collector-bound: the learner waited 63% of the last 30 s for data; ...")
+    'collector-bound'
+    """
+    return sentence.partition(": ")[0]
+
+
 def _percent(share: float) -> str:
     return f"{share:.0%}"
 
@@ -504,26 +560,34 @@ def describe(verdict: Verdict) -> str:
     label = label_of(bound, producer, consumer)
     speedup = verdict.speedup
     if bound is Bound.BALANCED:
-        gain = (
-            ""
-            if speedup is None
-            else f"; speeding up one side alone gains at most {speedup:.1f}x"
-        )
+        gain = ""
+        if speedup is not None:
+            # Within 5 %: "at most 1.0x" is nothing.
+            most = "nothing" if speedup < 1.05 else f"at most {speedup:.1f}x"
+            gain = f"; speeding up one side alone gains {most}"
         return f"{label}: {_evidence(verdict, last)}{gain}"
     slow, other = (
         (producer, consumer) if bound is Bound.PRODUCER else (consumer, producer)
     )
-    gain = f"a faster {other} gains nothing, a faster {slow} "
-    gain += (
-        "does" if speedup is None else f"up to {speedup:.1f}x before the {other} limits"
+    gain = (
+        f"only a faster {slow} helps"
+        if speedup is None
+        else f"a faster {slow} up to {speedup:.1f}x before the {other} limits"
     )
-    return f"{label}: {_evidence(verdict, last)}; {gain}"
+    return (
+        f"{label}: {_evidence(verdict, last)}; a faster {other} gains nothing, {gain}"
+    )
 
 
 def _evidence(verdict: Verdict, last: str) -> str:
     window = verdict.window
     producer, consumer = verdict.producer, verdict.consumer
     bound = verdict.bound
+    if verdict.rule == "replay ratio" and _starved(window):
+        return (
+            f"the {consumer} drew {window.samples:.0f} samples and no frame "
+            f"arrived over {last}"
+        )
     if verdict.rule == "replay ratio":
         return (
             f"the {consumer} drew {window.replay_ratio:.3g} samples per frame over "
@@ -532,8 +596,9 @@ def _evidence(verdict: Verdict, last: str) -> str:
     if verdict.rule == "queue":
         if bound is Bound.CONSUMER:
             dropped = window.dropped or 0
-            state = f"dropped {dropped:.0f}" if dropped else "was full"
-            return f"the queue {state} over {last}"
+            if dropped:
+                return f"the queue dropped {dropped:.0f} entries over {last}"
+            return f"the queue was {_percent(window.fill or 1.0)} full at the end of {last}"
         return (
             f"the queue ran empty while the {consumer} waited "
             f"{_percent(window.consumer_wait or 0.0)} of {last}"
@@ -552,6 +617,31 @@ def _evidence(verdict: Verdict, last: str) -> str:
 
 
 def _unknown_reason(verdict: Verdict, last: str) -> str:
+    window, consumer = verdict.window, verdict.consumer
+    if verdict.rule == "nothing moved":
+        return f"no frame arrived and the {consumer} drew no samples over {last}"
+    if verdict.rule == "no samples drawn":
+        return (
+            f"the {consumer} drew no samples while {window.frames:.0f} frames "
+            f"arrived over {last} (not started, or in a step longer than the window)"
+        )
+    if verdict.rule == "no target ratio":
+        drew = (
+            f"drew {window.samples:.0f} samples and no frame arrived"
+            if _starved(window)
+            else f"drew {window.replay_ratio:.3g} samples per frame"
+        )
+        return (
+            f"the {consumer} {drew} over {last}, and no target ratio to judge "
+            "that by (bottleneck(target_ratio=...))"
+        )
+    if verdict.rule.endswith(" disagree"):
+        said = [
+            f"the {vote.rule} says {label_of(vote.bound, verdict.producer, consumer)}"
+            for vote in _votes(window)
+            if vote.bound is not Bound.BALANCED
+        ]
+        return f"{' and '.join(said)} over {last}"
     if verdict.rule == "no figures":
         return (
             f"no stage timing, replay ratio or queue figures over {last} "
@@ -667,6 +757,24 @@ def run_verdict(windows: Sequence[Mapping[str, float]]) -> tuple[str, str] | Non
     last = describe_metrics((known or windows)[-1])
     counts, _, _ = split_of(windows)
     return last or "", format_split(counts)
+
+
+def speedup_labels(windows: Iterable[Mapping[str, float]]) -> tuple[str, ...]:
+    """The labels of the windows (each a bottleneck watch's logged metrics) that logged a ``speedup``, each once, sorted: what a run's mean speed-up is a speed-up of.
+
+    A speed-up of a faster collector is no measure of a faster learner's:
+    runs compare their speed-ups only where each has a single label, the same.
+
+    >>> windows = [{"bound_known": 1.0, "bound": -1.0, "speedup": 2.0, "side/c": -1.0, "side/l": 1.0}]
+    >>> windows += [{"bound_known": 1.0, "bound": 0.0, "speedup": 1.1, "side/c": -1.0, "side/l": 1.0}]
+    >>> speedup_labels(windows), speedup_labels(windows[:1])
+    (('balanced', 'c-bound'), ('c-bound',))
+    """
+    return tuple(
+        sorted(
+            {window_verdict(metrics)[1] for metrics in windows if "speedup" in metrics}
+        )
+    )
 
 
 def split_of(windows: Iterable[Mapping[str, float]]) -> tuple[dict[str, int], str, str]:

@@ -20,8 +20,11 @@ def test_compare_has_a_verdict_row_per_run(
     assert main(["compare", f"{path}:slow-env", f"{path}:slow-learner"]) == 0
 
     out = capsys.readouterr().out.splitlines()
-    assert out[-3:] == [
+    assert out[-5:] == [
         "run  bottleneck over the run",
         "A    collector-bound 100% of 4 windows",
         "B    learner-bound 100% of 4 windows",
+        "",
+        "no B/A of bottleneck/speedup: it is a speed-up of different sides "
+        "(A collector-bound, B learner-bound)",
     ]

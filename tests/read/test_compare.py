@@ -249,3 +249,67 @@ def test_a_bottleneck_watchs_codes_get_no_ratio_its_figures_do(
     assert table["bottleneck/consumer_wait_share"] == ["mean", "0.6", "0", "0.00x"]
     assert "A    collector-bound 100% of 3 windows" in out
     assert "B    learner-bound 100% of 3 windows" in out
+
+
+def write_speedups(path: Path, windows: list[tuple[float, float]]) -> None:
+    """A bottleneck watch's windows, each ``(bound, speedup)``, 30 s apart, as a JSON lines run."""
+    with JSONLLogger(path) as sink:
+        for index, (bound, speedup) in enumerate(windows):
+            sink.log_metrics(
+                {
+                    "bottleneck/window_s": 30.0,
+                    "bottleneck/consumer_busy_share": 0.5,
+                    "bottleneck/consumer_wait_share": 0.5,
+                    "bottleneck/bound_known": 1.0,
+                    "bottleneck/bound": bound,
+                    "bottleneck/speedup": speedup,
+                    "bottleneck/side/collector": -1.0,
+                    "bottleneck/side/learner": 1.0,
+                },
+                timestamp=1000.0 + 30.0 * index,
+            )
+
+
+def test_speedups_of_runs_bound_on_different_sides_get_no_ratio_and_say_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    collector_bound, learner_bound = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    write_speedups(collector_bound, [(-1.0, 2.0)] * 3)
+    write_speedups(learner_bound, [(1.0, 8.0)] * 3)
+
+    assert main(["compare", str(collector_bound), str(learner_bound)]) == 0
+
+    out = capsys.readouterr().out
+    assert rows(out)["bottleneck/speedup"] == ["mean", "2", "8", "-"]
+    assert out.rstrip().endswith(
+        "no B/A of bottleneck/speedup: it is a speed-up of different sides "
+        "(A collector-bound, B learner-bound)"
+    )
+
+
+def test_speedups_of_a_run_bound_on_several_sides_get_no_ratio(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mixed, collector_bound = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    write_speedups(mixed, [(-1.0, 2.0), (0.0, 1.1), (-1.0, 2.0)])
+    write_speedups(collector_bound, [(-1.0, 4.0)] * 3)
+
+    assert main(["compare", str(mixed), str(collector_bound)]) == 0
+
+    out = capsys.readouterr().out
+    assert rows(out)["bottleneck/speedup"][-1] == "-"
+    assert "(A balanced and collector-bound, B collector-bound)" in out
+
+
+def test_speedups_of_runs_bound_on_the_same_side_get_their_ratio(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    slower, faster = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    write_speedups(slower, [(-1.0, 2.0)] * 3)
+    write_speedups(faster, [(-1.0, 4.0)] * 3)
+
+    assert main(["compare", str(slower), str(faster)]) == 0
+
+    out = capsys.readouterr().out
+    assert rows(out)["bottleneck/speedup"] == ["mean", "2", "4", "2.00x"]
+    assert "no B/A" not in out

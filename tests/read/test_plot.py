@@ -390,6 +390,54 @@ def test_a_bottleneck_watchs_verdicts_are_shaded_behind_its_lines_not_drawn() ->
     }
 
 
+def _verdict_records(start: float, bounds: list[float | None]) -> list[Record]:
+    """A bottleneck watch's windows of 5 s from ``start``, one per bound (``None``: unknown)."""
+    records = []
+    for index, bound in enumerate(bounds):
+        at = start + 5.0 * (index + 1)
+        window = {
+            "bottleneck/bound_known": 0.0 if bound is None else 1.0,
+            "bottleneck/consumer_wait_share": 0.2 + 0.1 * index,
+            "bottleneck/side/collector": -1.0,
+            "bottleneck/side/learner": 1.0,
+        }
+        if bound is not None:
+            window["bottleneck/bound"] = bound
+        records += [Record(at, None, name, value) for name, value in window.items()]
+    return records
+
+
+def test_runs_drawn_together_shade_each_runs_verdicts_in_a_band_of_its_own() -> None:
+    collector_bound = _verdict_records(100.0, [-1.0, -1.0, -1.0])
+    learner_bound = _verdict_records(900.0, [1.0, 1.0, None])
+
+    figure = plot_runs([("a.sqlite", collector_bound), ("b.sqlite", learner_bound)])
+
+    axes = _panels(figure)["bottleneck"]
+    # The codes are the shading: neither lines nor constants above the panel.
+    assert _labels(axes) == ["consumer_wait_share [A]", "consumer_wait_share [B]"]
+    assert "bound" not in axes.get_title(loc="right")
+    shaded = sorted(
+        (
+            round(patch.get_y(), 6),
+            round(patch.get_y() + patch.get_height(), 6),
+            patch.get_label(),
+            round(patch.get_x(), 6),
+            round(patch.get_x() + patch.get_width(), 6),
+        )
+        for patch in axes.patches
+    )
+    # Run B (learner-bound twice, then unknown) in the lower half, run A
+    # (collector-bound) in the upper half, each over the seconds since its
+    # own first record (its first window starting 5 s before).
+    assert shaded == [
+        (0.0, 0.5, "learner-bound", -5.0, 5.0),
+        (0.5, 1.0, "collector-bound", -5.0, 10.0),
+    ]
+    bands = {text.get_text(): text.get_position()[1] for text in axes.texts}
+    assert bands == {"[A]": 0.75, "[B]": 0.25}
+
+
 def test_a_counter_rate_has_a_gap_where_the_counter_went_down() -> None:
     figure = plot_run(
         _records(

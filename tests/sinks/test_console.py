@@ -402,3 +402,34 @@ def test_a_bottleneck_watch_s_payload_is_followed_by_its_verdict_in_words() -> N
     time.sleep(0.02)
     monitor.step()
     assert "=> bottleneck: collector-bound: the learner waited" in stream.getvalue()
+
+
+def test_a_bottleneck_event_says_the_change_once_beside_the_window_s_sentence() -> None:
+    stream = io.StringIO()
+    monitor = LoggerMonitor(ConsoleLogger(stream, width=1000), background=False)
+    learner = Tally()
+    monitor.watch(Tally(), name="collector")
+    monitor.watch(learner, name="learner")
+    monitor.bottleneck(window=0.01)
+    monitor.step()
+    # Two windows of a waiting learner, then two of a busy one: two events.
+    for busy, wait in [(0.37, 0.63), (0.37, 0.63), (0.9, 0.1), (0.9, 0.1)]:
+        learner.inc("busy_s", busy)
+        learner.inc("wait_s", wait)
+        time.sleep(0.02)
+        monitor.step()
+    monitor.stop()
+    said = [line.split(" ", 1)[1] for line in stream.getvalue().splitlines()]
+    verdicts = [line for line in said if line.startswith("=> bottleneck:")]
+    changes = [line for line in verdicts if line.startswith("=> bottleneck: now ")]
+    assert changes == [
+        "=> bottleneck: now collector-bound",
+        "=> bottleneck: now learner-bound (was collector-bound)",
+    ]
+    sentences = [line for line in verdicts if line not in changes]
+    assert [sentence.split(":")[1] for sentence in sentences] == [
+        " collector-bound",
+        " collector-bound",
+        " learner-bound",
+        " learner-bound",
+    ]

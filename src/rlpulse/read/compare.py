@@ -10,7 +10,9 @@ name. A distribution a SQLite run stores the histograms of (a watched
 ``Tally``'s observed key) gets two rows more, its p50 and p99 over the
 whole run. A run with a bottleneck watch (``LoggerMonitor.bottleneck``)
 gets a verdict row: how its verdict split over the run; its codes
-(``bound``, ``bound_known``, ``side/<watch>``) get no ratio. Ratios are to
+(``bound``, ``bound_known``, ``side/<watch>``) get no ratio, nor does its
+``speedup`` unless every run's speed-ups are of one side, the same (a
+faster collector's gain is no measure of a faster learner's). Ratios are to
 the first run, the baseline. Given a span (:class:`~rlpulse.read.span.Span`),
 every figure is over that span of each run, each placed by its own run's
 first and last record: the last five minutes of each run, say.
@@ -84,6 +86,8 @@ class Figures:
     """By bottleneck watch, how its verdict split over the run (``learner-bound 80%, unknown 20% of 5 windows``)."""
     within: Within | None = None
     """Where the span compared lies in the run; ``None``: the whole run."""
+    speedup_of: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """By bottleneck watch, the labels of its windows that logged a speed-up (``("learner-bound",)``): what its ``speedup`` figure is a speed-up of."""
 
 
 def figures_of(
@@ -146,8 +150,10 @@ def _figures(
         }
         for distribution in summary.distributions
     }
+    verdicts = tuple(verdicts)
     splits = {verdict.watch: verdict.split for verdict in verdicts}
-    return Figures(label, run, metrics, quantiles, splits, within)
+    speedup_of = {verdict.watch: verdict.speedup_of for verdict in verdicts}
+    return Figures(label, run, metrics, quantiles, splits, within, speedup_of)
 
 
 def run_argument(text: str) -> tuple[Path, str | None]:
@@ -223,7 +229,9 @@ def format_comparison(
     """Render runs side by side: a legend, then one row per metric with each run's figure and its ratio to the first.
 
     A metric a run lacks shows ``-``, as does a ratio to a baseline of zero
-    and one of a bottleneck watch's codes (its ``bound``, -1, 0 or +1).
+    and one of a bottleneck watch's codes (its ``bound``, -1, 0 or +1); its
+    ``speedup`` shows one only where every run's speed-ups are of the same
+    side, and a line after the verdicts says why not otherwise.
     A counter is compared by its rate: a run where it has none (logged
     once) shows ``-`` rather than a mean beside the others' rates. A
     distribution gets a row for each of its quantiles over the whole run
@@ -262,6 +270,20 @@ def format_comparison(
     run  bottleneck over the run
     A    learner-bound 100% of 9 windows
     B    collector-bound 90%, balanced 10% of 10 windows
+
+    A speed-up of a faster learner and one of a faster collector make no ratio:
+
+    >>> a = Figures("a.sqlite", "r1", {"bottleneck/speedup": ("mean", 3.0)},
+    ...             verdicts={"bottleneck": "learner-bound 100% of 9 windows"},
+    ...             speedup_of={"bottleneck": ("learner-bound",)})
+    >>> b = Figures("b.sqlite", "r2", {"bottleneck/speedup": ("mean", 8.4)},
+    ...             verdicts={"bottleneck": "collector-bound 100% of 9 windows"},
+    ...             speedup_of={"bottleneck": ("collector-bound",)})
+    >>> print(format_comparison([a, b]).split(chr(10) * 2)[1])
+    metric              figure  A    B  B/A
+    bottleneck/speedup  mean    3  8.4    -
+    >>> print(format_comparison([a, b]).split(chr(10) * 2)[-1])
+    no B/A of bottleneck/speedup: it is a speed-up of different sides (A learner-bound, B collector-bound)
     """
     letters = [run_letter(index) for index in range(len(runs))]
     legend = [
@@ -276,6 +298,7 @@ def format_comparison(
     number = format_exact if exact else format_number
     rows = [header]
     keyed_rows: list[tuple[tuple[str, str], list[str]]] = []
+    notes: list[str] = []
     names = sorted({name for figures in runs for name in figures.metrics})
     bottlenecks = {watch for figures in runs for watch in figures.verdicts}
     for name in names:
@@ -287,6 +310,10 @@ def format_comparison(
         ]
         watch, metric = split(name)
         codes = watch in bottlenecks and is_verdict_code(metric)
+        if watch in bottlenecks and metric == "speedup":
+            unlike = _unlike_speedups(name, runs, letters)
+            codes = unlike is not None
+            notes += [] if unlike is None else [unlike]
         keyed_rows.append(
             ((name, ""), _row(name, what, figures_of_kind, number, ratios=not codes))
         )
@@ -312,7 +339,30 @@ def format_comparison(
             for letter, figures in zip(letters, runs, strict=True)
         ]
         lines += ["", format_table(verdict_rows, left=2)]
+    if notes:
+        lines += ["", *notes]
     return "\n".join(lines)
+
+
+def _unlike_speedups(
+    name: str, runs: Sequence[Figures], letters: Sequence[str]
+) -> str | None:
+    """Why the runs' ``speedup`` figures (``name``) make no ratio: their speed-ups are not all of one side; ``None`` when they are."""
+    watch = split(name)[0]
+    compared = [
+        (letter, figures.speedup_of.get(watch, ()))
+        for letter, figures in zip(letters, runs, strict=True)
+        if name in figures.metrics
+    ]
+    if len(compared) < 2 or (
+        len({labels for _, labels in compared}) == 1 and len(compared[0][1]) == 1
+    ):
+        return None
+    said = ", ".join(
+        f"{letter} {' and '.join(labels) or 'no window'}" for letter, labels in compared
+    )
+    ratio = f"{letters[1]}/{letters[0]}" if len(letters) == 2 else "ratio"
+    return f"no {ratio} of {name}: it is a speed-up of different sides ({said})"
 
 
 def _row(

@@ -294,12 +294,13 @@ class _Line:
 
 
 class _Span(NamedTuple):
-    """Where a bottleneck watch's verdict held: from ``start`` to ``end`` along the x axis."""
+    """Where a bottleneck watch's verdict held: from ``start`` to ``end`` along the x axis; ``run``: which of runs drawn together."""
 
     start: float
     end: float
     bound: Bound
     label: str
+    run: int | None = None
 
 
 @dataclass
@@ -307,8 +308,10 @@ class _Panel:
     watch: str
     lines: list[_Line]
     constants: list[_Line]
-    # A bottleneck watch's verdicts, shaded behind its lines.
+    # A bottleneck watch's verdicts, shaded behind its lines; of runs drawn
+    # together, each run's in a band of its own, as many bands as runs.
     spans: list[_Span] = field(default_factory=list)
+    bands: int = 1
 
     @property
     def units(self) -> list[_Unit]:
@@ -479,7 +482,9 @@ def plot_runs(
     """Draw several runs over each other and return the figure: a panel per watch, a colour per metric, a line style per run.
 
     ``runs`` are ``(label, records)`` pairs; the legend tells them apart as
-    ``[A]``, ``[B]``, …, the title names them. With ``x="time"`` each run is
+    ``[A]``, ``[B]``, …, the title names them. A bottleneck watch's panel
+    shades each run's verdicts in a horizontal band of its own, the first
+    run's on top, each marked with its letter. With ``x="time"`` each run is
     drawn over the time since its own first record, so runs started at
     different times line up. ``match``, ``x``, ``cumulative`` and ``smooth``
     are those of :func:`plot_run`; one run is drawn as :func:`plot_run` draws it.
@@ -513,6 +518,7 @@ def _plot_runs(
     time_scale, time_unit = _time_unit(longest)
     lines_of: dict[str, list[_Line]] = {}
     metrics_of: dict[str, set[str]] = {}
+    spans_of: dict[str, list[_Span]] = {}
     notes = []
     for index, (label, data) in enumerate(loaded):
         names = set(data.kinds)
@@ -527,8 +533,20 @@ def _plot_runs(
                 f"left out run {run_letter(index)} ({label}): no metric{matching}"
                 + (" with a step" if x == "step" else "")
             )
+        by_watch: dict[str, list[_Series]] = {}
+        for metric in series.values():
+            by_watch.setdefault(metric.watch, []).append(metric)
+        judged = set()
+        for watch, watch_series in by_watch.items():
+            if spans := _verdict_spans(watch_series):
+                judged.add(watch)
+                spans_of.setdefault(watch, []).extend(
+                    span._replace(run=index) for span in spans
+                )
         for metric in sorted(series.values(), key=lambda line: line.name):
             metrics_of.setdefault(metric.watch, set()).add(metric.name)
+            if metric.watch in judged and is_verdict_code(metric.key):
+                continue  # shaded in the run's band, not drawn as a line
             for line in _lines([metric], series, options.cumulative):
                 line.run, line.metric = index, line.label
                 line.label = f"{line.label} [{run_letter(index)}]"
@@ -542,6 +560,8 @@ def _plot_runs(
         {watch: len(names) for watch, names in metrics_of.items()},
         lambda watch: lines_of.get(watch, []),
     )
+    for panel in panels:
+        panel.spans, panel.bands = spans_of.get(panel.watch, []), len(loaded)
     if left_out:
         notes.append(left_out)
     for note in notes:
@@ -1270,20 +1290,37 @@ def _draw_panel(
     # One colour per metric: runs drawn together share it.
     color_of: dict[str, str] = {}
     labelled: set[str] = set()
+    band = 1.0 / panel.bands
     for axes in all_axes:
         for span in panel.spans:
             # Named once, in the legend of the panel's first axis.
             named = axes is top and span.label not in labelled
             labelled.update([span.label] if named else [])
+            # Runs drawn together: each run's verdicts in a band of its own,
+            # the first run's on top.
+            high = 1.0 - band * (span.run or 0)
             axes.axvspan(
                 span.start,
                 span.end,
+                ymin=high - band,
+                ymax=high,
                 color=_SPAN_COLORS[span.bound],
                 alpha=0.15,
                 linewidth=0,
                 zorder=0.5,
                 label=span.label if named else "_nolegend_",
             )
+        if panel.spans and panel.bands > 1:
+            for run in range(panel.bands):
+                axes.text(
+                    0.005,
+                    1.0 - band * (run + 0.5),
+                    f"[{run_letter(run)}]",
+                    transform=axes.transAxes,
+                    va="center",
+                    fontsize="small",
+                    alpha=0.6,
+                )
     for axes, unit in zip(all_axes, units, strict=True):
         lines = [line for line in panel.lines if line.unit == unit]
         for rank, line in enumerate(lines):

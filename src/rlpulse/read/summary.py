@@ -42,7 +42,7 @@ from rlpulse.text import (
     format_table,
     plural,
 )
-from rlpulse.verdict import is_verdict_metric, run_verdict
+from rlpulse.verdict import is_verdict_metric, run_verdict, speedup_labels
 
 __all__ = [
     "DistributionSummary",
@@ -159,6 +159,8 @@ class VerdictSummary:
     watch: str
     last: str
     split: str
+    speedup_of: tuple[str, ...] = ()
+    """The labels of its windows that logged a speed-up (:func:`rlpulse.verdict.speedup_labels`): what its mean ``speedup`` is a speed-up of."""
 
 
 @dataclass(frozen=True)
@@ -317,9 +319,10 @@ def _verdicts(
 ) -> tuple[VerdictSummary, ...]:
     verdicts = []
     for watch, by_time in sorted(windows.items()):
-        said = run_verdict([by_time[when] for when in sorted(by_time)])
+        in_order = [by_time[when] for when in sorted(by_time)]
+        said = run_verdict(in_order)
         if said is not None:
-            verdicts.append(VerdictSummary(watch, *said))
+            verdicts.append(VerdictSummary(watch, *said, speedup_labels(in_order)))
     return tuple(verdicts)
 
 

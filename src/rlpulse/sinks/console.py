@@ -1,4 +1,10 @@
-"""Human-readable lines per payload (and a bottleneck verdict's sentence), and a highlighted line per event, on a text stream (standard error by default)."""
+"""Human-readable lines per payload (and a bottleneck verdict's sentence), and a highlighted line per event, on a text stream (standard error by default).
+
+A bottleneck watch's sentence follows each of its windows' payloads; its
+``bottleneck`` event, whose message is that same sentence, is said as the
+change alone (``=> bottleneck: now learner-bound (was collector-bound)``),
+so that a console scrolling by shows the sentence once.
+"""
 
 from __future__ import annotations
 
@@ -12,10 +18,10 @@ from collections.abc import Mapping, Sequence
 from typing import NamedTuple, TextIO
 
 from rlpulse.naming import Kind, inferred_kinds, split
-from rlpulse.runtime.events import Event, format_event, mark_of
+from rlpulse.runtime.events import Event, EventKind, format_event, mark_of
 from rlpulse.sinks.base import BaseSink, Payload
 from rlpulse.text import format_number, terminal_width
-from rlpulse.verdict import describe_metrics, holds_verdict
+from rlpulse.verdict import describe_metrics, holds_verdict, label_of_sentence
 
 __all__ = ["ConsoleLogger", "format_payload", "format_verdicts", "line_width"]
 
@@ -249,6 +255,8 @@ class ConsoleLogger(BaseSink):
         super().__init__()
         self._stream = stream
         self._width = width
+        # By bottleneck watch, the verdict its last event announced.
+        self._announced: dict[str, str] = {}
 
     @property
     def stream(self) -> TextIO:
@@ -293,7 +301,9 @@ class ConsoleLogger(BaseSink):
         """Print ``event`` on one line that stands out (:func:`rlpulse.runtime.events.format_event`), coloured on a terminal.
 
         Colour is left out when the stream is not a terminal or the
-        ``NO_COLOR`` environment variable is set.
+        ``NO_COLOR`` environment variable is set. A ``bottleneck`` event
+        says the change only (``now learner-bound (was collector-bound)``):
+        its sentence is the window's, printed after the window's payload.
 
         >>> import io
         >>> from rlpulse import ConsoleLogger, Event
@@ -306,12 +316,21 @@ class ConsoleLogger(BaseSink):
 
     def _write_event(self, event: Event) -> None:
         stream = self.stream
+        if event.kind == EventKind.BOTTLENECK:
+            event = event._replace(message=self._change(event))
         line = format_event(event)
         colour = _COLOURS.get(mark_of(event.kind))
         if colour and not os.environ.get("NO_COLOR") and _is_terminal(stream):
             line = f"{colour}{line}{_RESET}"
         stream.write(line + "\n")
         stream.flush()
+
+    def _change(self, event: Event) -> str:
+        # The verdict a bottleneck event announces, and the one before it.
+        label = label_of_sentence(event.message)
+        before = self._announced.get(event.watch)
+        self._announced[event.watch] = label
+        return f"now {label}" + ("" if before is None else f" (was {before})")
 
     def _flush(self) -> None:
         self.stream.flush()
