@@ -14,13 +14,17 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+import rlpulse
 from rlpulse import Record
 from rlpulse.naming import Kind
 from rlpulse.sinks import CSVLogger, JSONLLogger, SQLiteLogger
+from rlpulse.testing import InMemorySink
 from rlpulse.text import plural
 
 __all__ = [
@@ -35,13 +39,17 @@ __all__ = [
     "Blocking",
     "Counter",
     "Filler",
+    "Outage",
     "Progress",
+    "Recorder",
     "Source",
     "copy_of_fixture",
+    "frames_logged",
     "locked_by_another_process",
     "not_delivered",
     "png_size",
     "restore_default_sigint",
+    "rlpulse_warnings",
     "table_rows",
     "wait_until",
     "write_pipeline_run",
@@ -303,3 +311,43 @@ def png_size(path: Path) -> tuple[int, int]:
 def not_delivered(count: int) -> str:
     """How a monitor's warning at ``stop()`` says that ``count`` payloads were not delivered."""
     return f"{plural(count, 'payload')} {'was' if count == 1 else 'were'} not delivered"
+
+
+class Recorder:
+    """A plain, thread-safe sink keeping every call: the base of the sinks here that fail, stall or time their calls."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.calls: list[tuple[dict[str, float], int | None]] = []
+
+    def log_metrics(
+        self, metrics: Mapping[str, float], step: int | None = None
+    ) -> None:
+        with self.lock:
+            self.calls.append((dict(metrics), step))
+
+
+def frames_logged(sink: Recorder | InMemorySink, watch: str) -> int:
+    """How many payloads of watch ``watch`` (each with its ``frames``) ``sink`` was given."""
+    return sum(1 for metrics, _ in sink.calls if f"{watch}/frames" in metrics)
+
+
+def rlpulse_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "rlpulse"]
+
+
+class Outage(Recorder):
+    """A sink of one's own whose far end goes away: while ``away`` is set its calls raise TransientSinkError and store nothing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.away = threading.Event()
+        self.failed_calls = 0
+
+    def log_metrics(
+        self, metrics: Mapping[str, float], step: int | None = None
+    ) -> None:
+        if self.away.is_set():
+            self.failed_calls += 1
+            raise rlpulse.TransientSinkError("far end away", retry_after=0.05)
+        super().log_metrics(metrics, step)

@@ -21,7 +21,7 @@ from torchrl.record.loggers import TensorboardLogger
 
 from rlpulse import Every, LoggerMonitor, SQLiteLogger, read
 from rlpulse.testing import InMemorySink
-from tests.support import Blocking, Source, wait_until
+from tests.support import Blocking, Source, frames_logged, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -495,3 +495,33 @@ def test_a_queue_holds_its_size_again_after_a_round_larger_than_it() -> None:
         gate.set()
         monitor.stop(log_final=False)
     assert queued <= 2
+
+
+def test_four_threads_churning_watch_and_unwatch_during_fast_polling() -> None:
+    sink = InMemorySink()
+    monitor = LoggerMonitor(sink, poll_interval=0.001)
+    errors: list[BaseException] = []
+    stop_at = time.monotonic() + 2.0
+
+    def churn(index: int) -> None:
+        round_ = 0
+        try:
+            while time.monotonic() < stop_at:
+                name = monitor.watch(Source(), name=f"t{index}_{round_}")
+                if round_ % 3 == 0:
+                    monitor.step()
+                monitor.unwatch(name)
+                round_ += 1
+        except BaseException as err:  # reported below
+            errors.append(err)
+
+    monitor.watch(Source(), name="steady")
+    with monitor:
+        threads = [threading.Thread(target=churn, args=(i,)) for i in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+    assert errors == []
+    assert monitor.stats()["watches"] == 1
+    assert frames_logged(sink, "steady") > 10

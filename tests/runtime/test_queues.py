@@ -1,8 +1,9 @@
-"""SinkQueue: order, bounds, and who frees a delivered payload."""
+"""SinkQueue: order, bounds, who frees a delivered payload, and what a queue leaves undelivered at stop."""
 
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 import sys
 import threading
@@ -17,6 +18,8 @@ from rlpulse import LoggerMonitor
 from rlpulse.runtime.queues import Item, SinkQueue
 from rlpulse.runtime.retry import TransientSinkError
 from rlpulse.runtime.sinks import Sink
+from rlpulse.testing import InMemorySink
+from tests.support import Source, not_delivered, rlpulse_warnings, wait_until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -949,3 +952,180 @@ def test_an_error_raised_after_the_sink_took_the_payloads_rejects_none() -> None
 
     assert queue.close(time.monotonic() + 5) is None
     assert (rejected, queue.rejected) == ([], 0)
+
+
+def test_a_full_queue_drops_the_oldest_payload_and_counts_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    gate = threading.Event()
+
+    class Stuck:
+        def log_metrics(
+            self, metrics: Mapping[str, float], step: int | None = None
+        ) -> None:
+            gate.wait()
+
+    monitor = LoggerMonitor(
+        [Stuck(), InMemorySink()], poll_interval=0.005, queue_size=5, stop_timeout=1
+    )
+    monitor.watch(Source(), name="source")
+    with caplog.at_level(logging.WARNING):
+        monitor.start()
+        assert wait_until(lambda: monitor.stats()["dropped"] >= 10)
+        assert monitor.stats()["queued"] <= 5 + 5  # Stuck's queue stays bounded
+        monitor.stop()
+    gate.set()
+    drop_warnings = [m for m in rlpulse_warnings(caplog) if "dropped the oldest" in m]
+    assert len(drop_warnings) == 1
+    assert "Stuck" in drop_warnings[0]
+
+
+class Overrunning:
+    """A batch sink whose call, once ``armed``, outlives stop(): it waits for ``go``, then stores its payloads."""
+
+    def __init__(self) -> None:
+        self.delivered = 0
+        self.armed = threading.Event()
+        self.in_call = threading.Event()
+        self.go = threading.Event()
+
+    def log_metrics(
+        self, metrics: Mapping[str, float], step: int | None = None
+    ) -> None:
+        self.log_batch([(metrics, step, None)])
+
+    def log_batch(self, payloads: list[Any]) -> None:
+        if self.armed.is_set():
+            self.armed.clear()
+            self.in_call.set()
+            assert self.go.wait(20)
+        self.delivered += len(payloads)
+
+
+def test_a_call_that_outlives_stop_and_then_succeeds_is_not_counted_lost(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sink, kept = Overrunning(), InMemorySink()
+    monitor = LoggerMonitor([sink, kept], poll_interval=0.01, stop_timeout=0.5)
+    monitor.watch(Source(), name="source")
+    with caplog.at_level(logging.WARNING):
+        monitor.start()
+        assert wait_until(lambda: sink.delivered >= 3)
+        sink.armed.set()
+        assert sink.in_call.wait(5)
+        time.sleep(0.05)  # rounds queued behind the call
+        monitor.stop()
+    sink.go.set()  # the call returns after stop() gave up on it: delivered
+    assert wait_until(
+        lambda: (
+            not any(t.name == "rlpulse-sink-Overrunning" for t in threading.enumerate())
+        )
+    )
+    stats = monitor.stats()
+
+    assert sink.delivered + stats["dropped"] + stats["rejected"] == len(kept.payloads)
+    [drained] = [m for m in rlpulse_warnings(caplog) if "without draining" in m]
+    assert f"{not_delivered(stats['dropped'])} (counted in dropped)" in drained
+    assert (
+        "still being written by it (counted in rejected only if that call fails)"
+        in drained
+    )
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_sink_that_ends_its_feeding_thread_is_said_at_stop_with_what_it_left(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Exiting:
+        calls = 0
+
+        def log_metrics(
+            self, metrics: Mapping[str, float], step: int | None = None
+        ) -> None:
+            self.calls += 1
+            if self.calls == 2:
+                raise SystemExit(3)  # what no thread of rlpulse catches
+
+    sink = Exiting()
+    monitor = LoggerMonitor(sink, poll_interval=0.01, stop_timeout=1.0)
+    monitor.watch(Source(), name="source")
+    with caplog.at_level(logging.WARNING):
+        monitor.start()
+        assert wait_until(lambda: sink.calls == 2)
+        time.sleep(0.1)  # rounds polled after it, never delivered
+        monitor.stop()
+    stats = monitor.stats()
+    assert stats["dropped"] > 0
+    [drained] = [m for m in rlpulse_warnings(caplog) if "without draining" in m]
+    assert "the thread feeding it ended on SystemExit(3)" in drained
+    assert not_delivered(stats["dropped"]) in drained
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_the_payloads_of_the_call_that_ended_a_sinks_feeding_thread_count_as_rejected() -> (
+    None
+):
+    class ExitingBatches:
+        def __init__(self) -> None:
+            self.delivered = 0
+            self.calls = 0
+
+        def log_metrics(
+            self, metrics: Mapping[str, float], step: int | None = None
+        ) -> None:
+            self.log_batch([(metrics, step, None)])
+
+        def log_batch(self, payloads: list[Any]) -> None:
+            self.calls += 1
+            if self.calls == 3:
+                raise SystemExit(3)  # what no thread of rlpulse catches
+            self.delivered += len(payloads)
+
+    sink = ExitingBatches()
+    kept = InMemorySink()
+    monitor = LoggerMonitor([sink, kept], poll_interval=0.01, stop_timeout=1.0)
+    monitor.watch(Source(), name="source")
+    with monitor:
+        assert wait_until(lambda: sink.calls == 3)
+        time.sleep(0.1)  # rounds polled after it, never delivered
+    stats = monitor.stats()
+
+    assert stats["rejected"] >= 1  # the call's payloads: the sink raised on them
+    assert sink.delivered + stats["dropped"] + stats["rejected"] == len(kept.payloads)
+
+
+def test_a_sink_stuck_at_stop_gets_no_more_calls_once_stop_returns(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    gate = threading.Event()
+
+    class Frozen:
+        def __init__(self) -> None:
+            self.calls = 0
+            self.flushed = False
+
+        def log_metrics(
+            self, metrics: Mapping[str, float], step: int | None = None
+        ) -> None:
+            self.calls += 1
+            gate.wait()
+
+        def flush(self) -> None:
+            self.flushed = True
+
+    sink = Frozen()
+    monitor = LoggerMonitor(sink, poll_interval=0.01, stop_timeout=1.0)
+    monitor.watch(Source(), name="source")
+    with caplog.at_level(logging.WARNING):
+        monitor.start()
+        assert wait_until(lambda: monitor.stats()["queued"] >= 5)
+        monitor.stop()
+    calls_at_stop = sink.calls
+    queued = monitor.stats()["queued"]
+    gate.set()  # the stuck call returns after stop() gave up on the sink
+    time.sleep(0.3)
+    assert sink.calls == calls_at_stop == 1
+    assert not sink.flushed
+    assert queued == 0
+    assert monitor.stats()["dropped"] >= 5
+    assert any("gets no more calls" in m for m in rlpulse_warnings(caplog))
