@@ -23,6 +23,7 @@ import pytest
 import rlpulse
 from rlpulse import Record
 from rlpulse.naming import Kind
+from rlpulse.runtime.queues import Item
 from rlpulse.sinks import CSVLogger, JSONLLogger, SQLiteLogger
 from rlpulse.testing import InMemorySink
 from rlpulse.text import plural
@@ -36,6 +37,7 @@ __all__ = [
     "REPO",
     "RLPULSE_SCRIPT",
     "TWO_PAYLOADS",
+    "BatchRecorder",
     "Blocking",
     "Counter",
     "Filler",
@@ -43,14 +45,17 @@ __all__ = [
     "Progress",
     "Recorder",
     "Source",
+    "StepRecorder",
     "copy_of_fixture",
     "frames_logged",
     "locked_by_another_process",
     "not_delivered",
     "png_size",
+    "queue_item",
     "restore_default_sigint",
     "rlpulse_warnings",
     "table_rows",
+    "wait_for",
     "wait_until",
     "write_pipeline_run",
     "write_sqlite_run",
@@ -333,6 +338,7 @@ def frames_logged(sink: Recorder | InMemorySink, watch: str) -> int:
 
 
 def rlpulse_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The messages ``caplog`` caught from the ``rlpulse`` logger."""
     return [r.getMessage() for r in caplog.records if r.name == "rlpulse"]
 
 
@@ -351,3 +357,49 @@ class Outage(Recorder):
             self.failed_calls += 1
             raise rlpulse.TransientSinkError("far end away", retry_after=0.05)
         super().log_metrics(metrics, step)
+
+
+class StepRecorder:
+    """A sink that keeps the step of every payload it is given."""
+
+    def __init__(self) -> None:
+        self.steps: list[int | None] = []
+
+    def log_metrics(
+        self, metrics: Mapping[str, float], step: int | None = None
+    ) -> None:
+        self.steps.append(step)
+
+
+def wait_for(condition: Callable[[], bool], seconds: float = 10.0) -> None:
+    """Fail unless ``condition`` holds within ``seconds`` (:func:`wait_until` returns whether it did instead)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.001)
+
+
+class BatchRecorder:
+    """A sink with log_batch: it records each call's payloads."""
+
+    def __init__(self, seconds: float = 0.0) -> None:
+        self.seconds = seconds
+        self.batches: list[
+            list[tuple[Mapping[str, float], int | None, float | None]]
+        ] = []
+
+    def log_metrics(
+        self, metrics: Mapping[str, float], step: int | None = None
+    ) -> None:
+        raise AssertionError("a sink with log_batch gets batches")
+
+    def log_batch(
+        self, payloads: list[tuple[Mapping[str, float], int | None, float | None]]
+    ) -> None:
+        self.batches.append(list(payloads))
+        time.sleep(self.seconds)
+
+
+def queue_item(step: int) -> Item:
+    """A payload of watch ``w`` at ``step``, as a monitor puts it in a sink's queue."""
+    return ({"w/x": float(step)}, step, 0.0, "w", {}, {})

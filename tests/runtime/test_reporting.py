@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
 from rlpulse import Every, LoggerMonitor
+from rlpulse.runtime.queues import SinkQueue
+from rlpulse.runtime.sinks import Sink
 from rlpulse.testing import InMemorySink
-from tests.support import Outage, Source, frames_logged, rlpulse_warnings, wait_until
+from tests.support import (
+    Outage,
+    Source,
+    StepRecorder,
+    frames_logged,
+    rlpulse_warnings,
+    wait_for,
+    wait_until,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -90,3 +102,82 @@ def test_the_payloads_a_sink_fails_for_good_are_counted_rejected_and_said_at_sto
 def test_monitor_stats_show_queues_and_hung_watches() -> None:
     stats: dict[str, Any] = LoggerMonitor(InMemorySink(), background=False).stats()
     assert {"timeouts", "dropped", "hung", "queued"} <= set(stats)
+
+
+def test_a_round_dropping_several_is_warned_once_with_how_many(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from rlpulse.runtime.reporting import Reporter
+
+    reporter = Reporter("warn")
+    queue = SinkQueue(Sink(StepRecorder()), size=2, on_drop=reporter.dropped)
+    with caplog.at_level("WARNING", logger="rlpulse"):
+        queue.put_all([({"w/x": 1.0}, step, 0.0, "w", {}) for step in range(6)])
+        assert reporter.counts()["dropped"] == 0  # a round keeps its own
+        queue.put_all([({"w/x": 1.0}, 6, 0.0, "w", {}, {})])
+    assert reporter.counts()["dropped"] == 5
+    warnings = [record.getMessage() for record in caplog.records]
+    assert len(warnings) == 1
+    assert (
+        "dropped the oldest pending payloads, 5 of them, of sink StepRecorder"
+        in (warnings[0])
+    )
+
+
+class _Pausable:
+    """A sink whose calls wait while its gate is closed."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.gate.set()
+        self.calls = 0
+
+    def log_metrics(
+        self, metrics: Mapping[str, float], step: int | None = None
+    ) -> None:
+        self.gate.wait()
+        self.calls += 1
+
+
+def _fall_behind_and_catch_up(queue: SinkQueue, sink: _Pausable, start: int) -> None:
+    # One drop streak: the sink stops, a round overfills the queue, the sink
+    # goes on and the sender empties the queue.
+    sink.gate.clear()
+    queue.put_all([({"w/x": 1.0}, start, 0.0, "w", {}, {})])
+    queue.wake()
+    wait_for(lambda: not queue.pending)  # the sender holds it, waiting
+    queue.put_all([({"w/x": 1.0}, start + step, 0.0, "w", {}) for step in range(1, 4)])
+    queue.put_all([({"w/x": 1.0}, start + 4, 0.0, "w", {}, {})])
+    sink.gate.set()
+    queue.wake()
+    wait_for(lambda: queue.caught_up and not queue.pending)
+    queue.wake()  # the round after: the streak has ended
+
+
+@pytest.mark.parametrize("interval", [60.0, 0.0])
+def test_a_queue_falling_behind_again_is_warned_about_at_most_once_an_interval(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, interval: float
+) -> None:
+    from rlpulse.runtime import reporting
+
+    monkeypatch.setattr(reporting, "DROP_WARNING_INTERVAL_S", interval)
+    reporter = reporting.Reporter("warn")
+    sink = _Pausable()
+    queue = SinkQueue(Sink(sink), size=2, on_drop=reporter.dropped)
+    queue.start()
+    try:
+        with caplog.at_level("WARNING", logger="rlpulse"):
+            for streak in range(3):
+                _fall_behind_and_catch_up(queue, sink, 10 * streak)
+    finally:
+        queue.begin_close()
+        queue.close(time.monotonic() + 10)
+    warnings = [record.getMessage() for record in caplog.records]
+    assert reporter.counts()["dropped"] == queue.dropped == 6
+    if interval:
+        assert len(warnings) == 1
+        assert "dropped from it before" not in warnings[0]
+    else:
+        assert len(warnings) == 3
+        assert "; 2 dropped from it before" in warnings[1]
+        assert "; 4 dropped from it before" in warnings[2]

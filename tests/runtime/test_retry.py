@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
+import math
 import time
+from typing import Any
 
 import pytest
 
 from rlpulse import LoggerMonitor
+from rlpulse.runtime.queues import SinkQueue
+from rlpulse.runtime.retry import TransientSinkError
+from rlpulse.runtime.sinks import Sink
 from rlpulse.testing import InMemorySink
 from tests.support import (
+    BatchRecorder,
     Outage,
     Source,
     frames_logged,
     not_delivered,
+    queue_item,
     rlpulse_warnings,
+    wait_for,
     wait_until,
 )
 
@@ -66,3 +75,61 @@ def test_stop_while_a_sink_keeps_failing_transiently_is_bounded_and_says_what_wa
     [drained] = [m for m in rlpulse_warnings(caplog) if "without draining" in m]
     assert "it was still failing (TransientSinkError('far end away'))" in drained
     assert not_delivered(stats["dropped"]) in drained
+
+
+@pytest.mark.parametrize("retry_after", [2.5, None, 0.0, math.nan])
+def test_the_wait_between_tries_is_a_backoff_or_longer_where_the_far_end_asks(
+    retry_after: float | None,
+) -> None:
+    tries: list[float] = []
+
+    class Refusing(BatchRecorder):
+        def log_batch(self, payloads: list[Any]) -> None:
+            tries.append(time.monotonic())
+            if len(tries) < 3:
+                raise TransientSinkError("busy", retry_after=retry_after)
+            super().log_batch(payloads)
+
+    sink = Refusing()
+    queue = SinkQueue(Sink(sink), size=10)
+    queue.start()
+    try:
+        queue.put_all([queue_item(1)])
+        queue.wake()
+        wait_for(lambda: len(sink.batches) == 1, seconds=20)
+    finally:
+        assert queue.close(deadline=time.monotonic() + 5) is None
+    waits = [later - earlier for earlier, later in itertools.pairwise(tries)]
+    if retry_after == 2.5:  # longer than the back-off: as asked
+        assert all(2.45 <= wait < 3.2 for wait in waits)
+    else:  # 1 s then 2 s, each within 20 % either way, however little it asks
+        assert 0.75 <= waits[0] <= 1.35
+        assert 1.55 <= waits[1] <= 2.5
+
+
+def test_a_permanent_failure_after_transient_ones_is_not_retried() -> None:
+    calls: list[int] = []
+
+    class Refusing(BatchRecorder):
+        def log_batch(self, payloads: list[Any]) -> None:
+            calls.append(len(payloads))
+            if len(calls) == 1:
+                raise TransientSinkError("away", retry_after=0.01)
+            if len(calls) == 2:
+                raise ValueError("a payload the backend refuses")
+            super().log_batch(payloads)
+
+    sink = Refusing()
+    queue = SinkQueue(Sink(sink), size=10)
+    queue.start()
+    try:
+        queue.put_all([queue_item(1)])
+        queue.wake()
+        wait_for(lambda: len(calls) == 2)
+        queue.put_all([queue_item(2)])
+        queue.wake()
+        wait_for(lambda: len(sink.batches) == 1)
+    finally:
+        assert queue.close(deadline=time.monotonic() + 5) is None
+    assert [[step for _, step, _ in batch] for batch in sink.batches] == [[2]]
+    assert queue.retry_error is None
