@@ -40,12 +40,14 @@ __all__ = [
     "BatchRecorder",
     "Blocking",
     "Counter",
+    "Discard",
     "Filler",
     "Outage",
     "Progress",
     "Recorder",
     "Source",
     "StepRecorder",
+    "context_switches",
     "copy_of_fixture",
     "frames_logged",
     "locked_by_another_process",
@@ -403,3 +405,20 @@ class BatchRecorder:
 def queue_item(step: int) -> Item:
     """A payload of watch ``w`` at ``step``, as a monitor puts it in a sink's queue."""
     return ({"w/x": float(step)}, step, 0.0, "w", {}, {})
+
+
+class Discard:
+    """A sink that drops every payload at once."""
+
+    def log_metrics(
+        self, metrics: Mapping[str, float], step: int | None = None
+    ) -> None:
+        pass
+
+
+def context_switches(thread: threading.Thread) -> int:
+    """How many times ``thread`` has been switched out so far, as Linux counts it."""
+    status = Path(f"/proc/self/task/{thread.native_id}/status").read_text()
+    return sum(
+        int(line.split()[1]) for line in status.splitlines() if "ctxt_switches" in line
+    )

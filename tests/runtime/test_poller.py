@@ -13,12 +13,13 @@ import itertools
 import threading
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import pytest
 
 from rlpulse import Every, LoggerMonitor
 from rlpulse.testing import InMemorySink
-from tests.support import Recorder, Source, wait_until
+from tests.support import Discard, Recorder, Source, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -355,3 +356,129 @@ def test_a_watch_left_in_a_round_under_way_is_not_called_after_unwatch_returned(
         monitor.stop(log_final=False)
     assert [t for t in calls_of_b if t > returned] == []
     assert monitor.stats()["errors"] == 0
+
+
+def test_a_call_left_behind_returning_mid_round_leaves_polling_running() -> None:
+    # The slow call is left behind; it returns while the live thread's
+    # round has counted as many polls and payloads as it: closing either
+    # thread's tally must not take the other's.
+    from rlpulse import Every
+
+    armed, a_called, release = threading.Event(), threading.Event(), threading.Event()
+
+    def slow() -> dict[str, float]:
+        if armed.is_set() and not release.is_set():
+            release.wait(5)
+        return {"s": 1}
+
+    def a() -> dict[str, float]:
+        if armed.is_set():
+            a_called.set()
+        return {"a": 1}
+
+    def q() -> dict[str, float]:
+        if a_called.is_set() and not release.is_set():
+            release.set()  # slow returns while this round's tally is [2, 1]
+            time.sleep(0.06)  # below the hand-over delay
+        return {"n": 0}
+
+    sink = Discard()
+    monitor = LoggerMonitor(sink, poll_interval=0.1, poll_timeout=5.0)
+    monitor.watch(None, name="a", stats_fn=a, schedule=Every.seconds(0.5))
+    monitor.watch(None, name="q", stats_fn=q, schedule=Every.counter("n", 10**9))
+    monitor.watch(None, name="slow", stats_fn=slow)
+    monitor.watch(
+        None, name="b", stats_fn=lambda: {"n": 0}, schedule=Every.counter("n", 10**9)
+    )
+    monitor.start()
+    try:
+        time.sleep(0.15)  # the first round logged all four
+        armed.set()  # the next leaves slow's call behind
+        time.sleep(1.2)
+        state = repr(monitor)
+    finally:
+        release.set()
+        monitor.stop(log_final=False)
+    assert "running" in state, state
+
+
+def test_a_call_given_up_on_once_cannot_be_given_up_on_again() -> None:
+    # stop() and the watchdog may both give up on the call under way: only
+    # the first may hand the rest of the round to a fresh thread.
+    from rlpulse.runtime.poller import Round
+    from rlpulse.watch import Watch, WatchSpec
+
+    watch = Watch(WatchSpec("w", provider=dict))
+    polls = Round((watch,), force=False)
+    polls.index = 1  # its call is under way
+    assert polls.give_up_on(watch)
+    assert not polls.give_up_on(watch)
+
+
+def _held_call() -> tuple[threading.Event, threading.Event, Any]:
+    """A provider whose call is held until released: (in the call, release, provider)."""
+    release, in_call = threading.Event(), threading.Event()
+
+    def slow() -> dict[str, float]:
+        in_call.set()
+        release.wait(10)
+        return {"s": 1}
+
+    return in_call, release, slow
+
+
+def test_a_watchdog_hand_over_that_lost_to_stop_polls_nothing_after_stop() -> None:
+    in_call, release, slow = _held_call()
+    sink = InMemorySink()
+    monitor = LoggerMonitor(sink, poll_interval=5.0, poll_timeout=30.0, stop_timeout=1)
+    monitor.watch(None, name="slow", stats_fn=slow, log_on_close=False)
+    monitor.watch(None, name="w2", stats_fn=lambda: {"x": 1}, log_on_close=False)
+    monitor.start()
+    threading.Thread(target=monitor.step, daemon=True).start()  # a request round
+    try:
+        assert in_call.wait(5)
+        poller = monitor._engine.poller
+        assert poller is not None
+        assert poller.active is not None
+        polls, watch = poller.active, poller.active.current
+        assert watch is not None
+        monitor.stop()
+        # The watchdog's hand-over, decided before stop() took the table's lock.
+        poller.leave_behind(polls, watch, since=time.monotonic() - 1.0, hung=False)
+        time.sleep(0.3)
+        assert sink.calls == []
+    finally:
+        release.set()
+
+
+def test_stop_ends_the_step_requests_waiting_while_more_arrive() -> None:
+    from rlpulse.runtime.poller import Round
+
+    in_call, release, slow = _held_call()
+    monitor = LoggerMonitor(
+        Discard(), poll_interval=5.0, poll_timeout=30.0, stop_timeout=1
+    )
+    monitor.watch(None, name="slow", stats_fn=slow)
+    monitor.start()
+    threading.Thread(target=monitor.step, daemon=True).start()  # stuck in slow
+    try:
+        assert in_call.wait(5)
+        poller = monitor._engine.poller
+        assert poller is not None
+        waiting = Round(monitor._engine.watches(), force=False)
+        arriving = Round(monitor._engine.watches(), force=False)
+
+        class Arrival(threading.Event):
+            # Another thread's step() adds its request while stop() ends one.
+            def set(self) -> None:
+                poller.request(arriving)
+                super().set()
+
+        waiting.done = Arrival()
+        poller.request(waiting)  # a second step() waiting its turn
+        monitor.stop()
+        assert monitor._engine.poller is None
+        assert waiting.done.is_set()
+        assert arriving.done.is_set()
+    finally:
+        release.set()

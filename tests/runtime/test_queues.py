@@ -8,11 +8,12 @@ import threading
 import time
 from collections import deque
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from rlpulse import LoggerMonitor
+from rlpulse import Every, LoggerMonitor, SQLiteLogger, read
 from rlpulse.runtime.queues import Item, SinkQueue
 from rlpulse.runtime.retry import TransientSinkError
 from rlpulse.runtime.sinks import Sink
@@ -907,3 +908,118 @@ def test_a_sink_stuck_at_stop_gets_no_more_calls_once_stop_returns(
     assert queued == 0
     assert monitor.stats()["dropped"] >= 5
     assert any("gets no more calls" in m for m in rlpulse_warnings(caplog))
+
+
+class Batches:
+    """A sink with log_batch that records each batch's size and takes ``seconds`` per call."""
+
+    def __init__(self, seconds: float = 0.0) -> None:
+        self.seconds = seconds
+        self.sizes: list[int] = []
+
+    def log_metrics(
+        self, metrics: Mapping[str, float], step: int | None = None
+    ) -> None:
+        raise AssertionError("a sink with log_batch gets batches")
+
+    def log_batch(self, payloads: list[object]) -> None:
+        self.sizes.append(len(payloads))
+        time.sleep(self.seconds)
+
+
+def test_batches_grow_when_the_sink_is_slower_than_the_polls() -> None:
+    busy = Batches(seconds=0.05)
+    monitor = LoggerMonitor(busy, poll_interval=0.005, queue_size=10_000)
+    for index in range(20):
+        monitor.watch(Source(), name=f"w{index}")
+    with monitor:
+        assert wait_until(lambda: sum(busy.sizes) >= 400)
+    assert monitor.stats()["dropped"] == 0
+    assert max(busy.sizes) > 20  # several rounds' payloads in one call
+    assert sum(busy.sizes) == monitor.stats()["logged"]  # none lost
+
+
+def test_under_light_load_a_batch_is_one_payload_and_sqlite_keeps_them_all(
+    tmp_path: Path,
+) -> None:
+    quick = Batches()
+    store = SQLiteLogger(tmp_path / "light.sqlite")
+    monitor = LoggerMonitor([quick, store], poll_interval=0.2)
+    source = Source()
+    monitor.watch(source, name="source")
+    try:
+        with monitor:
+            assert wait_until(lambda: len(quick.sizes) >= 5)
+            # While it runs: stop() may add its final snapshot to the last
+            # round's payload before the sender has taken that one.
+            running = list(quick.sizes)
+        frames = [r.value for r in read(store.path) if r.name == "source/frames"]
+    finally:
+        store.close()
+    assert set(running) == {1}
+    assert frames == [float(n) for n in range(1, source.frames + 1)]
+
+
+def _three_watches(monitor: LoggerMonitor) -> LoggerMonitor:
+    for name in ("a", "b", "c"):
+        monitor.watch(None, name=name, stats_fn=lambda: {"x": 1})
+    return monitor
+
+
+def test_the_final_round_never_drops_its_own_payloads_from_a_small_queue(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sink = InMemorySink()
+    monitor = _three_watches(LoggerMonitor(sink, poll_interval=10.0, queue_size=1))
+    monitor.start()
+    with caplog.at_level(logging.WARNING, logger="rlpulse"):
+        monitor.stop()  # before the first timed round: the finals of all three
+    assert sorted(next(iter(metrics)) for metrics, _ in sink.calls) == [
+        "a/x",
+        "b/x",
+        "c/x",
+    ]
+    assert monitor.stats()["dropped"] == 0
+    assert not [r for r in caplog.records if "dropped" in r.getMessage()]
+
+
+def test_a_step_on_the_polling_thread_never_drops_its_own_payloads() -> None:
+    sink = InMemorySink()
+    monitor = _three_watches(LoggerMonitor(sink, poll_interval=10.0, queue_size=1))
+    monitor.start()
+    logged = monitor.step()  # a request round of all three
+    monitor.stop(log_final=False)
+    assert sorted(logged) == ["a", "b", "c"]
+    assert len(sink.calls) == 3
+
+
+def test_a_queue_holds_its_size_again_after_a_round_larger_than_it() -> None:
+    # Five hourly watches make the first round larger than the queue; the
+    # rounds after it poll one watch, and the sink hangs: the queue's bound
+    # is queue_size again, not the largest round.
+
+    gate = threading.Event()
+
+    class Hung:
+        def log_metrics(
+            self, metrics: Mapping[str, float], step: int | None = None
+        ) -> None:
+            gate.wait(30)
+
+    monitor = LoggerMonitor(Hung(), poll_interval=0.05, queue_size=2, stop_timeout=1)
+    for index in range(5):
+        monitor.watch(
+            None,
+            name=f"h{index}",
+            stats_fn=lambda: {"x": 1},
+            schedule=Every.seconds(3600),
+        )
+    monitor.watch(None, name="every", stats_fn=lambda: {"x": 1})
+    monitor.start()
+    try:
+        assert wait_until(lambda: monitor.stats()["rounds"] >= 5)
+        queued = monitor.stats()["queued"]
+    finally:
+        gate.set()
+        monitor.stop(log_final=False)
+    assert queued <= 2

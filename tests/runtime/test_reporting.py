@@ -15,6 +15,7 @@ from rlpulse.runtime.queues import SinkQueue
 from rlpulse.runtime.sinks import Sink
 from rlpulse.testing import InMemorySink
 from tests.support import (
+    Discard,
     Outage,
     Source,
     StepRecorder,
@@ -181,3 +182,39 @@ def test_a_queue_falling_behind_again_is_warned_about_at_most_once_an_interval(
         assert len(warnings) == 3
         assert "; 2 dropped from it before" in warnings[1]
         assert "; 4 dropped from it before" in warnings[2]
+
+
+def test_two_threads_tallies_that_are_equal_are_each_counted_once() -> None:
+    from rlpulse.runtime.reporting import Reporter
+
+    reporter = Reporter("warn")
+    behind = reporter.open_tally()  # a call left behind, one poll so far
+    behind.polls += 1
+    live = reporter.open_tally()  # the live thread's round: equal to it
+    live.polls += 1
+    reporter.close_tally(live, finished=True, seconds=0.0)
+    behind.logged += 1  # the call left behind returns and logs
+    assert reporter.counts()["logged"] == 1
+    reporter.close_tally(behind, finished=False, seconds=0.0)
+    assert reporter.counts() == {
+        "rounds": 1,
+        "polls": 2,
+        "logged": 1,
+        "errors": 0,
+        "timeouts": 0,
+        "dropped": 0,
+        "rejected": 0,
+    }
+
+
+def test_a_forked_childs_reporter_forgets_the_parents_rounds_and_sink_error() -> None:
+    from rlpulse.runtime.reporting import Reporter
+    from rlpulse.runtime.sinks import Sink
+
+    reporter = Reporter("raise")
+    tally = reporter.open_tally()  # a parent's thread in a round
+    tally.polls += 4
+    reporter.sink_failed(Sink(Discard()), "w", OSError("disk full"), queued=True)
+    reporter.after_fork()
+    assert reporter.counts()["polls"] == 0
+    assert reporter.take_sink_error() is None

@@ -6,13 +6,23 @@ Real threads under a hard deadline, so a regression fails instead of hanging.
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from pathlib import Path
 
 import pytest
 
-from rlpulse import LoggerMonitor
+from rlpulse import Every, LoggerMonitor
 from rlpulse.testing import InMemorySink
-from tests.support import Blocking, Source, frames_logged, rlpulse_warnings, wait_until
+from tests.support import (
+    Blocking,
+    Discard,
+    Source,
+    context_switches,
+    frames_logged,
+    rlpulse_warnings,
+    wait_until,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -124,3 +134,65 @@ def test_a_slow_call_that_returns_within_poll_timeout_is_logged_without_a_warnin
     assert frames_logged(sink, "slow") >= 6  # the late snapshot and the ones after it
     assert monitor.stats()["timeouts"] == 0
     assert not any("skipped watch" in m for m in rlpulse_warnings(caplog))
+
+
+def test_a_slow_call_returning_late_does_not_hide_a_hang_after_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The slow call is left behind after one poll interval; the hang that
+    # the round meets next must still be noticed when the slow call returns.
+    slow, hung = Blocking(seconds=0.7, block_after=1), Blocking(block_after=1)
+    monitor = LoggerMonitor(Discard(), poll_interval=0.5, poll_timeout=1.5)
+    monitor.watch(slow, name="slow")
+    monitor.watch(hung, name="hung")
+    try:
+        with caplog.at_level(logging.WARNING, logger="rlpulse"):
+            monitor.start()
+            assert wait_until(lambda: monitor.stats()["hung"] == 1, timeout=10)
+            monitor.stop(log_final=False)
+    finally:
+        hung.release.set()
+    assert monitor.stats()["timeouts"] >= 1
+    assert any("skipped watch 'hung'" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc")
+def test_the_watchdog_wakes_once_a_round_that_ends_in_time() -> None:
+    # It looks when a round could have lasted one check, not as the round
+    # starts and again after it: a wake-up costs the training loop a turn
+    # of the interpreter lock.
+    monitor = LoggerMonitor(Discard(), poll_interval=0.05)
+    monitor.watch(Source(), name="source")
+    with monitor:
+        time.sleep(0.2)
+        (watchdog,) = [t for t in threading.enumerate() if t.name == "rlpulse-watchdog"]
+        rounds_before, woke_before = (
+            monitor.stats()["rounds"],
+            context_switches(watchdog),
+        )
+        time.sleep(1.0)
+        rounds = monitor.stats()["rounds"] - rounds_before
+        woke = context_switches(watchdog) - woke_before
+    assert rounds >= 10
+    assert woke <= 1.5 * rounds, (woke, rounds)
+
+
+def test_a_hang_in_a_round_a_registration_brought_forward_is_left_behind_at_once() -> (
+    None
+):
+    # Every watch is due half a minute apart: the watchdog sleeps until the
+    # round it knew of, unless the poller tells it that a registration
+    # brought one forward.
+    monitor = LoggerMonitor(Discard(), poll_interval=0.1, poll_timeout=5.0)
+    monitor.watch(Source(), name="early", schedule=Every.seconds(30))
+    hanging, after = Blocking(), Source()
+    with monitor:
+        time.sleep(0.3)
+        monitor.watch(hanging, name="hanging", schedule=Every.seconds(30))
+        monitor.watch(after, name="after", schedule=Every.seconds(30))
+        try:
+            assert wait_until(lambda: hanging.calls == 1, timeout=5.0)
+            # Left behind after about one poll interval, not half a minute.
+            assert wait_until(lambda: after.frames >= 1, timeout=3.0)
+        finally:
+            hanging.release.set()
