@@ -16,19 +16,25 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 import rlpulse
-from rlpulse import Record
-from rlpulse.naming import Kind
+from rlpulse import Event, Record
+from rlpulse.formats import RunFollower
+from rlpulse.naming import Kind, Payload
+from rlpulse.read.live import LiveRun
 from rlpulse.runtime.queues import Item
 from rlpulse.sinks import CSVLogger, JSONLLogger, SQLiteLogger
 from rlpulse.testing import InMemorySink
 from rlpulse.text import plural
 
+if TYPE_CHECKING:
+    from rlpulse.read.top import TopView
+
 __all__ = [
+    "COUNTER",
     "FILE_SINKS",
     "FIXTURES",
     "OLD_SQLITE_FILES",
@@ -36,6 +42,7 @@ __all__ = [
     "PNG_SIGNATURE",
     "REPO",
     "RLPULSE_SCRIPT",
+    "START",
     "TWO_PAYLOADS",
     "BatchRecorder",
     "Blocking",
@@ -49,13 +56,18 @@ __all__ = [
     "StepRecorder",
     "context_switches",
     "copy_of_fixture",
+    "followed",
     "frames_logged",
+    "heading",
     "locked_by_another_process",
     "not_delivered",
+    "pipeline",
     "png_size",
     "queue_item",
     "restore_default_sigint",
     "rlpulse_warnings",
+    "screen",
+    "store",
     "table_rows",
     "wait_for",
     "wait_until",
@@ -422,3 +434,87 @@ def context_switches(thread: threading.Thread) -> int:
     return sum(
         int(line.split()[1]) for line in status.splitlines() if "ctxt_switches" in line
     )
+
+
+START = 1_700_000_000.0
+"""When the runs :func:`store` writes begin."""
+
+
+COUNTER = Kind.COUNTER
+"""The kind of a counter, as :func:`pipeline` gives it."""
+
+
+def store(
+    path: Path,
+    payloads: list[tuple[float, dict[str, float], dict[str, Kind]]],
+    events: tuple[Event, ...] = (),
+    run: str = "live",
+) -> Path:
+    """Write ``payloads`` (seconds after :data:`START`, metrics, kinds) and ``events`` as run ``run`` of a SQLite file."""
+    with SQLiteLogger(path, run=run) as sink:
+        sink.log_payloads(
+            Payload(metrics, None, START + offset, kinds)
+            for offset, metrics, kinds in payloads
+        )
+        for event in events:
+            sink.log_event(event)
+    return path
+
+
+def pipeline(
+    seconds: int = 10,
+) -> list[tuple[float, dict[str, float], dict[str, Kind]]]:
+    """A pipeline's payloads, one a second, for :func:`store`."""
+    # A collector at 100 frames/s into a buffer of 20,000, a learner's
+    # update times, the monitor's own cost.
+    return [
+        (
+            float(second),
+            {
+                "collector/frames": 100.0 * second,
+                "buffer/size": 1000.0 * second,
+                "buffer/capacity": 20_000.0,
+                "learner/update_s_p50": 0.002,
+                "learner/update_s_p99": 0.009,
+                "learner/loss_mean": 1.0 / (1 + second),
+                "monitor/cpu_s": 0.004 * second,
+            },
+            {"collector/frames": COUNTER, "monitor/cpu_s": COUNTER},
+        )
+        for second in range(seconds + 1)
+    ]
+
+
+def followed(*paths: Path) -> list[tuple[RunFollower, LiveRun]]:
+    """Each run file read to its end, as ``rlpulse top`` follows it."""
+    runs = []
+    for path in paths:
+        follower = RunFollower(path)
+        live = LiveRun(str(path))
+        live.add(follower.read_new())
+        follower.close()
+        runs.append((follower, live))
+    return runs
+
+
+def screen(
+    runs: list[tuple[RunFollower, LiveRun]],
+    view: TopView | None = None,
+    now: float = START + 11.0,
+    width: int = 80,
+) -> str:
+    """The text of the frame ``rlpulse top`` draws of ``runs`` at ``now`` (needs rich)."""
+    from rich.console import Console
+
+    from rlpulse.read.top import TopView, frame_lines, render
+
+    console = Console(record=True, width=width, height=24, color_system=None)
+    lines = frame_lines(runs, view or TopView(), width, 24, now)
+    console.print(render(lines))
+    return console.export_text()
+
+
+def heading(text: str, watch: str) -> list[str]:
+    """The words of ``watch``'s heading: its name and its state in each run."""
+    [line] = [line for line in text.splitlines() if line.split()[:1] == [watch]]
+    return line.split()
