@@ -14,16 +14,27 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rlpulse import Record
-from rlpulse.naming import Kind
+import pytest
+
+import rlpulse
+from rlpulse import Event, Record
+from rlpulse.formats import RunFollower
+from rlpulse.naming import Kind, Payload
+from rlpulse.read.live import LiveRun
+from rlpulse.runtime.queues import Item
 from rlpulse.sinks import CSVLogger, JSONLLogger, SQLiteLogger
+from rlpulse.testing import InMemorySink
 from rlpulse.text import plural
 
+if TYPE_CHECKING:
+    from rlpulse.read.top import TopView
+
 __all__ = [
+    "COUNTER",
     "FILE_SINKS",
     "FIXTURES",
     "OLD_SQLITE_FILES",
@@ -31,18 +42,34 @@ __all__ = [
     "PNG_SIGNATURE",
     "REPO",
     "RLPULSE_SCRIPT",
+    "START",
     "TWO_PAYLOADS",
+    "BatchRecorder",
     "Blocking",
     "Counter",
+    "Discard",
     "Filler",
+    "Outage",
     "Progress",
+    "Recorder",
     "Source",
+    "StepRecorder",
+    "context_switches",
     "copy_of_fixture",
+    "followed",
+    "frames_logged",
+    "heading",
     "locked_by_another_process",
     "not_delivered",
+    "pipeline",
     "png_size",
+    "queue_item",
     "restore_default_sigint",
+    "rlpulse_warnings",
+    "screen",
+    "store",
     "table_rows",
+    "wait_for",
     "wait_until",
     "write_pipeline_run",
     "write_sqlite_run",
@@ -303,3 +330,191 @@ def png_size(path: Path) -> tuple[int, int]:
 def not_delivered(count: int) -> str:
     """How a monitor's warning at ``stop()`` says that ``count`` payloads were not delivered."""
     return f"{plural(count, 'payload')} {'was' if count == 1 else 'were'} not delivered"
+
+
+class Recorder:
+    """A plain, thread-safe sink keeping every call: the base of the sinks here that fail, stall or time their calls."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.calls: list[tuple[dict[str, float], int | None]] = []
+
+    def log_metrics(
+        self, metrics: Mapping[str, float], step: int | None = None
+    ) -> None:
+        with self.lock:
+            self.calls.append((dict(metrics), step))
+
+
+def frames_logged(sink: Recorder | InMemorySink, watch: str) -> int:
+    """How many payloads of watch ``watch`` (each with its ``frames``) ``sink`` was given."""
+    return sum(1 for metrics, _ in sink.calls if f"{watch}/frames" in metrics)
+
+
+def rlpulse_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The messages ``caplog`` caught from the ``rlpulse`` logger."""
+    return [r.getMessage() for r in caplog.records if r.name == "rlpulse"]
+
+
+class Outage(Recorder):
+    """A sink of one's own whose far end goes away: while ``away`` is set its calls raise TransientSinkError and store nothing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.away = threading.Event()
+        self.failed_calls = 0
+
+    def log_metrics(
+        self, metrics: Mapping[str, float], step: int | None = None
+    ) -> None:
+        if self.away.is_set():
+            self.failed_calls += 1
+            raise rlpulse.TransientSinkError("far end away", retry_after=0.05)
+        super().log_metrics(metrics, step)
+
+
+class StepRecorder:
+    """A sink that keeps the step of every payload it is given."""
+
+    def __init__(self) -> None:
+        self.steps: list[int | None] = []
+
+    def log_metrics(
+        self, metrics: Mapping[str, float], step: int | None = None
+    ) -> None:
+        self.steps.append(step)
+
+
+def wait_for(condition: Callable[[], bool], seconds: float = 10.0) -> None:
+    """Fail unless ``condition`` holds within ``seconds`` (:func:`wait_until` returns whether it did instead)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.001)
+
+
+class BatchRecorder:
+    """A sink with log_batch: it records each call's payloads."""
+
+    def __init__(self, seconds: float = 0.0) -> None:
+        self.seconds = seconds
+        self.batches: list[
+            list[tuple[Mapping[str, float], int | None, float | None]]
+        ] = []
+
+    def log_metrics(
+        self, metrics: Mapping[str, float], step: int | None = None
+    ) -> None:
+        raise AssertionError("a sink with log_batch gets batches")
+
+    def log_batch(
+        self, payloads: list[tuple[Mapping[str, float], int | None, float | None]]
+    ) -> None:
+        self.batches.append(list(payloads))
+        time.sleep(self.seconds)
+
+
+def queue_item(step: int) -> Item:
+    """A payload of watch ``w`` at ``step``, as a monitor puts it in a sink's queue."""
+    return ({"w/x": float(step)}, step, 0.0, "w", {}, {})
+
+
+class Discard:
+    """A sink that drops every payload at once."""
+
+    def log_metrics(
+        self, metrics: Mapping[str, float], step: int | None = None
+    ) -> None:
+        pass
+
+
+def context_switches(thread: threading.Thread) -> int:
+    """How many times ``thread`` has been switched out so far, as Linux counts it."""
+    status = Path(f"/proc/self/task/{thread.native_id}/status").read_text()
+    return sum(
+        int(line.split()[1]) for line in status.splitlines() if "ctxt_switches" in line
+    )
+
+
+START = 1_700_000_000.0
+"""When the runs :func:`store` writes begin."""
+
+
+COUNTER = Kind.COUNTER
+"""The kind of a counter, as :func:`pipeline` gives it."""
+
+
+def store(
+    path: Path,
+    payloads: list[tuple[float, dict[str, float], dict[str, Kind]]],
+    events: tuple[Event, ...] = (),
+    run: str = "live",
+) -> Path:
+    """Write ``payloads`` (seconds after :data:`START`, metrics, kinds) and ``events`` as run ``run`` of a SQLite file."""
+    with SQLiteLogger(path, run=run) as sink:
+        sink.log_payloads(
+            Payload(metrics, None, START + offset, kinds)
+            for offset, metrics, kinds in payloads
+        )
+        for event in events:
+            sink.log_event(event)
+    return path
+
+
+def pipeline(
+    seconds: int = 10,
+) -> list[tuple[float, dict[str, float], dict[str, Kind]]]:
+    """A pipeline's payloads, one a second, for :func:`store`."""
+    # A collector at 100 frames/s into a buffer of 20,000, a learner's
+    # update times, the monitor's own cost.
+    return [
+        (
+            float(second),
+            {
+                "collector/frames": 100.0 * second,
+                "buffer/size": 1000.0 * second,
+                "buffer/capacity": 20_000.0,
+                "learner/update_s_p50": 0.002,
+                "learner/update_s_p99": 0.009,
+                "learner/loss_mean": 1.0 / (1 + second),
+                "monitor/cpu_s": 0.004 * second,
+            },
+            {"collector/frames": COUNTER, "monitor/cpu_s": COUNTER},
+        )
+        for second in range(seconds + 1)
+    ]
+
+
+def followed(*paths: Path) -> list[tuple[RunFollower, LiveRun]]:
+    """Each run file read to its end, as ``rlpulse top`` follows it."""
+    runs = []
+    for path in paths:
+        follower = RunFollower(path)
+        live = LiveRun(str(path))
+        live.add(follower.read_new())
+        follower.close()
+        runs.append((follower, live))
+    return runs
+
+
+def screen(
+    runs: list[tuple[RunFollower, LiveRun]],
+    view: TopView | None = None,
+    now: float = START + 11.0,
+    width: int = 80,
+) -> str:
+    """The text of the frame ``rlpulse top`` draws of ``runs`` at ``now`` (needs rich)."""
+    from rich.console import Console
+
+    from rlpulse.read.top import TopView, frame_lines, render
+
+    console = Console(record=True, width=width, height=24, color_system=None)
+    lines = frame_lines(runs, view or TopView(), width, 24, now)
+    console.print(render(lines))
+    return console.export_text()
+
+
+def heading(text: str, watch: str) -> list[str]:
+    """The words of ``watch``'s heading: its name and its state in each run."""
+    [line] = [line for line in text.splitlines() if line.split()[:1] == [watch]]
+    return line.split()

@@ -1,52 +1,46 @@
-"""SinkQueue: order, bounds, and who frees a delivered payload."""
+"""SinkQueue: order, bounds, who frees a delivered payload, and what a queue leaves undelivered at stop."""
 
 from __future__ import annotations
 
-import itertools
-import math
+import logging
 import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from rlpulse import LoggerMonitor
+from rlpulse import Every, LoggerMonitor, SQLiteLogger, read
 from rlpulse.runtime.queues import Item, SinkQueue
 from rlpulse.runtime.retry import TransientSinkError
 from rlpulse.runtime.sinks import Sink
+from rlpulse.testing import InMemorySink
+from tests.support import (
+    BatchRecorder,
+    Source,
+    StepRecorder,
+    not_delivered,
+    queue_item,
+    rlpulse_warnings,
+    wait_for,
+    wait_until,
+)
 
 pytestmark = pytest.mark.timeout(30)
 
 
-class _Recorder:
-    def __init__(self) -> None:
-        self.steps: list[int | None] = []
-
-    def log_metrics(
-        self, metrics: Mapping[str, float], step: int | None = None
-    ) -> None:
-        self.steps.append(step)
-
-
-def _wait_for(condition: Callable[[], bool], seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.001)
-
-
 def test_delivered_payloads_are_freed_by_the_producer_at_its_next_wake() -> None:
-    recorder = _Recorder()
+    recorder = StepRecorder()
     queue = SinkQueue(Sink(recorder), size=16)
     queue.start()
     try:
         for step in range(3):
             queue.put_all([({"w/x": float(step)}, step, 0.0, "w", {}, {})])
         queue.wake()
-        _wait_for(lambda: len(recorder.steps) == 3)
+        wait_for(lambda: len(recorder.steps) == 3)
         # The sender keeps what it delivered for the producer, in order...
         assert [item[1] for item in queue.delivered] == [0, 1, 2]
         queue.wake()
@@ -59,7 +53,7 @@ def test_delivered_payloads_are_freed_by_the_producer_at_its_next_wake() -> None
 
 
 def test_a_full_queue_drops_the_oldest_and_counts_it() -> None:
-    recorder = _Recorder()
+    recorder = StepRecorder()
     queue = SinkQueue(Sink(recorder), size=2)
     for step in range(5):
         queue.put_all([({"w/x": 1.0}, step, 0.0, "w", {}, {})])
@@ -71,7 +65,7 @@ def test_a_full_queue_drops_the_oldest_and_counts_it() -> None:
 
 
 def test_a_round_beyond_the_queue_keeps_its_own_and_drops_the_older_at_once() -> None:
-    recorder = _Recorder()
+    recorder = StepRecorder()
     drops: list[int] = []
     queue = SinkQueue(
         Sink(recorder), size=3, on_drop=lambda _queue, count: drops.append(count)
@@ -85,29 +79,8 @@ def test_a_round_beyond_the_queue_keeps_its_own_and_drops_the_older_at_once() ->
     assert recorder.steps == [2, 3, 4, 5, 6]
 
 
-class _BatchRecorder:
-    """A sink with log_batch: it records each call's payloads."""
-
-    def __init__(self, seconds: float = 0.0) -> None:
-        self.seconds = seconds
-        self.batches: list[
-            list[tuple[Mapping[str, float], int | None, float | None]]
-        ] = []
-
-    def log_metrics(
-        self, metrics: Mapping[str, float], step: int | None = None
-    ) -> None:
-        raise AssertionError("a sink with log_batch gets batches")
-
-    def log_batch(
-        self, payloads: list[tuple[Mapping[str, float], int | None, float | None]]
-    ) -> None:
-        self.batches.append(list(payloads))
-        time.sleep(self.seconds)
-
-
 def test_a_sink_with_log_batch_gets_everything_pending_in_one_call() -> None:
-    recorder = _BatchRecorder()
+    recorder = BatchRecorder()
     queue = SinkQueue(Sink(recorder), size=16)
     for step in range(4):
         queue.put_all([({"w/x": float(step)}, step, 100.0 + step, "w", {}, {})])
@@ -119,60 +92,10 @@ def test_a_sink_with_log_batch_gets_everything_pending_in_one_call() -> None:
     assert recorder.batches == [[({"w/x": float(s)}, s, 100.0 + s) for s in range(4)]]
 
 
-@pytest.mark.timeout(30)
-def test_a_monitor_gives_a_log_batch_sink_each_payloads_poll_time() -> None:
-    class Counter:
-        frames = 0.0
-
-        def stats(self) -> dict[str, float]:
-            self.frames += 1.0
-            return {"frames": self.frames}
-
-    recorder = _BatchRecorder()
-    before = time.time()
-    with LoggerMonitor(recorder, poll_interval=0.01) as monitor:
-        monitor.watch(Counter(), name="c")
-        time.sleep(0.2)
-    after = time.time()
-
-    times = [triple[2] for batch in recorder.batches for triple in batch]
-    assert len(times) >= 2
-    assert all(isinstance(at, float) and before <= at <= after for at in times), times
-
-
-def test_a_log_batch_sink_in_manual_mode_gets_log_metrics_without_a_timestamp() -> None:
-    # Its log_metrics takes no timestamp=: giving its batches their poll
-    # times must not pass one to it.
-    class Both:
-        def __init__(self) -> None:
-            self.logged: list[tuple[dict[str, float], int | None]] = []
-
-        def log_metrics(
-            self, metrics: Mapping[str, float], step: int | None = None
-        ) -> None:
-            self.logged.append((dict(metrics), step))
-
-        def log_batch(self, payloads: list[Any]) -> None:
-            raise AssertionError("manual mode calls log_metrics")
-
-    class Source:
-        def stats(self) -> dict[str, float]:
-            return {"x": 1.0}
-
-    sink = Both()
-    monitor = LoggerMonitor(sink, background=False, on_error="raise")
-    monitor.watch(Source(), name="w")
-    monitor.step()
-    monitor.stop()
-
-    assert [metrics for metrics, _ in sink.logged] == [{"w/x": 1.0}] * len(sink.logged)
-    assert sink.logged
-
-
 def test_a_failing_batch_is_one_failure_and_the_next_batch_is_sent() -> None:
     failures: list[str] = []
 
-    class FailsOnce(_BatchRecorder):
+    class FailsOnce(BatchRecorder):
         def log_batch(
             self, payloads: list[tuple[Mapping[str, float], int | None, float | None]]
         ) -> None:
@@ -190,17 +113,17 @@ def test_a_failing_batch_is_one_failure_and_the_next_batch_is_sent() -> None:
     try:
         queue.put_all([({"w/x": 1.0}, 1, 0.0, "w", {}, {})])
         queue.wake()
-        _wait_for(lambda: len(recorder.batches) == 1)
+        wait_for(lambda: len(recorder.batches) == 1)
         queue.put_all([({"w/x": 2.0}, 2, 0.0, "w", {}, {})])
         queue.wake()
-        _wait_for(lambda: len(recorder.batches) == 2)
+        wait_for(lambda: len(recorder.batches) == 2)
     finally:
         assert queue.close(deadline=time.monotonic() + 5) is None
     assert failures == ["w: disk full"]
     assert [[step for _, step, _ in batch] for batch in recorder.batches] == [[1], [2]]
 
 
-class _Gated(_BatchRecorder):
+class _Gated(BatchRecorder):
     """A batch recorder whose every call waits for a token of ``gate``."""
 
     def __init__(self) -> None:
@@ -231,43 +154,23 @@ def test_one_drop_warning_per_streak_that_ends_once_the_sender_caught_up() -> No
     queue.start()
     try:
         round_of(1)
-        _wait_for(lambda: not queue.pending)  # the sender is in its call
+        wait_for(lambda: not queue.pending)  # the sender is in its call
         round_of(3)  # the first drop starts a streak: one warning
         assert warned == [1]
         sink.gate.release()
-        _wait_for(lambda: not queue.pending)  # it took the next batch at once
+        wait_for(lambda: not queue.pending)  # it took the next batch at once
         round_of(3)  # room in the queue was no recovery: no new warning
         assert warned == [1]
         sink.gate.release(2)
-        _wait_for(lambda: queue.caught_up)  # it delivered all it was given
+        wait_for(lambda: queue.caught_up)  # it delivered all it was given
         round_of(1)  # the streak ends
-        _wait_for(lambda: not queue.pending)
+        wait_for(lambda: not queue.pending)
         round_of(3)
         assert warned == [1, 3]  # the second streak's first drop is the third
     finally:
         sink.gate.release(10)
         assert queue.close(deadline=time.monotonic() + 5) is None
     assert queue.dropped == 3
-
-
-def test_a_round_dropping_several_is_warned_once_with_how_many(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    from rlpulse.runtime.reporting import Reporter
-
-    reporter = Reporter("warn")
-    queue = SinkQueue(Sink(_Recorder()), size=2, on_drop=reporter.dropped)
-    with caplog.at_level("WARNING", logger="rlpulse"):
-        queue.put_all([({"w/x": 1.0}, step, 0.0, "w", {}) for step in range(6)])
-        assert reporter.counts()["dropped"] == 0  # a round keeps its own
-        queue.put_all([({"w/x": 1.0}, 6, 0.0, "w", {}, {})])
-    assert reporter.counts()["dropped"] == 5
-    warnings = [record.getMessage() for record in caplog.records]
-    assert len(warnings) == 1
-    assert (
-        "dropped the oldest pending payloads, 5 of them, of sink _Recorder"
-        in (warnings[0])
-    )
 
 
 def test_payloads_delivered_while_the_queues_close_reach_the_sink_once_each() -> None:
@@ -382,7 +285,7 @@ class _EmptyThenSlow(deque[Item]):
 
 
 def test_a_payload_handed_over_as_closing_begins_is_sent_before_the_flush() -> None:
-    sink = _Recorder()
+    sink = StepRecorder()
     queue = SinkQueue(Sink(sink), size=8)
     pending = queue.pending = _EmptyThenSlow()
     queue.start()
@@ -401,66 +304,7 @@ def test_a_payload_handed_over_as_closing_begins_is_sent_before_the_flush() -> N
     assert queue.dropped == 0
 
 
-class _Pausable:
-    """A sink whose calls wait while its gate is closed."""
-
-    def __init__(self) -> None:
-        self.gate = threading.Event()
-        self.gate.set()
-        self.calls = 0
-
-    def log_metrics(
-        self, metrics: Mapping[str, float], step: int | None = None
-    ) -> None:
-        self.gate.wait()
-        self.calls += 1
-
-
-def _fall_behind_and_catch_up(queue: SinkQueue, sink: _Pausable, start: int) -> None:
-    # One drop streak: the sink stops, a round overfills the queue, the sink
-    # goes on and the sender empties the queue.
-    sink.gate.clear()
-    queue.put_all([({"w/x": 1.0}, start, 0.0, "w", {}, {})])
-    queue.wake()
-    _wait_for(lambda: not queue.pending)  # the sender holds it, waiting
-    queue.put_all([({"w/x": 1.0}, start + step, 0.0, "w", {}) for step in range(1, 4)])
-    queue.put_all([({"w/x": 1.0}, start + 4, 0.0, "w", {}, {})])
-    sink.gate.set()
-    queue.wake()
-    _wait_for(lambda: queue.caught_up and not queue.pending)
-    queue.wake()  # the round after: the streak has ended
-
-
-@pytest.mark.parametrize("interval", [60.0, 0.0])
-def test_a_queue_falling_behind_again_is_warned_about_at_most_once_an_interval(
-    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, interval: float
-) -> None:
-    from rlpulse.runtime import reporting
-
-    monkeypatch.setattr(reporting, "DROP_WARNING_INTERVAL_S", interval)
-    reporter = reporting.Reporter("warn")
-    sink = _Pausable()
-    queue = SinkQueue(Sink(sink), size=2, on_drop=reporter.dropped)
-    queue.start()
-    try:
-        with caplog.at_level("WARNING", logger="rlpulse"):
-            for streak in range(3):
-                _fall_behind_and_catch_up(queue, sink, 10 * streak)
-    finally:
-        queue.begin_close()
-        queue.close(time.monotonic() + 10)
-    warnings = [record.getMessage() for record in caplog.records]
-    assert reporter.counts()["dropped"] == queue.dropped == 6
-    if interval:
-        assert len(warnings) == 1
-        assert "dropped from it before" not in warnings[0]
-    else:
-        assert len(warnings) == 3
-        assert "; 2 dropped from it before" in warnings[1]
-        assert "; 4 dropped from it before" in warnings[2]
-
-
-class _Flaky(_BatchRecorder):
+class _Flaky(BatchRecorder):
     """A batch recorder whose far end is away while ``away`` is set: its calls raise TransientSinkError and store nothing."""
 
     def __init__(self, retry_after: float | None = 0.02) -> None:
@@ -481,10 +325,6 @@ class _Flaky(_BatchRecorder):
         return [step for batch in self.batches for _, step, _ in batch]
 
 
-def _item(step: int) -> Item:
-    return ({"w/x": float(step)}, step, 0.0, "w", {}, {})
-
-
 def test_a_transient_failure_keeps_its_payloads_and_sends_them_again_in_order() -> None:
     failures: list[Exception] = []
     sink = _Flaky()
@@ -493,18 +333,18 @@ def test_a_transient_failure_keeps_its_payloads_and_sends_them_again_in_order() 
     )
     queue.start()
     try:
-        queue.put_all([_item(0)])
+        queue.put_all([queue_item(0)])
         queue.wake()
-        _wait_for(lambda: sink.steps() == [0])
+        wait_for(lambda: sink.steps() == [0])
         sink.away.set()
         for step in range(1, 20):  # rounds go on while the far end is away
-            queue.put_all([_item(step)])
+            queue.put_all([queue_item(step)])
             queue.wake()
             time.sleep(0.005)
-        _wait_for(lambda: sink.failed_calls >= 3)
+        wait_for(lambda: sink.failed_calls >= 3)
         assert queue.retry_error is not None
         sink.away.clear()
-        _wait_for(lambda: sink.steps()[-1:] == [19])
+        wait_for(lambda: sink.steps()[-1:] == [19])
     finally:
         assert queue.close(deadline=time.monotonic() + 5) is None
     # Every payload once, in order; every failed try reported.
@@ -522,75 +362,17 @@ def test_while_retrying_a_full_queue_drops_its_oldest_payloads() -> None:
     queue.start()
     try:
         for step in range(12):
-            queue.put_all([_item(step)])
+            queue.put_all([queue_item(step)])
             queue.wake()
-            _wait_for(lambda: sink.failed_calls >= 1)
+            wait_for(lambda: sink.failed_calls >= 1)
         assert queue.dropped >= 12 - 5 - 1  # one batch may be out in a try
         sink.away.clear()
-        _wait_for(lambda: sink.steps()[-1:] == [11])
+        wait_for(lambda: sink.steps()[-1:] == [11])
     finally:
         assert queue.close(deadline=time.monotonic() + 5) is None
     # The newest kept, in order, each once: the oldest went first.
     assert sink.steps() == list(range(12 - len(sink.steps()), 12))
     assert len(sink.steps()) + queue.dropped == 12
-
-
-@pytest.mark.parametrize("retry_after", [2.5, None, 0.0, math.nan])
-def test_the_wait_between_tries_is_a_backoff_or_longer_where_the_far_end_asks(
-    retry_after: float | None,
-) -> None:
-    tries: list[float] = []
-
-    class Refusing(_BatchRecorder):
-        def log_batch(self, payloads: list[Any]) -> None:
-            tries.append(time.monotonic())
-            if len(tries) < 3:
-                raise TransientSinkError("busy", retry_after=retry_after)
-            super().log_batch(payloads)
-
-    sink = Refusing()
-    queue = SinkQueue(Sink(sink), size=10)
-    queue.start()
-    try:
-        queue.put_all([_item(1)])
-        queue.wake()
-        _wait_for(lambda: len(sink.batches) == 1, seconds=20)
-    finally:
-        assert queue.close(deadline=time.monotonic() + 5) is None
-    waits = [later - earlier for earlier, later in itertools.pairwise(tries)]
-    if retry_after == 2.5:  # longer than the back-off: as asked
-        assert all(2.45 <= wait < 3.2 for wait in waits)
-    else:  # 1 s then 2 s, each within 20 % either way, however little it asks
-        assert 0.75 <= waits[0] <= 1.35
-        assert 1.55 <= waits[1] <= 2.5
-
-
-def test_a_permanent_failure_after_transient_ones_is_not_retried() -> None:
-    calls: list[int] = []
-
-    class Refusing(_BatchRecorder):
-        def log_batch(self, payloads: list[Any]) -> None:
-            calls.append(len(payloads))
-            if len(calls) == 1:
-                raise TransientSinkError("away", retry_after=0.01)
-            if len(calls) == 2:
-                raise ValueError("a payload the backend refuses")
-            super().log_batch(payloads)
-
-    sink = Refusing()
-    queue = SinkQueue(Sink(sink), size=10)
-    queue.start()
-    try:
-        queue.put_all([_item(1)])
-        queue.wake()
-        _wait_for(lambda: len(calls) == 2)
-        queue.put_all([_item(2)])
-        queue.wake()
-        _wait_for(lambda: len(sink.batches) == 1)
-    finally:
-        assert queue.close(deadline=time.monotonic() + 5) is None
-    assert [[step for _, step, _ in batch] for batch in sink.batches] == [[2]]
-    assert queue.retry_error is None
 
 
 def test_closing_a_queue_whose_sink_keeps_failing_is_bounded_and_counts_what_is_left() -> (
@@ -600,19 +382,19 @@ def test_closing_a_queue_whose_sink_keeps_failing_is_bounded_and_counts_what_is_
     sink.away.set()
     queue = SinkQueue(Sink(sink), size=100)
     queue.start()
-    queue.put_all([_item(step) for step in range(7)])
+    queue.put_all([queue_item(step) for step in range(7)])
     queue.wake()
-    _wait_for(lambda: sink.failed_calls == 1)
+    wait_for(lambda: sink.failed_calls == 1)
     started = time.monotonic()
     queue.begin_close()
     # Closing tries once more at once, then waits out its back-off...
-    _wait_for(lambda: sink.failed_calls == 2, seconds=1)
+    wait_for(lambda: sink.failed_calls == 2, seconds=1)
     discarded = queue.close(deadline=time.monotonic() + 0.3)
     # ...until the deadline: the seven are counted, and the sender ends.
     assert discarded == 7
     assert time.monotonic() - started < 1.5
     assert isinstance(queue.retry_error, TransientSinkError)
-    _wait_for(lambda: not queue.busy, seconds=2)
+    wait_for(lambda: not queue.busy, seconds=2)
     assert sink.failed_calls == 2
 
 
@@ -625,7 +407,7 @@ def test_an_event_that_fails_transiently_is_kept_and_written_after_the_payloads(
     away = threading.Event()
     away.set()
 
-    class Store(_BatchRecorder):
+    class Store(BatchRecorder):
         def log_batch(self, payloads: list[Any]) -> None:
             if away.is_set():
                 raise TransientSinkError("disk full", retry_after=0.01)
@@ -639,12 +421,12 @@ def test_an_event_that_fails_transiently_is_kept_and_written_after_the_payloads(
     queue = SinkQueue(Sink(Store()), size=10)
     queue.start()
     try:
-        queue.put_all([_item(1)])
+        queue.put_all([queue_item(1)])
         queue.put_events([Event(0.0, "", "sink_failing", "disk full", 0.0)])
         queue.wake()
         time.sleep(0.1)
         away.clear()
-        _wait_for(lambda: len(written) == 2)
+        wait_for(lambda: len(written) == 2)
     finally:
         assert queue.close(deadline=time.monotonic() + 5) is None
     assert written == ["step 1", "sink_failing"]
@@ -710,7 +492,7 @@ def test_a_refused_round_goes_to_the_sender_and_later_rounds_queue_behind_it() -
         # Round 0-1 is pending: round 2 may not pass it.
         queue.put_round(_round(2))
         queue.wake()
-        _wait_for(lambda: len(sink.arrived) == 3)
+        wait_for(lambda: len(sink.arrived) == 3)
         queue.put_round(_round(3))
     finally:
         assert queue.close(deadline=time.monotonic() + 5) is None
@@ -743,7 +525,7 @@ def test_a_round_is_queued_while_the_sender_holds_payloads_the_sink_has_not_take
         assert [item[1] for item in queue.pending] == [1]
         release.set()
         queue.wake()
-        _wait_for(lambda: len(sink.arrived) == 2)
+        wait_for(lambda: len(sink.arrived) == 2)
     finally:
         assert queue.close(deadline=time.monotonic() + 5) is None
     assert [step for step, _, _ in sink.arrived] == [0, 1]
@@ -773,7 +555,7 @@ def test_a_transient_error_taking_a_round_at_once_leaves_it_to_the_senders_retri
     try:
         queue.put_round(_round(0, 1))
         queue.wake()
-        _wait_for(lambda: len(sink.arrived) == 2)
+        wait_for(lambda: len(sink.arrived) == 2)
     finally:
         assert queue.close(deadline=time.monotonic() + 5) is None
     assert [step for step, _, _ in sink.arrived] == [0, 1]
@@ -807,7 +589,7 @@ def test_the_rest_of_a_round_taken_only_partly_is_finished_by_the_sender_at_once
     try:
         queue.put_round(_round(0))
         # No later round, no flush: the sender finishes it by itself.
-        _wait_for(lambda: not sink.unfinished)
+        wait_for(lambda: not sink.unfinished)
         assert sink.finished_on
         assert sink.finished_on[0] != threading.current_thread().name
     finally:
@@ -846,7 +628,7 @@ def _call_held_with(
         queue.pending = pending
     queue.start()
     sink.armed.set()
-    queue.put_all([_item(step) for step in steps])
+    queue.put_all([queue_item(step) for step in steps])
     queue.wake()
     assert sink.in_call.wait(5)
     return sink, queue, rejected
@@ -883,7 +665,7 @@ def test_close_giving_up_while_a_failed_call_is_handed_back_counts_its_payloads_
     closer.join(0.6)  # gives up on the sender, which is handing the three back
     pending.closed.set()
     closer.join(5)
-    _wait_for(lambda: not queue.busy)
+    wait_for(lambda: not queue.busy)
 
     # Counted once: discarded by close(), or, where closing had the sender
     # try once more first, with that call; none left behind.
@@ -896,12 +678,12 @@ def test_a_call_close_gave_up_on_that_then_succeeds_is_delivered_not_counted_los
     None
 ):
     sink, queue, rejected = _call_held_with(range(3))
-    queue.put_all([_item(3), _item(4)])  # queued behind the call
+    queue.put_all([queue_item(3), queue_item(4)])  # queued behind the call
 
     discarded = queue.close(time.monotonic() + 0.2)
     assert (discarded, queue.in_flight) == (2, 3)
     sink.go.set()  # the call outlives the deadline, then succeeds
-    _wait_for(lambda: not queue.busy)
+    wait_for(lambda: not queue.busy)
 
     assert sink.steps() == [0, 1, 2]
     assert rejected == []
@@ -915,7 +697,7 @@ def test_a_call_close_gave_up_on_that_then_fails_has_its_payloads_rejected(
     assert queue.close(time.monotonic() + 0.2) == 0
     sink.outcome = ValueError("the backend refuses them")
     sink.go.set()
-    _wait_for(lambda: not queue.busy)
+    wait_for(lambda: not queue.busy)
 
     assert rejected == [3]
     assert queue.rejected == 3
@@ -930,10 +712,10 @@ def test_the_payloads_of_a_call_that_fails_for_good_are_counted_rejected() -> No
     sink, queue, rejected = _call_held_with(range(3))
     sink.outcome = ValueError("the backend refuses them")
     sink.go.set()
-    _wait_for(lambda: rejected == [3])
-    queue.put_all([_item(3)])
+    wait_for(lambda: rejected == [3])
+    queue.put_all([queue_item(3)])
     queue.wake()
-    _wait_for(lambda: sink.steps() == [3])
+    wait_for(lambda: sink.steps() == [3])
 
     assert queue.close(time.monotonic() + 5) is None
     assert (queue.rejected, queue.dropped) == (3, 0)
@@ -945,7 +727,299 @@ def test_an_error_raised_after_the_sink_took_the_payloads_rejects_none() -> None
     reported.payloads_taken = True  # type: ignore[attr-defined]
     sink.outcome = reported
     sink.go.set()
-    _wait_for(lambda: not queue.in_flight and not queue.pending)
+    wait_for(lambda: not queue.in_flight and not queue.pending)
 
     assert queue.close(time.monotonic() + 5) is None
     assert (rejected, queue.rejected) == ([], 0)
+
+
+def test_a_full_queue_drops_the_oldest_payload_and_counts_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    gate = threading.Event()
+
+    class Stuck:
+        def log_metrics(
+            self, metrics: Mapping[str, float], step: int | None = None
+        ) -> None:
+            gate.wait()
+
+    monitor = LoggerMonitor(
+        [Stuck(), InMemorySink()], poll_interval=0.005, queue_size=5, stop_timeout=1
+    )
+    monitor.watch(Source(), name="source")
+    with caplog.at_level(logging.WARNING):
+        monitor.start()
+        assert wait_until(lambda: monitor.stats()["dropped"] >= 10)
+        assert monitor.stats()["queued"] <= 5 + 5  # Stuck's queue stays bounded
+        monitor.stop()
+    gate.set()
+    drop_warnings = [m for m in rlpulse_warnings(caplog) if "dropped the oldest" in m]
+    assert len(drop_warnings) == 1
+    assert "Stuck" in drop_warnings[0]
+
+
+class Overrunning:
+    """A batch sink whose call, once ``armed``, outlives stop(): it waits for ``go``, then stores its payloads."""
+
+    def __init__(self) -> None:
+        self.delivered = 0
+        self.armed = threading.Event()
+        self.in_call = threading.Event()
+        self.go = threading.Event()
+
+    def log_metrics(
+        self, metrics: Mapping[str, float], step: int | None = None
+    ) -> None:
+        self.log_batch([(metrics, step, None)])
+
+    def log_batch(self, payloads: list[Any]) -> None:
+        if self.armed.is_set():
+            self.armed.clear()
+            self.in_call.set()
+            assert self.go.wait(20)
+        self.delivered += len(payloads)
+
+
+def test_a_call_that_outlives_stop_and_then_succeeds_is_not_counted_lost(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sink, kept = Overrunning(), InMemorySink()
+    monitor = LoggerMonitor([sink, kept], poll_interval=0.01, stop_timeout=0.5)
+    monitor.watch(Source(), name="source")
+    with caplog.at_level(logging.WARNING):
+        monitor.start()
+        assert wait_until(lambda: sink.delivered >= 3)
+        sink.armed.set()
+        assert sink.in_call.wait(5)
+        time.sleep(0.05)  # rounds queued behind the call
+        monitor.stop()
+    sink.go.set()  # the call returns after stop() gave up on it: delivered
+    assert wait_until(
+        lambda: (
+            not any(t.name == "rlpulse-sink-Overrunning" for t in threading.enumerate())
+        )
+    )
+    stats = monitor.stats()
+
+    assert sink.delivered + stats["dropped"] + stats["rejected"] == len(kept.payloads)
+    [drained] = [m for m in rlpulse_warnings(caplog) if "without draining" in m]
+    assert f"{not_delivered(stats['dropped'])} (counted in dropped)" in drained
+    assert (
+        "still being written by it (counted in rejected only if that call fails)"
+        in drained
+    )
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_sink_that_ends_its_feeding_thread_is_said_at_stop_with_what_it_left(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Exiting:
+        calls = 0
+
+        def log_metrics(
+            self, metrics: Mapping[str, float], step: int | None = None
+        ) -> None:
+            self.calls += 1
+            if self.calls == 2:
+                raise SystemExit(3)  # what no thread of rlpulse catches
+
+    sink = Exiting()
+    monitor = LoggerMonitor(sink, poll_interval=0.01, stop_timeout=1.0)
+    monitor.watch(Source(), name="source")
+    with caplog.at_level(logging.WARNING):
+        monitor.start()
+        assert wait_until(lambda: sink.calls == 2)
+        time.sleep(0.1)  # rounds polled after it, never delivered
+        monitor.stop()
+    stats = monitor.stats()
+    assert stats["dropped"] > 0
+    [drained] = [m for m in rlpulse_warnings(caplog) if "without draining" in m]
+    assert "the thread feeding it ended on SystemExit(3)" in drained
+    assert not_delivered(stats["dropped"]) in drained
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_the_payloads_of_the_call_that_ended_a_sinks_feeding_thread_count_as_rejected() -> (
+    None
+):
+    class ExitingBatches:
+        def __init__(self) -> None:
+            self.delivered = 0
+            self.calls = 0
+
+        def log_metrics(
+            self, metrics: Mapping[str, float], step: int | None = None
+        ) -> None:
+            self.log_batch([(metrics, step, None)])
+
+        def log_batch(self, payloads: list[Any]) -> None:
+            self.calls += 1
+            if self.calls == 3:
+                raise SystemExit(3)  # what no thread of rlpulse catches
+            self.delivered += len(payloads)
+
+    sink = ExitingBatches()
+    kept = InMemorySink()
+    monitor = LoggerMonitor([sink, kept], poll_interval=0.01, stop_timeout=1.0)
+    monitor.watch(Source(), name="source")
+    with monitor:
+        assert wait_until(lambda: sink.calls == 3)
+        time.sleep(0.1)  # rounds polled after it, never delivered
+    stats = monitor.stats()
+
+    assert stats["rejected"] >= 1  # the call's payloads: the sink raised on them
+    assert sink.delivered + stats["dropped"] + stats["rejected"] == len(kept.payloads)
+
+
+def test_a_sink_stuck_at_stop_gets_no_more_calls_once_stop_returns(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    gate = threading.Event()
+
+    class Frozen:
+        def __init__(self) -> None:
+            self.calls = 0
+            self.flushed = False
+
+        def log_metrics(
+            self, metrics: Mapping[str, float], step: int | None = None
+        ) -> None:
+            self.calls += 1
+            gate.wait()
+
+        def flush(self) -> None:
+            self.flushed = True
+
+    sink = Frozen()
+    monitor = LoggerMonitor(sink, poll_interval=0.01, stop_timeout=1.0)
+    monitor.watch(Source(), name="source")
+    with caplog.at_level(logging.WARNING):
+        monitor.start()
+        assert wait_until(lambda: monitor.stats()["queued"] >= 5)
+        monitor.stop()
+    calls_at_stop = sink.calls
+    queued = monitor.stats()["queued"]
+    gate.set()  # the stuck call returns after stop() gave up on the sink
+    time.sleep(0.3)
+    assert sink.calls == calls_at_stop == 1
+    assert not sink.flushed
+    assert queued == 0
+    assert monitor.stats()["dropped"] >= 5
+    assert any("gets no more calls" in m for m in rlpulse_warnings(caplog))
+
+
+class Batches:
+    """A sink with log_batch that records each batch's size and takes ``seconds`` per call."""
+
+    def __init__(self, seconds: float = 0.0) -> None:
+        self.seconds = seconds
+        self.sizes: list[int] = []
+
+    def log_metrics(
+        self, metrics: Mapping[str, float], step: int | None = None
+    ) -> None:
+        raise AssertionError("a sink with log_batch gets batches")
+
+    def log_batch(self, payloads: list[object]) -> None:
+        self.sizes.append(len(payloads))
+        time.sleep(self.seconds)
+
+
+def test_batches_grow_when_the_sink_is_slower_than_the_polls() -> None:
+    busy = Batches(seconds=0.05)
+    monitor = LoggerMonitor(busy, poll_interval=0.005, queue_size=10_000)
+    for index in range(20):
+        monitor.watch(Source(), name=f"w{index}")
+    with monitor:
+        assert wait_until(lambda: sum(busy.sizes) >= 400)
+    assert monitor.stats()["dropped"] == 0
+    assert max(busy.sizes) > 20  # several rounds' payloads in one call
+    assert sum(busy.sizes) == monitor.stats()["logged"]  # none lost
+
+
+def test_under_light_load_a_batch_is_one_payload_and_sqlite_keeps_them_all(
+    tmp_path: Path,
+) -> None:
+    quick = Batches()
+    store = SQLiteLogger(tmp_path / "light.sqlite")
+    monitor = LoggerMonitor([quick, store], poll_interval=0.2)
+    source = Source()
+    monitor.watch(source, name="source")
+    try:
+        with monitor:
+            assert wait_until(lambda: len(quick.sizes) >= 5)
+            # While it runs: stop() may add its final snapshot to the last
+            # round's payload before the sender has taken that one.
+            running = list(quick.sizes)
+        frames = [r.value for r in read(store.path) if r.name == "source/frames"]
+    finally:
+        store.close()
+    assert set(running) == {1}
+    assert frames == [float(n) for n in range(1, source.frames + 1)]
+
+
+def _three_watches(monitor: LoggerMonitor) -> LoggerMonitor:
+    for name in ("a", "b", "c"):
+        monitor.watch(None, name=name, stats_fn=lambda: {"x": 1})
+    return monitor
+
+
+def test_the_final_round_never_drops_its_own_payloads_from_a_small_queue(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    sink = InMemorySink()
+    monitor = _three_watches(LoggerMonitor(sink, poll_interval=10.0, queue_size=1))
+    monitor.start()
+    with caplog.at_level(logging.WARNING, logger="rlpulse"):
+        monitor.stop()  # before the first timed round: the finals of all three
+    assert sorted(next(iter(metrics)) for metrics, _ in sink.calls) == [
+        "a/x",
+        "b/x",
+        "c/x",
+    ]
+    assert monitor.stats()["dropped"] == 0
+    assert not [r for r in caplog.records if "dropped" in r.getMessage()]
+
+
+def test_a_step_on_the_polling_thread_never_drops_its_own_payloads() -> None:
+    sink = InMemorySink()
+    monitor = _three_watches(LoggerMonitor(sink, poll_interval=10.0, queue_size=1))
+    monitor.start()
+    logged = monitor.step()  # a request round of all three
+    monitor.stop(log_final=False)
+    assert sorted(logged) == ["a", "b", "c"]
+    assert len(sink.calls) == 3
+
+
+def test_a_queue_holds_its_size_again_after_a_round_larger_than_it() -> None:
+    # Five hourly watches make the first round larger than the queue; the
+    # rounds after it poll one watch, and the sink hangs: the queue's bound
+    # is queue_size again, not the largest round.
+
+    gate = threading.Event()
+
+    class Hung:
+        def log_metrics(
+            self, metrics: Mapping[str, float], step: int | None = None
+        ) -> None:
+            gate.wait(30)
+
+    monitor = LoggerMonitor(Hung(), poll_interval=0.05, queue_size=2, stop_timeout=1)
+    for index in range(5):
+        monitor.watch(
+            None,
+            name=f"h{index}",
+            stats_fn=lambda: {"x": 1},
+            schedule=Every.seconds(3600),
+        )
+    monitor.watch(None, name="every", stats_fn=lambda: {"x": 1})
+    monitor.start()
+    try:
+        assert wait_until(lambda: monitor.stats()["rounds"] >= 5)
+        queued = monitor.stats()["queued"]
+    finally:
+        gate.set()
+        monitor.stop(log_final=False)
+    assert queued <= 2

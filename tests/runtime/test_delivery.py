@@ -1,0 +1,74 @@
+"""Delivery: how payloads reach every sink, inline or through the queues; a slow or failing sink holds up no other."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+
+import pytest
+
+from rlpulse import LoggerMonitor
+from rlpulse.testing import InMemorySink
+from tests.support import Source, frames_logged, wait_until
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_a_slow_sink_delays_neither_polls_nor_the_fast_sink() -> None:
+    class Sleepy:
+        calls = 0
+
+        def log_metrics(
+            self, metrics: Mapping[str, float], step: int | None = None
+        ) -> None:
+            self.calls += 1
+            time.sleep(1.0)
+
+    sleepy, fast = Sleepy(), InMemorySink()
+    monitor = LoggerMonitor([sleepy, fast], poll_interval=0.01, stop_timeout=3)
+    monitor.watch(Source(), name="source")
+    with monitor:
+        assert wait_until(lambda: frames_logged(fast, "source") >= 50, timeout=10)
+        assert sleepy.calls <= 3
+
+
+def test_a_payload_a_sink_refuses_in_manual_mode_is_counted_rejected() -> None:
+    class Refusing:
+        def log_metrics(
+            self, metrics: Mapping[str, float], step: int | None = None
+        ) -> None:
+            raise ValueError("refused")
+
+    monitor = LoggerMonitor(
+        [Refusing(), InMemorySink()], background=False, on_error="ignore"
+    )
+    monitor.watch(Source(), name="source")
+    monitor.step()
+    monitor.step()
+    assert (monitor.stats()["rejected"], monitor.stats()["errors"]) == (2, 2)
+
+
+def test_on_error_raise_with_a_failing_sink_ends_background_polling() -> None:
+    class Broken:
+        def log_metrics(
+            self, metrics: Mapping[str, float], step: int | None = None
+        ) -> None:
+            raise RuntimeError("boom")
+
+    source = Source()
+    previous_hook = threading.excepthook
+    raised: list[BaseException | None] = []
+    threading.excepthook = lambda args: raised.append(args.exc_value)
+    try:
+        monitor = LoggerMonitor(Broken(), poll_interval=0.01, on_error="raise")
+        monitor.watch(source, name="s")
+        monitor.start()
+        assert wait_until(lambda: bool(raised))
+        frames = source.frames
+        time.sleep(0.1)
+        assert source.frames == frames  # polling ended
+        monitor.stop(log_final=False)
+    finally:
+        threading.excepthook = previous_hook
+    assert isinstance(raised[0], RuntimeError)

@@ -1,0 +1,64 @@
+"""Sinks as the monitor sees them: what a sink with ``log_batch`` is given, in background and in manual mode."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from rlpulse import LoggerMonitor
+from tests.support import BatchRecorder
+
+pytestmark = pytest.mark.timeout(30)
+
+
+@pytest.mark.timeout(30)
+def test_a_monitor_gives_a_log_batch_sink_each_payloads_poll_time() -> None:
+    class Counter:
+        frames = 0.0
+
+        def stats(self) -> dict[str, float]:
+            self.frames += 1.0
+            return {"frames": self.frames}
+
+    recorder = BatchRecorder()
+    before = time.time()
+    with LoggerMonitor(recorder, poll_interval=0.01) as monitor:
+        monitor.watch(Counter(), name="c")
+        time.sleep(0.2)
+    after = time.time()
+
+    times = [triple[2] for batch in recorder.batches for triple in batch]
+    assert len(times) >= 2
+    assert all(isinstance(at, float) and before <= at <= after for at in times), times
+
+
+def test_a_log_batch_sink_in_manual_mode_gets_log_metrics_without_a_timestamp() -> None:
+    # Its log_metrics takes no timestamp=: giving its batches their poll
+    # times must not pass one to it.
+    class Both:
+        def __init__(self) -> None:
+            self.logged: list[tuple[dict[str, float], int | None]] = []
+
+        def log_metrics(
+            self, metrics: Mapping[str, float], step: int | None = None
+        ) -> None:
+            self.logged.append((dict(metrics), step))
+
+        def log_batch(self, payloads: list[Any]) -> None:
+            raise AssertionError("manual mode calls log_metrics")
+
+    class Source:
+        def stats(self) -> dict[str, float]:
+            return {"x": 1.0}
+
+    sink = Both()
+    monitor = LoggerMonitor(sink, background=False, on_error="raise")
+    monitor.watch(Source(), name="w")
+    monitor.step()
+    monitor.stop()
+
+    assert [metrics for metrics, _ in sink.logged] == [{"w/x": 1.0}] * len(sink.logged)
+    assert sink.logged
