@@ -416,7 +416,7 @@ class BatchRecorder:
 
 def queue_item(step: int) -> Item:
     """A payload of watch ``w`` at ``step``, as a monitor puts it in a sink's queue."""
-    return ({"w/x": float(step)}, step, 0.0, "w", {}, {})
+    return Item({"w/x": float(step)}, step, 0.0, "w", {}, {})
 
 
 class Discard:

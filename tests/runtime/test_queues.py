@@ -38,7 +38,7 @@ def test_delivered_payloads_are_freed_by_the_producer_at_its_next_wake() -> None
     queue.start()
     try:
         for step in range(3):
-            queue.put_all([({"w/x": float(step)}, step, 0.0, "w", {}, {})])
+            queue.put_all([Item({"w/x": float(step)}, step, 0.0, "w", {}, {})])
         queue.wake()
         wait_for(lambda: len(recorder.steps) == 3)
         # The sender keeps what it delivered for the producer, in order...
@@ -56,7 +56,7 @@ def test_a_full_queue_drops_the_oldest_and_counts_it() -> None:
     recorder = StepRecorder()
     queue = SinkQueue(Sink(recorder), size=2)
     for step in range(5):
-        queue.put_all([({"w/x": 1.0}, step, 0.0, "w", {}, {})])
+        queue.put_all([Item({"w/x": 1.0}, step, 0.0, "w", {}, {})])
     assert queue.dropped == 3
     queue.start()
     queue.wake()
@@ -70,8 +70,8 @@ def test_a_round_beyond_the_queue_keeps_its_own_and_drops_the_older_at_once() ->
     queue = SinkQueue(
         Sink(recorder), size=3, on_drop=lambda _queue, count: drops.append(count)
     )
-    queue.put_all([({"w/x": 1.0}, step, 0.0, "w", {}) for step in range(2)])
-    queue.put_all([({"w/x": 1.0}, step, 0.0, "w", {}) for step in range(2, 7)])
+    queue.put_all([Item({"w/x": 1.0}, step, 0.0, "w", {}, {}) for step in range(2)])
+    queue.put_all([Item({"w/x": 1.0}, step, 0.0, "w", {}, {}) for step in range(2, 7)])
     assert (queue.dropped, drops, queue.dropping) == (2, [2], True)
     queue.start()
     queue.wake()
@@ -83,7 +83,7 @@ def test_a_sink_with_log_batch_gets_everything_pending_in_one_call() -> None:
     recorder = BatchRecorder()
     queue = SinkQueue(Sink(recorder), size=16)
     for step in range(4):
-        queue.put_all([({"w/x": float(step)}, step, 100.0 + step, "w", {}, {})])
+        queue.put_all([Item({"w/x": float(step)}, step, 100.0 + step, "w", {}, {})])
     queue.start()
     queue.wake()
     assert queue.close(deadline=time.monotonic() + 5) is None
@@ -111,10 +111,10 @@ def test_a_failing_batch_is_one_failure_and_the_next_batch_is_sent() -> None:
     )
     queue.start()
     try:
-        queue.put_all([({"w/x": 1.0}, 1, 0.0, "w", {}, {})])
+        queue.put_all([Item({"w/x": 1.0}, 1, 0.0, "w", {}, {})])
         queue.wake()
         wait_for(lambda: len(recorder.batches) == 1)
-        queue.put_all([({"w/x": 2.0}, 2, 0.0, "w", {}, {})])
+        queue.put_all([Item({"w/x": 2.0}, 2, 0.0, "w", {}, {})])
         queue.wake()
         wait_for(lambda: len(recorder.batches) == 2)
     finally:
@@ -148,7 +148,7 @@ def test_one_drop_warning_per_streak_that_ends_once_the_sender_caught_up() -> No
 
     def round_of(payloads: int) -> None:
         for step in range(payloads):
-            queue.put_all([({"w/x": 1.0}, step, 0.0, "w", {}, {})])
+            queue.put_all([Item({"w/x": 1.0}, step, 0.0, "w", {}, {})])
         queue.wake()
 
     queue.start()
@@ -199,7 +199,7 @@ def test_payloads_delivered_while_the_queues_close_reach_the_sink_once_each() ->
     def produce() -> None:
         number = 0
         while not stop.is_set():
-            if delivery.deliver(({"w/x": float(number)}, number, 0.0, "w", {}, {})):
+            if delivery.deliver(Item({"w/x": float(number)}, number, 0.0, "w", {}, {})):
                 taken.append(number)
             number += 1
             if number % 7 == 0:
@@ -290,12 +290,12 @@ def test_a_payload_handed_over_as_closing_begins_is_sent_before_the_flush() -> N
     pending = queue.pending = _EmptyThenSlow()
     queue.start()
     pending.armed.set()
-    queue.put_all([({"w/x": 1.0}, 1, 0.0, "w", {}, {})])
+    queue.put_all([Item({"w/x": 1.0}, 1, 0.0, "w", {}, {})])
     queue.wake()
     assert pending.held.wait(5)  # the sender found the queue empty, and waits
 
     queue.put_all(
-        [({"w/x": 2.0}, 2, 0.0, "w", {}, {})]
+        [Item({"w/x": 2.0}, 2, 0.0, "w", {}, {})]
     )  # the final round, then close(): as Delivery does
     queue.wake()
     assert queue.close(deadline=time.monotonic() + 5) is None
@@ -461,7 +461,7 @@ class _TakesRoundsAtOnce:
 
 
 def _round(*steps: int) -> list[Item]:
-    return [({"w/x": float(step)}, step, 0.0, "w", {}, {}) for step in steps]
+    return [Item({"w/x": float(step)}, step, 0.0, "w", {}, {}) for step in steps]
 
 
 def test_a_sink_that_takes_a_round_without_waiting_is_handed_it_on_the_producers_thread() -> (

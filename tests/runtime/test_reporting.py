@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from rlpulse import Every, LoggerMonitor
-from rlpulse.runtime.queues import SinkQueue
+from rlpulse.runtime.queues import Item, SinkQueue
 from rlpulse.runtime.sinks import Sink
 from rlpulse.testing import InMemorySink
 from tests.support import (
@@ -113,9 +113,9 @@ def test_a_round_dropping_several_is_warned_once_with_how_many(
     reporter = Reporter("warn")
     queue = SinkQueue(Sink(StepRecorder()), size=2, on_drop=reporter.dropped)
     with caplog.at_level("WARNING", logger="rlpulse"):
-        queue.put_all([({"w/x": 1.0}, step, 0.0, "w", {}) for step in range(6)])
+        queue.put_all([Item({"w/x": 1.0}, step, 0.0, "w", {}, {}) for step in range(6)])
         assert reporter.counts()["dropped"] == 0  # a round keeps its own
-        queue.put_all([({"w/x": 1.0}, 6, 0.0, "w", {}, {})])
+        queue.put_all([Item({"w/x": 1.0}, 6, 0.0, "w", {}, {})])
     assert reporter.counts()["dropped"] == 5
     warnings = [record.getMessage() for record in caplog.records]
     assert len(warnings) == 1
@@ -144,11 +144,13 @@ def _fall_behind_and_catch_up(queue: SinkQueue, sink: _Pausable, start: int) -> 
     # One drop streak: the sink stops, a round overfills the queue, the sink
     # goes on and the sender empties the queue.
     sink.gate.clear()
-    queue.put_all([({"w/x": 1.0}, start, 0.0, "w", {}, {})])
+    queue.put_all([Item({"w/x": 1.0}, start, 0.0, "w", {}, {})])
     queue.wake()
     wait_for(lambda: not queue.pending)  # the sender holds it, waiting
-    queue.put_all([({"w/x": 1.0}, start + step, 0.0, "w", {}) for step in range(1, 4)])
-    queue.put_all([({"w/x": 1.0}, start + 4, 0.0, "w", {}, {})])
+    queue.put_all(
+        [Item({"w/x": 1.0}, start + step, 0.0, "w", {}, {}) for step in range(1, 4)]
+    )
+    queue.put_all([Item({"w/x": 1.0}, start + 4, 0.0, "w", {}, {})])
     sink.gate.set()
     queue.wake()
     wait_for(lambda: queue.caught_up and not queue.pending)

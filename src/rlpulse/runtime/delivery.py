@@ -36,7 +36,7 @@ class Delivery:
         ...     def log_metrics(self, metrics, step=None):
         ...         print(step, metrics)
         >>> delivery = Delivery((Sink(Printer()),), Reporter("warn"))
-        >>> delivery.deliver(({"rb/size": 1.0}, 3, 0.0, "rb", {}, {}))
+        >>> delivery.deliver(Item({"rb/size": 1.0}, 3, 0.0, "rb", {}, {}))
         3 {'rb/size': 1.0}
         True
     """
@@ -108,7 +108,7 @@ class Delivery:
             queue.start()
 
     def deliver(self, item: Item) -> bool:
-        """Hand ``(payload, step, wall_time, watch name, kinds, distributions)`` to every sink; whether any took it.
+        """Hand ``item`` to every sink; whether any took it.
 
         Queued: always taken, and queued for every sink when the round
         ends (:meth:`end_round`). Inline: under ``on_error="raise"`` the first

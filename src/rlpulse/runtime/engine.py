@@ -21,6 +21,7 @@ from rlpulse.runtime.deadline import Deadline, check_timeout
 from rlpulse.runtime.delivery import Delivery
 from rlpulse.runtime.events import Event
 from rlpulse.runtime.poller import Poller, Round, poll_final
+from rlpulse.runtime.queues import Item
 from rlpulse.runtime.reporting import OnError, Reporter
 from rlpulse.runtime.sinks import Sink
 from rlpulse.runtime.supervision import Supervision
@@ -143,7 +144,9 @@ class Engine:
         payload = logged.payload
         distributions = logged.intervals.histograms
         if not delivery.deliver(
-            (payload, logged.step, wall_time, watch.name, logged.kinds, distributions)
+            Item(
+                payload, logged.step, wall_time, watch.name, logged.kinds, distributions
+            )
         ):
             return None
         watch.commit(logged, now, scheduled, self.poll_interval)

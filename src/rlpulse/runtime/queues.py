@@ -28,7 +28,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from rlpulse.naming import Kind, Payload
 from rlpulse.runtime.events import Event
@@ -41,13 +41,21 @@ __all__ = ["Item", "SinkQueue"]
 
 _log = logging.getLogger("rlpulse")
 
-Item = tuple[
-    dict[str, float], int | None, float, str, Mapping[str, Kind], Mapping[str, Any]
-]
-"""One queued payload: ``(payload, step, wall_time, watch name, its metrics' kinds, its distributions)``."""
+
+class Item(NamedTuple):
+    """One payload as the runtime hands it on: to the sinks inline, or through their queues."""
+
+    metrics: dict[str, float]
+    step: int | None
+    wall_time: float
+    watch: str
+    """The name of the watch that logged it (``""``: a payload a child process received)."""
+    kinds: Mapping[str, Kind]
+    distributions: Mapping[str, Any]
+
 
 _triple_of = operator.itemgetter(0, 1, 2)
-"""An item's ``(metrics, step, timestamp)``, as ``log_batch`` takes it."""
+"""An item's ``(metrics, step, wall_time)``, as ``log_batch`` takes it (fields by position: built in C)."""
 
 
 _payload_fields = operator.itemgetter(0, 1, 2, 4, 5)
@@ -57,7 +65,7 @@ _new_payload = functools.partial(tuple.__new__, Payload)
 def _typed(items: Sequence[Item]) -> list[Payload]:
     """Items as ``log_payloads`` takes them: :class:`~rlpulse.naming.Payload` values, built in C (half the time of ``Payload(...)``).
 
-    >>> _typed([({"w/x": 1.0}, 3, 1.5, "w", {}, {})])
+    >>> _typed([Item({"w/x": 1.0}, 3, 1.5, "w", {}, {})])
     [Payload(metrics={'w/x': 1.0}, step=3, wall_time=1.5, kinds={}, distributions={})]
     """
     return list(map(_new_payload, map(_payload_fields, items)))
@@ -96,7 +104,7 @@ class SinkQueue:
         ...         print(step, metrics)
         >>> queue = SinkQueue(Sink(Printer()), size=8)
         >>> queue.start()
-        >>> queue.put_all([({"rb/size": 1.0}, 3, 0.0, "rb", {}, {})])
+        >>> queue.put_all([Item({"rb/size": 1.0}, 3, 0.0, "rb", {}, {})])
         >>> queue.wake()
         >>> queue.close(deadline=time.monotonic() + 5) is None
         3 {'rb/size': 1.0}
@@ -241,7 +249,7 @@ class SinkQueue:
                 taken = False
             except Exception as err:
                 self._rejected(payloads_lost(err, len(items)))
-                self._failed(items[0][3], err)
+                self._failed(items[0].watch, err)
                 self._count_losses()
                 return
             if self._losses is not None:
@@ -471,12 +479,12 @@ class SinkQueue:
                 self._in_call = 1
             try:
                 if wants_timestamp:
-                    log_metrics(item[0], step=item[1], timestamp=item[2])
+                    log_metrics(item.metrics, step=item.step, timestamp=item.wall_time)
                 else:
-                    log_metrics(item[0], step=item[1])
+                    log_metrics(item.metrics, step=item.step)
             except TransientSinkError as err:
                 if self._put_back([item]):
-                    self._retry_later(item[3], err)
+                    self._retry_later(item.watch, err)
                 else:
                     self._failed_after_stop(1, err)
                 return
@@ -521,7 +529,7 @@ class SinkQueue:
             send(convert(batch))
         except TransientSinkError as err:
             if self._put_back(batch):
-                self._retry_later(batch[0][3], err)
+                self._retry_later(batch[0].watch, err)
             else:
                 self._failed_after_stop(len(batch), err)
             return
@@ -561,7 +569,7 @@ class SinkQueue:
             self._failed_after_stop(len(batch), err)
         else:
             self._rejected(payloads_lost(err, len(batch)))
-            self._failed(batch[0][3], err)
+            self._failed(batch[0].watch, err)
         return late
 
     def _send_events(self) -> None:

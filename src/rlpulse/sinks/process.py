@@ -1096,7 +1096,7 @@ def _serve(inbox: BinaryIO, outbox: BinaryIO, closing_heard: int, ledger: int) -
             elif message[0] == "batch":
                 hosted.put(
                     [
-                        (metrics, step, wall_time, "", inferred_kinds(metrics), {})
+                        Item(metrics, step, wall_time, "", inferred_kinds(metrics), {})
                         for metrics, step, wall_time in message[1]
                     ]
                 )
@@ -1207,7 +1207,7 @@ class _Received:
             names = self._layouts[number]
             end = at + len(names)
             items.append(
-                (
+                Item(
                     dict(zip(names, flat[at:end], strict=True)),
                     steps[index],
                     times[index],
