@@ -1072,6 +1072,34 @@ def test_a_gauge_a_watch_s_later_snapshot_lacks_is_no_longer_served() -> None:
     assert after[("rlpulse_frames_total", "gpu")] == 20.0
 
 
+def test_a_rate_is_not_served_from_a_counter_s_reset_until_it_can_be_rated_again() -> (
+    None
+):
+    target = Readings(frames=10)
+    rate = ("rlpulse_frames_per_second", "collector")
+    with PrometheusExporter() as exporter:
+        monitor = LoggerMonitor(exporter, background=False)
+        monitor.watch(target, name="collector")
+
+        def polled_at(frames: int) -> Samples:
+            time.sleep(0.05)
+            target.readings["frames"] = frames
+            monitor.step()
+            return scrape(exporter)
+
+        first = polled_at(10)
+        rated = polled_at(20)
+        reset = polled_at(5)  # the collector restarted from zero
+        again = polled_at(9)
+        monitor.stop()
+
+    assert rate not in first
+    assert rated[rate] > 0
+    assert rate not in reset
+    assert reset[("rlpulse_frames_total", "collector")] == 5.0
+    assert again[rate] > 0
+
+
 def test_a_counter_a_watch_s_later_snapshot_lacks_keeps_its_last_value() -> None:
     target = Readings(frames=10, size=3.0)
     with PrometheusExporter() as exporter:
