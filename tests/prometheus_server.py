@@ -90,6 +90,16 @@ class Prometheus:
             time.sleep(0.25)
         return value
 
+    def wait_gone(self, promql: str) -> None:
+        """Return once ``promql`` returns nothing (a series that went stale), within the deadline."""
+        deadline = time.monotonic() + DEADLINE_S
+        while (value := self.value(promql)) is not None:
+            assert time.monotonic() < deadline, (
+                f"Prometheus still returned {value} for {promql!r} after "
+                f"{DEADLINE_S} s; its log:\n{self.log.read_text()}"
+            )
+            time.sleep(0.25)
+
 
 def free_port() -> int:
     with socket.socket() as probe:

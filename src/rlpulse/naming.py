@@ -11,7 +11,8 @@ suffix (:func:`unit_of`). A backend that names series by labels
 (Prometheus, OpenTelemetry) takes a metric's instance segments
 (``worker_0``, ``child_<pid>``) as labels (:func:`labelled`). A
 :class:`Payload` is one logged snapshot as rlpulse's own sinks take it: its
-metrics with their kinds.
+metrics with their kinds, and whether it is a watch's whole snapshot or
+metrics logged by hand (:class:`InferredKinds`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ __all__ = [
     "RATE_SUFFIX",
     "RESERVED_LABELS",
     "SUM_SUFFIX",
+    "InferredKinds",
     "Kind",
     "Labelled",
     "Payload",
@@ -376,7 +378,24 @@ def inferred_kind(name: str, names: Container[str]) -> Kind:
     return Kind.GAUGE
 
 
-def inferred_kinds(metrics: Mapping[str, float]) -> dict[str, Kind]:
+class InferredKinds(dict[str, Kind]):
+    """The kinds of a payload's metrics guessed from their names: what marks a payload logged by hand.
+
+    A payload of metrics logged with ``log_metrics`` or ``log_batch`` has
+    its kinds guessed (:func:`inferred_kinds`) and may hold any of a
+    watch's keys; one a monitor logs has the kinds its watch decided and
+    is that watch's whole snapshot (:attr:`Payload.whole`).
+
+    Examples:
+        >>> kinds = inferred_kinds({"b/size": 3.0})
+        >>> isinstance(kinds, InferredKinds), kinds == {"b/size": Kind.GAUGE}
+        (True, True)
+    """
+
+    __slots__ = ()
+
+
+def inferred_kinds(metrics: Mapping[str, float]) -> InferredKinds:
     """The kind of each key of ``metrics``, a payload whose kinds were not given, guessed from its names.
 
     Examples:
@@ -384,9 +403,11 @@ def inferred_kinds(metrics: Mapping[str, float]) -> dict[str, Kind]:
         >>> {name: str(kind) for name, kind in kinds.items()}
         {'c/frames': 'counter', 'c/frames_per_second': 'rate', 'b/size': 'gauge'}
     """
-    return {
-        name: inferred_kind(name, metrics) for name in metrics if isinstance(name, str)
-    }
+    return InferredKinds(
+        (name, inferred_kind(name, metrics))
+        for name in metrics
+        if isinstance(name, str)
+    )
 
 
 class Payload(NamedTuple):
@@ -414,3 +435,22 @@ class Payload(NamedTuple):
     def kind(self, name: str) -> Kind:
         """The kind of metric ``name`` of this payload."""
         return self.kinds.get(name, Kind.GAUGE)
+
+    @property
+    def whole(self) -> bool:
+        """Whether this payload is the whole snapshot of each watch its keys name, as a monitor logs it.
+
+        A watch's metric missing from its whole snapshot is one it no
+        longer reports (a quantile over an interval without observations,
+        a verdict unknown). A payload logged by hand (``log_metrics``,
+        ``log_batch``: its kinds guessed from the names,
+        :class:`InferredKinds`) is not whole: it may hold any of a watch's
+        keys, and a key it lacks says nothing.
+
+        Examples:
+            >>> Payload({"c/frames": 10.0}, 10, 1.5, {"c/frames": Kind.COUNTER}).whole
+            True
+            >>> Payload({"c/frames": 10.0}, 10, 1.5, inferred_kinds({"c/frames": 10.0})).whole
+            False
+        """
+        return not isinstance(self.kinds, InferredKinds)

@@ -171,3 +171,53 @@ def test_promql_sums_a_shared_counters_watch_s_workers_by_watch_and_charts_each_
     ]
     assert totals == float(sum(frames))
     assert sorted(series["metric"]["worker"] for series in by_worker) == ["0", "1", "2"]
+
+
+class WaitingLearner:
+    """A thread logging a learner that waits 63 % of its time, so that its pipeline is collector-bound, until stopped."""
+
+    def __init__(self, tally: Tally) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(tally,), daemon=True)
+
+    def _run(self, tally: Tally) -> None:
+        last = time.monotonic()
+        while not self._stop.wait(0.01):
+            # The time that passed, however late the thread ran.
+            now = time.monotonic()
+            tally.inc("busy_s", 0.37 * (now - last))
+            tally.inc("wait_s", 0.63 * (now - last))
+            last = now
+
+    def __enter__(self) -> WaitingLearner:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
+def test_a_speedup_the_bottleneck_verdict_no_longer_knows_goes_stale_in_promql(
+    exporter: PrometheusExporter, prometheus: Prometheus
+) -> None:
+    speedup = 'rlpulse_speedup{watch="bottleneck"}'
+    learner = Tally()
+    with LoggerMonitor(exporter, poll_interval=0.1) as monitor:
+        monitor.watch(Tally(), name="collector")
+        monitor.watch(learner, name="learner")
+        monitor.bottleneck(window=0.5)
+        with WaitingLearner(learner):
+            known = prometheus.wait_for(speedup)
+        # Windows in which the learner logs no time: the verdict is unknown.
+        prometheus.wait_gone(speedup)
+        bound_known = prometheus.value('rlpulse_bound_known{watch="bottleneck"}')
+        bound = prometheus.value('rlpulse_bound{watch="bottleneck"}')
+        polled = prometheus.value(
+            'rlpulse_last_poll_timestamp_seconds{watch="bottleneck"}'
+        )
+
+    assert known == pytest.approx(1 / 0.37, rel=0.2)
+    assert bound_known == 0.0
+    assert bound is None
+    assert polled is not None

@@ -25,12 +25,14 @@ from prometheus_client.parser import text_string_to_metric_families
 from rlpulse import Event, LoggerMonitor, Tally
 from rlpulse.distributions import Histogram
 from rlpulse.naming import Kind, Payload
+from rlpulse.sinks.process import SinkProcess
 from rlpulse.sinks.prometheus import (
     BOUNDS_PER_OCTAVE,
     PrometheusExporter,
     classic_buckets,
 )
 from rlpulse.sources import SharedCounters, SystemStats
+from tests.prometheus_server import free_port
 
 Samples = dict[tuple[str, str], float]
 
@@ -1040,3 +1042,181 @@ def test_an_instance_missing_from_a_snapshot_of_another_watch_stays_served() -> 
         served = labelled_series(page_of(exporter))
 
     assert served[("rlpulse_frames_total", labels(watch="workers", worker="0"))] == 1.0
+
+
+class Readings:
+    """A target whose ``stats()`` returns whatever its ``readings`` hold at the time."""
+
+    def __init__(self, **readings: float) -> None:
+        self.readings = readings
+
+    def stats(self) -> dict[str, float]:
+        return dict(self.readings)
+
+
+def test_a_gauge_a_watch_s_later_snapshot_lacks_is_no_longer_served() -> None:
+    target = Readings(frames=10, temperature=71.0)
+    with PrometheusExporter() as exporter:
+        monitor = LoggerMonitor(exporter, background=False)
+        monitor.watch(target, name="gpu")
+        monitor.step()
+        before = scrape(exporter)
+        del target.readings["temperature"]
+        target.readings["frames"] = 20
+        monitor.step()
+        after = scrape(exporter)
+        monitor.stop()
+
+    assert before[("rlpulse_temperature", "gpu")] == 71.0
+    assert ("rlpulse_temperature", "gpu") not in after
+    assert after[("rlpulse_frames_total", "gpu")] == 20.0
+
+
+def test_a_rate_is_not_served_from_a_counter_s_reset_until_it_can_be_rated_again() -> (
+    None
+):
+    target = Readings(frames=10)
+    rate = ("rlpulse_frames_per_second", "collector")
+    with PrometheusExporter() as exporter:
+        monitor = LoggerMonitor(exporter, background=False)
+        monitor.watch(target, name="collector")
+
+        def polled_at(frames: int) -> Samples:
+            time.sleep(0.05)
+            target.readings["frames"] = frames
+            monitor.step()
+            return scrape(exporter)
+
+        first = polled_at(10)
+        rated = polled_at(20)
+        reset = polled_at(5)  # the collector restarted from zero
+        again = polled_at(9)
+        monitor.stop()
+
+    assert rate not in first
+    assert rated[rate] > 0
+    assert rate not in reset
+    assert reset[("rlpulse_frames_total", "collector")] == 5.0
+    assert again[rate] > 0
+
+
+def test_a_counter_a_watch_s_later_snapshot_lacks_keeps_its_last_value() -> None:
+    target = Readings(frames=10, size=3.0)
+    with PrometheusExporter() as exporter:
+        monitor = LoggerMonitor(exporter, background=False)
+        monitor.watch(target, name="collector")
+        monitor.step()
+        del target.readings["frames"]
+        target.readings["size"] = 4.0
+        monitor.step()
+        served = scrape(exporter)
+        monitor.stop()
+
+    assert served[("rlpulse_frames_total", "collector")] == 10.0
+    assert served[("rlpulse_size", "collector")] == 4.0
+
+
+def test_a_tally_s_quantiles_are_served_only_after_intervals_with_observations() -> (
+    None
+):
+    tally = Tally()
+    quantiles = [f"rlpulse_update_seconds_{q}" for q in ("p50", "p90", "p99")]
+    with PrometheusExporter() as exporter:
+        monitor = LoggerMonitor(exporter, background=False)
+        monitor.watch(tally, name="learner")
+        tally.observe("update_s", 0.25)
+        monitor.step()
+        observed_once = scrape(exporter)
+        monitor.step()  # an interval without observations
+        idle = scrape(exporter)
+        tally.observe("update_s", 0.5)
+        monitor.step()
+        observed_again = scrape(exporter)
+        monitor.stop()
+
+    assert {name: observed_once[(name, "learner")] for name in quantiles} == (
+        dict.fromkeys(quantiles, pytest.approx(0.25, rel=0.01))
+    )
+    assert not [name for name in quantiles if (name, "learner") in idle]
+    # The tally's own statistics, over its most recent observations, stay.
+    assert idle[("rlpulse_update_seconds_mean", "learner")] == 0.25
+    # The histogram is cumulative: it keeps what it counted.
+    assert idle[("rlpulse_update_seconds_count", "learner")] == 1.0
+    assert observed_again[("rlpulse_update_seconds_p99", "learner")] == (
+        pytest.approx(0.5, rel=0.01)
+    )
+    assert observed_again[("rlpulse_update_seconds_count", "learner")] == 2.0
+
+
+def test_a_key_logged_by_hand_keeps_its_last_value_when_a_later_payload_lacks_it() -> (
+    None
+):
+    with PrometheusExporter() as exporter:
+        exporter.log_metrics(
+            {"gpu/temperature": 71.0, "gpu/worker_0/memory_bytes": 5.0}, timestamp=1.0
+        )
+        exporter.log_metrics({"gpu/utilization": 0.5}, timestamp=2.0)
+        exporter.log_batch([({"gpu/power_watts": 250.0}, None, 3.0)])
+        served = labelled_series(page_of(exporter))
+
+    gpu = labels(watch="gpu")
+    assert served[("rlpulse_temperature", gpu)] == 71.0
+    assert served[("rlpulse_utilization", gpu)] == 0.5
+    assert served[("rlpulse_power_watts", gpu)] == 250.0
+    assert served[("rlpulse_memory_bytes", labels(watch="gpu", worker="0"))] == 5.0
+
+
+def test_a_payload_a_monitor_hands_over_retires_only_what_its_watch_no_longer_reports() -> (
+    None
+):
+    gauges = {"gpu/temperature": Kind.GAUGE}
+    with PrometheusExporter() as exporter:
+        exporter.log_payloads(
+            [
+                Payload({"gpu/temperature": 71.0}, None, 1.0, gauges),
+                Payload({"buffer/size": 3.0}, None, 1.0, {}),
+            ]
+        )
+        exporter.log_payloads([Payload({"buffer/size": 4.0}, None, 2.0, {})])
+        kept = scrape(exporter)
+        exporter.log_payloads([Payload({"gpu/power_watts": 250.0}, None, 3.0, {})])
+        retired = scrape(exporter)
+
+    # Another watch's snapshot says nothing about gpu's temperature.
+    assert kept[("rlpulse_temperature", "gpu")] == 71.0
+    assert ("rlpulse_temperature", "gpu") not in retired
+    assert retired[("rlpulse_size", "buffer")] == 4.0
+    assert retired[("rlpulse_last_poll_timestamp_seconds", "gpu")] == 3.0
+
+
+@pytest.mark.timeout(60)
+def test_an_exporter_in_a_sink_process_retires_what_a_watch_stops_reporting_but_not_what_was_logged_by_hand() -> (
+    None
+):
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/metrics"
+    target = Readings(temperature=71.0)
+
+    def served() -> Samples:
+        sink.flush(timeout=10)
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return parse(response.read().decode())[0]
+
+    with SinkProcess(f"prometheus:{port}") as sink:
+        monitor = LoggerMonitor(sink, background=False)
+        monitor.watch(target, name="gpu")
+        monitor.step()
+        sink.log_metrics({"fan/speed_rpm": 900.0}, timestamp=1.0)
+        before = served()
+        del target.readings["temperature"]
+        target.readings["power_watts"] = 250.0
+        monitor.step()
+        sink.log_metrics({"fan/duty": 0.5}, timestamp=2.0)
+        after = served()
+        monitor.stop()
+
+    assert before[("rlpulse_temperature", "gpu")] == 71.0
+    assert ("rlpulse_temperature", "gpu") not in after
+    assert after[("rlpulse_power_watts", "gpu")] == 250.0
+    assert after[("rlpulse_speed_rpm", "fan")] == 900.0
+    assert after[("rlpulse_duty", "fan")] == 0.5

@@ -13,7 +13,7 @@ import os
 import re
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from rlpulse.distributions import SCALE, Histogram
@@ -83,6 +83,25 @@ class _Series(NamedTuple):
     labels: _Labels
 
 
+class _Snapshot(NamedTuple):
+    """What a payload holds of one watch: the series it gives a value, the instances it reports (``()`` the watch's own)."""
+
+    series: set[_Series]
+    instances: set[_Labels]
+
+    def add(self, series: _Series) -> None:
+        self.series.add(series)
+        self.instances.add(series.labels)
+
+
+def _snapshot_of(reported: dict[str, _Snapshot], watch: str) -> _Snapshot:
+    """``watch``'s entry of ``reported``, made empty the first time."""
+    snapshot = reported.get(watch)
+    if snapshot is None:
+        snapshot = reported[watch] = _Snapshot(set(), set())
+    return snapshot
+
+
 class _Observed(NamedTuple):
     """A histogram as a scrape serves it: cumulative ``(le, count)`` buckets, the sum."""
 
@@ -106,8 +125,15 @@ class PrometheusExporter(BaseSink):
     the workers) has the label empty, which PromQL reads as none:
     ``rlpulse_frames_total{worker=""}`` is every watch's own,
     ``sum by (watch) (rlpulse_frames_total{worker!=""})`` the workers' sum.
-    An instance none of whose metrics its watch's latest snapshot holds (a
-    child that exited) is no longer served. What
+    What is served is what each watch's latest snapshot says, as a target
+    that stops exporting a series: a gauge the snapshot no longer holds (a
+    quantile over an interval without observations, an unknown verdict's
+    ``speedup``) is no longer served, and Prometheus marks it stale, nor is
+    any series of an instance none of whose metrics it holds (a child that
+    exited); a counter or a histogram, cumulative, keeps its last value.
+    Only a monitor's payloads are whole snapshots (:attr:`Payload.whole
+    <rlpulse.naming.Payload.whole>`): of what ``log_metrics`` logs by
+    hand, every key keeps its last value. What
     the metric is decides the type: a counter (``frames``, a tally's
     ``inc()`` keys and observation counts) is a Prometheus counter, its
     series named with ``_total`` (``rlpulse_frames_total``), for PromQL's
@@ -236,7 +262,9 @@ class PrometheusExporter(BaseSink):
         ``step`` is not served (a step is usually one of the payload's own
         counters); ``timestamp`` is the wall-clock time of the poll that
         produced the payload (now when ``None``) and becomes the watch's
-        ``<prefix>_last_poll_timestamp_seconds``.
+        ``<prefix>_last_poll_timestamp_seconds``. A whole payload (a
+        monitor's) then retires what its watches no longer report
+        (:meth:`_retire`).
 
         >>> from prometheus_client import CollectorRegistry, generate_latest
         >>> from rlpulse.sinks.prometheus import PrometheusExporter
@@ -248,50 +276,70 @@ class PrometheusExporter(BaseSink):
         True
         """
         for payload in payloads:
-            # The instances each watch of the payload reports.
-            reported: dict[str, set[_Labels]] = {}
+            # What each watch of the payload reports.
+            reported: dict[str, _Snapshot] = {}
             for key, interval in payload.distributions.items():
                 watch, path = split(key)
                 metric, labels = labelled(path)
-                reported.setdefault(watch, set()).add(labels)
                 if (metric, True) not in self._family_of_metric:
                     self._retire_served_by_histogram(metric)
                 family = self._family_for(metric, Kind.DISTRIBUTION)
-                served = self._histograms.setdefault(
-                    _Series(family.name, watch, labels), Histogram()
-                )
-                served.merge(interval)
+                series = _Series(family.name, watch, labels)
+                self._histograms.setdefault(series, Histogram()).merge(interval)
+                _snapshot_of(reported, watch).add(series)
                 self._poll_times[watch] = payload.wall_time
             for key, value in payload.metrics.items():
                 watch, path = split(key)
                 metric, labels = labelled(path)
-                reported.setdefault(watch, set()).add(labels)
+                snapshot = _snapshot_of(reported, watch)
+                snapshot.instances.add(labels)
                 if metric in self._served_by_histograms:
                     continue
                 family = self._family_for(metric, payload.kind(key))
-                self._latest[_Series(family.name, watch, labels)] = float(value)
+                series = _Series(family.name, watch, labels)
+                self._latest[series] = float(value)
+                snapshot.series.add(series)
                 self._poll_times[watch] = payload.wall_time
-            self._forget_instances_gone(reported)
+            if payload.whole:
+                self._retire(reported)
 
-    def _forget_instances_gone(self, reported: dict[str, set[_Labels]]) -> None:
-        """Stop serving the series of every instance a watch no longer reports: a child process that exited, a worker gone.
+    def _retire(self, watches: Mapping[str, _Snapshot | None]) -> None:
+        """Stop serving what each of ``watches`` no longer reports, given its latest whole snapshot, or everything of it where that is ``None`` (it was unwatched).
 
-        A watch's payload is its whole snapshot, so an instance (a label
-        set) none of whose metrics it holds has gone; a scrape that kept
-        its last values would show it forever, and a new one for every
-        restarted process. The watch's own series (no instance labels)
-        stay, as they do when a key is missing from one snapshot.
+        The one place that decides what goes. A watch's whole snapshot is
+        what the watch says now, so a scrape serves that, as a target that
+        stops exporting a series does (Prometheus marks it stale): a gauge
+        it does not hold (a quantile over an interval without
+        observations, a verdict's unknown speedup, a rate before a second
+        poll) goes, and every series of an instance none of whose metrics
+        it holds (a child process that exited). A counter and a histogram
+        are cumulative: one missing from a snapshot keeps its last value,
+        for ``rate()`` not to read a reset, unless its instance is gone.
+        An unwatched watch's series and poll time all go; its events stay
+        counted.
         """
         for store in (self._latest, self._histograms):
             gone = [
                 series
                 for series in store
-                if series.labels
-                and series.watch in reported
-                and series.labels not in reported[series.watch]
+                if series.watch in watches and self._gone(series, watches[series.watch])
             ]
             for series in gone:
                 del store[series]
+        for watch, snapshot in watches.items():
+            if snapshot is None:
+                self._poll_times.pop(watch, None)
+
+    def _gone(self, series: _Series, snapshot: _Snapshot | None) -> bool:
+        """Whether its watch's latest whole ``snapshot`` (``None``: it was unwatched) retires ``series``."""
+        if snapshot is None:
+            return True
+        if series.labels and series.labels not in snapshot.instances:
+            return True
+        return (
+            series not in snapshot.series
+            and self._family_by_name[series.family].type == _GAUGE
+        )
 
     def _closed_message(self) -> str:
         if self._serving_pid not in (None, os.getpid()):
@@ -399,15 +447,7 @@ class PrometheusExporter(BaseSink):
         key = (str(event.kind), str(event.watch))
         self._events[key] = self._events.get(key, 0) + 1
         if event.kind == EventKind.UNWATCHED:
-            self._forget_watch(str(event.watch))
-
-    def _forget_watch(self, watch: str) -> None:
-        """Stop serving ``watch``'s latest values, histograms and poll time (its events stay counted): it was unwatched."""
-        for served in [key for key in self._latest if key.watch == watch]:
-            del self._latest[served]
-        for served in [key for key in self._histograms if key.watch == watch]:
-            del self._histograms[served]
-        self._poll_times.pop(watch, None)
+            self._retire({str(event.watch): None})
 
     def collect(self) -> Iterator[Any]:
         """Yield the metric families of the latest values, the histograms and the events: what a scrape of the registry returns.
