@@ -88,31 +88,34 @@ class Bound(enum.IntEnum):
 
 
 class Window(NamedTuple):
-    """One window's figures, each ``None`` where the pipeline does not report it.
-
-    Shares are of the window (0 to 1); ``replay_ratio`` is samples drawn per
-    frame produced over the window; ``fill`` the buffer's fill (0 to 1) at
-    its end and ``fill_trend`` its change over the window; ``dropped`` what
-    the buffer or queue dropped over the window; ``policy_lag`` how many
-    policy versions the producer's acting policy is behind the consumer's;
-    ``samples`` and ``frames`` the samples drawn and the frames produced
-    over the window, of which ``replay_ratio`` is the ratio (none when no
-    frame arrived).
-    """
+    """One window's figures, each ``None`` where the pipeline does not report it."""
 
     seconds: float
+    """How long the window lasted."""
     producer_busy: float | None = None
+    """The share of the window the producer (the collector) spent working (0 to 1)."""
     producer_wait: float | None = None
+    """The share it spent waiting: for room in the buffer, for weights."""
     consumer_busy: float | None = None
+    """The share of the window the consumer (the learner) spent working."""
     consumer_wait: float | None = None
+    """The share it spent waiting for data."""
     replay_ratio: float | None = None
+    """Samples drawn per frame produced over the window (none when no frame arrived)."""
     replay_ratio_target: float | None = None
+    """The replay ratio the pipeline is meant to keep."""
     fill: float | None = None
+    """The buffer's or queue's fill at the window's end (0 to 1)."""
     fill_trend: float | None = None
+    """The fill's change over the window."""
     dropped: float | None = None
+    """What the buffer or queue dropped over the window."""
     policy_lag: float | None = None
+    """How many policy versions the producer's acting policy is behind the consumer's."""
     samples: float | None = None
+    """The samples the consumer drew over the window."""
     frames: float | None = None
+    """The frames the producer produced over the window."""
 
     def metrics(self) -> dict[str, float]:
         """The figures present, as a bottleneck watch logs them (``<side>_busy_share``, ``replay_ratio``, …).
