@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from hypothesis import settings
 
 import rlpulse
 from rlpulse import Event, Record
@@ -29,6 +30,7 @@ from rlpulse.runtime.queues import Item
 from rlpulse.sinks import CSVLogger, JSONLLogger, SQLiteLogger
 from rlpulse.testing import InMemorySink
 from rlpulse.text import plural
+from rlpulse.watch import Watch, WatchSpec
 
 if TYPE_CHECKING:
     from rlpulse.read.top import TopView
@@ -40,6 +42,7 @@ __all__ = [
     "OLD_SQLITE_FILES",
     "PLOTTED_START",
     "PNG_SIGNATURE",
+    "PROPERTIES",
     "REPO",
     "RLPULSE_SCRIPT",
     "START",
@@ -47,6 +50,7 @@ __all__ = [
     "BatchRecorder",
     "Blocking",
     "Counter",
+    "Counters",
     "Discard",
     "Filler",
     "Outage",
@@ -60,9 +64,11 @@ __all__ = [
     "frames_logged",
     "heading",
     "locked_by_another_process",
+    "make_watch",
     "not_delivered",
     "pipeline",
     "png_size",
+    "poll",
     "queue_item",
     "restore_default_sigint",
     "rlpulse_warnings",
@@ -175,6 +181,30 @@ class Progress:
         if self.moving.is_set():
             self.frames += 1
         return {"frames": self.frames}
+
+
+# Hypothesis settings of the property tests that drive a monitor.
+PROPERTIES = settings(max_examples=100, deadline=None)
+
+
+class Counters:
+    """A source whose snapshot holds the counters the test sets."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, int] = {}
+
+    def stats(self) -> dict[str, int]:
+        return dict(self.values)
+
+
+def make_watch(schedule: Any = None, **kwargs: Any) -> Watch:
+    """A watch named ``w`` of a provider that is never called: the test hands it each snapshot."""
+    return Watch(WatchSpec("w", provider=dict, schedule=schedule, **kwargs))
+
+
+def poll(watch: Watch, raw: dict[str, Any], now: float) -> dict[str, float] | None:
+    """One poll whose payload, if any, is delivered."""
+    return watch.poll(raw, now)
 
 
 def wait_until(condition: Callable[[], bool], timeout: float = 20.0) -> bool:

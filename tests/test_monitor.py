@@ -15,7 +15,7 @@ import torch
 
 from rlpulse import Every, LoggerMonitor, Tally
 from rlpulse.testing import InMemorySink
-from tests.support import Counter
+from tests.support import Counter, rlpulse_warnings
 
 
 class PlainSink:
@@ -65,10 +65,6 @@ class Flaky:
         self.calls += 1
         if self.failing:
             raise ConnectionError("backend down")
-
-
-def rlpulse_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "rlpulse"]
 
 
 def test_every_payload_reaches_every_sink() -> None:
@@ -270,19 +266,6 @@ def test_a_counter_schedule_polls_every_time() -> None:
     for _ in range(5):
         monitor.step()
     assert source.calls == 5
-
-
-def test_a_composite_schedule_logs_on_each_counter_threshold() -> None:
-    source = Counter()
-    sink = InMemorySink()
-    monitor = LoggerMonitor(sink, background=False)
-    monitor.watch(
-        source, name="c", schedule=Every.counter("frames", 10) | Every.seconds(3600)
-    )
-    for frames in (0, 5, 10, 12, 35, 39, 40):
-        source.frames = frames
-        monitor.step()
-    assert [step for _, step in sink.calls] == [0, 10, 35, 40]
 
 
 def test_the_monitor_can_watch_itself() -> None:
