@@ -61,6 +61,7 @@ __all__ = [
     "context_switches",
     "copy_of_fixture",
     "followed",
+    "frames_at",
     "frames_logged",
     "heading",
     "locked_by_another_process",
@@ -78,6 +79,7 @@ __all__ = [
     "wait_for",
     "wait_until",
     "write_pipeline_run",
+    "write_run",
     "write_sqlite_run",
     "write_three_watches",
     "write_two_payloads",
@@ -548,3 +550,26 @@ def heading(text: str, watch: str) -> list[str]:
     """The words of ``watch``'s heading: its name and its state in each run."""
     [line] = [line for line in text.splitlines() if line.split()[:1] == [watch]]
     return line.split()
+
+
+def frames_at(minute: int, late_rate: float = 300.0) -> float:
+    """100 frames/s for the first 20 minutes, ``late_rate`` after."""
+    if minute <= 20:
+        return 100.0 * 60 * minute
+    return 100.0 * 60 * 20 + late_rate * 60 * (minute - 20)
+
+
+def write_run(
+    sink: SQLiteLogger | CSVLogger | JSONLLogger, late_rate: float = 300.0
+) -> None:
+    """40 minutes of a collector and a buffer, a payload a minute: frames as :func:`frames_at`, size the minute modulo 7."""
+    with sink:
+        for minute in range(41):
+            sink.log_metrics(
+                {
+                    "collector/frames": frames_at(minute, late_rate),
+                    "buffer/size": float(minute % 7),
+                },
+                step=minute,
+                timestamp=START + 60 * minute,
+            )
