@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from hypothesis import settings
 
 import rlpulse
 from rlpulse import Event, Record
@@ -29,6 +30,7 @@ from rlpulse.runtime.queues import Item
 from rlpulse.sinks import CSVLogger, JSONLLogger, SQLiteLogger
 from rlpulse.testing import InMemorySink
 from rlpulse.text import plural
+from rlpulse.watch import Watch, WatchSpec
 
 if TYPE_CHECKING:
     from rlpulse.read.top import TopView
@@ -40,6 +42,7 @@ __all__ = [
     "OLD_SQLITE_FILES",
     "PLOTTED_START",
     "PNG_SIGNATURE",
+    "PROPERTIES",
     "REPO",
     "RLPULSE_SCRIPT",
     "START",
@@ -47,6 +50,7 @@ __all__ = [
     "BatchRecorder",
     "Blocking",
     "Counter",
+    "Counters",
     "Discard",
     "Filler",
     "Outage",
@@ -57,12 +61,15 @@ __all__ = [
     "context_switches",
     "copy_of_fixture",
     "followed",
+    "frames_at",
     "frames_logged",
     "heading",
     "locked_by_another_process",
+    "make_watch",
     "not_delivered",
     "pipeline",
     "png_size",
+    "poll",
     "queue_item",
     "restore_default_sigint",
     "rlpulse_warnings",
@@ -72,6 +79,7 @@ __all__ = [
     "wait_for",
     "wait_until",
     "write_pipeline_run",
+    "write_run",
     "write_sqlite_run",
     "write_three_watches",
     "write_two_payloads",
@@ -175,6 +183,30 @@ class Progress:
         if self.moving.is_set():
             self.frames += 1
         return {"frames": self.frames}
+
+
+# Hypothesis settings of the property tests that drive a monitor.
+PROPERTIES = settings(max_examples=100, deadline=None)
+
+
+class Counters:
+    """A source whose snapshot holds the counters the test sets."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, int] = {}
+
+    def stats(self) -> dict[str, int]:
+        return dict(self.values)
+
+
+def make_watch(schedule: Any = None, **kwargs: Any) -> Watch:
+    """A watch named ``w`` of a provider that is never called: the test hands it each snapshot."""
+    return Watch(WatchSpec("w", provider=dict, schedule=schedule, **kwargs))
+
+
+def poll(watch: Watch, raw: dict[str, Any], now: float) -> dict[str, float] | None:
+    """One poll whose payload, if any, is delivered."""
+    return watch.poll(raw, now)
 
 
 def wait_until(condition: Callable[[], bool], timeout: float = 20.0) -> bool:
@@ -518,3 +550,26 @@ def heading(text: str, watch: str) -> list[str]:
     """The words of ``watch``'s heading: its name and its state in each run."""
     [line] = [line for line in text.splitlines() if line.split()[:1] == [watch]]
     return line.split()
+
+
+def frames_at(minute: int, late_rate: float = 300.0) -> float:
+    """100 frames/s for the first 20 minutes, ``late_rate`` after."""
+    if minute <= 20:
+        return 100.0 * 60 * minute
+    return 100.0 * 60 * 20 + late_rate * 60 * (minute - 20)
+
+
+def write_run(
+    sink: SQLiteLogger | CSVLogger | JSONLLogger, late_rate: float = 300.0
+) -> None:
+    """40 minutes of a collector and a buffer, a payload a minute: frames as :func:`frames_at`, size the minute modulo 7."""
+    with sink:
+        for minute in range(41):
+            sink.log_metrics(
+                {
+                    "collector/frames": frames_at(minute, late_rate),
+                    "buffer/size": float(minute % 7),
+                },
+                step=minute,
+                timestamp=START + 60 * minute,
+            )

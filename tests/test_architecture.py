@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "src" / "rlpulse"
+REPO = Path(__file__).resolve().parent.parent
+PACKAGE = REPO / "src" / "rlpulse"
 
 # Core layers, lowest first: a module may import its own layer and those before it.
 LAYERS: tuple[tuple[str, ...], ...] = (
@@ -210,3 +211,142 @@ def test_rich_is_imported_only_by_the_module_that_draws_the_live_view() -> None:
         if any(within(name, "rich") for name in imports_of(path))
     }
     assert importers == {"rlpulse.read.top"}
+
+
+# Where the tests are
+
+# Modules whose behaviour is seen through other modules' tests, not at the
+# path the layout gives them: the files that test each, and why.
+# docs/architecture.md's "Where the tests are" lists the same.
+TESTED_ELSEWHERE: dict[str, tuple[tuple[str, ...], str]] = {
+    "formats/__init__.py": (
+        ("tests/read/test_records.py", "tests/formats/test_follow.py"),
+        "what reads every format alike is seen reading each format",
+    ),
+    "sinks/base.py": (
+        tuple(
+            f"tests/sinks/test_{backend}.py"
+            for backend in (
+                "console",
+                "csv",
+                "jsonl",
+                "mlflow",
+                "otlp",
+                "prometheus",
+                "sqlite",
+                "tensorboard",
+                "wandb",
+            )
+        ),
+        "the scaffolding every sink shares is seen in each sink",
+    ),
+    "targets.py": (
+        ("tests/sources/test_torchrl.py", "tests/sources/test_ray.py"),
+        "a kind of target is seen in the targets of that kind",
+    ),
+    "sources/collectors.py": (
+        ("tests/sources/test_torchrl.py",),
+        "the collectors unsafe to poll from a thread are TorchRL's",
+    ),
+}
+
+
+def layout_modules(package: Path = PACKAGE) -> list[str]:
+    """The modules under ``package`` the layout gives a test file, as paths within it.
+
+    Not a package's ``__init__.py`` (a module of its own only where
+    :data:`TESTED_ELSEWHERE` lists it), ``__main__.py``, nor the private
+    demo pipelines, ``_demo/``; the C extension is no ``.py`` file.
+    """
+    return [
+        path.relative_to(package).as_posix()
+        for path in sorted(package.rglob("*.py"))
+        if path.name not in ("__init__.py", "__main__.py")
+        and path.relative_to(package).parts[0] != "_demo"
+    ]
+
+
+def layout_test_file(module: str) -> str:
+    """Where the layout puts a module's tests: ``tests/<package>/test_<module>.py``."""
+    package, _, name = module.rpartition("/")
+    test_name = f"test_{name.removesuffix('.py')}.py"
+    return f"tests/{package}/{test_name}" if package else f"tests/{test_name}"
+
+
+def without_test_files(
+    modules: list[str], elsewhere: dict[str, tuple[tuple[str, ...], str]]
+) -> list[str]:
+    """The modules that have no test file where the layout puts it and are not listed as tested elsewhere."""
+    return [
+        f"{module} (no {layout_test_file(module)})"
+        for module in modules
+        if not (REPO / layout_test_file(module)).is_file() and module not in elsewhere
+    ]
+
+
+def test_every_module_has_its_test_file_or_is_listed_with_the_files_that_test_it() -> (
+    None
+):
+    missing = without_test_files(layout_modules(), TESTED_ELSEWHERE)
+    assert missing == [], (
+        f"{missing}: give each its test file, or list it in TESTED_ELSEWHERE "
+        "and docs/architecture.md with the files that test it"
+    )
+
+
+def test_each_module_tested_elsewhere_exists_has_no_file_of_its_own_and_its_files_do() -> (
+    None
+):
+    wrong = []
+    for module, (files, reason) in TESTED_ELSEWHERE.items():
+        if not (PACKAGE / module).is_file():
+            wrong.append(f"{module}: no such module")
+        if (REPO / layout_test_file(module)).is_file():
+            wrong.append(f"{module}: has {layout_test_file(module)}, list it no more")
+        wrong.extend(
+            f"{module}: no {file}" for file in files if not (REPO / file).is_file()
+        )
+        if not files or not reason:
+            wrong.append(f"{module}: give the files that test it and why")
+    assert wrong == []
+
+
+def test_a_module_added_without_a_test_file_is_found(tmp_path: Path) -> None:
+    package = tmp_path / "rlpulse"
+    for module in (
+        "__init__.py",
+        "__main__.py",
+        "runtime/__init__.py",
+        "runtime/poller.py",
+        "runtime/brand_new.py",
+        "_demo/synthetic.py",
+        "brand_new_top.py",
+    ):
+        (package / module).parent.mkdir(parents=True, exist_ok=True)
+        (package / module).write_text("")
+    modules = layout_modules(package)
+    assert modules == ["brand_new_top.py", "runtime/brand_new.py", "runtime/poller.py"]
+    assert without_test_files(modules, TESTED_ELSEWHERE) == [
+        "brand_new_top.py (no tests/test_brand_new_top.py)",
+        "runtime/brand_new.py (no tests/runtime/test_brand_new.py)",
+    ]
+
+
+def listed_in_the_docs() -> dict[str, set[str]]:
+    """The table of modules tested elsewhere in docs/architecture.md's "Where the tests are": each module and its files."""
+    text = (REPO / "docs" / "architecture.md").read_text()
+    section = text.split("\n## Where the tests are\n", 1)[1].split("\n## ", 1)[0]
+    listed: dict[str, set[str]] = {}
+    for line in section.splitlines():
+        cells = line.split("|")
+        if len(cells) < 4 or not cells[1].strip().startswith("`"):
+            continue
+        (module,) = re.findall(r"`([^`]+)`", cells[1])
+        listed[module] = set(re.findall(r"`(tests/[^`]+)`", cells[2]))
+    return listed
+
+
+def test_the_docs_list_the_same_modules_tested_elsewhere_and_the_same_files() -> None:
+    assert listed_in_the_docs() == {
+        module: set(files) for module, (files, _) in TESTED_ELSEWHERE.items()
+    }

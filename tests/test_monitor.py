@@ -1,5 +1,9 @@
 """LoggerMonitor beyond TorchRL: several sinks, wide values, no wasted polls,
-composite schedules, its own stats() and poll timestamps (SPEC 2.1-2.4, 2.7, 2.10)."""
+its own stats() and poll timestamps, and the arguments of bottleneck()
+(SPEC 2.1-2.3, 2.7, 2.10, 6.3).
+
+When a schedule makes a snapshot due: tests/watch/test_schedule.py.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +19,7 @@ import torch
 
 from rlpulse import Every, LoggerMonitor, Tally
 from rlpulse.testing import InMemorySink
-from tests.support import Counter
+from tests.support import Counter, rlpulse_warnings
 
 
 class PlainSink:
@@ -65,10 +69,6 @@ class Flaky:
         self.calls += 1
         if self.failing:
             raise ConnectionError("backend down")
-
-
-def rlpulse_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "rlpulse"]
 
 
 def test_every_payload_reaches_every_sink() -> None:
@@ -272,19 +272,6 @@ def test_a_counter_schedule_polls_every_time() -> None:
     assert source.calls == 5
 
 
-def test_a_composite_schedule_logs_on_each_counter_threshold() -> None:
-    source = Counter()
-    sink = InMemorySink()
-    monitor = LoggerMonitor(sink, background=False)
-    monitor.watch(
-        source, name="c", schedule=Every.counter("frames", 10) | Every.seconds(3600)
-    )
-    for frames in (0, 5, 10, 12, 35, 39, 40):
-        source.frames = frames
-        monitor.step()
-    assert [step for _, step in sink.calls] == [0, 10, 35, 40]
-
-
 def test_the_monitor_can_watch_itself() -> None:
     sink = InMemorySink()
     monitor = LoggerMonitor(sink, background=False)
@@ -362,32 +349,6 @@ def test_a_failing_flush_follows_on_error(caplog: pytest.LogCaptureFixture) -> N
     raising = LoggerMonitor(BadFlush(), background=False, on_error="raise")
     with pytest.raises(OSError, match="disk full"):
         raising.stop()
-
-
-@pytest.mark.timeout(30)
-def test_watch_and_step_from_other_threads_while_polling_in_background() -> None:
-    sink = InMemorySink()
-    monitor = LoggerMonitor(sink, poll_interval=0.001)
-    errors: list[BaseException] = []
-
-    def churn(index: int) -> None:
-        try:
-            for round_ in range(50):
-                name = monitor.watch(Counter(), name=f"t{index}_{round_}")
-                monitor.step()
-                monitor.unwatch(name)
-        except BaseException as err:  # pragma: no cover - reported below
-            errors.append(err)
-
-    with monitor:
-        threads = [threading.Thread(target=churn, args=(i,)) for i in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    assert errors == []
-    assert monitor.stats()["watches"] == 0
-    assert sink.calls
 
 
 def test_repr_says_what_the_monitor_holds() -> None:
@@ -544,3 +505,32 @@ def test_an_empty_snapshot_is_not_judged_the_first_with_entries_is(
     tally.inc("episode")
     monitor.step()
     assert "names 'episodes'" in rlpulse_warnings(caplog)[0]
+
+
+def test_monitor_bottleneck_refuses_a_watch_it_does_not_know() -> None:
+    monitor = LoggerMonitor(InMemorySink(), background=False)
+    monitor.watch(Tally(), name="learner")
+    with pytest.raises(KeyError, match=r"producer='collector'.*watch\(\) it first"):
+        monitor.bottleneck("collector", "learner")
+
+
+def test_a_second_bottleneck_under_a_taken_name_is_refused_saying_to_name_it() -> None:
+    monitor = LoggerMonitor(InMemorySink(), background=False)
+    for name in ("collector", "learner", "sampler"):
+        monitor.watch(Tally(), name=name)
+    monitor.bottleneck("collector", "learner")
+    with pytest.raises(ValueError, match=r"already registered.*name='bottleneck_2'"):
+        monitor.bottleneck("collector", "sampler")
+
+    assert monitor.bottleneck("collector", "sampler", name="bottleneck_2") == (
+        "bottleneck_2"
+    )
+
+
+@pytest.mark.parametrize("window", [0, -1.0, float("inf")])
+def test_monitor_bottleneck_refuses_a_window_that_is_no_time(window: float) -> None:
+    monitor = LoggerMonitor(InMemorySink(), background=False)
+    monitor.watch(Tally(), name="collector")
+    monitor.watch(Tally(), name="learner")
+    with pytest.raises(ValueError, match="positive, finite number of seconds"):
+        monitor.bottleneck(window=window)

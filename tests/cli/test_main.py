@@ -18,7 +18,6 @@ import pytest
 from rlpulse import __version__
 from rlpulse.cli import main
 from rlpulse.formats import sqlite as sqlite_format
-from rlpulse.sinks import CSVLogger
 from tests.support import (
     locked_by_another_process,
     restore_default_sigint,
@@ -137,70 +136,6 @@ def test_a_misspelled_option_is_refused_with_the_command_s_usage_and_the_option_
     err = capsys.readouterr().err
     assert err.startswith("usage: rlpulse show ")
     assert "unrecognized arguments: --mach (did you mean --match?) collector" in err
-
-
-@pytest.mark.parametrize("command", ["show", "top", "compare", "plot"])
-def test_match_of_nothing_is_the_same_one_line_error_in_every_command(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
-) -> None:
-    path = tmp_path / "metrics.db"
-    write_sqlite_run(path, "first", frames=400.0)
-    arguments = {
-        "show": [str(path)],
-        "top": [str(path), "--once"],
-        "compare": [str(path), str(path)],
-        "plot": [str(path), "-o", str(tmp_path / "chart.png")],
-    }[command]
-    if command == "plot":
-        pytest.importorskip("matplotlib")
-
-    assert main([command, *arguments, "--match", "zz"]) == 2
-
-    captured = capsys.readouterr()
-    assert captured.out == ""
-    (line,) = captured.err.splitlines()
-    assert line.startswith("rlpulse: error: ")
-    assert "metric matching 'zz'" in line
-    assert "buffer/utilization, collector/frames, collector/frames_per_second" in line
-
-
-@pytest.mark.parametrize(
-    ("pattern", "meant"),
-    [
-        ("colector/frames", "'collector/frames'"),
-        ("colector/*", "'collector/*'"),
-        ("frames*", "'*frames*' (a pattern with *, ? or [ matches whole names)"),
-    ],
-)
-def test_a_pattern_close_to_what_the_run_has_is_answered_with_it(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], pattern: str, meant: str
-) -> None:
-    path = tmp_path / "metrics.db"
-    write_sqlite_run(path, "first", frames=400.0)
-
-    assert main(["show", str(path), "--match", pattern]) == 2
-
-    (line,) = capsys.readouterr().err.splitlines()
-    assert f"no metric matching '{pattern}'; did you mean {meant}? Its metrics" in line
-
-
-@pytest.mark.parametrize("command", ["show", "top", "compare"])
-def test_exact_writes_every_value_in_full(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
-) -> None:
-    path = tmp_path / "metrics.csv"
-    with CSVLogger(path) as sink:
-        sink.log_metrics({"c/size": 2.0**62, "c/share": 0.1}, step=0, timestamp=1.0)
-    arguments = {"show": [], "top": ["--once"], "compare": [str(path)]}[command]
-
-    assert main([command, str(path), *arguments]) == 0
-    short = capsys.readouterr().out
-    assert main([command, str(path), *arguments, "--exact"]) == 0
-    exact = capsys.readouterr().out
-
-    assert "4.611e+18" in short
-    assert "4611686018427387904" in exact
-    assert "4.611e+18" not in exact
 
 
 @pytest.mark.parametrize("command", ["show", "compare", "plot"])

@@ -42,7 +42,6 @@ from rlpulse.read.plot import (
     plot_files,
     plot_run,
     plot_runs,
-    select_metrics,
 )
 from rlpulse.sinks.registry import MetricSink
 from tests.support import (
@@ -1109,40 +1108,6 @@ def test_an_x_axis_that_is_no_counter_of_the_run_is_a_plot_error_naming_its_coun
 
 
 # Choosing metrics
-
-
-def test_select_metrics_reads_a_pattern_with_wildcards_as_a_glob() -> None:
-    names = ["collector/frames", "collector/frames_per_second", "buffer/size"]
-
-    assert select_metrics(names, "collector/*") == [
-        "collector/frames",
-        "collector/frames_per_second",
-    ]
-    assert select_metrics(names, "*/size") == ["buffer/size"]
-    assert select_metrics(names, "buffer/[st]ize") == ["buffer/size"]
-
-
-def test_select_metrics_glob_matches_the_whole_name() -> None:
-    assert select_metrics(["collector/frames_per_second"], "*frames") == []
-
-
-def test_select_metrics_reads_a_plain_pattern_as_a_substring() -> None:
-    names = ["collector/frames", "learner/frames_sampled", "buffer/size"]
-
-    assert select_metrics(names, "frames") == [
-        "collector/frames",
-        "learner/frames_sampled",
-    ]
-
-
-def test_select_metrics_keeps_the_names_matching_any_of_several_patterns() -> None:
-    names = ["collector/frames", "buffer/size", "learner/loss", "learner/lr"]
-
-    assert select_metrics(names, ["buffer", "learner/l?"]) == [
-        "buffer/size",
-        "learner/lr",
-    ]
-    assert select_metrics(names, []) == []
 
 
 def test_several_patterns_keep_the_panels_matching_any(sqlite_run: Path) -> None:

@@ -15,33 +15,11 @@ from rlpulse import CSVLogger, Event, JSONLLogger, SQLiteLogger
 from rlpulse.cli import main
 from rlpulse.distributions import RELATIVE_ERROR, Histogram
 from rlpulse.naming import Kind, Payload
+from tests.support import frames_at, write_run
 
 pytestmark = pytest.mark.timeout(60)
 
 START = 1_700_000_000.0
-
-
-def frames_at(minute: int, late_rate: float = 300.0) -> float:
-    """100 frames/s for the first 20 minutes, ``late_rate`` after."""
-    if minute <= 20:
-        return 100.0 * 60 * minute
-    return 100.0 * 60 * 20 + late_rate * 60 * (minute - 20)
-
-
-def write_run(
-    sink: SQLiteLogger | CSVLogger | JSONLLogger, late_rate: float = 300.0
-) -> None:
-    """40 minutes of a collector and a buffer, a payload a minute: frames as :func:`frames_at`, size the minute modulo 7."""
-    with sink:
-        for minute in range(41):
-            sink.log_metrics(
-                {
-                    "collector/frames": frames_at(minute, late_rate),
-                    "buffer/size": float(minute % 7),
-                },
-                step=minute,
-                timestamp=START + 60 * minute,
-            )
 
 
 def rows(out: str) -> dict[str, list[str]]:
@@ -249,7 +227,7 @@ def test_compare_over_a_span_compares_the_same_span_of_each_run(
     }
 
 
-# Errors and help
+# Errors
 
 
 def test_a_span_past_the_end_of_the_run_is_a_one_line_error(
@@ -298,38 +276,3 @@ def test_a_span_in_a_gap_of_the_run_is_a_one_line_error(
         "rlpulse: error: run run.jsonl has no records from 1 min 00 s to 9 min 00 s "
         "of 10 min 00 s; give a wider span\n"
     )
-
-
-@pytest.mark.parametrize("text", ["soon", "5 min", "10x", "--5m", "1e3", "nan", ""])
-def test_a_time_that_is_not_one_is_refused_saying_the_accepted_forms(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str
-) -> None:
-    path = tmp_path / "run.sqlite"
-    write_run(SQLiteLogger(path, run="r"))
-
-    with pytest.raises(SystemExit) as exit_info:
-        main(["show", str(path), f"--since={text}"])
-
-    assert exit_info.value.code == 2
-    last_line = capsys.readouterr().err.splitlines()[-1]
-    assert last_line == (
-        f"rlpulse show: error: argument --since: {text!r} is not a time in the run: "
-        "give seconds from its first record, with s, m or h for seconds, minutes "
-        "or hours (90, 90s, 1.5m, 2h), negative to count back from its end (-5m)"
-    )
-
-
-@pytest.mark.parametrize("command", ["show", "compare"])
-def test_help_explains_the_span_with_an_example(
-    capsys: pytest.CaptureFixture[str], command: str
-) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        main([command, "--help"])
-
-    out = capsys.readouterr().out
-    assert exit_info.value.code == 0
-    assert "--since T" in out
-    assert "--until T" in out
-    assert "negative T counts back from the" in out
-    assert f"rlpulse {command} " in out
-    assert "--since -5m\n" in out

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable
 
 import pytest
 
@@ -13,6 +12,7 @@ from rlpulse import Every, LoggerMonitor
 from rlpulse.runtime.agenda import Agenda
 from rlpulse.testing import InMemorySink
 from rlpulse.watch import Watch, WatchSpec
+from tests.support import wait_for
 
 
 def _logged(watch: Watch, now: float) -> None:
@@ -128,7 +128,7 @@ def test_a_background_monitor_with_nothing_due_sleeps_until_a_watch_is() -> None
     monitor.watch(_Counter(), name="hourly", schedule=Every.seconds(3600))
     monitor.start()
     try:
-        _wait_for(lambda: monitor.stats()["logged"] == 1)
+        wait_for(lambda: monitor.stats()["logged"] == 1)
         rounds = monitor.stats()["rounds"]
         time.sleep(0.5)  # fifty poll intervals with nothing due
         assert monitor.stats()["rounds"] - rounds <= 1
@@ -150,13 +150,6 @@ class _Counter:
         return {"frames": float(self.frames)}
 
 
-def _wait_for(condition: Callable[[], bool], seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.005)
-
-
 @pytest.mark.timeout(30)
 def test_a_sink_error_that_ends_polling_is_raised_at_the_next_round_while_nothing_is_due() -> (
     None
@@ -174,7 +167,7 @@ def test_a_sink_error_that_ends_polling_is_raised_at_the_next_round_while_nothin
         monitor.start()
         # The first poll's payload fails on the sender thread; the polling
         # thread, asleep until the hour is up, raises it within an interval.
-        _wait_for(lambda: "polling thread ended" in repr(monitor))
+        wait_for(lambda: "polling thread ended" in repr(monitor))
         monitor.stop(log_final=False)
     finally:
         threading.excepthook = previous_hook
