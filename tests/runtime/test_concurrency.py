@@ -75,8 +75,14 @@ def fast_thread_switches() -> Iterator[None]:
 @pytest.mark.usefixtures("fast_thread_switches")
 def test_every_failure_of_sinks_failing_at_once_is_counted() -> None:
     sinks = [AlwaysFailing() for _ in range(8)]
+    # Time enough at stop() to drain every queue, however busy the machine:
+    # what is counted, not how fast, is under test.
     monitor = LoggerMonitor(
-        sinks, poll_interval=0.001, on_error="ignore", queue_size=100_000
+        sinks,
+        poll_interval=0.001,
+        on_error="ignore",
+        queue_size=100_000,
+        stop_timeout=60,
     )
     for index in range(20):
         monitor.watch(Source(), name=f"w{index}")
