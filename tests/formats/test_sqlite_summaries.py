@@ -457,3 +457,50 @@ def test_a_record_whose_time_is_nan_leaves_the_runs_span_to_the_others() -> None
     )
 
     assert (run.records, run.start_wall_time, run.end_wall_time) == (3, 2.0, 4.0)
+
+
+def test_a_batch_stores_its_metrics_kinds_histograms_and_summaries_in_a_few_statements(
+    tmp_path: Path,
+) -> None:
+    # Each statement SQLite runs lets go of the interpreter's lock, which the
+    # writer's thread beside a CPU-bound loop then waits for: a statement a
+    # row (800 summaries of 100 watches) held a monitor's writer up for a
+    # second, and its queue overflowed. A batch of 100 watches' payloads,
+    # with a histogram each, whose summaries come due, runs a few.
+    from rlpulse.formats.sqlite import create_tables, insert_batch
+
+    observed = Histogram()
+    observed.add(0.25)
+    batch = [
+        Payload(
+            {f"w{watch}/{metric}": 1.0 for metric in ("a", "b", "c", "d", "e")},
+            1,
+            1_700_000_000.0,
+            {f"w{watch}/a": Kind.COUNTER},
+            {f"w{watch}/latency_s": observed},
+        )
+        for watch in range(100)
+    ]
+    with contextlib.closing(
+        sqlite3.connect(tmp_path / "run.sqlite", isolation_level=None)
+    ) as connection:
+        create_tables(connection)
+        connection.execute(
+            "INSERT INTO runs (id, name, start_wall_time) VALUES (1, 'r', 1.7e9)"
+        )
+        summaries, kinded = RunSummaries(connection, 1), set[str]()
+        per_batch = []
+        for _ in range(
+            2
+        ):  # the kinds stored with the first, summaries due at the second
+            statements: list[str] = []
+            connection.set_trace_callback(statements.append)
+            insert_batch(connection, 1, batch, kinded, summaries)
+            connection.set_trace_callback(None)
+            per_batch.append(len(statements))
+        stored = connection.execute("SELECT COUNT(*) FROM summaries").fetchone()[0]
+        kinds = connection.execute("SELECT COUNT(*) FROM kinds").fetchone()[0]
+        histograms = connection.execute("SELECT COUNT(*) FROM distributions")
+
+        assert (stored, kinds, histograms.fetchone()[0]) == (500, 500, 200)
+    assert max(per_batch) <= 10, per_batch
