@@ -278,3 +278,44 @@ def test_the_events_panel_counts_the_first_event_of_a_kind(tmp_path: Path) -> No
     ]
     assert len(stalls) == 1, shown
     assert max(stalls[0]) == 1.0
+
+
+@needs_prometheus
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize(
+    "panel", ["CPU by process", "Memory by process"], ids=["cpu", "memory"]
+)
+def test_the_per_process_panels_chart_every_process_of_the_tree(
+    panel: str, tmp_path: Path
+) -> None:
+    # SystemStats serves the watched process as process/..., its children
+    # as child_<pid>/...: a panel of each process of the tree needs both.
+    queries = [
+        query
+        for place, query in dashboard_queries().items()
+        if place.startswith(f"panel {panel!r} ")
+    ]
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with PrometheusExporter(port=0) as exporter:
+            assert exporter.url is not None
+            with (
+                running_prometheus([exporter.url], tmp_path) as prometheus,
+                LoggerMonitor(exporter, poll_interval=0.2) as monitor,
+            ):
+                monitor.watch(SystemStats(children=True), name="system")
+                tree = prometheus.wait_for('rlpulse_tree_processes{watch="system"}')
+                prometheus.wait_for(f'rlpulse_rss_bytes{{pid="{child.pid}"}}')
+                charted = [
+                    series
+                    for query in queries
+                    for series in prometheus.get(
+                        "/api/v1/query", query=as_grafana_asks(query, "4s")
+                    )["result"]
+                ]
+    finally:
+        child.kill()
+        child.wait(timeout=10)
+
+    assert tree >= 2
+    assert len(charted) == tree, charted
