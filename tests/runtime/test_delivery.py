@@ -9,6 +9,7 @@ from collections.abc import Mapping
 import pytest
 
 from rlpulse import LoggerMonitor
+from rlpulse.runtime.sinks import Losses
 from rlpulse.testing import InMemorySink
 from tests.support import Source, frames_logged, wait_until
 
@@ -72,3 +73,50 @@ def test_on_error_raise_with_a_failing_sink_ends_background_polling() -> None:
     finally:
         threading.excepthook = previous_hook
     assert isinstance(raised[0], RuntimeError)
+
+
+class _HandsOn:
+    """A sink that hands what it takes on, where every payload is refused: its ``losses()`` grows by each one taken.
+
+    Its first flush holds until ``release`` is set, so that a test can call
+    the monitor while ``stop()`` drains it.
+    """
+
+    def __init__(self) -> None:
+        self.taken = 0
+        self.flushing = threading.Event()
+        self.release = threading.Event()
+
+    def log_metrics(
+        self, metrics: Mapping[str, float], step: int | None = None
+    ) -> None:
+        self.taken += 1
+
+    def losses(self) -> Losses:
+        return Losses(dropped=0, rejected=self.taken)
+
+    def flush(self) -> None:
+        self.flushing.set()
+        self.release.wait(30)
+
+
+def test_what_a_sink_lost_behind_it_is_counted_once_when_a_step_delivers_while_stop_drains() -> (
+    None
+):
+    sink = _HandsOn()
+    monitor = LoggerMonitor(
+        sink, poll_interval=0.01, stop_timeout=20, on_error="ignore"
+    )
+    monitor.watch(Source(), name="source")
+    monitor.start()
+    assert wait_until(lambda: monitor.stats()["rejected"] >= 3)
+    stopping = threading.Thread(target=monitor.stop)
+    stopping.start()
+    assert sink.flushing.wait(20)
+    # The queues are closed: this step's payload goes to the sink inline.
+    monitor.step()
+    sink.release.set()
+    stopping.join(30)
+
+    assert not stopping.is_alive()
+    assert monitor.stats()["rejected"] == sink.taken

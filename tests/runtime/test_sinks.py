@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from rlpulse import LoggerMonitor
-from tests.support import BatchRecorder
+from tests.support import BatchRecorder, wait_until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -62,3 +62,49 @@ def test_a_log_batch_sink_in_manual_mode_gets_log_metrics_without_a_timestamp() 
 
     assert [metrics for metrics, _ in sink.logged] == [{"w/x": 1.0}] * len(sink.logged)
     assert sink.logged
+
+
+class _LossKeeper:
+    """A logger that keeps the training losses it was given, and has a ``losses()`` of its own: they, not what it lost."""
+
+    def __init__(self) -> None:
+        self.logged: list[Mapping[str, float]] = []
+
+    def log_metrics(
+        self, metrics: Mapping[str, float], step: int | None = None
+    ) -> None:
+        self.logged.append(metrics)
+
+    def losses(self) -> list[float]:
+        return [metrics["learner/loss"] for metrics in self.logged]
+
+
+class _Learner:
+    def __init__(self) -> None:
+        self.updates = 0
+
+    def stats(self) -> dict[str, float]:
+        self.updates += 1
+        return {"loss": 1.0 / self.updates}
+
+
+def test_a_logger_whose_losses_method_is_its_own_is_logged_to_as_any_other() -> None:
+    logger = _LossKeeper()
+    monitor = LoggerMonitor(logger, background=False, on_error="raise")
+    monitor.watch(_Learner(), name="learner")
+    for _ in range(3):
+        monitor.step()
+    monitor.stop(log_final=False)
+
+    assert logger.losses() == [1.0, 0.5, pytest.approx(1 / 3)]
+    assert (monitor.stats()["dropped"], monitor.stats()["rejected"]) == (0, 0)
+
+
+def test_a_background_monitor_logs_to_a_logger_whose_losses_method_is_its_own() -> None:
+    logger = _LossKeeper()
+    monitor = LoggerMonitor(logger, poll_interval=0.01, on_error="raise")
+    monitor.watch(_Learner(), name="learner")
+    with monitor:
+        assert wait_until(lambda: len(logger.logged) >= 3)
+    assert monitor.stats()["errors"] == 0
+    assert (monitor.stats()["dropped"], monitor.stats()["rejected"]) == (0, 0)

@@ -55,17 +55,15 @@ class Delivery:
         # Told when a queued sink's error is to end polling (on_error="raise"):
         # the polling thread may be asleep until a watch is due.
         self._on_raise = on_raise
-        # What the sinks that hand payloads on lose behind an inline call
-        # (manual mode); a queued sink's queue reads its own.
-        self._losses = self._loss_readers()
-        self.after_fork()
-
-    def _loss_readers(self) -> dict[Sink, LossReader]:
-        return {
+        # What the sinks that hand payloads on lose behind them: one reader
+        # a sink, for inline calls and its queues alike, so that a loss is
+        # counted once whichever reads it first.
+        self._losses = {
             sink: LossReader(sink.losses)
             for sink in self.sinks
             if sink.losses is not None
         }
+        self.after_fork()
 
     def after_fork(self) -> None:
         """Forget the queues and their threads, and what the parent polled: a forked child's parent delivers that.
@@ -101,6 +99,7 @@ class Delivery:
                 on_drop=self._reporter.dropped,
                 on_reject=self._reporter.rejected,
                 on_lost_behind=self._reporter.lost_behind,
+                losses=self._losses.get(sink),
             )
             for sink in self.sinks
         )
@@ -275,9 +274,6 @@ class Delivery:
                 drained.append(queue.sink)
             self._reporter.sink_stopped(queue, stop_timeout, discarded)
         self._tell_drained(drained)
-        # What the queues' readers counted is not to be counted again by
-        # an inline call's (a step() after stop()).
-        self._losses = self._loss_readers()
         error = self._reporter.take_sink_error()
         return error if self._reporter.on_error == "raise" else None
 

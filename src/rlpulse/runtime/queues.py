@@ -86,7 +86,10 @@ class SinkQueue:
     ``on_reject(count)`` when a call that failed for good lost ``count``
     payloads (a call ``close()`` gave up on included, should it fail later),
     and ``on_lost_behind(losses)`` when a sink with ``losses()`` says, after
-    a call or its flush, that it lost more of the payloads it took;
+    a call or its flush, that it lost more of the payloads it took (read
+    through ``losses``, the sink's :class:`~rlpulse.runtime.sinks.LossReader`,
+    which others may read too: each loss is told to one of them; one of its
+    own by default);
     ``on_delivered(count)`` after each call that delivered ``count``
     payloads (the sink process's ledger).
 
@@ -122,6 +125,7 @@ class SinkQueue:
         on_reject: Callable[[int], None] | None = None,
         on_lost_behind: Callable[[Losses], None] | None = None,
         on_delivered: Callable[[int], None] | None = None,
+        losses: LossReader | None = None,
     ) -> None:
         self.sink = sink
         self.size = size
@@ -136,10 +140,12 @@ class SinkQueue:
         self.dropped = 0
         # The payloads lost to calls that failed for good.
         self.rejected = 0
-        # What the sink lost after taking it, as its losses() says, since
-        # start() (no reader: it says nothing).
+        # What the sink lost after taking it, as its losses() says, that
+        # this queue read (no reader: it says nothing).
         self.lost_behind = NOTHING_LOST
-        self._losses: LossReader | None = None
+        if losses is None and sink.losses is not None:
+            losses = LossReader(sink.losses)
+        self._losses = losses
         # In a drop streak (one warning a streak); whether the sender has
         # delivered all it was given since the last drop (the streak's end).
         self.dropping = False
@@ -192,8 +198,6 @@ class SinkQueue:
 
     def start(self) -> None:
         """Start the sender thread."""
-        if self.sink.losses is not None:
-            self._losses = LossReader(self.sink.losses)
         self._thread = MonitorThread(f"rlpulse-sink-{self.sink.name}", self._run_sender)
         self._thread.start()
 
@@ -614,10 +618,11 @@ class SinkQueue:
             return
         more = self._losses.more()
         if more.dropped or more.rejected:
-            self.lost_behind = Losses(
-                self.lost_behind.dropped + more.dropped,
-                self.lost_behind.rejected + more.rejected,
-            )
+            with self._accounts:  # the sender and close() may both read
+                self.lost_behind = Losses(
+                    self.lost_behind.dropped + more.dropped,
+                    self.lost_behind.rejected + more.rejected,
+                )
             if self._on_lost_behind is not None:
                 self._on_lost_behind(more)
 

@@ -13,7 +13,8 @@ handed a round's payloads on the polling thread when it can take them
 without waiting, sparing its sender thread a wake. A sink with
 ``losses() -> Losses`` (:class:`~rlpulse.SinkProcess`) says how many of the
 payloads it took were lost behind it; its queue counts them as the
-monitor's own ``dropped`` and ``rejected``.
+monitor's own ``dropped`` and ``rejected`` (a ``losses()`` that returns
+anything else is the sink's own business: :class:`LossReader`).
 """
 
 from __future__ import annotations
@@ -47,8 +48,17 @@ class Losses(NamedTuple):
 NOTHING_LOST = Losses(0, 0)
 
 
+def _nothing_lost() -> Losses:
+    return NOTHING_LOST
+
+
 class LossReader:
     """What a sink with ``losses()`` lost after taking payloads, read as it grows: each loss told once, whichever thread reads.
+
+    A ``losses()`` that does not return :class:`Losses` when the reader is
+    made (or raises) is a method of the sink's own (a logger keeping the
+    training losses it was given, say), not what it lost: the reader then
+    reads nothing, and never calls it again.
 
     Examples:
         >>> lost = [Losses(1, 0)]
@@ -58,11 +68,19 @@ class LossReader:
         >>> lost[0] = Losses(4, 2)
         >>> reader.more(), reader.more()
         (Losses(dropped=3, rejected=2), Losses(dropped=0, rejected=0))
+        >>> LossReader(lambda: [0.5, 0.25]).more(), LossReader(lambda step: 0.5).more()
+        (Losses(dropped=0, rejected=0), Losses(dropped=0, rejected=0))
     """
 
     def __init__(self, losses: Callable[[], Losses]) -> None:
+        try:
+            seen = losses()
+        except Exception:  # one that takes arguments, say
+            seen = None
+        if not isinstance(seen, Losses):
+            seen, losses = NOTHING_LOST, _nothing_lost
         self._losses = losses
-        self._seen = losses()
+        self._seen = seen
         self._lock = threading.Lock()
 
     def more(self) -> Losses:
@@ -71,6 +89,8 @@ class LossReader:
             return NOTHING_LOST
         with self._lock:
             seen, now = self._seen, self._losses()
+            if not isinstance(now, Losses):
+                return NOTHING_LOST
             self._seen = now
         return Losses(
             max(0, now.dropped - seen.dropped), max(0, now.rejected - seen.rejected)
