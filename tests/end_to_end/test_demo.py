@@ -912,7 +912,7 @@ def torchrl_demo_outcome(tmp_path_factory: pytest.TempPathFactory) -> DemoOutcom
 # collects about 4,800 frames in 10 s, a busy one two thirds of that), with
 # exploration falling to its floor within the first 2,000 frames rather
 # than the demo's 10,000.
-TORCHRL_DEMO_SECONDS = 14.0
+TORCHRL_DEMO_SECONDS = 20.0
 TORCHRL_SETTINGS: dict[str, float] = {
     "frames_per_batch": 50,
     "collector_every": 200,
@@ -1056,7 +1056,7 @@ def test_torchrl_demo_episode_return_rises_as_the_learner_learns(
     # and a busy machine updates less) gains half again.
     assert len(means) >= 4
     assert means[0] < 40
-    assert max(means[-2:]) > 1.5 * means[0]
+    assert max(means[len(means) // 2 :]) > 1.5 * means[0]
 
 
 @pytest.mark.timeout(120)
