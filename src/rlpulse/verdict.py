@@ -42,6 +42,7 @@ __all__ = [
     "describe_metrics",
     "format_split",
     "holds_verdict",
+    "is_drawn",
     "is_verdict_code",
     "is_verdict_metric",
     "judge",
@@ -738,6 +739,23 @@ def is_verdict_code(metric: str) -> bool:
     (True, True, False)
     """
     return metric in _CODES or metric.startswith(_SIDE_PREFIX)
+
+
+_WINDOW_COUNTS = frozenset({_METRIC_NAMES["samples"], _METRIC_NAMES["frames"]})
+"""A window's counts, which its replay ratio (and its sentence) says in one figure."""
+
+
+def is_drawn(metric: str) -> bool:
+    """Whether a chart draws ``metric`` (without its watch's name) of a judged bottleneck watch as a line.
+
+    Not its codes (the verdict is shaded instead) nor the window's counts
+    that its ``replay_ratio`` is made of, so that the figures that say most
+    (``speedup``, the shares, the ratio) keep their place in the panel.
+
+    >>> is_drawn("speedup"), is_drawn("bound"), is_drawn("samples_drawn")
+    (True, False, False)
+    """
+    return not is_verdict_code(metric) and metric not in _WINDOW_COUNTS
 
 
 def run_verdict(windows: Sequence[Mapping[str, float]]) -> tuple[str, str] | None:

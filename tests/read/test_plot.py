@@ -389,6 +389,47 @@ def test_a_bottleneck_watchs_verdicts_are_shaded_behind_its_lines_not_drawn() ->
     }
 
 
+def test_a_bottleneck_panel_draws_its_speedup_not_the_counts_behind_its_ratio() -> None:
+    # What a learner-bound bottleneck watch logs each window of 1.25 s.
+    records = []
+    for index in range(6):
+        at, wobble = 100.0 + 1.25 * (index + 1), 0.01 * index
+        window = {
+            "window_s": 1.25 + wobble,
+            "producer_busy_share": 0.99 - wobble,
+            "producer_wait_share": 0.01 + wobble,
+            "consumer_busy_share": 0.98 - wobble,
+            "consumer_wait_share": 0.02 + wobble,
+            "replay_ratio": 1.05 + wobble,
+            "replay_ratio_target": 3.2,
+            "fill": 0.4 + wobble,
+            "fill_trend": 0.2 - wobble,
+            "speedup": 3.0 + wobble,
+            "samples_drawn": 5000.0 + index,
+            "frames_produced": 4800.0 + index,
+            "bound_known": 1.0,
+            "bound": 1.0,
+            "side/collector": -1.0,
+            "side/learner": 1.0,
+        }
+        records += [
+            Record(at, None, f"bottleneck/{name}", value)
+            for name, value in window.items()
+        ]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PlotWarning)  # its window_s: 9 lines
+        figure = plot_run(records, run="r")
+
+    drawn = {
+        label
+        for axes in _axes_by_unit(figure, "bottleneck").values()
+        for label in _labels(axes)
+    }
+    assert "speedup" in drawn
+    assert not drawn & {"samples_drawn", "frames_produced", "bound", "bound_known"}
+
+
 def _verdict_records(start: float, bounds: list[float | None]) -> list[Record]:
     """A bottleneck watch's windows of 5 s from ``start``, one per bound (``None``: unknown)."""
     records = []

@@ -309,13 +309,17 @@ def format_comparison(
             for figure in (f.metrics.get(name) for f in runs)
         ]
         watch, metric = split(name)
-        codes = watch in bottlenecks and is_verdict_code(metric)
+        # A verdict's codes make no ratio; its speed-ups only of one side.
+        no_ratio = watch in bottlenecks and is_verdict_code(metric)
         if watch in bottlenecks and metric == "speedup":
             unlike = _unlike_speedups(name, runs, letters)
-            codes = unlike is not None
+            no_ratio = unlike is not None
             notes += [] if unlike is None else [unlike]
         keyed_rows.append(
-            ((name, ""), _row(name, what, figures_of_kind, number, ratios=not codes))
+            (
+                (name, ""),
+                _row(name, what, figures_of_kind, number, ratios=not no_ratio),
+            )
         )
     distributions = {name for figures in runs for name in figures.distributions}
     for name in distributions:

@@ -90,7 +90,7 @@ from rlpulse.read.records import Record
 from rlpulse.read.summary import run_letter, run_name
 from rlpulse.runtime.threads import MonitorThread
 from rlpulse.text import format_duration, format_number, plural, shortened
-from rlpulse.verdict import Bound, is_verdict_code, window_verdict
+from rlpulse.verdict import Bound, is_drawn, window_verdict
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -545,8 +545,8 @@ def _plot_runs(
                 )
         for metric in sorted(series.values(), key=lambda line: line.name):
             metrics_of.setdefault(metric.watch, set()).add(metric.name)
-            if metric.watch in judged and is_verdict_code(metric.key):
-                continue  # shaded in the run's band, not drawn as a line
+            if metric.watch in judged and not is_drawn(metric.key):
+                continue  # its verdict shaded in the run's band instead
             for line in _lines([metric], series, options.cumulative):
                 line.run, line.metric = index, line.label
                 line.label = f"{line.label} [{run_letter(index)}]"
@@ -951,8 +951,9 @@ def _panels(
     def lines_of(watch: str) -> list[_Line]:
         drawn = by_watch.get(watch, [])
         if spans.get(watch):
-            # The verdict is shaded, its codes (-1, 0, 1) not drawn as lines.
-            drawn = [metric for metric in drawn if not is_verdict_code(metric.key)]
+            # The verdict is shaded, its codes (-1, 0, 1) not drawn as lines,
+            # nor the counts behind its replay ratio.
+            drawn = [metric for metric in drawn if is_drawn(metric.key)]
         return _lines(drawn, series, cumulative)
 
     panels, left_out = _arranged(metrics_of, lines_of)
