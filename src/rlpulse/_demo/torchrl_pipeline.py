@@ -339,10 +339,20 @@ class TorchRLSettings:
     seed: int | None = 0
     progress_every: float = 5.0
     window: float | None = None
+    updates: int | None = None
 
     def __post_init__(self) -> None:
         common.check_cost("env_cost", self.env_cost)
         common.check_cost("learner_cost", self.learner_cost)
+        if self.updates is not None and (
+            isinstance(self.updates, bool)
+            or not isinstance(self.updates, int)
+            or self.updates < 1
+        ):
+            raise ValueError(
+                f"updates must be a whole number of updates, at least 1, or None "
+                f"(no limit), got {self.updates!r}"
+            )
 
 
 def run_torchrl_demo(
@@ -367,7 +377,10 @@ def run_torchrl_demo(
     policy takes the learner's weights (``update_policy_weights_``). An
     ``EpisodeTally`` records episode returns. ``seed`` seeds torch and the
     environment (``None``: unseeded); the collector's thread makes a run
-    vary a little all the same. A background
+    vary a little all the same. Given ``updates``, the demo ends after the
+    learner's ``updates``-th update if that comes before ``seconds``: how
+    much the policy has learned then depends on the updates, not on how
+    fast the machine is. A background
     :class:`~rlpulse.LoggerMonitor` polling every ``poll_interval`` seconds
     logs:
 
@@ -446,7 +459,7 @@ class _TorchRLPipeline(common.DemoPipeline):
                 print(
                     f"rlpulse demo: TorchRL Collector on {ENV_NAME} "
                     f"(epsilon-greedy from the learner's Q-network{self._costs()}) "
-                    f"-> ReplayBuffer -> DQN learner for {format_duration(seconds)}, "
+                    f"-> ReplayBuffer -> DQN learner for {self._length(seconds)}, "
                     f"monitored into {sinks.describe()}; Ctrl-C stops early",
                     file=stdout,
                     flush=True,
@@ -468,6 +481,12 @@ class _TorchRLPipeline(common.DemoPipeline):
         if self.collector is None:
             return 0
         return int(self.collector.stats().get("frames", 0))
+
+    def _length(self, seconds: float) -> str:
+        length = format_duration(seconds)
+        if self.settings.updates is None:
+            return length
+        return f"{length} or {self.settings.updates:,} updates"
 
     def _costs(self) -> str:
         costs = [
@@ -532,7 +551,7 @@ class _TorchRLPipeline(common.DemoPipeline):
         # The learner waits for data in this loop's iteration and is busy in
         # its body: two places, timed apart, tell a collector-bound pipeline
         # from a learner-bound one.
-        for batch in learner.stages.waiting(batches):
+        for updates, batch in enumerate(learner.stages.waiting(batches), start=1):
             with learner.stages.busy():
                 learner.update(batch)
                 written = parts.buffer.write_count
@@ -541,6 +560,8 @@ class _TorchRLPipeline(common.DemoPipeline):
                     learner.explore_less(written - handed_over)
                     collector.update_policy_weights_(learner.weights)
                     handed_over = written
+            if updates == settings.updates:
+                return
 
     def _watch(self, monitor: LoggerMonitor, parts: _Parts, seconds: float) -> None:
         settings = self.settings
