@@ -1220,3 +1220,45 @@ def test_an_exporter_in_a_sink_process_retires_what_a_watch_stops_reporting_but_
     assert after[("rlpulse_power_watts", "gpu")] == 250.0
     assert after[("rlpulse_speed_rpm", "fan")] == 900.0
     assert after[("rlpulse_duty", "fan")] == 0.5
+
+
+def test_each_worker_s_count_and_sum_of_shared_counters_are_served_beside_the_watch_s_histogram(
+    wait_until: Callable[..., bool],
+) -> None:
+    with (
+        SharedCounters(2, histograms=("batch_s",)) as counters,
+        PrometheusExporter() as exporter,
+        LoggerMonitor(exporter, poll_interval=0.02) as monitor,
+    ):
+        monitor.watch(counters, name="workers")
+        for value in (0.25, 0.5):
+            counters.worker(0).observe("batch_s", value)
+        counters.worker(1).observe("batch_s", 2.0)
+        total = ("rlpulse_batch_seconds_count", labels(watch="workers"))
+        assert wait_until(lambda: labelled_series(page_of(exporter)).get(total) == 3.0)
+        page = page_of(exporter)
+
+    series = labelled_series(page)
+    first, second = (labels(watch="workers", worker=str(i)) for i in (0, 1))
+    # Each worker's count and sum, as a histogram of one bucket (its buckets
+    # are the watch's only), so that rate() reads each worker's.
+    assert series[("rlpulse_batch_seconds_count", first)] == 2.0
+    assert series[("rlpulse_batch_seconds_sum", first)] == 0.75
+    assert series[("rlpulse_batch_seconds_bucket", first | {("le", "+Inf")})] == 2.0
+    assert series[("rlpulse_batch_seconds_count", second)] == 1.0
+    assert series[("rlpulse_batch_seconds_sum", second)] == 2.0
+    assert not [
+        key
+        for key in series
+        if key[0] == "rlpulse_batch_seconds_bucket"
+        and dict(key[1]).get("worker")
+        and dict(key[1])["le"] != "+Inf"
+    ]
+    # The watch's own histogram keeps its buckets.
+    assert (
+        series[
+            ("rlpulse_batch_seconds_bucket", labels(watch="workers") | {("le", "+Inf")})
+        ]
+        == 3.0
+    )
+    assert "# TYPE rlpulse_batch_seconds histogram" in page

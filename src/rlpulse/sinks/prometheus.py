@@ -109,6 +109,19 @@ class _Observed(NamedTuple):
     sum: float
 
 
+class _CountAndSum:
+    """An instance's ``<key>_count`` and ``<key>_sum`` where only its watch's histogram has buckets: served as a histogram of the ``+Inf`` bucket alone."""
+
+    __slots__ = ("count", "sum")
+
+    def __init__(self) -> None:
+        self.count = 0.0
+        self.sum = 0.0
+
+    def served(self) -> _Observed:
+        return _Observed([("+Inf", self.count)], self.sum)
+
+
 class PrometheusExporter(BaseSink):
     """A sink that serves the latest value of every metric for Prometheus: a counter as a counter, a distribution as a histogram, the rest as gauges.
 
@@ -221,6 +234,9 @@ class PrometheusExporter(BaseSink):
         # histograms serve for every watch (a distribution's count and sum).
         self._histograms: dict[_Series, Histogram] = {}
         self._served_by_histograms: set[str] = set()
+        # The count and sum of each instance of a watch whose histogram
+        # holds its observations (a SharedCounters worker's).
+        self._counts_and_sums: dict[_Series, _CountAndSum] = {}
         self._server: Any = None
         self._server_thread: threading.Thread | None = None
         # The process serving, where this exporter has a server of its own.
@@ -286,6 +302,7 @@ class PrometheusExporter(BaseSink):
                 family = self._family_for(metric, Kind.DISTRIBUTION)
                 series = _Series(family.name, watch, labels)
                 self._histograms.setdefault(series, Histogram()).merge(interval)
+                self._counts_and_sums.pop(series, None)
                 _snapshot_of(reported, watch).add(series)
                 self._poll_times[watch] = payload.wall_time
             for key, value in payload.metrics.items():
@@ -294,6 +311,7 @@ class PrometheusExporter(BaseSink):
                 snapshot = _snapshot_of(reported, watch)
                 snapshot.instances.add(labels)
                 if metric in self._served_by_histograms:
+                    self._keep_count_or_sum(watch, metric, labels, value, snapshot)
                     continue
                 family = self._family_for(metric, payload.kind(key))
                 series = _Series(family.name, watch, labels)
@@ -318,7 +336,7 @@ class PrometheusExporter(BaseSink):
         An unwatched watch's series and poll time all go; its events stay
         counted.
         """
-        for store in (self._latest, self._histograms):
+        for store in (self._latest, self._histograms, self._counts_and_sums):
             gone = [
                 series
                 for series in store
@@ -369,6 +387,36 @@ class PrometheusExporter(BaseSink):
         self._lock = threading.Lock()
         self._closed = True
 
+    def _keep_count_or_sum(
+        self,
+        watch: str,
+        metric: str,
+        labels: _Labels,
+        value: float,
+        snapshot: _Snapshot,
+    ) -> None:
+        """Keep ``value``, a ``<key>_count`` or ``<key>_sum`` whose histogram serves it, where the histogram has no series of ``labels``' instance.
+
+        A :class:`~rlpulse.SharedCounters` watch has one histogram of every
+        worker's observations, and each worker's count and sum: these are
+        served as the worker's histogram with the ``+Inf`` bucket alone, so
+        that ``rate()`` reads each worker's as it did before workers became
+        labels. (``histogram_quantile`` over a family's buckets then
+        selects ``worker=""``, as a sum over workers selects
+        ``worker!=""``.)
+        """
+        counted = metric.endswith(COUNT_SUFFIX)
+        key = metric[: -len(COUNT_SUFFIX if counted else SUM_SUFFIX)]
+        series = _Series(self._family_of_metric[(key, True)].name, watch, labels)
+        if series in self._histograms:
+            return
+        count_and_sum = self._counts_and_sums.setdefault(series, _CountAndSum())
+        if counted:
+            count_and_sum.count = float(value)
+        else:
+            count_and_sum.sum = float(value)
+        snapshot.series.add(series)
+
     def _retire_served_by_histogram(self, metric: str) -> None:
         """Stop serving ``<metric>_count`` and ``_sum`` as series of their own, for every watch: ``metric``'s histogram serves them from now on.
 
@@ -377,7 +425,8 @@ class PrometheusExporter(BaseSink):
         take the histogram's names. The histogram is one family for every
         watch, so the counters go for every watch, their names given back,
         and no watch's ``<metric>_count`` or ``_sum`` is served beside it
-        again: a watch without observations yet has none until its first.
+        again: an instance whose observations it does not hold has its
+        count and sum served within it (:meth:`_keep_count_or_sum`).
         """
         for suffix in (COUNT_SUFFIX, SUM_SUFFIX):
             self._served_by_histograms.add(metric + suffix)
@@ -464,6 +513,10 @@ class PrometheusExporter(BaseSink):
             latest.extend(
                 (series, _Observed(classic_buckets(histogram), histogram.sum))
                 for series, histogram in self._histograms.items()
+            )
+            latest.extend(
+                (series, counted.served())
+                for series, counted in self._counts_and_sums.items()
             )
             families = dict(self._family_by_name)
             poll_times = sorted(self._poll_times.items())
