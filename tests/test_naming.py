@@ -52,6 +52,13 @@ def test_the_metric_s_own_key_and_segments_that_are_no_instances_stay_in_its_nam
     assert labelled("worker_x/frames") == ("worker_x/frames", ())
 
 
+def test_one_instance_named_in_either_order_is_one_series() -> None:
+    # Served as two series of one label set, they would make the scrape one
+    # Prometheus rejects (a duplicate sample).
+    assert labelled("gpu_0/worker_1/x") == labelled("worker_1/gpu_0/x")
+    assert labelled("worker_1/gpu_0/x").labels == (("gpu", "0"), ("worker", "1"))
+
+
 def test_an_instance_segment_never_takes_a_label_the_series_has_already() -> None:
     assert labelled("watch_1/frames") == ("watch_1/frames", ())
     assert labelled("le_3/x") == ("le_3/x", ())

@@ -199,7 +199,9 @@ def labelled(metric: str) -> Labelled:
     is the word (``child``'s is ``pid``: :data:`INSTANCE_LABELS`), its
     value the number. A segment stays in the name where its label would be
     one of :data:`RESERVED_LABELS` or one an earlier segment took. The last
-    segment, the metric's own key, is never an instance.
+    segment, the metric's own key, is never an instance. The labels are in
+    the order of their names: one instance is one series, whichever
+    order its path names its segments in.
 
     Examples:
         >>> labelled("worker_0/frames")
@@ -207,7 +209,7 @@ def labelled(metric: str) -> Labelled:
         >>> labelled("child_4242/cpu_percent"), labelled("tree/cpu_percent")
         (Labelled(metric='cpu_percent', labels=(('pid', '4242'),)), Labelled(metric='tree/cpu_percent', labels=()))
         >>> labelled("worker_0/env_3/steps"), labelled("worker_frames")
-        (Labelled(metric='steps', labels=(('worker', '0'), ('env', '3'))), Labelled(metric='worker_frames', labels=()))
+        (Labelled(metric='steps', labels=(('env', '3'), ('worker', '0'))), Labelled(metric='worker_frames', labels=()))
         >>> labelled("watch_1/le_2/x")
         Labelled(metric='watch_1/le_2/x', labels=())
     """
@@ -234,7 +236,7 @@ def _labelled(metric: str) -> Labelled:
         kept.append(segment)
     if not labels:
         return Labelled(metric, ())
-    return Labelled("/".join([*kept, key]), tuple(labels.items()))
+    return Labelled("/".join([*kept, key]), tuple(sorted(labels.items())))
 
 
 def rate_name(key: str) -> str:
