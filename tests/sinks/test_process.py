@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from rlpulse import LoggerMonitor, Record, SinkProcess, SinkProcessError, read
+from rlpulse import Event, LoggerMonitor, Record, SinkProcess, SinkProcessError, read
 from rlpulse.naming import Kind, Payload
 from rlpulse.sinks import process
 from rlpulse.sinks.registry import SinkSpecError
@@ -841,8 +841,24 @@ class Refusing:
     def close(self):
         pass
 
+class Away:
+    def log_metrics(self, metrics, step=None):
+        self.log_batch([(metrics, step, None)])
+
+    def log_batch(self, payloads):
+        from rlpulse import TransientSinkError
+
+        raise TransientSinkError("its far end is away")
+
+    def flush(self):
+        pass
+
+    def close(self):
+        pass
+
 registry.register_scheme("stuck", lambda target: Stuck())
 registry.register_scheme("refusing", lambda target: Refusing())
+registry.register_scheme("away", lambda target: Away())
 """
 
 
@@ -914,6 +930,36 @@ def test_what_a_sink_in_the_child_refuses_is_counted_rejected_and_said_at_stop(
         f"LoggerMonitor: since start(), sink SinkProcess did not deliver "
         f"{stats['logged']} payloads: {stats['logged']} refused by the sinks it "
         "feeds (counted in rejected)."
+    )
+
+
+@pytest.mark.usefixtures("stuck_and_refusing_sinks")
+def test_what_a_full_queue_in_the_child_drops_is_a_dropping_event_and_a_warning_in_the_parent(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    events: list[Event] = []
+    with (
+        SinkProcess("away:", queue_size=3, close_timeout=1.0) as sinks,
+        caplog.at_level(logging.WARNING, logger="rlpulse"),
+    ):
+        monitor = LoggerMonitor(
+            sinks, poll_interval=0.01, stop_timeout=2.0, on_event=events.append
+        )
+        monitor.watch(Counter(), name="c")
+        with monitor:
+            # The child keeps 3 payloads for its sink to take once back.
+            assert wait_until(
+                lambda: any(event.kind == "dropping" for event in events), timeout=30
+            )
+            time.sleep(0.2)  # more drops: said once a minute at most
+    (dropping,) = [event for event in events if event.kind == "dropping"]
+    assert dropping.watch == ""
+    assert dropping.value >= 1
+    assert dropping.message.startswith("sink SinkProcess dropped ")
+    assert monitor.stats()["dropped"] >= dropping.value
+    assert any(
+        message.startswith("LoggerMonitor: sink SinkProcess dropped ")
+        for message in caplog.messages
     )
 
 

@@ -98,7 +98,7 @@ class Delivery:
                 on_success=self._reporter.sink_recovered,
                 on_drop=self._reporter.dropped,
                 on_reject=self._reporter.rejected,
-                on_lost_behind=self._reporter.lost_behind,
+                on_lost_behind=functools.partial(self._reporter.lost_behind, sink),
                 losses=self._losses.get(sink),
             )
             for sink in self.sinks
@@ -336,7 +336,7 @@ class Delivery:
         if reader is not None:
             more = reader.more()
             if more.dropped or more.rejected:
-                self._reporter.lost_behind(more)
+                self._reporter.lost_behind(sink, more)
 
     def _queued_sink_failed(self, sink: Sink, watch_name: str, err: Exception) -> None:
         self._reporter.sink_failed(sink, watch_name, err, queued=True)

@@ -117,6 +117,8 @@ class Reporter:
         # An error raised by a sink's sender thread, for the polling thread
         # to raise under on_error="raise".
         self._sink_error: BaseException | None = None
+        # When each sink (by name) was last said to drop behind it.
+        self._drops_behind_said: dict[str, float] = {}
         self.events.after_fork()
 
     def add(self, **counts: int) -> None:
@@ -277,9 +279,44 @@ class Reporter:
         """Count ``count`` payloads lost to a sink's call that failed for good (the failure itself is :meth:`sink_failed`'s)."""
         self.add(rejected=count)
 
-    def lost_behind(self, losses: Losses) -> None:
-        """Count payloads a sink lost after taking them (its ``losses()``: a :class:`~rlpulse.SinkProcess`'s child died, or a sink there refused them); the failure itself, if any, is :meth:`sink_failed`'s."""
+    def lost_behind(self, sink: Sink, losses: Losses) -> None:
+        """Count payloads ``sink`` lost after taking them (its ``losses()``: a queue in a :class:`~rlpulse.SinkProcess`'s child was full, the child died, a sink there refused them); the failure itself, if any, is :meth:`sink_failed`'s.
+
+        Drops behind a sink are said as a full queue's are, a ``dropping``
+        event and a warning, at most once every
+        :data:`DROP_WARNING_INTERVAL_S` per sink: its queues are out of
+        sight, so that is the only streak there is to go by.
+        """
         self.add(dropped=losses.dropped, rejected=losses.rejected)
+        if not losses.dropped:
+            return
+        now = time.monotonic()
+        with self._lock:
+            said = self._drops_behind_said.get(sink.name)
+            if said is not None and now - said < DROP_WARNING_INTERVAL_S:
+                return
+            self._drops_behind_said[sink.name] = now
+        count = losses.dropped
+        self.events.emit(
+            "",
+            EventKind.DROPPING,
+            about_sink(
+                sink.name,
+                f"dropped {plural(count, 'payload')} it had taken: a queue behind "
+                "it was full, or what held them is gone",
+            ),
+            count,
+        )
+        if self.on_error == "warn":
+            _log.warning(
+                "LoggerMonitor: sink %s dropped %s it had taken: a queue behind "
+                "it was full (one of a SinkProcess's sinks failing or slower "
+                "than the polls), or the process that held them is gone. "
+                "Further drops behind it are counted silently, said again at "
+                "most once a minute.",
+                sink.name,
+                plural(count, "payload"),
+            )
 
     def hung(self, watch: Watch, overruns: int) -> None:
         """Count a provider call that overran ``poll_timeout``; warn at the start of a streak."""
