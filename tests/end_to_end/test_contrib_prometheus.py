@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -33,7 +34,7 @@ CONTRIB = Path(__file__).resolve().parents[2] / "contrib" / "prometheus"
 RULES = CONTRIB / "rlpulse-alerts.yml"
 RULES_TESTS = CONTRIB / "rlpulse-alerts.test.yml"
 DASHBOARD = CONTRIB / "rlpulse-dashboard.json"
-WATCH_KINDS = ["Collectors", "Buffers", "Learners", "System", "Monitor"]
+WATCH_KINDS = ["Collectors", "Buffers", "Learners", "Bottleneck", "System", "Monitor"]
 # A metric name in PromQL: every metric rlpulse serves starts with its prefix.
 METRIC = re.compile(r"\brlpulse_\w+")
 # A label a PromQL selector matches on (in braces) or an aggregation keeps.
@@ -157,9 +158,21 @@ def labels_in(query: str) -> set[str]:
     return set(MATCHED_LABEL.findall(query)) | grouped
 
 
+def collected(collector: Iterable[Any], actor: Tally) -> Iterator[Any]:
+    """The batches of ``collector``, ``actor`` busy collecting each and waiting while it is used."""
+    batches = iter(collector)
+    while True:
+        with actor.busy():
+            batch = next(batches, None)
+        if batch is None:
+            return
+        with actor.busy("wait_s"):
+            yield batch
+
+
 @pytest.fixture(scope="module")
 def served() -> Served:
-    """What a scrape shows of a monitor watching a TorchRL pipeline, a learner, workers, the system with a child and itself."""
+    """What a scrape shows of a monitor watching a TorchRL pipeline, a learner, workers, the system with a child, itself and the bottleneck."""
     pytest.importorskip("gymnasium")
     pytest.importorskip("torchrl")
     from torchrl.collectors import Collector
@@ -175,7 +188,7 @@ def served() -> Served:
         total_frames=-1,
     )
     buffer = ReplayBuffer(storage=LazyTensorStorage(10_000))
-    learner = Tally()
+    learner, actor = Tally(), Tally()
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     with (
         PrometheusExporter(port=0) as exporter,
@@ -192,10 +205,14 @@ def served() -> Served:
             monitor.watch(workers, name="workers")
             monitor.watch(SystemStats(children=True), name="system")
             monitor.watch(monitor, name="monitor", rate_keys=("cpu_s",))
+            monitor.watch(actor, name="actor")
+            monitor.bottleneck("actor", "learner", window=0.25)
             deadline = time.monotonic() + 1.0
-            for batch in collector:
+            # The learner waits for each batch the actor collects, and the
+            # actor for the learner: a producer-bound pipeline.
+            for batch in learner.waiting(collected(collector, actor)):
                 buffer.extend(batch.reshape(-1))
-                with learner.time("update_s"):
+                with learner.busy(), learner.time("update_s"):
                     buffer.sample(32)
                 if time.monotonic() > deadline:
                     break
