@@ -237,6 +237,9 @@ class PrometheusExporter(BaseSink):
         # The count and sum of each instance of a watch whose histogram
         # holds its observations (a SharedCounters worker's).
         self._counts_and_sums: dict[_Series, _CountAndSum] = {}
+        # The series of each watch in any of those three: what a whole
+        # snapshot of the watch may retire.
+        self._series_of_watch: dict[str, set[_Series]] = {}
         self._server: Any = None
         self._server_thread: threading.Thread | None = None
         # The process serving, where this exporter has a server of its own.
@@ -318,6 +321,8 @@ class PrometheusExporter(BaseSink):
                 self._latest[series] = float(value)
                 snapshot.series.add(series)
                 self._poll_times[watch] = payload.wall_time
+            for watch, snapshot in reported.items():
+                self._series_of_watch.setdefault(watch, set()).update(snapshot.series)
             if payload.whole:
                 self._retire(reported)
 
@@ -336,17 +341,24 @@ class PrometheusExporter(BaseSink):
         An unwatched watch's series and poll time all go; its events stay
         counted.
         """
-        for store in (self._latest, self._histograms, self._counts_and_sums):
-            gone = [
-                series
-                for series in store
-                if series.watch in watches and self._gone(series, watches[series.watch])
-            ]
-            for series in gone:
-                del store[series]
         for watch, snapshot in watches.items():
             if snapshot is None:
                 self._poll_times.pop(watch, None)
+            served = self._series_of_watch.get(watch)
+            if not served:
+                continue
+            # What the snapshot holds stays: only the rest may go.
+            held = set() if snapshot is None else snapshot.series
+            gone = [
+                series
+                for series in served.difference(held)
+                if self._gone(series, snapshot)
+            ]
+            for series in gone:
+                served.discard(series)
+                self._latest.pop(series, None)
+                self._histograms.pop(series, None)
+                self._counts_and_sums.pop(series, None)
 
     def _gone(self, series: _Series, snapshot: _Snapshot | None) -> bool:
         """Whether its watch's latest whole ``snapshot`` (``None``: it was unwatched) retires ``series``."""
@@ -435,6 +447,7 @@ class PrometheusExporter(BaseSink):
                 continue
             for served in [key for key in self._latest if key.family == plain.name]:
                 del self._latest[served]
+                self._series_of_watch[served.watch].discard(served)
             del self._family_by_name[plain.name]
             self._taken.difference_update(plain.exposed_names())
 
