@@ -50,6 +50,32 @@ def test_a_payload_a_sink_refuses_in_manual_mode_is_counted_rejected() -> None:
     assert (monitor.stats()["rejected"], monitor.stats()["errors"]) == (2, 2)
 
 
+def test_a_payload_every_sink_refuses_in_manual_mode_is_logged_and_rejected_as_in_background_mode() -> (
+    None
+):
+    class Refusing:
+        def log_metrics(
+            self, metrics: Mapping[str, float], step: int | None = None
+        ) -> None:
+            raise ValueError("refused")
+
+    manual = LoggerMonitor(Refusing(), background=False, on_error="ignore")
+    manual.watch(Source(), name="source")
+    results = [manual.step() for _ in range(3)]
+    stats = manual.stats()
+
+    # Produced and refused: each of them counted as such. The watch keeps
+    # its baseline, as TorchRL's monitor does after a failed log.
+    assert (stats["logged"], stats["rejected"], stats["errors"]) == (3, 3, 3)
+    assert results == [{}, {}, {}]
+    background = LoggerMonitor(Refusing(), poll_interval=0.01, on_error="ignore")
+    background.watch(Source(), name="source")
+    with background:
+        assert wait_until(lambda: background.stats()["rejected"] >= 3)
+    stats = background.stats()
+    assert stats["logged"] == stats["rejected"]
+
+
 def test_on_error_raise_with_a_failing_sink_ends_background_polling() -> None:
     class Broken:
         def log_metrics(

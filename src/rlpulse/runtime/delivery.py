@@ -152,6 +152,11 @@ class Delivery:
             if sink.failing:
                 self._reporter.sink_recovered(sink)
             delivered = True
+        if first_error is not None and not delivered:
+            # Produced and refused by every sink: logged, as a queued one
+            # is when polled, though the watch keeps its baseline (its next
+            # payload covers the interval again, as after a failed poll).
+            self._reporter.add(logged=1)
         if first_error is not None and self._reporter.on_error == "raise":
             raise first_error
         return delivered
