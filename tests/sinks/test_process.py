@@ -964,6 +964,27 @@ def test_what_a_full_queue_in_the_child_drops_is_a_dropping_event_and_a_warning_
 
 
 @pytest.mark.usefixtures("stuck_and_refusing_sinks")
+def test_what_a_sink_process_of_two_monitors_loses_is_counted_once_between_them() -> (
+    None
+):
+    with SinkProcess("refusing:") as sinks:
+        first = LoggerMonitor(sinks, background=False, on_error="ignore")
+        second = LoggerMonitor(sinks, background=False, on_error="ignore")
+        first.watch(Counter(), name="a")
+        second.watch(Counter(), name="b")
+        for _ in range(3):
+            first.step()
+            second.step()
+        first.stop()
+        second.stop()
+        lost = sinks.losses()
+    counted = first.stats()["rejected"] + second.stats()["rejected"]
+
+    assert lost.rejected == 8  # three steps and a final snapshot each
+    assert counted == lost.rejected
+
+
+@pytest.mark.usefixtures("stuck_and_refusing_sinks")
 def test_in_manual_mode_what_a_sink_in_the_child_refuses_is_counted_rejected(
     tmp_path: Path,
 ) -> None:

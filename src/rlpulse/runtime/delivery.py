@@ -56,10 +56,11 @@ class Delivery:
         # the polling thread may be asleep until a watch is due.
         self._on_raise = on_raise
         # What the sinks that hand payloads on lose behind them: one reader
-        # a sink, for inline calls and its queues alike, so that a loss is
-        # counted once whichever reads it first.
+        # a sink, for inline calls and its queues alike, and for every
+        # monitor it is a sink of, so that a loss is counted once whichever
+        # reads it first.
         self._losses = {
-            sink: LossReader(sink.losses)
+            sink: LossReader.of(sink.target, sink.losses)
             for sink in self.sinks
             if sink.losses is not None
         }

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import inspect
 import threading
+import types
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -83,6 +85,34 @@ class LossReader:
         self._seen = seen
         self._lock = threading.Lock()
 
+    @classmethod
+    def of(cls, target: object, losses: Callable[[], Losses]) -> LossReader:
+        """The one reader of sink ``target``'s ``losses``, whichever monitors it is a sink of.
+
+        A :class:`~rlpulse.SinkProcess` two monitors log to says what it
+        lost of both; read by one reader, each loss is counted once, by the
+        monitor that reads it first, rather than once by each. A target
+        that cannot be weakly referred to gets a reader of its own.
+
+        Examples:
+            >>> class Behind:
+            ...     lost = Losses(0, 0)
+            ...     def losses(self):
+            ...         return self.lost
+            >>> sink = Behind()
+            >>> LossReader.of(sink, sink.losses) is LossReader.of(sink, sink.losses)
+            True
+        """
+        with _SHARED_LOCK:
+            try:
+                reader = _SHARED_READERS.get(target)
+                if reader is None:
+                    reader = cls(_weakly(losses))
+                    _SHARED_READERS[target] = reader
+            except TypeError:  # unhashable, or not weakly referable
+                return cls(losses)
+            return reader
+
     def more(self) -> Losses:
         """What was lost since the last read (:data:`NOTHING_LOST` as a rule, cheaply)."""
         if self._losses() == self._seen:
@@ -95,6 +125,26 @@ class LossReader:
         return Losses(
             max(0, now.dropped - seen.dropped), max(0, now.rejected - seen.rejected)
         )
+
+
+# The reader of each sink's losses (LossReader.of), kept while the sink is.
+_SHARED_READERS: weakref.WeakKeyDictionary[Any, LossReader] = (
+    weakref.WeakKeyDictionary()
+)
+_SHARED_LOCK = threading.Lock()
+
+
+def _weakly(losses: Callable[[], Losses]) -> Callable[[], Losses]:
+    """``losses``, holding its sink weakly where it is a method: a reader kept for the sink must not keep the sink."""
+    if not isinstance(losses, types.MethodType):
+        return losses
+    method = weakref.WeakMethod(losses)
+
+    def read() -> Losses:
+        bound = method()
+        return NOTHING_LOST if bound is None else bound()
+
+    return read
 
 
 class Sink:
