@@ -102,7 +102,7 @@ def _snapshot_of(reported: dict[str, _Snapshot], watch: str) -> _Snapshot:
     return snapshot
 
 
-class _Observed(NamedTuple):
+class _ServedHistogram(NamedTuple):
     """A histogram as a scrape serves it: cumulative ``(le, count)`` buckets, the sum."""
 
     buckets: list[tuple[str, float]]
@@ -118,8 +118,8 @@ class _CountAndSum:
         self.count = 0.0
         self.sum = 0.0
 
-    def served(self) -> _Observed:
-        return _Observed([("+Inf", self.count)], self.sum)
+    def served(self) -> _ServedHistogram:
+        return _ServedHistogram([("+Inf", self.count)], self.sum)
 
 
 class PrometheusExporter(BaseSink):
@@ -524,7 +524,7 @@ class PrometheusExporter(BaseSink):
         with self._lock:
             latest: list[tuple[_Series, Any]] = list(self._latest.items())
             latest.extend(
-                (series, _Observed(classic_buckets(histogram), histogram.sum))
+                (series, _ServedHistogram(classic_buckets(histogram), histogram.sum))
                 for series, histogram in self._histograms.items()
             )
             latest.extend(
@@ -565,7 +565,7 @@ class PrometheusExporter(BaseSink):
                 series.watch,
                 *(given.get(label, "") for label in instance_labels),
             ]
-            if isinstance(value, _Observed):
+            if isinstance(value, _ServedHistogram):
                 served.add_metric(values, value.buckets, value.sum)
             else:
                 served.add_metric(values, value)

@@ -24,7 +24,7 @@ __all__ = [
 ]
 
 
-class _Observed:
+class _GaugePolls:
     """One gauge's polls since the last log: how many, their sum, minimum and maximum."""
 
     __slots__ = ("count", "high", "low", "total")
@@ -57,7 +57,7 @@ class Aggregates:
         self.aggregate = tuple(aggregate)
         # Counters are not aggregated: their rates say how they move.
         self.counters = counters
-        self.accumulated: dict[str, _Observed] = {}
+        self.accumulated: dict[str, _GaugePolls] = {}
 
     def observe(self, snapshot: Mapping[str, float]) -> None:
         """Take one poll's ``snapshot`` in."""
@@ -67,7 +67,7 @@ class Aggregates:
                 continue
             seen = accumulated.get(key)
             if seen is None:
-                accumulated[key] = _Observed(value)
+                accumulated[key] = _GaugePolls(value)
             else:
                 seen.add(value)
 
