@@ -144,7 +144,7 @@ class SinkQueue:
         # this queue read (no reader: it says nothing).
         self.lost_behind = NOTHING_LOST
         if losses is None and sink.losses is not None:
-            losses = LossReader(sink.losses)
+            losses = LossReader.of(sink.target, sink.losses)
         self._losses = losses
         # In a drop streak (one warning a streak); whether the sender has
         # delivered all it was given since the last drop (the streak's end).
