@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+import gc
 import time
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
 from rlpulse import LoggerMonitor
+from rlpulse.runtime.sinks import Losses, LossReader
 from tests.support import BatchRecorder, wait_until
 
 pytestmark = pytest.mark.timeout(30)
@@ -108,3 +112,24 @@ def test_a_background_monitor_logs_to_a_logger_whose_losses_method_is_its_own() 
         assert wait_until(lambda: len(logger.logged) >= 3)
     assert monitor.stats()["errors"] == 0
     assert (monitor.stats()["dropped"], monitor.stats()["rejected"]) == (0, 0)
+
+
+def test_sinks_equal_by_value_have_a_loss_reader_each_and_one_gone_leaves_none_behind() -> (
+    None
+):
+    @dataclasses.dataclass(frozen=True)
+    class Behind:
+        name: str
+
+        def losses(self) -> Losses:
+            return Losses(0, 0)
+
+    first, second = Behind("same"), Behind("same")
+    reader = LossReader.of(first, first.losses)
+
+    assert LossReader.of(first, first.losses) is reader
+    assert LossReader.of(second, second.losses) is not reader
+    kept = weakref.ref(first)
+    del first, reader
+    gc.collect()
+    assert kept() is None

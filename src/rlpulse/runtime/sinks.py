@@ -19,6 +19,7 @@ anything else is the sink's own business: :class:`LossReader`).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import threading
 import types
@@ -103,14 +104,18 @@ class LossReader:
             >>> LossReader.of(sink, sink.losses) is LossReader.of(sink, sink.losses)
             True
         """
+        # By identity: two sinks equal by value are two sinks all the same.
+        key = id(target)
         with _SHARED_LOCK:
+            shared = _SHARED_READERS.get(key)
+            if shared is not None and shared.sink() is target:
+                return shared.reader
             try:
-                reader = _SHARED_READERS.get(target)
-                if reader is None:
-                    reader = cls(_weakly(losses))
-                    _SHARED_READERS[target] = reader
-            except TypeError:  # unhashable, or not weakly referable
+                sink = weakref.ref(target, functools.partial(_forget_reader, key))
+            except TypeError:  # not weakly referable
                 return cls(losses)
+            reader = cls(_weakly(losses))
+            _SHARED_READERS[key] = _SharedReader(sink, reader)
             return reader
 
     def more(self) -> Losses:
@@ -127,11 +132,22 @@ class LossReader:
         )
 
 
-# The reader of each sink's losses (LossReader.of), kept while the sink is.
-_SHARED_READERS: weakref.WeakKeyDictionary[Any, LossReader] = (
-    weakref.WeakKeyDictionary()
-)
+class _SharedReader(NamedTuple):
+    """A sink, held weakly, and the one reader of its losses."""
+
+    sink: weakref.ref[Any]
+    reader: LossReader
+
+
+# The reader of each sink's losses (LossReader.of) by the sink's id, kept
+# while the sink is.
+_SHARED_READERS: dict[int, _SharedReader] = {}
 _SHARED_LOCK = threading.Lock()
+
+
+def _forget_reader(key: int, sink: weakref.ref[Any]) -> None:
+    # When the sink goes (no lock: the collector may run under it).
+    _SHARED_READERS.pop(key, None)
 
 
 def _weakly(losses: Callable[[], Losses]) -> Callable[[], Losses]:
