@@ -532,10 +532,19 @@ def label_of(
 def label_of_sentence(sentence: str) -> str:
     """The label a sentence of :func:`describe` starts with.
 
+    A side's name may hold ``": "`` itself: a label is ``balanced``,
+    ``unknown`` or ends in ``-bound``.
+
     >>> label_of_sentence("collector-bound: the learner waited 63% of the last 30 s for data; ...")
     'collector-bound'
+    >>> label_of_sentence("env: cartpole-bound: the learner drew 20 samples per frame ...")
+    'env: cartpole-bound'
     """
-    return sentence.partition(": ")[0]
+    for label in (label_of(None), label_of(Bound.BALANCED)):
+        if sentence.startswith(f"{label}: "):
+            return label
+    side, bound, _ = sentence.partition("-bound: ")
+    return side + "-bound" if bound else sentence.partition(": ")[0]
 
 
 def _percent(share: float) -> str:
