@@ -146,3 +146,31 @@ def test_what_a_sink_lost_behind_it_is_counted_once_when_a_step_delivers_while_s
 
     assert not stopping.is_alive()
     assert monitor.stats()["rejected"] == sink.taken
+
+
+def test_drops_behind_each_of_two_sinks_of_one_class_are_each_said() -> None:
+    class Behind:
+        def __init__(self) -> None:
+            self.lost = Losses(0, 0)
+
+        def log_metrics(
+            self, metrics: Mapping[str, float], step: int | None = None
+        ) -> None:
+            pass
+
+        def losses(self) -> Losses:
+            return self.lost
+
+    first, second, recorder = Behind(), Behind(), InMemorySink()
+    monitor = LoggerMonitor([first, second, recorder], background=False)
+    monitor.watch(Source(), name="source")
+    monitor.start()
+    first.lost = Losses(5, 0)
+    monitor.step()
+    second.lost = Losses(7, 0)
+    monitor.step()
+
+    # In manual mode each sink is told on the calling thread.
+    dropping = [event.value for event in recorder.events if event.kind == "dropping"]
+    assert dropping == [5.0, 7.0]
+    assert monitor.stats()["dropped"] == 12

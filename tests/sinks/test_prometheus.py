@@ -1262,3 +1262,21 @@ def test_each_worker_s_count_and_sum_of_shared_counters_are_served_beside_the_wa
         == 3.0
     )
     assert "# TYPE rlpulse_batch_seconds histogram" in page
+
+
+def test_what_a_payload_stored_before_it_failed_is_retired_with_its_watch() -> None:
+    registry = CollectorRegistry()
+    observed = Histogram()
+    observed.add(1.0)
+    with PrometheusExporter(registry=registry) as exporter:
+        with pytest.raises((TypeError, ValueError)):
+            exporter.log_metrics({"v/update_s_count": 1.0, "v/bad": "x"})  # type: ignore[dict-item]
+        # The histogram of the count logged before takes its name all the same.
+        exporter.log_payloads([Payload({}, None, 1.0, {}, {"w/update_s": observed})])
+        exporter.log_event(Event(2.0, "v", "unwatched", "", 0.0))
+        samples, types = served(registry)
+
+    assert types["rlpulse_update_seconds_count"] == "histogram"
+    assert samples[("rlpulse_update_seconds_count", "w")] == 1.0
+    # Its events stay counted; nothing else of it is served.
+    assert [key for key in samples if key[1] == "v"] == [("rlpulse_events_total", "v")]

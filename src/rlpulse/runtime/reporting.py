@@ -117,8 +117,8 @@ class Reporter:
         # An error raised by a sink's sender thread, for the polling thread
         # to raise under on_error="raise".
         self._sink_error: BaseException | None = None
-        # When each sink (by name) was last said to drop behind it.
-        self._drops_behind_said: dict[str, float] = {}
+        # When each sink was last said to drop behind it.
+        self._drops_behind_said: dict[Sink, float] = {}
         self.events.after_fork()
 
     def add(self, **counts: int) -> None:
@@ -292,10 +292,10 @@ class Reporter:
             return
         now = time.monotonic()
         with self._lock:
-            said = self._drops_behind_said.get(sink.name)
+            said = self._drops_behind_said.get(sink)
             if said is not None and now - said < DROP_WARNING_INTERVAL_S:
                 return
-            self._drops_behind_said[sink.name] = now
+            self._drops_behind_said[sink] = now
         count = losses.dropped
         self.events.emit(
             "",

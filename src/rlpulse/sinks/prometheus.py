@@ -306,6 +306,7 @@ class PrometheusExporter(BaseSink):
                 series = _Series(family.name, watch, labels)
                 self._histograms.setdefault(series, Histogram()).merge(interval)
                 self._counts_and_sums.pop(series, None)
+                self._index(series)
                 _snapshot_of(reported, watch).add(series)
                 self._poll_times[watch] = payload.wall_time
             for key, value in payload.metrics.items():
@@ -319,10 +320,9 @@ class PrometheusExporter(BaseSink):
                 family = self._family_for(metric, payload.kind(key))
                 series = _Series(family.name, watch, labels)
                 self._latest[series] = float(value)
+                self._index(series)
                 snapshot.series.add(series)
                 self._poll_times[watch] = payload.wall_time
-            for watch, snapshot in reported.items():
-                self._series_of_watch.setdefault(watch, set()).update(snapshot.series)
             if payload.whole:
                 self._retire(reported)
 
@@ -344,7 +344,9 @@ class PrometheusExporter(BaseSink):
         for watch, snapshot in watches.items():
             if snapshot is None:
                 self._poll_times.pop(watch, None)
-            served = self._series_of_watch.get(watch)
+                served = self._series_of_watch.pop(watch, None)
+            else:
+                served = self._series_of_watch.get(watch)
             if not served:
                 continue
             # What the snapshot holds stays: only the rest may go.
@@ -399,6 +401,13 @@ class PrometheusExporter(BaseSink):
         self._lock = threading.Lock()
         self._closed = True
 
+    def _index(self, series: _Series) -> None:
+        """Note ``series``, just stored, among its watch's: what a whole snapshot of the watch may retire."""
+        served = self._series_of_watch.get(series.watch)
+        if served is None:
+            self._series_of_watch[series.watch] = served = set()
+        served.add(series)
+
     def _keep_count_or_sum(
         self,
         watch: str,
@@ -423,6 +432,7 @@ class PrometheusExporter(BaseSink):
         if series in self._histograms:
             return
         count_and_sum = self._counts_and_sums.setdefault(series, _CountAndSum())
+        self._index(series)
         if counted:
             count_and_sum.count = float(value)
         else:
@@ -447,7 +457,7 @@ class PrometheusExporter(BaseSink):
                 continue
             for served in [key for key in self._latest if key.family == plain.name]:
                 del self._latest[served]
-                self._series_of_watch[served.watch].discard(served)
+                self._series_of_watch.get(served.watch, set()).discard(served)
             del self._family_by_name[plain.name]
             self._taken.difference_update(plain.exposed_names())
 
