@@ -196,8 +196,11 @@ _DPI = 110
 # default; at most this many intervals between a linear y axis's ticks.
 _TICK_STEPS = [1.0, 2.0, 2.5, 5.0, 10.0]
 _Y_TICKS = 5
-# The ticks an axis made ahead of its chart has on each side.
-_TICKS_AHEAD = 6
+# The ticks an axis made ahead of its chart has: as many as the time axis
+# of a chart's width takes (its locator's "auto" bins), and as many as a
+# linear y axis's bins take.
+_X_TICKS_AHEAD = 9
+_Y_TICKS_AHEAD = _Y_TICKS + 1
 # Fewer points than this get a marker on each, so that sparse series (a
 # counter schedule logging every 10,000 frames) read as measurements.
 _MARKERS_BELOW = 40
@@ -717,8 +720,12 @@ class _Sheet:
         axes = self.figure.add_axes((0.0, 0.0, 1.0, 1.0))
         # Matplotlib makes an axis's ticks as it draws it, as many as its
         # locator places: those most charts need, made now, are not then.
-        axes.xaxis.get_major_ticks(_TICKS_AHEAD)
-        axes.yaxis.get_major_ticks(_TICKS_AHEAD)
+        axes.xaxis.get_major_ticks(_X_TICKS_AHEAD)
+        axes.yaxis.get_major_ticks(_Y_TICKS_AHEAD)
+        # An axis draws its first minor tick's properties even when its
+        # locator places none: made now too.
+        axes.xaxis.get_minor_ticks(1)
+        axes.yaxis.get_minor_ticks(1)
         self._spare.append(axes)
 
     def add_axes(self, place: tuple[float, float, float, float]) -> Axes:
