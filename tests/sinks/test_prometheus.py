@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import itertools
+import math
 import multiprocessing
 import os
 import random
@@ -1280,3 +1281,34 @@ def test_what_a_payload_stored_before_it_failed_is_retired_with_its_watch() -> N
     assert samples[("rlpulse_update_seconds_count", "w")] == 1.0
     # Its events stay counted; nothing else of it is served.
     assert [key for key in samples if key[1] == "v"] == [("rlpulse_events_total", "v")]
+
+
+def test_a_count_served_before_its_histogram_stays_in_the_histogram_s_inf_bucket() -> (
+    None
+):
+    # Watch "b"'s first observations never reached the exporter (their
+    # payload was dropped): its count and sum were served alone; when its
+    # histogram arrives, the count goes on from them instead of falling,
+    # which rate() would read as a reset.
+    registry = CollectorRegistry()
+    with PrometheusExporter(registry=registry) as exporter:
+        exporter.log_payloads(
+            [Payload({}, None, 1.0, {}, {"a/update_s": observed([1.0])})]
+        )
+        counted = {"b/update_s_count": 5.0, "b/update_s_sum": 2.5}
+        exporter.log_payloads([Payload(counted, None, 2.0, {})])
+        before, _ = served(registry)
+        later = {"b/update_s_count": 7.0, "b/update_s_sum": 3.5}
+        interval = observed([0.25, 0.75])
+        exporter.log_payloads([Payload(later, None, 3.0, {}, {"b/update_s": interval})])
+        after, types = served(registry)
+        buckets = buckets_served(registry, "rlpulse_update_seconds", "b")
+
+    assert before[("rlpulse_update_seconds_count", "b")] == 5.0
+    assert after[("rlpulse_update_seconds_count", "b")] == 7.0
+    assert after[("rlpulse_update_seconds_sum", "b")] == 3.5
+    assert types["rlpulse_update_seconds_count"] == "histogram"
+    # The two observations it has are in their buckets; the five before, in +Inf.
+    assert buckets[-1] == (math.inf, 7.0)
+    assert buckets[-2][1] == 2.0
+    assert after[("rlpulse_update_seconds_count", "a")] == 1.0

@@ -110,7 +110,14 @@ class _ServedHistogram(NamedTuple):
 
 
 class _CountAndSum:
-    """An instance's ``<key>_count`` and ``<key>_sum`` where only its watch's histogram has buckets: served as a histogram of the ``+Inf`` bucket alone."""
+    """A series' ``<key>_count`` and ``<key>_sum`` that no buckets hold: served as a histogram of the ``+Inf`` bucket alone, or within the series' histogram once it has one.
+
+    An instance of a watch whose histogram holds its observations (a
+    :class:`~rlpulse.SharedCounters` worker's) has only these; a series
+    whose count was served before its histogram (its first observations
+    never reached the exporter) keeps them in its ``+Inf`` bucket, so that
+    its count does not fall, which ``rate()`` would read as a reset.
+    """
 
     __slots__ = ("count", "sum")
 
@@ -118,8 +125,18 @@ class _CountAndSum:
         self.count = 0.0
         self.sum = 0.0
 
-    def served(self) -> _ServedHistogram:
-        return _ServedHistogram([("+Inf", self.count)], self.sum)
+    def served(self, histogram: Histogram | None = None) -> _ServedHistogram:
+        """The series as a scrape serves it: with ``histogram``'s buckets, where it has one."""
+        if histogram is None:
+            return _ServedHistogram([("+Inf", self.count)], self.sum)
+        buckets = classic_buckets(histogram)
+        le, count = buckets[-1]
+        buckets[-1] = (le, count + self.count)
+        return _ServedHistogram(buckets, histogram.sum + self.sum)
+
+
+_NOTHING_ELSE = _CountAndSum()
+"""What a histogram that holds all its series' observations adds to its buckets."""
 
 
 class PrometheusExporter(BaseSink):
@@ -231,11 +248,11 @@ class PrometheusExporter(BaseSink):
             *_Family(self._events_counter, _COUNTER, "").exposed_names(),
         }
         # The observations so far of each series, and the metrics the
-        # histograms serve for every watch (a distribution's count and sum).
+        # histograms serve for every watch (a distribution's count and sum),
+        # each with its distribution and whether it is the count.
         self._histograms: dict[_Series, Histogram] = {}
-        self._served_by_histograms: set[str] = set()
-        # The count and sum of each instance of a watch whose histogram
-        # holds its observations (a SharedCounters worker's).
+        self._served_by_histograms: dict[str, tuple[str, bool]] = {}
+        # The count and sum of a series that no buckets hold (see _CountAndSum).
         self._counts_and_sums: dict[_Series, _CountAndSum] = {}
         # The series of each watch in any of those three: what a whole
         # snapshot of the watch may retire.
@@ -305,7 +322,6 @@ class PrometheusExporter(BaseSink):
                 family = self._family_for(metric, Kind.DISTRIBUTION)
                 series = _Series(family.name, watch, labels)
                 self._histograms.setdefault(series, Histogram()).merge(interval)
-                self._counts_and_sums.pop(series, None)
                 self._index(series)
                 _snapshot_of(reported, watch).add(series)
                 self._poll_times[watch] = payload.wall_time
@@ -314,8 +330,9 @@ class PrometheusExporter(BaseSink):
                 metric, labels = labelled(path)
                 snapshot = _snapshot_of(reported, watch)
                 snapshot.instances.add(labels)
-                if metric in self._served_by_histograms:
-                    self._keep_count_or_sum(watch, metric, labels, value, snapshot)
+                counted_by = self._served_by_histograms.get(metric)
+                if counted_by is not None:
+                    self._keep_count_or_sum(counted_by, watch, labels, value, snapshot)
                     continue
                 family = self._family_for(metric, payload.kind(key))
                 series = _Series(family.name, watch, labels)
@@ -410,13 +427,13 @@ class PrometheusExporter(BaseSink):
 
     def _keep_count_or_sum(
         self,
+        counted_by: tuple[str, bool],
         watch: str,
-        metric: str,
         labels: _Labels,
         value: float,
         snapshot: _Snapshot,
     ) -> None:
-        """Keep ``value``, a ``<key>_count`` or ``<key>_sum`` whose histogram serves it, where the histogram has no series of ``labels``' instance.
+        """Keep ``value``, a ``<key>_count`` or ``<key>_sum`` whose histogram serves it (``counted_by``: the key, and whether it is the count), where the histogram has no series of ``labels``' instance.
 
         A :class:`~rlpulse.SharedCounters` watch has one histogram of every
         worker's observations, and each worker's count and sum: these are
@@ -426,8 +443,7 @@ class PrometheusExporter(BaseSink):
         selects ``worker=""``, as a sum over workers selects
         ``worker!=""``.)
         """
-        counted = metric.endswith(COUNT_SUFFIX)
-        key = metric[: -len(COUNT_SUFFIX if counted else SUM_SUFFIX)]
+        key, counted = counted_by
         series = _Series(self._family_of_metric[(key, True)].name, watch, labels)
         if series in self._histograms:
             return
@@ -451,7 +467,10 @@ class PrometheusExporter(BaseSink):
         count and sum served within it (:meth:`_keep_count_or_sum`).
         """
         for suffix in (COUNT_SUFFIX, SUM_SUFFIX):
-            self._served_by_histograms.add(metric + suffix)
+            self._served_by_histograms[metric + suffix] = (
+                metric,
+                suffix == COUNT_SUFFIX,
+            )
             plain = self._family_of_metric.pop((metric + suffix, False), None)
             if plain is None:
                 continue
@@ -533,13 +552,15 @@ class PrometheusExporter(BaseSink):
         """
         with self._lock:
             latest: list[tuple[_Series, Any]] = list(self._latest.items())
+            counts_and_sums = self._counts_and_sums
             latest.extend(
-                (series, _ServedHistogram(classic_buckets(histogram), histogram.sum))
+                (series, counts_and_sums.get(series, _NOTHING_ELSE).served(histogram))
                 for series, histogram in self._histograms.items()
             )
             latest.extend(
                 (series, counted.served())
-                for series, counted in self._counts_and_sums.items()
+                for series, counted in counts_and_sums.items()
+                if series not in self._histograms
             )
             families = dict(self._family_by_name)
             poll_times = sorted(self._poll_times.items())
