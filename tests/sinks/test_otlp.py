@@ -407,7 +407,9 @@ def test_opentelemetrys_variables_say_where_and_how_batches_are_posted(
     receiver: Receiver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"{receiver.endpoint}/otlp/")
-    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "api-key=abc%3D%3D, team = rl")
+    monkeypatch.setenv(
+        "OTEL_EXPORTER_OTLP_HEADERS", "api-key=abc%3D%3D, team = rl%20,%20x-run=7"
+    )
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "2500")
     with OTLPExporter() as exporter:
@@ -415,7 +417,12 @@ def test_opentelemetrys_variables_say_where_and_how_batches_are_posted(
     assert exporter.timeout == 2.5  # milliseconds, as OpenTelemetry's spec says
     assert receiver.paths == ["/otlp/v1/metrics"]
     [headers] = receiver.headers
-    assert (headers["api-key"], headers["team"]) == ("abc==", "rl")
+    # Each part decoded, then stripped, as OpenTelemetry reads the variable.
+    assert (headers["api-key"], headers["team"], headers["x-run"]) == (
+        "abc==",
+        "rl",
+        "7",
+    )
     assert headers["Content-Encoding"] == "gzip"
     assert [point[:4] for point in receiver.points()] == [
         ("rlpulse.frames", "sum", "c", 1.0)

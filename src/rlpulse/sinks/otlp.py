@@ -750,7 +750,7 @@ def _signal_url(base: str) -> str:
 def _parsed_headers(name: str, value: str) -> dict[str, str]:
     """The headers of variable ``name``'s ``value``: ``key=value`` pairs, comma-separated, each part URL-decoded.
 
-    >>> _parsed_headers("OTEL_EXPORTER_OTLP_HEADERS", "Authorization=Basic%20YWJj, x-team = rl")
+    >>> _parsed_headers("OTEL_EXPORTER_OTLP_HEADERS", "Authorization=Basic%20YWJj, x-team = rl%20")
     {'Authorization': 'Basic YWJj', 'x-team': 'rl'}
     >>> _parsed_headers("OTEL_EXPORTER_OTLP_HEADERS", "token")
     Traceback (most recent call last):
@@ -762,13 +762,15 @@ def _parsed_headers(name: str, value: str) -> dict[str, str]:
         if not pair.strip():
             continue
         key, equals, header_value = pair.partition("=")
-        key = urllib.parse.unquote(key.strip())
+        # Decoded, then stripped, as OpenTelemetry's exporters read it: an
+        # encoded space at either end goes too.
+        key = urllib.parse.unquote(key).strip()
         if not equals or not key:
             raise ValueError(
                 f"{name}={value!r} holds {pair.strip()!r}, no key=value pair: write it "
                 "as key1=value1,key2=value2 (values URL-encoded)"
             )
-        headers[key] = urllib.parse.unquote(header_value.strip())
+        headers[key] = urllib.parse.unquote(header_value).strip()
     return headers
 
 
