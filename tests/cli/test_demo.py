@@ -132,6 +132,43 @@ def test_demo_runs_the_torchrl_pipeline_when_torchrl_is_installed(
     assert out.splitlines()[-1] == f"See it again with: rlpulse show {path}"
 
 
+@pytest.mark.timeout(60)
+def test_demo_ends_at_the_learners_nth_update_when_it_comes_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "demo.sqlite"
+    argv = ["demo", "--synthetic", "--seconds", "60", "--updates", "20"]
+
+    assert main([*argv, "--out", str(path)]) == 0
+
+    out = capsys.readouterr().out
+    assert "for 1 min 00 s or 20 updates" in out.splitlines()[0]
+    updates = [
+        record.value for record in read(path) if record.name == "learner/updates"
+    ]
+    # Its final snapshot, taken as the demo ends, has the 20th.
+    assert updates[-1] == 20.0
+    (records_over,) = re.findall(r"records over ([\d.]+) s", out)
+    assert float(records_over) < 30
+
+
+@pytest.mark.timeout(120)
+def test_the_torchrl_demo_ends_at_the_learners_nth_update_when_it_comes_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("torchrl")
+    path = tmp_path / "demo.sqlite"
+
+    assert main(["demo", "--seconds", "90", "--updates", "5", "--out", str(path)]) == 0
+
+    out = capsys.readouterr().out
+    assert "for 1 min 30 s or 5 updates" in out.splitlines()[0]
+    updates = [
+        record.value for record in read(path) if record.name == "learner/updates"
+    ]
+    assert updates[-1] == 5.0
+
+
 def test_demo_without_torchrl_says_so_in_one_line_and_runs_the_synthetic_pipeline(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,

@@ -80,6 +80,8 @@ def test_version_prints_the_package_version(
         (["demo", "--env-cost", "-0.001"], "usage: rlpulse demo "),
         (["demo", "--learner-cost", "nan"], "usage: rlpulse demo "),
         (["demo", "--learner-cost", "slow"], "usage: rlpulse demo "),
+        (["demo", "--updates", "0"], "usage: rlpulse demo "),
+        (["demo", "--updates", "2.5"], "usage: rlpulse demo "),
         (["show"], "usage: rlpulse show "),
         (["show", "metrics.db", "--run", "a", "--runs"], "usage: rlpulse show "),
         (["plot"], "usage: rlpulse plot "),

@@ -335,6 +335,37 @@ def check_cost(name: str, seconds: float) -> None:
         )
 
 
+def check_updates(updates: int | None) -> None:
+    """Refuse an update count to end a demo at (``updates``) that is not a whole number, at least 1, or ``None`` (no limit).
+
+    >>> check_updates(1000), check_updates(None)
+    (None, None)
+    >>> check_updates(0)
+    Traceback (most recent call last):
+    ...
+    ValueError: updates must be a whole number of updates, at least 1, or None (no limit), got 0
+    """
+    if updates is not None and (
+        isinstance(updates, bool) or not isinstance(updates, int) or updates < 1
+    ):
+        raise ValueError(
+            f"updates must be a whole number of updates, at least 1, or None "
+            f"(no limit), got {updates!r}"
+        )
+
+
+def demo_length(seconds: float, updates: int | None) -> str:
+    """How long a demo runs, as its opening line says it: ``seconds``, or ``updates`` updates if those come first.
+
+    >>> demo_length(150.0, 1000), demo_length(30.0, None)
+    ('2 min 30 s or 1,000 updates', '30.0 s')
+    """
+    length = format_duration(seconds)
+    if updates is None:
+        return length
+    return f"{length} or {updates:,} updates"
+
+
 def record_demo(
     pipeline: DemoPipeline,
     seconds: float,

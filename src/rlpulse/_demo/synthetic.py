@@ -39,6 +39,8 @@ from rlpulse._demo.common import (
     DemoResult,
     DemoSinks,
     check_cost,
+    check_updates,
+    demo_length,
     episode_stats,
     record_demo,
     verdict_window,
@@ -46,7 +48,7 @@ from rlpulse._demo.common import (
 )
 from rlpulse.monitor import LoggerMonitor
 from rlpulse.naming import Kind
-from rlpulse.read.summary import format_duration, format_number
+from rlpulse.read.summary import format_number
 from rlpulse.schedules import Every
 from rlpulse.sources.tally import Tally
 
@@ -338,6 +340,8 @@ class Consumer(_Worker):
     the slower it is, the further it falls behind its ratio. Its
     ``stats()`` counts ``updates`` and ``frames_sampled``, and once started
     its stage timing: ``wait_s`` waiting for frames, ``busy_s`` updating.
+    Given ``updates``, the thread stops after that many, and
+    :attr:`finished` is set.
 
     >>> buffer = RingBuffer(capacity=1000, seed=0)
     >>> consumer = Consumer(buffer, batch_size=32)
@@ -358,15 +362,20 @@ class Consumer(_Worker):
         updates_per_second: float = 100.0,
         frames_per_update: float = 80.0,
         learner_cost: float = 0.0,
+        updates: int | None = None,
     ) -> None:
         _check_positive("updates_per_second", updates_per_second)
         _check_positive("frames_per_update", frames_per_update)
         check_cost("learner_cost", learner_cost)
+        check_updates(updates)
         super().__init__(buffer, batch_size, "rlpulse-demo-consumer")
         self.frames_per_update = frames_per_update
         self._update_seconds = 1 / updates_per_second + learner_cost
         self._updates = 0
+        self._updates_at_most = updates
         self._frames_sampled = 0
+        self.finished = threading.Event()
+        """Set once the consumer has made the ``updates`` it was to make."""
 
     @property
     def replay_ratio(self) -> float:
@@ -388,6 +397,8 @@ class Consumer(_Worker):
         batch = self.buffer.sample(self.batch_size)
         self._updates += 1
         self._frames_sampled += len(batch)
+        if self._updates == self._updates_at_most:
+            self.finished.set()
         return True
 
     def _run(self) -> None:
@@ -397,6 +408,8 @@ class Consumer(_Worker):
             with self.stages.busy():
                 self.update()
                 self._stop_event.wait(self._update_seconds)
+            if self.finished.is_set():
+                return
 
     def _updates_due(self) -> Iterator[None]:
         """Yield once for each update the frames written allow, waiting for frames in between, until stopped."""
@@ -505,9 +518,13 @@ class _SyntheticPipeline(DemoPipeline):
         env_cost: float = 0.0,
         learner_cost: float = 0.0,
         window: float | None = None,
+        updates: int | None = None,
     ) -> None:
         self.buffer: RingBuffer[int] = RingBuffer(_BUFFER_CAPACITY)
-        self.consumer = Consumer(self.buffer, learner_cost=learner_cost)
+        self.consumer = Consumer(
+            self.buffer, learner_cost=learner_cost, updates=updates
+        )
+        self.updates = updates
         self.episodes = SimulatedEpisodes(self.consumer)
         self.producer = Producer(
             self.buffer,
@@ -529,12 +546,12 @@ class _SyntheticPipeline(DemoPipeline):
             print(
                 f"rlpulse demo: collector -> ring buffer -> learner "
                 f"(~{format_number(self.frames_per_second)} frames/s) "
-                f"for {format_duration(seconds)}, monitored into "
+                f"for {demo_length(seconds, self.updates)}, monitored into "
                 f"{sinks.describe()}; Ctrl-C stops early",
                 file=stdout,
                 flush=True,
             )
-            time.sleep(seconds)
+            self.consumer.finished.wait(seconds)
         finally:
             # The pipeline stops first, so the final snapshots show where it ended.
             self.producer.stop()
@@ -572,8 +589,9 @@ def run_demo(
     learner_cost: float = 0.0,
     window: float | None = None,
     output: DemoOutput | None = None,
+    updates: int | None = None,
 ) -> DemoResult:
-    """Drive the synthetic demo pipeline (standard library only) for ``seconds``, then print the summary of its run.
+    """Drive the synthetic demo pipeline (standard library only) for ``seconds`` (or until the learner's ``updates``-th update), then print the summary of its run.
 
     A :class:`Producer` fills a :class:`RingBuffer` that a :class:`Consumer`
     samples from (each frame ``env_cost`` seconds of the producer's
@@ -611,6 +629,6 @@ def run_demo(
     True
     """
     pipeline = _SyntheticPipeline(
-        frames_per_second, poll_interval, env_cost, learner_cost, window
+        frames_per_second, poll_interval, env_cost, learner_cost, window, updates
     )
     return record_demo(pipeline, seconds, out, output)

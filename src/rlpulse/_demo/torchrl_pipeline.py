@@ -344,15 +344,7 @@ class TorchRLSettings:
     def __post_init__(self) -> None:
         common.check_cost("env_cost", self.env_cost)
         common.check_cost("learner_cost", self.learner_cost)
-        if self.updates is not None and (
-            isinstance(self.updates, bool)
-            or not isinstance(self.updates, int)
-            or self.updates < 1
-        ):
-            raise ValueError(
-                f"updates must be a whole number of updates, at least 1, or None "
-                f"(no limit), got {self.updates!r}"
-            )
+        common.check_updates(self.updates)
 
 
 def run_torchrl_demo(
@@ -459,7 +451,7 @@ class _TorchRLPipeline(common.DemoPipeline):
                 print(
                     f"rlpulse demo: TorchRL Collector on {ENV_NAME} "
                     f"(epsilon-greedy from the learner's Q-network{self._costs()}) "
-                    f"-> ReplayBuffer -> DQN learner for {self._length(seconds)}, "
+                    f"-> ReplayBuffer -> DQN learner for {common.demo_length(seconds, self.settings.updates)}, "
                     f"monitored into {sinks.describe()}; Ctrl-C stops early",
                     file=stdout,
                     flush=True,
@@ -481,12 +473,6 @@ class _TorchRLPipeline(common.DemoPipeline):
         if self.collector is None:
             return 0
         return int(self.collector.stats().get("frames", 0))
-
-    def _length(self, seconds: float) -> str:
-        length = format_duration(seconds)
-        if self.settings.updates is None:
-            return length
-        return f"{length} or {self.settings.updates:,} updates"
 
     def _costs(self) -> str:
         costs = [

@@ -28,7 +28,9 @@ acting epsilon-greedily with the Q-network of a small DQN learner that
 trains on batches sampled from the buffer and hands the collector its
 weights after each batch collected; an EpisodeTally records episode
 returns, which rise from about 20 to 150 or more within the first 15 s or
-so. Without TorchRL, or with --synthetic, a standard-library stand-in runs
+so (what it learns depends on its updates: on a slower machine, give it
+longer and end it at an update count, --seconds 300 --updates 1000).
+Without TorchRL, or with --synthetic, a standard-library stand-in runs
 instead: a collector thread, a ring buffer and a learner thread.
 
 --env-cost and --learner-cost make one side expensive on purpose (a sleep
@@ -54,6 +56,7 @@ examples:
   rlpulse demo --seconds 5 --out {DEFAULT_OUT}
   rlpulse demo --sink csv:runs/demo.csv --sink tensorboard:runs/tensorboard
   rlpulse demo --synthetic --seconds 10
+  rlpulse demo --seconds 300 --updates 1000  # ends at the 1,000th update
   rlpulse demo --env-cost 0.005      # the collector holds the learner back
   rlpulse demo --learner-cost 0.05   # the learner falls behind the collector
 """
@@ -77,6 +80,18 @@ def _positive_seconds(text: str) -> float:
     return seconds
 
 
+def _updates(text: str) -> int:
+    try:
+        updates = int(text)
+    except ValueError:
+        updates = 0
+    if updates < 1:
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number of updates, 1 or more, got {text!r}"
+        )
+    return updates
+
+
 def _cost_seconds(text: str) -> float:
     seconds = _seconds(text)
     if not (seconds >= 0 and math.isfinite(seconds)):
@@ -93,6 +108,15 @@ def add(commands: common.Commands) -> None:
         type=_positive_seconds,
         default=30.0,
         help="how long to run (default: %(default)g)",
+    )
+    demo.add_argument(
+        "--updates",
+        type=_updates,
+        default=None,
+        metavar="N",
+        help="end at the learner's N-th update if that comes before --seconds: "
+        "what the policy has learned then depends on its updates, not on how "
+        "fast this machine is (default: no limit)",
     )
     demo.add_argument(
         "--out",
@@ -185,7 +209,9 @@ def _run_demo(args: argparse.Namespace) -> int:
             )
         else:
             settings = TorchRLSettings(
-                env_cost=args.env_cost, learner_cost=args.learner_cost
+                env_cost=args.env_cost,
+                learner_cost=args.learner_cost,
+                updates=args.updates,
             )
             run_torchrl_demo(args.seconds, args.out, settings=settings, output=output)
             return 0
@@ -195,5 +221,6 @@ def _run_demo(args: argparse.Namespace) -> int:
         env_cost=args.env_cost,
         learner_cost=args.learner_cost,
         output=output,
+        updates=args.updates,
     )
     return 0
