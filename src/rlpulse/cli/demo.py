@@ -41,7 +41,7 @@ updates per second with the second.
 A background LoggerMonitor polls their stats() into a new run of a SQLite
 file (--out), prints each payload on standard error and feeds any extra
 sinks (--sink), and judges which side holds the pipeline back (the
-bottleneck verdict, every sixth of the run, from 1 s to 5 s). At the end
+bottleneck verdict, every sixth of --seconds, from 1 s to 5 s). At the end
 (or on Ctrl-C) it logs final snapshots; the summary of the run is printed,
 ending with the verdict (collector-bound with --env-cost, learner-bound
 with --learner-cost), and its chart drawn next to the SQLite file (with
