@@ -918,3 +918,28 @@ def test_a_line_file_has_no_histograms_to_read_saying_where_they_are(
 
     with pytest.raises(RunFileError, match=r"stores no histograms.*SQLiteLogger"):
         read_distributions(path)
+
+
+def test_a_closed_store_holds_its_whole_run_in_its_file_while_a_follower_reads_it(
+    tmp_path: Path,
+) -> None:
+    # rlpulse top follows the run read-only: the writer's close, no longer
+    # the last connection's, leaves the run in the write-ahead log unless it
+    # copies it in itself; a copy of the file alone then had no run.
+    from rlpulse.formats import RunFollower
+
+    path = tmp_path / "run.sqlite"
+    follower = RunFollower(path)
+    with SQLiteLogger(path, run="followed") as sink:
+        for step in range(50):
+            sink.log_metrics({"c/frames": float(step)}, step=step, timestamp=1.0 + step)
+            if step % 10 == 0:
+                follower.read_new()
+    follower.read_new()
+    copy = tmp_path / "copy.sqlite"
+    copy.write_bytes(path.read_bytes())
+    follower.close()
+
+    assert [record.value for record in read(copy)] == [
+        float(step) for step in range(50)
+    ]

@@ -35,6 +35,9 @@ _CHECKPOINT_TRIES = 3
 # checkpoints' rows (the thread's copies outlasting the pauses between
 # writes, a reader holding on to it) is checkpointed by the writer itself.
 _CHECKPOINTS_IN_LOG = 3
+# How long closing waits for a reader in the middle of a read before it
+# copies the log into the database file, in milliseconds.
+_FINAL_COPY_WAIT_MS = 1000
 # The write-ahead log's header, and where in it the salts are
 # (https://www.sqlite.org/fileformat.html#the_write_ahead_log).
 _WAL_HEADER_BYTES = 32
@@ -312,8 +315,22 @@ class SQLiteLogger(BaseSink):
                     self._summaries.store(self._connection)
         finally:
             self._checkpointer.close()
-            # Closing the last connection checkpoints what is left.
+            self._copy_log_in()
             self._connection.close()
+
+    def _copy_log_in(self) -> None:
+        """Copy the write-ahead log into the database file, so that the file holds the whole run.
+
+        Closing the last connection would do it, but a reader still open
+        (``rlpulse top`` following the run, read-only) would leave the run
+        in the log, where a copy of the file alone does not have it. A
+        reader in the middle of a read is waited for a moment; what it still
+        reads stays in the log until the last connection closes.
+        """
+        connection = self._connection
+        with contextlib.suppress(sqlite3.Error):
+            connection.execute(f"PRAGMA busy_timeout = {_FINAL_COPY_WAIT_MS}")
+            connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
     def abandon(self) -> None:
         """Close the logger, taking back the run it started if nothing was logged to it, and the file if it made it.
