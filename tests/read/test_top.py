@@ -227,7 +227,28 @@ def test_a_block_scrolled_into_keeps_its_watch_at_the_top_of_the_body(
     body = screen(runs, view, now=START + 1).splitlines()[3:-1]
 
     assert body[0].split() == ["learner", "running"]
-    assert body[1].split()[:2] == ["m02", "2"]  # m01 under the watch's name
+    assert body[1].split()[:2] == ["m01", "1"]  # the line scrolled to, below it
+
+
+def test_paging_through_a_long_block_shows_every_line_below_its_pinned_heading(
+    tmp_path: Path,
+) -> None:
+    metrics = {f"learner/m{index:02d}": float(index) for index in range(50)}
+    runs = followed(store(tmp_path / "run.sqlite", [(0.0, metrics, {})]))
+    view = TopView()
+    seen: list[str] = []
+    footers = []
+    for _ in range(6):
+        lines = screen(runs, view, now=START + 1).splitlines()
+        seen += [line.split()[0] for line in lines[3:-1] if line.startswith("  m")]
+        footers.append(lines[-1])
+        view.press("page down")
+
+    assert sorted(set(seen)) == [f"m{index:02d}" for index in range(50)]
+    # The footer counts the lines below the heading kept on top.
+    assert "lines 1-20 of 51" in footers[0]
+    assert "lines 21-39 of 51" in footers[1]
+    assert "lines 33-51 of 51" in footers[-1]
 
 
 @pytest.mark.parametrize(

@@ -347,14 +347,18 @@ def frame_lines(
     body, headings = _body(sources, view, width, now, exact)
     room = max(1, height - len(header) - 1)
     view.page = room
-    view.scroll = max(0, min(view.scroll, len(body) - room))
+    last_scroll = max(0, len(body) - room)
+    if room > 1 and _pinned(headings, last_scroll) is not None:
+        last_scroll += 1  # the last line comes below its block's heading
+    view.scroll = max(0, min(view.scroll, last_scroll))
     shown = body[view.scroll : view.scroll + room]
-    if shown and (heading := headings[view.scroll]) is not None:
-        # A block scrolled into keeps its heading on top, over the line
-        # scrolled past: a metric of the same name in two watches (busy_s)
-        # says whose it is.
-        shown[0] = body[heading]
-    footer = _footer(view, len(body), room, width)
+    # A block scrolled into keeps its heading on top, above the lines that
+    # follow: a metric of the same name in two watches (busy_s) says whose
+    # it is.
+    heading = _pinned(headings, view.scroll) if room > 1 else None
+    if heading is not None:
+        shown = [body[heading], *shown[: room - 1]]
+    footer = _footer(view, len(body), room, width, len(shown) - (heading is not None))
     lines = [*header, *shown]
     lines += [[]] * (height - 1 - len(lines))
     return [_cut(line, width) for line in [*lines[: height - 1], footer]]
@@ -641,7 +645,21 @@ def _cell(
     return cell
 
 
-def _footer(view: TopView, body_lines: int, room: int, width: int) -> list[Segment]:
+def _pinned(headings: Sequence[int | None], scroll: int) -> int | None:
+    """The line of the heading kept on top when the body is scrolled to line ``scroll``: ``None`` where that line is no block's, or its heading.
+
+    >>> _pinned([0, 0, 0, None, 4, 4], 1), _pinned([0, 0, 0, None, 4, 4], 4)
+    (0, None)
+    """
+    if scroll >= len(headings):
+        return None
+    heading = headings[scroll]
+    return None if heading == scroll else heading
+
+
+def _footer(
+    view: TopView, body_lines: int, room: int, width: int, shown: int
+) -> list[Segment]:
     if view.typing:
         return [
             Segment("/" + view.filter, "bold reverse"),
@@ -653,7 +671,7 @@ def _footer(view: TopView, body_lines: int, room: int, width: int) -> list[Segme
     if view.paused:
         said.append(Segment("  PAUSED", "bold reverse"))
     if body_lines > room:
-        last = min(body_lines, view.scroll + room)
+        last = view.scroll + shown
         said.append(Segment(f"  lines {view.scroll + 1}-{last} of {body_lines}"))
     said.append(Segment("  " + time.strftime("%H:%M:%S")))
     # What the view is in comes before the keys' reminder where both do not
