@@ -389,6 +389,32 @@ def test_a_bottleneck_watchs_verdicts_are_shaded_behind_its_lines_not_drawn() ->
     }
 
 
+def test_a_bottleneck_watchs_one_window_is_shaded_over_its_window_s() -> None:
+    # A run that ended after one window (rlpulse demo --updates): no window
+    # before it says where it started; its window_s does.
+    window = {
+        "bottleneck/window_s": 4.0,
+        "bottleneck/bound_known": 1.0,
+        "bottleneck/bound": -1.0,
+        "bottleneck/consumer_wait_share": 0.6,
+        "bottleneck/side/collector": -1.0,
+        "bottleneck/side/learner": 1.0,
+    }
+    records = [Record(100.0, None, "collector/frames", 0.0)]
+    records += [Record(105.0, None, name, value) for name, value in window.items()]
+    records += [Record(106.0, None, "collector/frames", 60.0)]
+
+    figure = plot_run(records, run="r")
+
+    axes = _panels(figure)["bottleneck"]
+    spans = [
+        (round(patch.get_x(), 6), round(patch.get_x() + patch.get_width(), 6))
+        for patch in axes.patches
+    ]
+    assert spans == [(1.0, 5.0)]  # seconds since the run's first record
+    assert "bound" not in _labels(axes)
+
+
 def test_a_bottleneck_panel_draws_its_speedup_not_the_counts_behind_its_ratio() -> None:
     # What a learner-bound bottleneck watch logs each window of 1.25 s.
     records = []

@@ -453,7 +453,8 @@ def _plot_run(
     unread = selected - data.points.keys()
     if x == "step" and (stepless := _stepless(selected - unread, series)):
         notes.append(stepless)
-    panels, left_out = _panels(series, options.cumulative, unread)
+    seconds_per_x = time_scale if x == "time" else None
+    panels, left_out = _panels(series, options.cumulative, unread, seconds_per_x)
     if left_out:
         notes.append(left_out)
     for note in notes:
@@ -541,7 +542,9 @@ def _plot_runs(
             by_watch.setdefault(metric.watch, []).append(metric)
         judged = set()
         for watch, watch_series in by_watch.items():
-            if spans := _verdict_spans(watch_series):
+            if spans := _verdict_spans(
+                watch_series, time_scale if x == "time" else None
+            ):
                 judged.add(watch)
                 spans_of.setdefault(watch, []).extend(
                     span._replace(run=index) for span in spans
@@ -943,9 +946,12 @@ def _stepless(selected: set[str], series: dict[str, _Series]) -> str | None:
 
 
 def _panels(
-    series: dict[str, _Series], cumulative: bool, unread: Collection[str]
+    series: dict[str, _Series],
+    cumulative: bool,
+    unread: Collection[str],
+    seconds_per_x: float | None = None,
 ) -> tuple[list[_Panel], str | None]:
-    """The panels to draw, within the bounds, and what they leave out (``None`` when nothing); ``unread``: metrics not read, left out."""
+    """The panels to draw, within the bounds, and what they leave out (``None`` when nothing); ``unread``: metrics not read, left out; ``seconds_per_x``: see :func:`_verdict_spans`."""
     by_watch: dict[str, list[_Series]] = {}
     for name in sorted(series):
         by_watch.setdefault(series[name].watch, []).append(series[name])
@@ -953,7 +959,10 @@ def _panels(
     for name in unread:
         watch = _watch_of(name)
         metrics_of[watch] = metrics_of.get(watch, 0) + 1
-    spans = {watch: _verdict_spans(metrics) for watch, metrics in by_watch.items()}
+    spans = {
+        watch: _verdict_spans(metrics, seconds_per_x)
+        for watch, metrics in by_watch.items()
+    }
 
     def lines_of(watch: str) -> list[_Line]:
         drawn = by_watch.get(watch, [])
@@ -969,17 +978,22 @@ def _panels(
     return panels, left_out
 
 
-def _verdict_spans(watch_series: list[_Series]) -> list[_Span]:
+def _verdict_spans(
+    watch_series: list[_Series], seconds_per_x: float | None = None
+) -> list[_Span]:
     """Where a bottleneck watch's verdict held, window after window, along the x axis (none for another watch, or one never judged).
 
     Each window ends at its point and starts at the point before (the
-    first, as long before it as the next is after); neighbours that say
-    the same are one span; unknown windows are none.
+    first, as long before it as the next is after; a window alone, as long
+    as its ``window_s`` where the x axis is time, ``seconds_per_x`` seconds
+    a unit); neighbours that say the same are one span; unknown windows
+    are none.
     """
     by_key = {metric.key: metric for metric in watch_series}
     windows, bound = by_key.get("bound_known"), by_key.get("bound")
     if windows is None or bound is None:
         return []
+    lasted = by_key.get("window_s")
     sides = {
         key: metric.ys[-1] for key, metric in by_key.items() if key.startswith("side/")
     }
@@ -991,6 +1005,12 @@ def _verdict_spans(watch_series: list[_Series]) -> list[_Span]:
             start = xs[index - 1]
         elif len(xs) > 1:
             start = end - (xs[1] - end)
+        elif (
+            seconds_per_x is not None
+            and lasted is not None
+            and math.isfinite(lasted.ys[-1])
+        ):
+            start = end - lasted.ys[-1] / seconds_per_x
         else:
             continue
         said, label = window_verdict(
