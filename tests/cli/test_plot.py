@@ -190,6 +190,33 @@ def test_cli_plot_into_an_unwritable_path_is_a_one_line_error(
     assert str(not_a_directory) in error_line()
 
 
+def test_cli_plot_into_a_folder_is_a_one_line_error_naming_an_image_to_write(
+    sqlite_run: Path, tmp_path: Path, error_line: Callable[[], str]
+) -> None:
+    folder = tmp_path / "charts"
+    folder.mkdir()
+
+    assert main(["plot", str(sqlite_run), "-o", str(folder)]) == 2
+
+    assert error_line() == (
+        f"rlpulse: error: {folder} is a folder: name the image to write, "
+        f"as in {folder / 'chart.png'}"
+    )
+    assert list(folder.iterdir()) == []
+
+
+def test_cli_plot_says_which_folder_it_made_for_the_chart(
+    sqlite_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    output = tmp_path / "charts" / "today" / "chart.png"
+
+    assert main(["plot", str(sqlite_run), "-o", str(output)]) == 0
+
+    made = tmp_path / "charts"
+    assert capsys.readouterr().out == f"wrote {output} (made the folder {made})\n"
+    assert png_size(output)[0] > 0
+
+
 def test_cli_plot_help_explains_match_and_gives_examples(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

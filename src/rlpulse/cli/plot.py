@@ -112,6 +112,12 @@ def run(args: argparse.Namespace) -> int:
     for path, _ in runs:
         if (problem := common.not_a_metrics_file(path)) is not None:
             return common.fail(problem)
+    # The folders the chart's path names that do not exist yet: made, and said.
+    folder = Path(args.output).absolute().parent
+    missing = folder
+    while not missing.parent.exists() and missing.parent != missing:
+        missing = missing.parent
+    made = None if folder.exists() else missing
     try:
         written = plot_files(
             runs,
@@ -123,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
         )
     except ImportError as error:
         return common.fail(str(error))
-    print(f"wrote {written}")
+    print(f"wrote {written}" + (f" (made the folder {made})" if made else ""))
     return 0
 
 

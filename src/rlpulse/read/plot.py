@@ -748,6 +748,10 @@ class _Sheet:
 
 
 def _save(figure: Figure, output: Path) -> Path:
+    if output.is_dir():
+        raise PlotError(
+            f"{output} is a folder: name the image to write, as in {output / 'chart.png'}"
+        )
     output.parent.mkdir(parents=True, exist_ok=True)
     image_format = output.suffix.lstrip(".").lower() or "png"
     supported = figure.canvas.get_supported_filetypes()
