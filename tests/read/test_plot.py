@@ -1228,6 +1228,24 @@ def test_the_error_lists_at_most_a_dozen_metric_names() -> None:
         plot_run(records, run="wide", match="nothing")
 
 
+def test_the_error_names_the_watches_of_a_run_of_many_metrics_of_several() -> None:
+    records = _records(
+        *[
+            (0, None, f"{watch}/metric_{i:02d}", 1.0)
+            for watch in "uvw"
+            for i in range(9)
+        ]
+    )
+
+    with pytest.raises(PlotError) as error:
+        plot_run(records, run="wide", match="nothing")
+
+    assert str(error.value) == (
+        "run wide has no metric matching 'nothing'; its 27 metrics are those of "
+        "the watches u (9), v (9) and w (9), as 'u/*' matches"
+    )
+
+
 @pytest.mark.usefixtures("without_matplotlib")
 def test_without_matplotlib_plotting_raises_import_error_naming_the_extra(
     sqlite_run: Path, tmp_path: Path

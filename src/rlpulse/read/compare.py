@@ -32,9 +32,9 @@ from rlpulse.naming import split
 from rlpulse.read.match import (
     Match,
     MatchError,
+    metrics_there,
     patterns_text,
     select_metrics,
-    some_names,
 )
 from rlpulse.read.records import DistributionRecord, Record
 from rlpulse.read.span import WHOLE_RUN, Span, Within
@@ -210,8 +210,8 @@ def compare_files(
     kept = set(select_metrics(names, match))
     if names and not kept:
         raise MatchError(
-            f"no run has a metric matching {patterns_text(match)}; their metrics "
-            f"are {some_names(names)}"
+            f"no run has a metric matching {patterns_text(match)}; their "
+            f"{metrics_there(names)}"
         )
     return [
         dataclasses.replace(

@@ -14,12 +14,13 @@ from collections.abc import Iterable, Sequence
 from typing import TypeAlias
 
 from rlpulse.naming import split
-from rlpulse.text import format_name
+from rlpulse.text import format_name, noun_for
 
 __all__ = [
     "Match",
     "MatchError",
     "matching",
+    "metrics_there",
     "no_metric_matching",
     "patterns_text",
     "select_metrics",
@@ -102,12 +103,47 @@ def no_metric_matching(run: str, match: Match, names: Iterable[str]) -> str:
     )
     said = f"run {format_name(run)} has no metric matching {patterns_text(match)}; "
     if not close:
-        return said + f"its metrics are {some_names(names)}"
+        return said + f"its {metrics_there(names)}"
     return (
         said
         + f"did you mean {' or '.join(map(repr, close))}"
         + (" (a pattern with *, ? or [ matches whole names)" if widened else "")
-        + f"? Its metrics are {some_names(names)}"
+        + f"? Its {metrics_there(names)}"
+    )
+
+
+def metrics_there(names: Iterable[str]) -> str:
+    """What metrics ``names`` are, for a message that follows "its" or "their": the names where few or of one watch, else the watches they are of.
+
+    >>> metrics_there(["b/size", "c/frames"])
+    'metrics are b/size, c/frames'
+    >>> metrics_there([f"learner/m{index:02d}" for index in range(20)] + ["buffer/size"])
+    "21 metrics are those of the watches buffer (1) and learner (20), as 'buffer/*' matches"
+    """
+    names = sorted(set(names))
+    counts: dict[str, int] = {}
+    for name in names:
+        watch = split(name)[0] or "(no watch)"
+        counts[watch] = counts.get(watch, 0) + 1
+    if len(names) <= _MAX_NAMES_IN_ERROR or len(counts) == 1:
+        return f"metrics are {some_names(names)}"
+    watches = [
+        f"{format_name(watch)} ({count})" for watch, count in sorted(counts.items())
+    ]
+    if len(watches) > _MAX_NAMES_IN_ERROR:
+        watches = [
+            *watches[:_MAX_NAMES_IN_ERROR],
+            f"{len(watches) - _MAX_NAMES_IN_ERROR} more",
+        ]
+    listed = (
+        ", ".join(watches[:-1]) + " and " + watches[-1]
+        if len(watches) > 1
+        else watches[0]
+    )
+    example = next((watch for watch in sorted(counts) if watch != "(no watch)"), None)
+    return (
+        f"{len(names):,} metrics are those of the {noun_for(len(counts), 'watch')} {listed}"
+        + (f", as '{example}/*' matches" if example else "")
     )
 
 
