@@ -389,6 +389,14 @@ def _value(figure: tuple[str, float] | None, number: Callable[[float], str]) -> 
 
 
 def _ratio(other: tuple[str, float] | None, base: tuple[str, float] | None) -> str:
+    """``other``'s figure over ``base``'s: two decimals, or two significant digits below 0.01 (``0.0012x``, never ``0.00x`` but for 0).
+
+    >>> _ratio(("mean", 3.0), ("mean", 2.0)), _ratio(("mean", 0.00048), ("mean", 0.48))
+    ('1.50x', '0.001x')
+    """
     if other is None or base is None or base[1] == 0 or not math.isfinite(base[1]):
         return "-"
-    return f"{other[1] / base[1]:.2f}x"
+    ratio = other[1] / base[1]
+    if 0 < abs(ratio) < 0.005:
+        return f"{ratio:.2g}x"
+    return f"{ratio:.2f}x"
