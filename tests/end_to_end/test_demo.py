@@ -601,6 +601,19 @@ def test_demo_with_an_expensive_learner_ends_its_summary_learner_bound(
     assert judged_mostly(over_the_run, "learner-bound"), over_the_run
 
 
+def test_demo_prints_its_runs_events_as_rlpulse_show_does(
+    learner_cost_outcome: DemoOutcome,
+) -> None:
+    from rlpulse.read.records import read_events
+    from rlpulse.read.summary import format_events
+
+    result = learner_cost_outcome.result
+    events = format_events(read_events(result.path, result.run))
+
+    assert "=> bottleneck: learner-bound" in events  # the verdict it came to
+    assert events in learner_cost_outcome.stdout
+
+
 @pytest.mark.timeout(60)
 def test_demo_without_costs_is_collector_bound_its_learner_waiting_half_the_time(
     demo_outcome: DemoOutcome,

@@ -24,8 +24,10 @@ from typing import TextIO
 
 from rlpulse.monitor import LoggerMonitor
 from rlpulse.read.plot import INSTALL_HINT, plot_file
+from rlpulse.read.records import read_events
 from rlpulse.read.summary import (
     format_duration,
+    format_events,
     format_summary,
     format_verdicts,
     summarize_file,
@@ -234,6 +236,10 @@ class DemoPipeline(abc.ABC):
     def frames(self) -> int:
         """The number of frames the pipeline's collector wrote in all (0 before it started)."""
 
+    def updates_reached(self) -> int | None:
+        """The update count the pipeline was to end at, once its learner reached it before its time was up; else ``None``."""
+        return None
+
 
 def episode_stats(tally: Tally) -> dict[str, float]:
     """Return the episode view of a tally of episode returns (``RETURN_KEY``), as the demos' ``episodes`` watch logs it.
@@ -394,6 +400,12 @@ def record_demo(
     finally:
         demo_sinks.close()
     elapsed = time.monotonic() - started
+    if not interrupted and (updates := pipeline.updates_reached()) is not None:
+        print(
+            f"Ended at the learner's update {updates:,}, after "
+            f"{format_duration(elapsed)}.",
+            file=stdout,
+        )
     drawn = report(
         demo_sinks,
         elapsed=elapsed,
@@ -454,6 +466,9 @@ def report(
     print(file=stdout)
     summary = summarize_file(store.path, store.run)
     print(format_summary(summary), file=stdout)
+    if events := format_events(read_events(store.path, store.run)):
+        print(file=stdout)
+        print(events, file=stdout)
     if verdicts := format_verdicts(summary):
         print(file=stdout)
         print(verdicts, file=stdout)

@@ -562,6 +562,9 @@ class _SyntheticPipeline(DemoPipeline):
     def frames(self) -> int:
         return int(self.producer.stats()["frames"])
 
+    def updates_reached(self) -> int | None:
+        return self.updates if self.consumer.finished.is_set() else None
+
     def _monitor(self, sinks: DemoSinks, window: float) -> LoggerMonitor:
         monitor = LoggerMonitor(sinks.all, poll_interval=self.poll_interval)
         monitor.watch(self.producer, name="collector", schedule=_COLLECTOR_SCHEDULE)

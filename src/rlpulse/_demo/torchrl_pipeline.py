@@ -438,6 +438,7 @@ class _TorchRLPipeline(common.DemoPipeline):
 
     settings: TorchRLSettings
     collector: Collector | None = field(default=None, init=False)
+    reached: bool = field(default=False, init=False)
 
     def drive(self, sinks: common.DemoSinks, seconds: float, stdout: TextIO) -> bool:
         deadline = time.monotonic() + seconds
@@ -468,6 +469,9 @@ class _TorchRLPipeline(common.DemoPipeline):
                     # The pipeline stops first, so the final snapshots (logged
                     # as the monitor stops) show where it ended.
                     parts.collector.async_shutdown(timeout=10)
+
+    def updates_reached(self) -> int | None:
+        return self.settings.updates if self.reached else None
 
     def frames(self) -> int:
         if self.collector is None:
@@ -547,6 +551,7 @@ class _TorchRLPipeline(common.DemoPipeline):
                     collector.update_policy_weights_(learner.weights)
                     handed_over = written
             if updates == settings.updates:
+                self.reached = True
                 return
 
     def _watch(self, monitor: LoggerMonitor, parts: _Parts, seconds: float) -> None:
