@@ -108,8 +108,10 @@ def test_show_runs_refuses_the_options_that_narrow_one_runs_summary(
     assert captured.out == ""
     (line,) = captured.err.splitlines()
     assert line.startswith(
-        "rlpulse: error: --runs lists the file's runs; --match and --since"
+        "rlpulse: error: --runs lists the file's runs; --match and --since narrow "
     )
+    assert main(["show", str(path), "--runs", "--exact"]) == 2
+    assert "; --exact narrows one run's summary" in capsys.readouterr().err
 
 
 def test_show_runs_gives_each_runs_start_length_and_records(

@@ -38,8 +38,8 @@ the last five minutes). Each bound is inclusive and either may be left out:
 each metric's last, smallest and largest value are those of the span, a
 counter's mean rate its growth within the span over the span's time, and a
 distribution's count and quantiles those of the intervals logged in the
-span (their histograms merged, as SQLite stores them); show lists the
-events of the span. A span without records is an error."""
+span (their histograms merged, as SQLite stores them). A span without
+records is an error."""
 
 
 GIVE_METRICS_FILE = "give the path of a metrics file written by an rlpulse file sink"

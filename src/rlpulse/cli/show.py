@@ -47,7 +47,7 @@ lies ("1,200 records from 10 min 00 s to 15 min 00 s of 40 min 12 s").
 
 {common.MATCH_HELP}
 
-{common.SPAN_HELP}
+{common.SPAN_HELP} The events listed are those of the span.
 
 {common.NUMBERS_HELP}
 examples:
@@ -85,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
         if ignored := _options_of_one_run(args):
             return common.fail(
                 f"--runs lists the file's runs; {' and '.join(ignored)} "
-                "narrow one run's summary: leave them out, or pick a run with --run"
+                f"{'narrows' if len(ignored) == 1 else 'narrow'} one run's summary: "
+                "leave them out, or pick a run with --run"
             )
         print(_runs_table(path))
         return 0
