@@ -31,7 +31,7 @@ from rlpulse.sinks.process import SinkProcess, SinkProcessError
 from rlpulse.sinks.registry import SinkSpecError, open_sink
 from rlpulse.sources import SharedCounters, Tally
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "AnyOf",
