@@ -24,6 +24,7 @@ in full (``--exact`` on the command line).
 from __future__ import annotations
 
 import os
+import textwrap
 from collections.abc import Sequence
 from typing import TextIO
 
@@ -36,6 +37,7 @@ __all__ = [
     "noun_for",
     "plural",
     "shortened",
+    "wrapped",
 ]
 
 _FOUR_DIGITS = "%.4g"
@@ -196,6 +198,35 @@ def terminal_width(stream: TextIO) -> int | None:
     except (AttributeError, OSError, ValueError):
         pass
     return None
+
+
+def wrapped(text: str, width: int | None, indent: str = "    ") -> str:
+    """``text`` with each line longer than ``width`` broken between words, its further lines indented by ``indent``; as it is with ``width=None`` (a pipe).
+
+    A terminal breaks a long line wherever it reaches its edge, mid-word
+    (a date, a path); a word longer than the width stays whole.
+
+    >>> print(wrapped("bottleneck: learner-bound: the learner drew 1.05 samples per frame", 30))
+    bottleneck: learner-bound: the
+        learner drew 1.05 samples
+        per frame
+    >>> wrapped("a line\\nanother", None)
+    'a line\\nanother'
+    """
+    if width is None:
+        return text
+    return "\n".join(
+        textwrap.fill(
+            line,
+            width,
+            subsequent_indent=indent,
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+        if len(line) > width
+        else line
+        for line in text.split("\n")
+    )
 
 
 _NARROWEST_NAMES = 16

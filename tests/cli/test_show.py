@@ -66,6 +66,15 @@ def test_show_fits_the_table_to_the_terminals_width_and_writes_names_whole_into_
     assert all(len(line) <= 56 for line in table)
     assert any(line.startswith("replay_buf…per_second  ") for line in table)
     assert f"{long_name}  " in piped
+    # The line above the table broken between words, not by the terminal
+    # mid-word; whole into a pipe.
+    header = narrow[: narrow.index("")]
+    assert len(header) > 1
+    assert all(len(line) <= 56 or len(line.split()) == 1 for line in header)
+    assert [line.startswith("    ") for line in header] == [False] + [True] * (
+        len(header) - 1
+    )
+    assert " ".join(line.strip() for line in header) == piped.splitlines()[0]
 
 
 def test_show_run_picks_the_named_run(

@@ -37,6 +37,7 @@ from rlpulse.sinks import ConsoleLogger, SQLiteLogger
 from rlpulse.sinks.prometheus import PrometheusExporter
 from rlpulse.sinks.registry import MetricSink, open_sinks
 from rlpulse.sources.tally import Tally
+from rlpulse.text import terminal_width, wrapped
 
 __all__ = [
     "DEFAULT_OUT",
@@ -464,12 +465,14 @@ def report(
         print(f"Stopped early after {format_duration(elapsed)}.", file=stdout)
     store = sinks.store
     print(file=stdout)
+    # Fitted to a terminal as rlpulse show fits it: lines broken between words.
+    width = terminal_width(stdout)
     summary = summarize_file(store.path, store.run)
-    print(format_summary(summary), file=stdout)
+    print(format_summary(summary, width=width), file=stdout)
     if events := format_events(read_events(store.path, store.run)):
         print(file=stdout)
-        print(events, file=stdout)
-    if verdicts := format_verdicts(summary):
+        print(wrapped(events, width), file=stdout)
+    if verdicts := format_verdicts(summary, width):
         print(file=stdout)
         print(verdicts, file=stdout)
     print(file=stdout)
@@ -485,9 +488,11 @@ def report(
                 file=stdout,
             )
         else:
+            redraw = f"rlpulse plot {quoted_out} -o {shlex.quote(os.fspath(target))}"
             print(
-                f"Chart of the run: {target} (redraw it with: rlpulse plot "
-                f"{quoted_out} -o {shlex.quote(os.fspath(target))})",
+                wrapped(
+                    f"Chart of the run: {target} (redraw it with: {redraw})", width
+                ),
                 file=stdout,
             )
     print(f"See it again with: rlpulse show {quoted_out}", file=stdout, flush=True)

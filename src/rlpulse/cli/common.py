@@ -24,8 +24,9 @@ numbers up to 999,999 show in full (19,999), larger ones four significant
 digits with M, G or T (1.999M), from 10^15 on in scientific notation
 (4.611e+18); digits are cut, never rounded up, so 19,999 never shows as
 20,000. --exact writes every value in full. On a terminal (or with COLUMNS
-set) a table fits its width, names too long shortened in the middle (…);
-into a pipe or a file names are written whole.
+set) a table fits its width, names too long shortened in the middle (…),
+and longer lines break between words; into a pipe or a file names and
+lines are written whole.
 """
 
 

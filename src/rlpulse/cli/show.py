@@ -22,7 +22,7 @@ from rlpulse.read.summary import (
     narrow_summary,
     summarize_file,
 )
-from rlpulse.text import format_duration, format_table, terminal_width
+from rlpulse.text import format_duration, format_table, terminal_width, wrapped
 
 SUMMARY = "summarize a recorded run"
 """What ``rlpulse --help`` says of the command."""
@@ -93,11 +93,12 @@ def run(args: argparse.Namespace) -> int:
     summary = narrow_summary(
         summarize_file(path, args.run, common.span_of(args)), args.match
     )
-    print(format_summary(summary, exact=args.exact, width=terminal_width(sys.stdout)))
+    width = terminal_width(sys.stdout)
+    print(format_summary(summary, exact=args.exact, width=width))
     if events := _events_of(path, args.run, summary.within):
         print()
-        print(events)
-    if verdicts := format_verdicts(summary):
+        print(wrapped(events, width))
+    if verdicts := format_verdicts(summary, width):
         print()
         print(verdicts)
     return 0

@@ -45,7 +45,13 @@ from rlpulse.read.summary import (
     run_letter,
     summary_of,
 )
-from rlpulse.text import format_exact, format_name, format_number, format_table
+from rlpulse.text import (
+    format_exact,
+    format_name,
+    format_number,
+    format_table,
+    wrapped,
+)
 from rlpulse.verdict import is_verdict_code
 
 __all__ = [
@@ -334,7 +340,11 @@ def format_comparison(
                 ((name, label), _row(name, label, figures_of_quantile, number))
             )
     rows += [row for _, row in sorted(keyed_rows)]
-    lines = [*legend, "", format_table(rows, left=2, width=width)]
+    lines = [
+        wrapped("\n".join(legend), width),
+        "",
+        format_table(rows, left=2, width=width),
+    ]
     for watch in sorted({watch for figures in runs for watch in figures.verdicts}):
         over = "run" if all(figures.within is None for figures in runs) else "span"
         verdict_rows = [("run", f"{watch} over the {over}")]
@@ -344,7 +354,7 @@ def format_comparison(
         ]
         lines += ["", format_table(verdict_rows, left=2)]
     if notes:
-        lines += ["", *notes]
+        lines += ["", wrapped("\n".join(notes), width)]
     return "\n".join(lines)
 
 

@@ -41,6 +41,7 @@ from rlpulse.text import (
     format_number,
     format_table,
     plural,
+    wrapped,
 )
 from rlpulse.verdict import is_verdict_metric, run_verdict, speedup_labels
 
@@ -690,7 +691,7 @@ def format_summary(
                 rate,
             )
         )
-    lines = [header, "", format_table(rows, width=width)]
+    lines = [wrapped(header, width), "", format_table(rows, width=width)]
     if summary.distributions:
         lines += [
             "",
@@ -701,8 +702,11 @@ def format_summary(
     return "\n".join(lines)
 
 
-def format_verdicts(summary: RunSummary) -> str:
+def format_verdicts(summary: RunSummary, width: int | None = None) -> str:
     """The verdict of each bottleneck watch of a run, as ``rlpulse show`` ends: the last judged window's sentence, and how the verdict split over the run; ``""`` for none.
+
+    With a ``width`` (a terminal's), a line longer than it is broken
+    between words (:func:`rlpulse.text.wrapped`).
 
     >>> verdict = VerdictSummary("bottleneck", "learner-bound: ...", "learner-bound 80%, unknown 20% of 5 windows")
     >>> summary = dataclasses.replace(summarize([], run="r", source="r.db"), verdicts=(verdict,))
@@ -710,11 +714,12 @@ def format_verdicts(summary: RunSummary) -> str:
     bottleneck, the last window: learner-bound: ...
     bottleneck over the run: learner-bound 80%, unknown 20% of 5 windows
     """
-    return "\n".join(
+    said = "\n".join(
         f"{format_name(verdict.watch)}, the last window: {verdict.last}\n"
         f"{format_name(verdict.watch)} over the {_over(summary)}: {verdict.split}"
         for verdict in summary.verdicts
     )
+    return wrapped(said, width)
 
 
 def _local_time(wall_time: float) -> str:
