@@ -315,12 +315,15 @@ def _demo_command(path: Path, *options: str) -> list[str]:
 @pytest.mark.timeout(90)
 def test_demo_and_show_as_real_commands(tmp_path: Path) -> None:
     path = tmp_path / "runs" / "demo.sqlite"
+    # Into a pipe, with no width to fit: lines whole.
+    piped = {name: value for name, value in os.environ.items() if name != "COLUMNS"}
 
     demo = subprocess.run(
         _demo_command(path, "--synthetic", "--seconds", "2"),
         capture_output=True,
         text=True,
         timeout=60,
+        env=piped,
     )
 
     assert demo.returncode == 0, demo.stderr
@@ -342,6 +345,7 @@ def test_demo_and_show_as_real_commands(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=60,
+        env=piped,
     )
 
     assert show.returncode == 0, show.stderr
