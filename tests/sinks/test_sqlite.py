@@ -943,3 +943,35 @@ def test_a_closed_store_holds_its_whole_run_in_its_file_while_a_follower_reads_i
     assert [record.value for record in read(copy)] == [
         float(step) for step in range(50)
     ]
+
+
+def test_a_logger_dropped_unused_takes_back_the_run_it_started(tmp_path: Path) -> None:
+    # A script that failed before its first payload (a wrong call beside
+    # the logger) runs again under the same run name; a run it resumed, or
+    # one that holds something, stays.
+    import gc
+
+    path = tmp_path / "runs.sqlite"
+    with SQLiteLogger(path, run="earlier") as earlier:
+        earlier.log_metrics({"c/frames": 1.0}, timestamp=1.0)
+
+    def failing_script() -> None:
+        LoggerMonitor(SQLiteLogger(path, run="r1"), SQLiteLogger(path))  # type: ignore[call-arg]
+
+    with pytest.raises(TypeError):
+        failing_script()
+    gc.collect()
+    assert list_runs(path) == ["earlier"]
+    with SQLiteLogger(path, run="r1") as again:
+        again.log_metrics({"c/frames": 2.0}, timestamp=2.0)
+    resumed = SQLiteLogger(path, run="r1", resume=True)
+    used = SQLiteLogger(path, run="used")
+    used.log_metrics({"c/frames": 3.0}, timestamp=3.0)
+    del resumed, used
+    gc.collect()
+
+    assert list_runs(path) == ["earlier", "r1", "used"]
+    alone = tmp_path / "alone.sqlite"
+    SQLiteLogger(alone, run="only")
+    gc.collect()
+    assert not alone.exists()  # the file it made, holding no run, goes too

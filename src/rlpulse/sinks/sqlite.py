@@ -10,6 +10,7 @@ import shutil
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -174,6 +175,21 @@ class SQLiteLogger(BaseSink):
             raise failure from error
         self._connection = connection
         self._created = created
+        # A logger dropped unclosed with nothing in the run it started (a
+        # script that failed before its first payload) takes the run back,
+        # as abandon() does, so that the script runs again under the same
+        # name. Not at exit: a monitor's final snapshots may still come then.
+        self._take_back: weakref.finalize[..., SQLiteLogger] | None = None
+        if self._started_run:
+            self._take_back = weakref.finalize(
+                self,
+                _take_back_unused_run,
+                connection,
+                self._run_id,
+                created,
+                self.path,
+            )
+            self._take_back.atexit = False
         self._destination = f"{self.path} (run {self.run!r})"
         self._checkpointer = _Checkpointer(self.path.absolute())
 
@@ -307,6 +323,8 @@ class SQLiteLogger(BaseSink):
             ) from error
 
     def _close(self) -> None:
+        if self._take_back is not None:
+            self._take_back.detach()
         try:
             if self._summaries.unsummarized:
                 # Locked for too long, a full disk: a reader aggregates the
@@ -367,6 +385,20 @@ class SQLiteLogger(BaseSink):
 
     def __repr__(self) -> str:
         return f"SQLiteLogger({str(self.path)!r}, run={self.run!r})"
+
+
+def _take_back_unused_run(
+    connection: sqlite3.Connection, run_id: int, made_file: bool, path: Path
+) -> None:
+    """Remove run ``run_id``, which an unclosed logger started, if it holds nothing; the file too, where that logger made it and it holds no run then."""
+    emptied = False
+    with contextlib.suppress(sqlite3.Error):
+        emptied = sqlite_format.remove_empty_run(connection, run_id)
+        connection.close()
+    if emptied and made_file:
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(OSError):
+                os.unlink(f"{path}{suffix}")
 
 
 class _Checkpointer:
