@@ -1112,10 +1112,19 @@ def test_torchrl_demo_explores_less_as_frames_are_collected(
     torchrl_demo_outcome: DemoOutcome,
 ) -> None:
     epsilon = torchrl_demo_outcome.values("learner/epsilon")
+    written = torchrl_demo_outcome.values("replay_buffer/write_count")[-1]
+    annealing = TORCHRL_SETTINGS["annealing_frames"]
 
     assert epsilon == sorted(epsilon, reverse=True)
     assert epsilon[0] > 0.5
-    assert epsilon[-1] == pytest.approx(0.05, rel=1e-4)
+    # Down by 0.95 over the annealing frames, from 1 to its floor of 0.05:
+    # never lower than the frames written allow; at the floor once a busy
+    # machine, which collects fewer, has written them with a margin.
+    assert epsilon[-1] >= max(0.05, 1 - 0.95 * written / annealing) - 1e-6
+    if written >= annealing + 10 * TORCHRL_SETTINGS["frames_per_batch"]:
+        assert epsilon[-1] == pytest.approx(0.05, rel=1e-4)
+    else:
+        assert epsilon[-1] < epsilon[0]
 
 
 @pytest.mark.timeout(120)
