@@ -379,9 +379,7 @@ class SQLiteLogger(BaseSink):
                     )
         self.close()
         if emptied and self._created:
-            for suffix in ("", "-wal", "-shm"):
-                with contextlib.suppress(OSError):
-                    os.unlink(f"{self.path}{suffix}")
+            _remove_store_files(self.path)
 
     def __repr__(self) -> str:
         return f"SQLiteLogger({str(self.path)!r}, run={self.run!r})"
@@ -396,9 +394,7 @@ def _take_back_unused_run(
         emptied = sqlite_format.remove_empty_run(connection, run_id)
         connection.close()
     if emptied and made_file:
-        for suffix in ("", "-wal", "-shm"):
-            with contextlib.suppress(OSError):
-                os.unlink(f"{path}{suffix}")
+        _remove_store_files(path)
 
 
 class _Checkpointer:
@@ -601,8 +597,12 @@ def _remove_unmade_store(path: Path) -> None:
         # Locked: another connection is writing it, so it is not ours to
         # remove. Unreadable otherwise: nothing worth keeping.
         made = _locked(str(error))
-    if made:
-        return
+    if not made:
+        _remove_store_files(path)
+
+
+def _remove_store_files(path: Path) -> None:
+    """Remove the store at ``path`` and its journals, those that exist."""
     for suffix in ("", "-wal", "-shm"):
         with contextlib.suppress(OSError):
             os.unlink(f"{path}{suffix}")
