@@ -212,6 +212,12 @@ writer_write(Writer *self, Py_ssize_t index, double number, int add,
     }
     if (add) {
         double total = *slot + number;
+        if (number < 0) {
+            /* A counter only goes up: a fall would read as a restart. */
+            PyBuffer_Release(&buffer);
+            return writer_raise(self, "_negative", "(OO)", key,
+                                value == NULL ? Py_None : value);
+        }
         if (!isfinite(total)) {
             /* A NaN or infinite counter would stay so for good: refused. */
             PyBuffer_Release(&buffer);
@@ -273,6 +279,20 @@ writer_inc_object(Writer *self, Py_ssize_t index, PyObject *key, PyObject *value
         return NULL;
     }
     /* The value's arithmetic ran Python code: the buffer is taken again. */
+    PyObject *zero = PyLong_FromLong(0);
+    int negative = zero == NULL ? -1 : PyObject_RichCompareBool(value, zero, Py_LT);
+    Py_XDECREF(zero);
+    if (negative != 0) {
+        Py_DECREF(total);
+        if (negative < 0) {
+            if (writer_bad_call(0)) {
+                PyErr_Clear();
+                writer_fail(self, "inc", key, value);
+            }
+            return NULL;
+        }
+        return writer_raise(self, "_negative", "(OO)", key, value);
+    }
     PyObject *stored = writer_store(self, index, total, "inc", key, value);
     Py_DECREF(total);
     return stored;

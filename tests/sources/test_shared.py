@@ -19,6 +19,7 @@ from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import rlpulse
@@ -696,9 +697,7 @@ def test_a_pickled_copy_carries_the_histograms() -> None:
         copy.close()
 
 
-@pytest.mark.parametrize(
-    "value", [float("nan"), float("inf"), -float("inf")], ids=["nan", "inf", "-inf"]
-)
+@pytest.mark.parametrize("value", [float("nan"), float("inf")], ids=["nan", "inf"])
 def test_inc_refuses_an_increment_that_would_make_the_counter_non_finite(
     value: float,
 ) -> None:
@@ -712,6 +711,25 @@ def test_inc_refuses_an_increment_that_would_make_the_counter_non_finite(
             writer.inc("frames", 1e308)  # the sum overflows
         writer.inc("frames")
         assert counters.stats()["frames"] == 1e308 + 6
+
+
+@pytest.mark.parametrize(
+    "value",
+    [-1, -0.5, -float("inf"), np.float64(-2.0), np.int64(-3), Fraction(-1, 2)],
+    ids=["int", "float", "-inf", "numpy-float", "numpy-int", "fraction"],
+)
+def test_inc_refuses_a_negative_increment_and_keeps_the_count(value: object) -> None:
+    with SharedCounters(1, counters=("frames",), gauges=("depth",)) as counters:
+        writer = counters.worker(0)
+        writer.inc("frames", 5)
+        with pytest.raises(ValueError, match="a counter only goes up") as raised:
+            writer.inc("frames", value)  # type: ignore[arg-type]
+        assert f"inc('frames', {value!r})" in str(raised.value)
+        assert "set()" in str(raised.value)
+        writer.inc("frames", 0)
+        writer.inc("frames", -0.0)
+        writer.inc("frames", Fraction(1, 2))
+        assert counters.stats()["frames"] == 5.5
 
 
 def leak_a_segment() -> Path:

@@ -343,6 +343,22 @@ def test_a_non_finite_increment_is_left_out_and_counted(value: float) -> None:
     assert tally.stats() == {"frames": 15, "frames_nonfinite": 1}
 
 
+@pytest.mark.parametrize(
+    "value", [-1, -0.5, -float("inf")], ids=["int", "float", "-inf"]
+)
+def test_a_negative_increment_is_refused_with_what_to_use_instead(value: float) -> None:
+    tally = Tally()
+    tally.inc("frames", 10)
+    with pytest.raises(
+        ValueError, match=r"a counter only goes up.*Tally\.set\('frames'"
+    ):
+        tally.inc("frames", value)
+    with pytest.raises(ValueError, match="a counter only goes up"):
+        tally.inc("episodes", value)  # a counter not seen yet is not made
+    tally.inc("frames", 0)
+    assert tally.stats() == {"frames": 10}
+
+
 def test_a_counter_whose_first_increment_is_nan_starts_at_zero() -> None:
     tally = Tally()
     tally.inc("frames", float("nan"))

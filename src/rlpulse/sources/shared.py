@@ -565,9 +565,10 @@ class WorkerCounters:
     def inc(self, key: str, n: float = 1.0) -> None:
         """Add ``n`` (default 1) to this worker's counter ``key``.
 
-        Raises ``ValueError`` for an increment that would make the counter
-        NaN or infinite (it would stay so for good); the counter keeps its
-        count.
+        Raises ``ValueError`` for a negative ``n`` (a counter only goes up:
+        a value that goes down is a gauge, kept with :meth:`set`) and for an
+        increment that would make the counter NaN or infinite (it would stay
+        so for good); the counter keeps its count.
 
         Examples:
             >>> with SharedCounters(1, counters=("frames",)) as counters:
@@ -583,13 +584,16 @@ class WorkerCounters:
             slot = self._counter_slots[key]
             view = self._view
             total = view[slot] + n
-            if total - total == 0.0:  # neither NaN nor ±inf
+            if total - total == 0.0 and n >= 0:  # neither NaN nor ±inf
                 view[slot] = total
                 return
+            negative = n < 0
         except KeyError:
             raise self._unknown(key, "counter") from None
         except (TypeError, ValueError):
             raise self._failure("inc", key, n) from None
+        if negative:
+            raise self._negative(key, n)
         raise self._nonfinite(key, n)
 
     def set(self, key: str, value: float) -> None:
@@ -698,6 +702,12 @@ class WorkerCounters:
         return KeyError(
             f"unknown {kind} {key!r} for SharedCounters; valid {kind}s: "
             f"{list(valid)}.{hint}"
+        )
+
+    def _negative(self, key: str, value: object) -> ValueError:
+        return ValueError(
+            f"WorkerCounters.inc({key!r}, {value!r}): a counter only goes up; for "
+            "a value that goes down, declare a gauge and set() it."
         )
 
     def _nonfinite(self, key: str, value: object) -> ValueError:

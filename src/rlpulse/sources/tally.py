@@ -219,7 +219,10 @@ class Tally:
 
         An increment that would make the counter NaN or infinite is left
         out, as ``observe()`` leaves such values out, and counted in
-        ``<key>_nonfinite``: the counter keeps its count.
+        ``<key>_nonfinite``: the counter keeps its count. A negative ``n``
+        raises ``ValueError``: a counter only goes up (its rates and a
+        Prometheus counter read a fall as a restart); a value that goes
+        down is a gauge, kept with :meth:`set`.
 
         Examples:
             >>> tally = Tally()
@@ -231,6 +234,8 @@ class Tally:
         """
         counters = self._counters
         try:
+            if n < 0:
+                raise _negative_increment(key, n)
             total = counters[key] + n
         except KeyError:
             try:
@@ -735,6 +740,13 @@ def _not_a_number(method: str, key: str, value: object) -> TypeError:
     return TypeError(
         f"Tally.{method}({key!r}, {value!r}): the value must be a real "
         "number (anything float() accepts)."
+    )
+
+
+def _negative_increment(key: str, n: object) -> ValueError:
+    return ValueError(
+        f"Tally.inc({key!r}, n={n!r}): a counter only goes up; for a value "
+        f"that goes down, use Tally.set({key!r}, value), a gauge."
     )
 
 
