@@ -217,6 +217,27 @@ def test_a_scheme_that_needs_a_path_refuses_an_empty_target(scheme: str) -> None
         open_sink(f"{scheme}:")
 
 
+@pytest.mark.parametrize("scheme", ["sqlite", "csv", "jsonl", "tensorboard"])
+@pytest.mark.parametrize("slashes", ["//", "///", "////"])
+def test_a_file_spec_written_as_a_url_is_refused_with_both_paths_it_may_mean(
+    scheme: str, slashes: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SinkSpecError, match="is written as a URL") as refused:
+        open_sink(f"{scheme}:{slashes}runs/metrics")
+    said = str(refused.value)
+    assert f"'{scheme}:runs/metrics' in the working directory" in said
+    assert f"'{scheme}:/runs/metrics' from the root" in said
+    assert list(tmp_path.iterdir()) == []  # nothing made, here or elsewhere
+    assert not Path("/runs/metrics").exists()
+
+
+def test_a_file_spec_with_one_slash_is_an_absolute_path(tmp_path: Path) -> None:
+    with open_sink(f"sqlite:{tmp_path / 'metrics.sqlite'}?run=loop") as sink:
+        assert isinstance(sink, SQLiteLogger)
+        assert sink.path == tmp_path / "metrics.sqlite"
+
+
 def test_an_otlp_spec_without_a_url_takes_opentelemetrys_endpoint(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

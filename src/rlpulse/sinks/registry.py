@@ -124,6 +124,31 @@ def _needs_target(scheme: str, target: str, example: str) -> str:
     return target
 
 
+def _needs_path(scheme: str, target: str, example: str) -> str:
+    """A file sink's path: what follows the colon, refused when written as a URL's ``//``.
+
+    ``sqlite:///runs/a.sqlite`` is SQLAlchemy's and MLflow's spelling of a
+    relative path; here it would be the absolute ``/runs/a.sqlite``, and
+    ``sqlite://a.sqlite`` the root's ``//a.sqlite``.
+
+    >>> _needs_path("sqlite", "/data/a.sqlite", "sqlite:runs/metrics.sqlite")
+    '/data/a.sqlite'
+    >>> _needs_path("sqlite", "///runs/a.sqlite", "sqlite:runs/metrics.sqlite")
+    Traceback (most recent call last):
+    ...
+    ValueError: sink spec 'sqlite:///runs/a.sqlite' is written as a URL; a sqlite spec takes the path itself after the colon: 'sqlite:runs/a.sqlite' in the working directory, 'sqlite:/runs/a.sqlite' from the root
+    """
+    path = _needs_target(scheme, target, example)
+    if path.startswith("//"):
+        rest = path.lstrip("/")
+        raise ValueError(
+            f"sink spec '{scheme}:{target}' is written as a URL; a {scheme} spec "
+            f"takes the path itself after the colon: '{scheme}:{rest}' in the "
+            f"working directory, '{scheme}:/{rest}' from the root"
+        )
+    return path
+
+
 _TRUE = frozenset(("", "1", "true", "yes"))
 _FALSE = frozenset(("0", "false", "no"))
 """How a file sink spec may write ``resume`` on, and off."""
@@ -157,7 +182,7 @@ def _file_target(scheme: str, target: str, options: tuple[str, ...]) -> _FileTar
     path, separator, query = target.rpartition("?")
     if not separator:
         path, query = target, ""
-    _needs_target(scheme, path, example)
+    _needs_path(scheme, path, example)
     found: dict[str, str] = {}
     for option in filter(None, query.split("&")):
         name, _, value = option.partition("=")
@@ -263,7 +288,7 @@ def _open_tensorboard(target: str) -> MetricSink:
     from rlpulse.sinks.tensorboard import TensorBoardLogger
 
     return TensorBoardLogger(
-        _needs_target("tensorboard", target, "tensorboard:runs/tensorboard")
+        _needs_path("tensorboard", target, "tensorboard:runs/tensorboard")
     )
 
 
