@@ -43,7 +43,14 @@ def test_every_refuses_an_interval_that_is_not_a_number(interval: Any) -> None:
 
 
 @pytest.mark.parametrize(
-    ("interval", "error"), [(None, TypeError), ([1], TypeError), ("soon", ValueError)]
+    ("interval", "error"),
+    [
+        (None, TypeError),
+        ([1], TypeError),
+        ("soon", ValueError),
+        (True, TypeError),  # a second by float(), refused as Every() refuses it
+        (False, TypeError),
+    ],
 )
 def test_every_seconds_refuses_what_float_refuses_saying_what_it_takes(
     interval: Any, error: type[Exception]

@@ -76,7 +76,11 @@ class Every:
         """
         # float() as TorchRL's Every.seconds does: "5" is 5.0; what it
         # refuses is refused with the same exception, saying what to give.
+        # A bool is refused as every other interval refuses it: True would
+        # be a second.
         try:
+            if isinstance(interval, bool):
+                raise TypeError
             seconds = float(interval)
         except (TypeError, ValueError) as error:
             raise type(error)(
