@@ -5,6 +5,8 @@ them on per-target schedules (:class:`Every`) from its own thread, derives
 rates, and hands the metrics to sinks.
 """
 
+from rlpulse.formats.records import RunFileWarning
+from rlpulse.formats.sqlite import RunFileLockedError, RunFileLockedWarning
 from rlpulse.monitor import LoggerMonitor
 from rlpulse.read.records import (
     DistributionRecord,
@@ -45,6 +47,9 @@ __all__ = [
     "Record",
     "RunExistsError",
     "RunFileError",
+    "RunFileLockedError",
+    "RunFileLockedWarning",
+    "RunFileWarning",
     "SQLiteLogger",
     "SharedCounters",
     "SinkProcess",
