@@ -10,10 +10,12 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from rlpulse import CSVLogger, Record, RunExistsError, read
+import rlpulse
+from rlpulse import CSVLogger, JSONLLogger, Record, RunExistsError, SQLiteLogger, read
 from rlpulse.naming import Kind
 from rlpulse.read.records import RunFileError
 
@@ -465,3 +467,30 @@ def test_a_file_a_logger_of_another_process_writes_is_refused(tmp_path: Path) ->
         writer.communicate("", timeout=30)
     assert writer.returncode == 0
     assert [record.value for record in read(path)] == [1.0]
+
+
+@pytest.mark.parametrize(
+    ("writer", "sink", "said"),
+    [
+        ("sqlite", CSVLogger, "(a SQLite database, as SQLiteLogger writes)"),
+        ("jsonl", CSVLogger, "(JSON lines, as JSONLLogger writes)"),
+        ("sqlite", JSONLLogger, "(a SQLite database, as SQLiteLogger writes)"),
+        ("csv", JSONLLogger, "(a CSV file, as CSVLogger writes)"),
+        ("csv", SQLiteLogger, "not a database but a CSV file, as CSVLogger writes"),
+        ("jsonl", SQLiteLogger, "not a database but JSON lines, as JSONLLogger writes"),
+    ],
+)
+def test_a_file_another_sink_wrote_is_refused_naming_that_sink(
+    tmp_path: Path, writer: str, sink: type[Any], said: str
+) -> None:
+    path = tmp_path / "metrics"
+    with rlpulse.open_sink(f"{writer}:{path}") as first:
+        first.log_metrics({"x/v": 1.0}, timestamp=1.0)
+    before = path.read_bytes()
+
+    with pytest.raises(RunFileError) as refused:
+        sink(path, resume=True) if sink is not SQLiteLogger else sink(path)
+
+    assert said in str(refused.value)
+    assert "\\x00" not in str(refused.value)  # no raw header bytes
+    assert path.read_bytes() == before

@@ -72,10 +72,12 @@ def has_kinds(path: Path, first_line: bytes) -> bool:
         not line.endswith(b"\n") and header.startswith(line)  # a torn header
     ):
         return True
+    what = lines.another_sinks_file(first_line) or (
+        f"its first line is {first_line[: len(header) + 1]!r}, not {HEADER.strip()!r}"
+    )
     raise RunFileError(
-        f"{path} is not an rlpulse CSV file (its first line is "
-        f"{first_line[: len(header) + 1]!r}, not {HEADER.strip()!r}); it was "
-        "left as it is: give a new path or one written by CSVLogger"
+        f"{path} is not an rlpulse CSV file ({what}); it was left as it is: "
+        "give a new path or one written by CSVLogger"
     )
 
 

@@ -22,11 +22,13 @@ from rlpulse.formats.records import (
     kinds_completed,
     unwritable,
 )
+from rlpulse.formats.sqlite import SQLITE_MAGIC
 
 __all__ = [
     "LineFollower",
     "LineReader",
     "Look",
+    "another_sinks_file",
     "last_line_end",
     "left_out",
     "open_line_file",
@@ -37,6 +39,25 @@ _TAIL_CHUNK_BYTES = 4096
 
 RecordEnd = Callable[[IO[bytes], int], int]
 """Where the last record of a file ends, given the end of its last complete line (CSV: not inside quotes)."""
+
+
+def another_sinks_file(first_line: bytes) -> str | None:
+    """What a file starting with ``first_line`` is, where another of rlpulse's file sinks wrote it: for an error that names the sink to use.
+
+    >>> another_sinks_file(b"SQLite format 3\\x00\\x10\\x00")
+    'a SQLite database, as SQLiteLogger writes'
+    >>> another_sinks_file(b'{"wall_time": 1.0, "step": null, "metrics": {}}\\n')
+    'JSON lines, as JSONLLogger writes'
+    >>> another_sinks_file(b"time,loss\\n") is None
+    True
+    """
+    if first_line.startswith(SQLITE_MAGIC):
+        return "a SQLite database, as SQLiteLogger writes"
+    if first_line.startswith(b"wall_time,step,name,value"):
+        return "a CSV file, as CSVLogger writes"
+    if first_line.startswith((b'{"wall_time": ', b'{"event": ')):
+        return "JSON lines, as JSONLLogger writes"
+    return None
 
 
 def open_line_file(path: Path, *, record_end: RecordEnd | None = None) -> io.FileIO:

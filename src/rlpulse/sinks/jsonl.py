@@ -6,6 +6,7 @@ import os
 from collections.abc import Sequence
 
 from rlpulse.formats import jsonl as jsonl_format
+from rlpulse.formats.lines import another_sinks_file
 from rlpulse.formats.records import RunFileError
 from rlpulse.runtime.events import Event
 from rlpulse.sinks.base import LineFileSink, Payload
@@ -56,10 +57,12 @@ class JSONLLogger(LineFileSink):
 
     def _check_existing(self, first_line: bytes) -> None:
         if not jsonl_format.is_first_line(first_line):
+            what = another_sinks_file(first_line) or (
+                'its first line is not a {"wall_time", "step", "metrics"} object'
+            )
             raise RunFileError(
-                f"{self.path} is not an rlpulse JSON lines file (its first line is "
-                'not a {"wall_time", "step", "metrics"} object); it was left as it '
-                "is: give a new path or one written by JSONLLogger"
+                f"{self.path} is not an rlpulse JSON lines file ({what}); it was "
+                "left as it is: give a new path or one written by JSONLLogger"
             )
 
     def log_event(self, event: Event) -> None:

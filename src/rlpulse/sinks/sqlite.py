@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from rlpulse.formats import sqlite as sqlite_format
+from rlpulse.formats.lines import another_sinks_file
 from rlpulse.formats.records import RunFileError, prepare_record_file
 from rlpulse.runtime.events import Event
 from rlpulse.runtime.retry import TransientSinkError
@@ -551,6 +552,13 @@ def _open_failure(path: Path, error: BaseException) -> BaseException | None:
             f"(SQLite: {reason}); free space there, or log to another path",
             str(path),
         )
+    try:
+        with open(path, "rb") as file:
+            other = another_sinks_file(file.readline(64))
+    except OSError:
+        other = None
+    if other is not None and not other.startswith("a SQLite"):
+        reason = f"{reason} but {other}"
     return RunFileError(
         f"cannot store metrics in {path}: {reason}; "
         "give the path of an rlpulse SQLite file or of a new file"
