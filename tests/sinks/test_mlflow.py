@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import http.server
 import json
+import re
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import mlflow
 import pytest
@@ -165,6 +167,23 @@ def test_the_active_run_is_logged_into_when_no_run_is_named(
 def test_an_unknown_run_id_is_refused_at_construction(tracking_uri: str) -> None:
     with pytest.raises(ValueError, match="MLflow has no run 'f00' at sqlite:///"):
         MLflowLogger(run_id="f00", tracking_uri=tracking_uri)
+
+
+@pytest.mark.parametrize(
+    ("uri", "meant"),
+    [("sqllite:///mlflow.db", " (did you mean 'sqlite'?)"), ("zzz:store", "")],
+)
+def test_a_tracking_uri_of_a_scheme_mlflow_does_not_know_is_refused_saying_so(
+    uri: str, meant: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    scheme = uri.partition(":")[0]
+    said = f"MLflow knows no scheme {scheme!r}{meant}; give one such as 'sqlite:///"
+    with pytest.raises(ValueError, match=re.escape(said)):
+        MLflowLogger(experiment="pipeline", tracking_uri=uri)
+    with pytest.raises(SinkSpecError, match=re.escape(said)):
+        open_sink(f"mlflow:{uri}")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_run_id_together_with_an_experiment_is_refused(tracking_uri: str) -> None:

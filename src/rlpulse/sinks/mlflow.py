@@ -8,6 +8,7 @@ MLflow is imported when an :class:`MLflowLogger` is created, never by
 
 from __future__ import annotations
 
+import difflib
 import functools
 import hashlib
 import re
@@ -85,8 +86,14 @@ class MLflowLogger(BaseSink):
         backend = _import_backend()
         self._metric_class: Any = backend.Metric
         self._metrics_per_batch: int = backend.metrics_per_batch
-        self.client: Any = backend.MlflowClient(tracking_uri=tracking_uri)
-        """The ``MlflowClient`` the logger writes through."""
+        try:
+            self.client: Any = backend.MlflowClient(tracking_uri=tracking_uri)
+            """The ``MlflowClient`` the logger writes through."""
+        except backend.MlflowException as error:
+            unknown = _unknown_scheme(tracking_uri, str(error))
+            if unknown is None:
+                raise
+            raise ValueError(unknown) from error
         self.tracking_uri: str = (
             backend.get_tracking_uri() if tracking_uri is None else tracking_uri
         )
@@ -308,6 +315,36 @@ def _server_away(error: BaseException) -> bool:
             return True
         cause = cause.__cause__ or cause.__context__
     return False
+
+
+_SCHEMES = re.compile(r"Supported URI schemes are: \[([^\]]*)\]")
+
+
+def _unknown_scheme(tracking_uri: str | None, refusal: str) -> str | None:
+    """What to say of MLflow's ``refusal`` of ``tracking_uri`` when its scheme is one MLflow does not know (``None`` otherwise).
+
+    MLflow says so as a model registry's failure, which a logger of
+    metrics does not use.
+
+    >>> print(_unknown_scheme("sqllite:///mlflow.db",
+    ...     "got unsupported URI 'sqllite:///mlflow.db' for model registry data storage. "
+    ...     "Supported URI schemes are: ['', 'file', 'http', 'sqlite']."))
+    MLflowLogger cannot store in tracking_uri='sqllite:///mlflow.db': MLflow knows no scheme 'sqllite' (did you mean 'sqlite'?); give one such as 'sqlite:///runs/mlflow.db' (a file in the working directory) or 'http://HOST:5000'
+    """
+    found = _SCHEMES.search(refusal)
+    if tracking_uri is None or found is None:
+        return None
+    scheme = tracking_uri.partition(":")[0] if ":" in tracking_uri else ""
+    known = [name.strip(" '\"") for name in found[1].split(",")]
+    if scheme in known:
+        return None
+    close = difflib.get_close_matches(scheme, [name for name in known if name], n=1)
+    meant = f" (did you mean {close[0]!r}?)" if close else ""
+    return (
+        f"MLflowLogger cannot store in tracking_uri={tracking_uri!r}: MLflow knows "
+        f"no scheme {scheme!r}{meant}; give one such as 'sqlite:///runs/mlflow.db' "
+        "(a file in the working directory) or 'http://HOST:5000'"
+    )
 
 
 def _import_backend() -> _Backend:
