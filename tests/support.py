@@ -534,14 +534,16 @@ def screen(
     view: TopView | None = None,
     now: float = START + 11.0,
     width: int = 80,
+    *,
+    exact: bool = False,
 ) -> str:
-    """The text of the frame ``rlpulse top`` draws of ``runs`` at ``now`` (needs rich)."""
+    """The text of the frame ``rlpulse top`` draws of ``runs`` at ``now`` (needs rich); ``exact`` as ``--exact``."""
     from rich.console import Console
 
     from rlpulse.read.top import TopView, frame_lines, render
 
     console = Console(record=True, width=width, height=24, color_system=None)
-    lines = frame_lines(runs, view or TopView(), width, 24, now)
+    lines = frame_lines(runs, view or TopView(), width, 24, now, exact=exact)
     console.print(render(lines))
     return console.export_text()
 

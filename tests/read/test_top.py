@@ -425,6 +425,29 @@ def test_a_figure_too_wide_for_its_column_keeps_its_leading_digits(
     assert events.split()[1] == "12.34M/s"
 
 
+@pytest.mark.parametrize("width", [80, 120])
+def test_exact_figures_are_written_whole_however_long(
+    tmp_path: Path, width: int
+) -> None:
+    kinds = {"learner/busy_s": Kind.COUNTER, "learner/loss": Kind.GAUGE}
+    payloads = [
+        (1.0, {"learner/busy_s": 0.0, "learner/loss": 0.5}, kinds),
+        (4.0, {"learner/busy_s": 23.89170909600074, "learner/loss": 16850.0}, kinds),
+    ]
+    runs = followed(store(tmp_path / "run.sqlite", payloads))
+
+    text = screen(runs, now=START + 5, width=width, exact=True)
+
+    lines = text.splitlines()
+    assert max(map(len, lines)) <= width
+    busy = next(line for line in lines if line.startswith("  busy_s"))
+    assert busy.split()[1] == f"{23.89170909600074 / 3!r}/s"
+    assert busy.split()[-1] == "23.89170909600074"  # the count, its digits all there
+    loss = next(line for line in lines if line.startswith("  loss"))
+    assert loss.split()[1] == "16850"  # a whole number, as show --exact writes it
+    assert "…" not in busy + loss
+
+
 class Outage:
     """A sink whose far end is away until ``back`` is set."""
 

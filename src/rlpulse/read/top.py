@@ -57,7 +57,7 @@ from rlpulse.read.summary import (
     summarize_file,
 )
 from rlpulse.runtime.events import mark_of
-from rlpulse.text import format_duration, format_number, shortened
+from rlpulse.text import format_duration, format_exact, format_number, shortened
 from rlpulse.verdict import describe_metrics
 
 if TYPE_CHECKING:
@@ -482,8 +482,7 @@ def _body(
         _LABEL_WIDTH, max(_NARROWEST_LABEL, width - len(sources) * _NARROWEST_CELL)
     )
     cell_width = max(12, (width - label_width) // len(sources))
-    note_width = _NOTE_WIDTH if cell_width >= 34 else 0
-    graphic_width = max(1, cell_width - _VALUE_WIDTH - note_width - 3)
+    columns = _columns(sources, watches, cell_width, exact)
     lines: list[list[Segment]] = []
     headings: list[int | None] = []
     for watch in watches:
@@ -520,9 +519,7 @@ def _body(
             ]
             for source, lines_of_run in zip(sources, by_label, strict=True):
                 cell = lines_of_run.get(label)
-                line += _cell(
-                    cell, source.live.last_time, graphic_width, note_width, exact
-                )
+                line += _cell(cell, source.live.last_time, columns)
             lines.append(line)
         if len(sources) == 1:
             for event in (
@@ -583,39 +580,80 @@ def _shown_watches(sources: Sequence[_Source], now: float) -> list[str]:
     )
 
 
+class _Columns(NamedTuple):
+    # How a run's cell is laid out: its value, graphic and note (a
+    # counter's count, a bar's capacity) widths, and how numbers are written.
+    value: int
+    graphic: int
+    note: int
+    number: Callable[[float], str]
+
+
+def _columns(
+    sources: Sequence[_Source], watches: Sequence[str], cell_width: int, exact: bool
+) -> _Columns:
+    """The layout of every cell ``cell_width`` wide: with ``exact``, the value and note columns as wide as their longest figure, the graphic giving way."""
+    note = _NOTE_WIDTH if cell_width >= 34 else 0
+    if not exact:
+        return _Columns(
+            _VALUE_WIDTH,
+            max(1, cell_width - _VALUE_WIDTH - note - 3),
+            note,
+            format_number,
+        )
+    lines = [
+        line for _, live in sources for watch in watches for line in live.block(watch)
+    ]
+    value = max(
+        [_VALUE_WIDTH] + [len(_value_text(line, format_exact)) for line in lines]
+    )
+    if note:
+        note = max([note] + [len(_note(line, format_exact)) for line in lines])
+        if value + note + 4 > cell_width:
+            note = 0  # a figure whole, rather than a note cut
+    return _Columns(value, max(1, cell_width - value - note - 3), note, format_exact)
+
+
 def _value_text(line: Line, number: Callable[[float], str]) -> str:
-    """A line's value as its column shows it: fewer digits where it is too wide, never cut at its start (which would change it).
+    """A line's value as its column shows it: ``format_number``'s with fewer digits where it is too wide, never cut at its start (which would change it); any other ``number``'s whole.
 
     >>> _value_text(Line("cpu_s", 0.001429, True), format_number)
     '0.0014/s'
-    >>> _value_text(Line("x", 0.30000000000000004, False), repr)
-    '0.300000…'
+    >>> _value_text(Line("x", 0.30000000000000004, True), format_exact)
+    '0.30000000000000004/s'
     """
     suffix = "/s" if line.per_second else ""
     text = number(line.value) + suffix
     if len(text) > _VALUE_WIDTH and number is format_number:
         text = f"{line.value:.2g}" + suffix
-    if len(text) > _VALUE_WIDTH:
-        text = text[: _VALUE_WIDTH - 1] + "…"
+        if len(text) > _VALUE_WIDTH:
+            text = text[: _VALUE_WIDTH - 1] + "…"
     return text
 
 
-def _cell(
-    line: Line | None, until: float, graphic_width: int, note_width: int, exact: bool
-) -> list[Segment]:
-    number = format_number if not exact else (lambda value: f"{value!r}")
+def _note(line: Line, number: Callable[[float], str]) -> str:
+    """What a line's note says: a counter's count, or a bar's share of its capacity."""
+    if line.total is not None:
+        return number(line.total)
+    if line.fill is not None:
+        return f"{round(100 * line.fill)}% of {number(line.capacity or 0.0)}"
+    return ""
+
+
+def _cell(line: Line | None, until: float, columns: _Columns) -> list[Segment]:
+    graphic_width, note_width = columns.graphic, columns.note
     if line is None:
         return [
             Segment(
-                " " + "-".rjust(_VALUE_WIDTH) + " " * (graphic_width + note_width + 2)
+                " " + "-".rjust(columns.value) + " " * (graphic_width + note_width + 2)
             )
         ]
+    number = columns.number
     value = "" if not math.isfinite(line.value) else _value_text(line, number)
     cell = [
-        Segment(" " + value.rjust(_VALUE_WIDTH), "bold"),
+        Segment(" " + value.rjust(columns.value), "bold"),
         Segment(" "),
     ]
-    note = ""
     if line.fill is not None:
         cell.append(
             Segment(
@@ -623,7 +661,6 @@ def _cell(
                 "green" if line.fill < 0.95 else "yellow",
             )
         )
-        note = f"{round(100 * line.fill)}% of {number(line.capacity or 0.0)}"
     elif line.quantiles:
         text = "  ".join(
             f"{statistic} {number(value)}" for statistic, value in line.quantiles
@@ -638,10 +675,11 @@ def _cell(
         )
     else:
         cell.append(Segment(" " * graphic_width))
-    if line.total is not None:
-        note = number(line.total)
     if note_width:
-        cell.append(Segment(" " + note.rjust(note_width)[-note_width:], "dim"))
+        note = _note(line, number)
+        if len(note) > note_width:
+            note = note[: note_width - 1] + "…"  # cut at its end, never its start
+        cell.append(Segment(" " + note.rjust(note_width), "dim"))
     return cell
 
 
