@@ -517,12 +517,14 @@ def pipeline(
     ]
 
 
-def followed(*paths: Path) -> list[tuple[RunFollower, LiveRun]]:
-    """Each run file read to its end, as ``rlpulse top`` follows it."""
+def followed(
+    *paths: Path, match: str | None = None
+) -> list[tuple[RunFollower, LiveRun]]:
+    """Each run file read to its end, as ``rlpulse top`` follows it (``match``: with ``--match``)."""
     runs = []
     for path in paths:
         follower = RunFollower(path)
-        live = LiveRun(str(path))
+        live = LiveRun(str(path), match=match)
         live.add(follower.read_new())
         follower.close()
         runs.append((follower, live))

@@ -149,6 +149,50 @@ def test_one_plain_frame_ends_with_the_bottleneck_verdict_as_show_does(
     assert over_the_run == "bottleneck over the run: collector-bound 100% of 1 window"
 
 
+def test_match_narrows_the_blocks_but_not_the_runs_age_cost_or_verdict(
+    tmp_path: Path,
+) -> None:
+    payloads = pipeline()
+    payloads += [(8.0 + second, {"late/x": 1.0}, {}) for second in range(3)]
+    payloads += [(10.0, COLLECTOR_BOUND, {})]
+    runs = followed(store(tmp_path / "run.sqlite", payloads), match="late/*")
+
+    lines = screen(runs).splitlines()
+
+    assert "age 11.0 s" in lines[1]  # from the run's first record, not late/x's
+    assert "last data 1.0 s ago" in lines[1]
+    assert "monitor 0.4% of a core" in lines[1]
+    assert lines[2].startswith("  collector-bound:")
+    blocks = [line.split()[0] for line in lines[3:] if line[:1].isalpha()]
+    assert blocks[:1] == ["late"]
+    assert "collector" not in blocks
+
+
+def test_match_selecting_nothing_says_so_with_the_runs_watches(tmp_path: Path) -> None:
+    runs = followed(store(tmp_path / "run.sqlite", pipeline()), match="zzz")
+
+    header = screen(runs).splitlines()[1]
+
+    assert "no metric matches --match 'zzz'; its watches: buffer, collector" in header
+
+
+@pytest.mark.parametrize("how", ["match", "filter"])
+def test_a_bottleneck_watch_asked_for_by_name_shows_its_figures(
+    tmp_path: Path, how: str
+) -> None:
+    path = store(tmp_path / "run.sqlite", [(1.0, COLLECTOR_BOUND, {})])
+    runs = followed(path, match="bottleneck" if how == "match" else None)
+    view = TopView()
+    if how == "filter":
+        view.filter = "bottleneck"
+
+    text = screen(runs, view, now=START + 2)
+
+    assert heading(text, "bottleneck")[1] == "running"
+    assert any(line.startswith("  consumer_wait_share") for line in text.splitlines())
+    assert "no watch or metric matches" not in text
+
+
 def test_the_filter_keeps_a_watch_or_the_metrics_it_matches(tmp_path: Path) -> None:
     runs = followed(store(tmp_path / "run.sqlite", pipeline()))
     view = TopView()

@@ -49,8 +49,9 @@ RUN is a file written by SQLiteLogger, CSVLogger or JSONLLogger: its latest
 run, or FILE:NAME for the run NAME of a SQLite file; --run NAME picks the
 run of every file given without one. Several runs show side by side, the
 same watch's figures in adjacent columns, each of the latest events with its
-run's letter. --match keeps only the metrics
-whose name matches PATTERN.
+run's letter. --match keeps only the metrics whose name matches PATTERN in
+the blocks (the header's age, cost and verdict stay the whole run's; a
+bottleneck watch it names shows its figures as a block, as / does).
 
 {common.MATCH_HELP}
 

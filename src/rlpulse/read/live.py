@@ -254,12 +254,13 @@ class LiveRun:
             self._add_event(event)
 
     def _add_records(self, records: Iterable[Record]) -> None:
+        # Every metric is kept, those --match leaves out too: the run's age
+        # and silence, the monitor's cost and the verdict in the header are
+        # the whole run's; blocks show what it selects (shows()).
         series = self.series
         for record in records:
             line = series.get(record.name)
             if line is None:
-                if not self._keeps(record.name):
-                    continue
                 kind = record.kind or inferred_kind(record.name, series)
                 line = series[record.name] = Series(kind)
             line.add(record.wall_time, record.value)
@@ -269,11 +270,30 @@ class LiveRun:
             if not record.wall_time >= self.first_time:
                 self.first_time = record.wall_time
 
-    def _keeps(self, name: str) -> bool:
+    def shows(self, name: str) -> bool:
+        """Whether metric ``name`` is one ``match`` selects (every one without a match)."""
         kept = self._kept.get(name)
         if kept is None:
             kept = self._kept[name] = bool(select_metrics([name], self._match))
         return kept
+
+    @property
+    def match(self) -> Match:
+        """The metrics the run's blocks show, as ``--match`` takes them (``None``: all)."""
+        return self._match
+
+    def matches_nothing(self) -> bool:
+        """Whether the run has metrics but ``match`` selects none of them.
+
+        >>> from rlpulse.formats.records import Followed, Record
+        >>> run = LiveRun("live", match="zzz")
+        >>> run.matches_nothing()
+        False
+        >>> run.add(Followed([Record(100.0, 1, "c/frames", 0.0)], []))
+        >>> run.matches_nothing()
+        True
+        """
+        return bool(self.series) and not any(map(self.shows, self.series))
 
     def quiet_after(self, minimum: float) -> float:
         """How long without new data reads as the writer having stopped: ``minimum``, or three times the longest of the latest gaps between payloads.
@@ -301,9 +321,9 @@ class LiveRun:
         elif kind in _ONE_SHOT:
             self._one_shots[event.watch, sink, kind] = event
 
-    def watches(self) -> list[str]:
-        """The watches that logged, in order of name, the monitor's own last."""
-        names = {split(name)[0] for name in self.series}
+    def watches(self, *, every: bool = False) -> list[str]:
+        """The watches that logged what ``match`` selects (``every``: anything), in order of name, the monitor's own last."""
+        names = {split(name)[0] for name in self.series if every or self.shows(name)}
         return sorted(names, key=lambda watch: (watch == MONITOR_WATCH, watch))
 
     def last_time_of(self, watch: str) -> float:
@@ -377,7 +397,9 @@ class LiveRun:
 
     def block(self, watch: str) -> list[Line]:
         """The lines of watch ``watch``'s block: counters with their rates, rates of counters not logged, gauges filling a capacity, percentiles, other gauges."""
-        names = sorted(name for name in self.series if split(name)[0] == watch)
+        names = sorted(
+            name for name in self.series if split(name)[0] == watch and self.shows(name)
+        )
         shown: set[str] = set()
         counters, rates, bars, quantiles, gauges = [], [], [], [], []
         for name in names:

@@ -411,6 +411,15 @@ def _run_status(follower: RunFollower, live: LiveRun, now: float) -> list[Segmen
     if math.isnan(live.last_time):
         return [Segment("  waiting for its first records", "yellow")]
     line = [Segment(f"  age {format_duration(max(0.0, now - live.first_time))}")]
+    if live.matches_nothing():
+        watches = ", ".join(live.watches(every=True))
+        line.append(
+            Segment(
+                f"  no metric matches --match {_patterns(live.match)}; "
+                f"its watches: {watches}",
+                "bold yellow",
+            )
+        )
     silent = now - live.last_time
     if silent > live.quiet_after(QUIET_AFTER_S):
         line.append(Segment(f"  no new data for {format_duration(silent)}", "bold red"))
@@ -422,6 +431,16 @@ def _run_status(follower: RunFollower, live: LiveRun, now: float) -> list[Segmen
     if cost:
         line.append(Segment("  monitor " + cost, "dim"))
     return line
+
+
+def _patterns(match: Match) -> str:
+    """``--match``'s patterns as the command line gave them.
+
+    >>> _patterns(["collector/*", "x"]), _patterns("bottleneck")
+    ("'collector/*' 'x'", "'bottleneck'")
+    """
+    patterns = [match] if isinstance(match, str) else list(match or ())
+    return " ".join(map(repr, patterns))
 
 
 def _monitor_cost(live: LiveRun) -> str:
@@ -441,7 +460,7 @@ def _verdicts(live: LiveRun, width: int) -> list[list[Segment]]:
     # The sentence of each bottleneck watch's latest window, as the console
     # and ``rlpulse show`` say it (rlpulse.verdict), wrapped to the width.
     lines: list[list[Segment]] = []
-    for watch in live.watches():
+    for watch in live.watches(every=True):
         if live.value(f"{watch}/bound_known") is None:
             continue
         sentence = describe_metrics(live.latest(watch))
@@ -476,7 +495,7 @@ class _Body(NamedTuple):
 def _body(
     sources: Sequence[_Source], view: TopView, width: int, now: float, exact: bool
 ) -> _Body:
-    watches = _shown_watches(sources, now)
+    watches = _shown_watches(sources, view, now)
     # Names give way first on a narrow terminal: every run's figures show.
     label_width = min(
         _LABEL_WIDTH, max(_NARROWEST_LABEL, width - len(sources) * _NARROWEST_CELL)
@@ -560,8 +579,12 @@ def _body(
     return _Body(lines, headings)
 
 
-def _shown_watches(sources: Sequence[_Source], now: float) -> list[str]:
-    """The watches with a block: those that logged in any run, and those that have not but are in trouble (a first ``stats()`` call that hangs), the monitor's own last; a bottleneck watch is said in words in the header instead."""
+def _shown_watches(sources: Sequence[_Source], view: TopView, now: float) -> list[str]:
+    """The watches with a block: those that logged in any run, and those that have not but are in trouble (a first ``stats()`` call that hangs), the monitor's own last.
+
+    A bottleneck watch is said in words in the header instead, unless the
+    filter or ``--match`` asks for it by name: then its figures show too.
+    """
     names = set()
     for _, live in sources:
         names.update(live.watches())
@@ -570,11 +593,23 @@ def _shown_watches(sources: Sequence[_Source], now: float) -> list[str]:
             for event in live.events
             if event.watch and not live.state(event.watch, now).healthy
         )
+
+    def asked_for(watch: str) -> bool:
+        return any(
+            (live.match is not None and watch in live.watches())
+            or (
+                view.filter
+                and any(view.keeps(watch, line.label) for line in live.block(watch))
+            )
+            for _, live in sources
+        )
+
     return sorted(
         (
             watch
             for watch in names
-            if all(live.value(f"{watch}/bound_known") is None for _, live in sources)
+            if asked_for(watch)
+            or all(live.value(f"{watch}/bound_known") is None for _, live in sources)
         ),
         key=lambda watch: (watch == MONITOR_WATCH, watch),
     )
