@@ -204,8 +204,9 @@ def test_the_filter_keeps_a_watch_or_the_metrics_it_matches(tmp_path: Path) -> N
     assert "collector" not in text
     assert "filter: buffer" in text.splitlines()[-1]
 
-    view.press("/")
-    for key in "loss":
+    view.press("/")  # edits the filter in force
+    assert screen(runs, view).splitlines()[-1].startswith("/buffer")
+    for key in ["backspace"] * len("buffer") + list("loss"):
         view.press(key)
     text = screen(runs, view)
     assert "loss_mean" in text

@@ -37,9 +37,9 @@ only what was written since the last, so following a long run costs what
 it writes, not its length. A file that does not exist yet is waited for.
 
 keys: q quits; / filters watches or metrics (type a pattern as --match
-takes it, Enter keeps it, Esc clears it); the arrows, j and k, Page Up and
-Page Down scroll, Home and End (g and G) go to the first and the last lines;
-p pauses (and resumes) reading.
+takes it, or edit the one in force; Enter keeps it, Esc clears it); the
+arrows, j and k, Page Up and Page Down scroll, Home and End (g and G) go to
+the first and the last lines; p pauses (and resumes) reading.
 
 Into a pipe or a file, with --once, or without rich: one plain frame, the
 run's summary as rlpulse show prints it, its latest events and its

@@ -160,6 +160,10 @@ class TopView:
     ...     quit = view.press(key)
     >>> view.filter, view.scroll, view.paused, quit, view.press("q")
     ('buf', 1, True, False, True)
+    >>> for key in ["/", "f", "backspace", "backspace", "enter"]:
+    ...     quit = view.press(key)
+    >>> view.filter  # "/" edits the filter in force
+    'bu'
     """
 
     filter: str = ""
@@ -188,7 +192,9 @@ class TopView:
         if key in ("q", "Q", "end of input"):
             return True
         if key == "/":
-            self.typing, self.filter, self.scroll = True, "", 0
+            # The filter in force is edited, not thrown away: backspace
+            # shortens it, Esc clears it.
+            self.typing, self.scroll = True, 0
         elif key == "escape":
             self.filter, self.scroll = "", 0
         elif key in ("down", "j"):
