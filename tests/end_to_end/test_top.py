@@ -28,11 +28,15 @@ KINDS = {"monitor/polls": Kind.COUNTER}
 
 
 def rlpulse(*arguments: str) -> subprocess.CompletedProcess[str]:
+    # Into a pipe, as a script reads it: no terminal width (pytest may have
+    # set COLUMNS in its own environment).
+    piped = {name: value for name, value in os.environ.items() if name != "COLUMNS"}
     return subprocess.run(
         [sys.executable, "-m", "rlpulse", *arguments],
         capture_output=True,
         text=True,
         timeout=60,
+        env=piped,
     )
 
 

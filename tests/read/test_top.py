@@ -35,7 +35,8 @@ def test_a_counter_shows_its_rate_a_sparkline_and_its_total(tmp_path: Path) -> N
 
     assert frames.split()[:2] == ["frames", "100/s"]
     assert frames.split()[-1] == "1000"
-    assert "█" in frames
+    assert "▄▄▄▄▄" in frames  # a steady rate: flat, halfway up
+    assert "█" not in frames  # never a full bar, as a filled capacity draws
 
 
 def test_a_line_wider_than_the_terminal_ends_with_an_ellipsis(tmp_path: Path) -> None:

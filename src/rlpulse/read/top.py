@@ -295,7 +295,7 @@ def sparkline(values: Sequence[float | None], width: int) -> str:
     >>> sparkline([0.0, 1.0, 2.0, 3.0, None], 5)
     '▁▃▆█ '
     >>> sparkline([5.0, 5.0], 2), sparkline([0.0, 0.0], 2)
-    ('██', '▁▁')
+    ('▄▄', '▁▁')
     """
     shown = [
         value for value in values[-width:] if value is not None and math.isfinite(value)
@@ -303,12 +303,15 @@ def sparkline(values: Sequence[float | None], width: int) -> str:
     if not shown:
         return " " * width
     # From zero, as htop draws its graphs: a steady rate reads as steady.
+    # A line that never moved has no height to show: it is drawn halfway,
+    # never full like a filled bar (or at the floor, where it is zero).
     low, high = min(0.0, *shown), max(shown)
+    flat = min(shown) == high
     marks = []
     for value in values[-width:]:
         if value is None or not math.isfinite(value):
             marks.append(" ")
-        elif high == low:
+        elif flat:
             marks.append(_SPARKS[3] if high else _SPARKS[0])
         else:
             level = (value - low) / (high - low)
