@@ -91,6 +91,28 @@ def test_show_run_picks_the_named_run(
     assert table_rows(out)["collector/frames"] == ["400", "0", "400", "100"]
 
 
+def test_show_file_colon_name_picks_that_run_as_compare_plot_and_top_take_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "metrics.db"
+    write_sqlite_run(path, "first", frames=400.0)
+    write_sqlite_run(path, "second", frames=40_000.0)
+
+    assert main(["show", f"{path}:first"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"run first in {path}:")
+    assert table_rows(out)["collector/frames"] == ["400", "0", "400", "100"]
+
+    assert main(["show", f"{path}:first", "--run", "first"]) == 0
+    capsys.readouterr()
+    assert main(["show", f"{path}:first", "--run", "second"]) == 2
+    assert "names run 'first' and --run names 'second': name the run once" in (
+        capsys.readouterr().err
+    )
+    assert main(["show", f"{path}:first", "--runs"]) == 2
+    assert f"give {path} --runs" in capsys.readouterr().err
+
+
 def test_show_runs_lists_the_runs_oldest_first(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from rlpulse.cli import common
+from rlpulse.read.compare import run_argument
 from rlpulse.read.records import (
     RunFileError,
     RunFileLockedError,
@@ -39,8 +40,8 @@ RUN is a file written by SQLiteLogger, CSVLogger or JSONLLogger, or by
 hand in their formats (blank lines are skipped; a JSON lines payload
 without "step" has none). A last line cut short (a crash, or a writer still
 at it) is left out with a note on standard error. A SQLite file holds
-several runs: --run picks one (default: the latest) and --runs lists them,
-each with its start, length and number of records. --match keeps only the
+several runs: --run NAME or FILE:NAME picks one (default: the latest) and
+--runs lists them, each with its start, length and number of records. --match keeps only the
 metrics whose name matches PATTERN. --since and --until summarize a span
 of the run instead of all of it; the first line then says where the span
 lies ("1,200 records from 10 min 00 s to 15 min 00 s of 40 min 12 s").
@@ -54,6 +55,7 @@ examples:
   rlpulse show runs/demo.sqlite
   rlpulse show runs/demo.sqlite --runs
   rlpulse show runs/demo.sqlite --run 2024-05-01_12-03-04
+  rlpulse show runs/demo.sqlite:2024-05-01_12-03-04
   rlpulse show runs/demo.sqlite --match 'collector/*' --exact
   rlpulse show runs/demo.sqlite --since 10m --until 15m
   rlpulse show runs/demo.sqlite --since -5m
@@ -78,9 +80,22 @@ def add(commands: common.Commands) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    path: Path = args.path
+    # FILE:NAME as compare, plot and top take it, or --run NAME.
+    path, named = run_argument(str(args.path))
     if (problem := common.not_a_metrics_file(path)) is not None:
         return common.fail(problem)
+    if named is not None:
+        if args.runs:
+            return common.fail(
+                f"--runs lists the runs of {path}; {args.path} names one of them: "
+                f"give {path} --runs, or leave --runs out"
+            )
+        if args.run is not None and args.run != named:
+            return common.fail(
+                f"{args.path} names run {named!r} and --run names {args.run!r}: "
+                "name the run once"
+            )
+        args.run = named
     if args.runs:
         if ignored := _options_of_one_run(args):
             return common.fail(
