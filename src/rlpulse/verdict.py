@@ -40,6 +40,7 @@ __all__ = [
     "Window",
     "describe",
     "describe_metrics",
+    "drawn_rank",
     "format_split",
     "holds_verdict",
     "is_drawn",
@@ -752,6 +753,30 @@ def is_verdict_code(metric: str) -> bool:
 
 _WINDOW_COUNTS = frozenset({_METRIC_NAMES["samples"], _METRIC_NAMES["frames"]})
 """A window's counts, which its replay ratio (and its sentence) says in one figure."""
+
+
+_DRAWN_FIRST = (
+    "speedup",
+    _METRIC_NAMES["consumer_wait"],
+    _METRIC_NAMES["producer_wait"],
+    _METRIC_NAMES["replay_ratio"],
+    _METRIC_NAMES["fill"],
+    _METRIC_NAMES["consumer_busy"],
+    _METRIC_NAMES["producer_busy"],
+)
+"""A judged bottleneck watch's figures that say most of its verdict, in the order a chart draws them."""
+
+
+def drawn_rank(metric: str) -> int:
+    """Where a chart puts ``metric`` (without its watch's name) of a judged bottleneck watch among the watch's lines: the gain of fixing the bottleneck first, then who waited, the replay ratio, the fill; the rest after.
+
+    >>> [drawn_rank(metric) for metric in ("speedup", "consumer_wait_share", "window_s", "policy_lag")]
+    [0, 1, 7, 7]
+    """
+    try:
+        return _DRAWN_FIRST.index(metric)
+    except ValueError:
+        return len(_DRAWN_FIRST)
 
 
 def is_drawn(metric: str) -> bool:

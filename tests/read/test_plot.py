@@ -415,8 +415,8 @@ def test_a_bottleneck_watchs_one_window_is_shaded_over_its_window_s() -> None:
     assert "bound" not in _labels(axes)
 
 
-def test_a_bottleneck_panel_draws_its_speedup_not_the_counts_behind_its_ratio() -> None:
-    # What a learner-bound bottleneck watch logs each window of 1.25 s.
+def _learner_bound_records() -> list[Record]:
+    """What a learner-bound bottleneck watch logs each window of 1.25 s, six windows."""
     records = []
     for index in range(6):
         at, wobble = 100.0 + 1.25 * (index + 1), 0.01 * index
@@ -442,10 +442,13 @@ def test_a_bottleneck_panel_draws_its_speedup_not_the_counts_behind_its_ratio() 
             Record(at, None, f"bottleneck/{name}", value)
             for name, value in window.items()
         ]
+    return records
 
+
+def test_a_bottleneck_panel_draws_its_speedup_not_the_counts_behind_its_ratio() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PlotWarning)  # its window_s: 9 lines
-        figure = plot_run(records, run="r")
+        figure = plot_run(_learner_bound_records(), run="r")
 
     drawn = {
         label
@@ -454,6 +457,24 @@ def test_a_bottleneck_panel_draws_its_speedup_not_the_counts_behind_its_ratio() 
     }
     assert "speedup" in drawn
     assert not drawn & {"samples_drawn", "frames_produced", "bound", "bound_known"}
+
+
+def test_runs_drawn_together_keep_the_speedup_and_waits_of_a_bottleneck_watch() -> None:
+    records = _learner_bound_records()
+
+    with pytest.warns(PlotWarning) as warned:
+        figure = plot_runs([("a", records), ("b", records)], match="bottleneck/*")
+
+    drawn = {
+        label
+        for axes in _axes_by_unit(figure, "bottleneck").values()
+        for label in _labels(axes)
+    }
+    assert {"speedup [A]", "speedup [B]"} <= drawn
+    assert {"consumer_wait_share [A]", "producer_wait_share [B]"} <= drawn
+    said = str(warned[0].message)
+    assert "as in --match 'bottleneck/" in said
+    assert "as in --match 'bottleneck/*'" not in said  # a metric, not what was given
 
 
 def _verdict_records(start: float, bounds: list[float | None]) -> list[Record]:

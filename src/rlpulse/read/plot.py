@@ -90,7 +90,7 @@ from rlpulse.read.records import Record
 from rlpulse.read.summary import run_letter, run_name
 from rlpulse.runtime.threads import MonitorThread
 from rlpulse.text import format_duration, format_number, plural, shortened
-from rlpulse.verdict import Bound, is_drawn, window_verdict
+from rlpulse.verdict import Bound, drawn_rank, is_drawn, window_verdict
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -556,6 +556,8 @@ def _plot_runs(
             for line in _lines([metric], series, options.cumulative):
                 line.run, line.metric = index, line.label
                 line.label = f"{line.label} [{run_letter(index)}]"
+                if metric.watch in judged:
+                    line.rank = drawn_rank(line.metric)
                 lines_of.setdefault(metric.watch, []).append(line)
     if not lines_of:
         raise PlotError(
@@ -970,11 +972,16 @@ def _panels(
 
     def lines_of(watch: str) -> list[_Line]:
         drawn = by_watch.get(watch, [])
-        if spans.get(watch):
-            # The verdict is shaded, its codes (-1, 0, 1) not drawn as lines,
-            # nor the counts behind its replay ratio.
-            drawn = [metric for metric in drawn if is_drawn(metric.key)]
-        return _lines(drawn, series, cumulative)
+        if not spans.get(watch):
+            return _lines(drawn, series, cumulative)
+        # The verdict is shaded, its codes (-1, 0, 1) not drawn as lines,
+        # nor the counts behind its replay ratio; what says most of it
+        # comes first (the gain of fixing it).
+        drawn = [metric for metric in drawn if is_drawn(metric.key)]
+        lines = _lines(drawn, series, cumulative)
+        for line in lines:
+            line.rank = drawn_rank(line.label)
+        return lines
 
     panels, left_out = _arranged(metrics_of, lines_of)
     for panel in panels:
@@ -1038,7 +1045,7 @@ def _arranged(
     """
     watches = sorted(metrics_of)
     panels = []
-    lines_left_out: dict[str, list[str]] = {}
+    lines_left_out: dict[str, list[_Line]] = {}
     for watch in watches[:MAX_PANELS]:
         lines = lines_of(watch)
         varying = [line for line in lines if line.constant is None]
@@ -1050,7 +1057,7 @@ def _arranged(
         # metrics.
         varying.sort(key=lambda line: (line.rank, line.metric))
         if len(varying) > MAX_LINES:
-            lines_left_out[watch] = [line.label for line in varying[MAX_LINES:]]
+            lines_left_out[watch] = varying[MAX_LINES:]
         panels.append(_Panel(watch, varying[:MAX_LINES], constants))
     omitted = watches[MAX_PANELS:]
     parts = []
@@ -1064,16 +1071,22 @@ def _arranged(
     example = f"'{omitted[0] or '*'}/*'" if omitted else None
     if lines_left_out:
         count = sum(map(len, lines_left_out.values()))
-        watch, labels = next(iter(lines_left_out.items()))
-        named = ", ".join(labels[:3]) + (", …" if count > 3 else "")
+        watch, left = next(iter(lines_left_out.items()))
+        named = ", ".join(line.label for line in left[:3]) + (
+            ", …" if count > 3 else ""
+        )
         parts.append(
             f"{plural(count, 'line')} of the watches drawn ({watch or '(no watch)'}: "
             f"{named})"
         )
         if example is None:
-            # One of those lines, by its metric's name where its label is one.
-            label = labels[0]
-            metric = label if re.fullmatch(r"[\w.-]+", label) else "*"
+            # One of those lines, by its metric's name (a rate's counter's
+            # name and what follows: the counter, its logged rate).
+            metric = left[0].metric or left[0].label
+            if metric.endswith("/s"):
+                metric = metric.removesuffix("/s") + "*"
+            if not re.fullmatch(r"[\w.*-]+", metric):
+                metric = "*"
             example = f"'{watch or '*'}/{metric}'"
     if not parts:
         return panels, None
