@@ -36,6 +36,27 @@ def test_demo_records_a_run_and_prints_its_summary(
 
 
 @pytest.mark.timeout(60)
+def test_demo_breaks_its_lines_between_words_on_a_narrow_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "50")
+    path = tmp_path / "a long folder name for the demo" / "demo.sqlite"
+
+    assert main(["demo", "--synthetic", "--seconds", "1", "--out", str(path)]) == 0
+
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("rlpulse demo: collector -> ring buffer ->")
+    opening = []
+    for line in lines:
+        if opening and not line.startswith("    "):
+            break
+        opening.append(line)
+    assert len(opening) > 1
+    assert all(len(line) <= 50 for line in opening if " " in line.strip())
+    said = " ".join(line.strip() for line in opening)
+    assert "Ctrl-C stops early" in said  # whole words, nothing lost
+
+
 def test_demo_writes_to_runs_demo_sqlite_by_default(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,

@@ -327,6 +327,11 @@ def watch_learning(
     )
 
 
+def say(text: str, stdout: TextIO) -> None:
+    """Print ``text`` to ``stdout`` at once, broken between words where it is wider than a terminal ``stdout`` is (whole into a pipe)."""
+    print(wrapped(text, terminal_width(stdout)), file=stdout, flush=True)
+
+
 def check_cost(name: str, seconds: float) -> None:
     """Refuse a cost (``env_cost``, ``learner_cost``) that is not a finite number of seconds, zero or more.
 
@@ -402,10 +407,10 @@ def record_demo(
         demo_sinks.close()
     elapsed = time.monotonic() - started
     if not interrupted and (updates := pipeline.updates_reached()) is not None:
-        print(
+        say(
             f"Ended at the learner's update {updates:,}, after "
             f"{format_duration(elapsed)}.",
-            file=stdout,
+            stdout,
         )
     drawn = report(
         demo_sinks,

@@ -43,6 +43,7 @@ from rlpulse._demo.common import (
     demo_length,
     episode_stats,
     record_demo,
+    say,
     verdict_window,
     watch_learning,
 )
@@ -543,13 +544,12 @@ class _SyntheticPipeline(DemoPipeline):
             self.producer.start()
             self.consumer.start()
             monitor.start()
-            print(
+            say(
                 f"rlpulse demo: collector -> ring buffer -> learner "
                 f"(~{format_number(self.frames_per_second)} frames/s) "
                 f"for {demo_length(seconds, self.updates)}, monitored into "
                 f"{sinks.describe()}; Ctrl-C stops early",
-                file=stdout,
-                flush=True,
+                stdout,
             )
             self.consumer.finished.wait(seconds)
         finally:

@@ -449,13 +449,12 @@ class _TorchRLPipeline(common.DemoPipeline):
                 sinks.all, poll_interval=self.settings.poll_interval
             ) as monitor:
                 self._watch(monitor, parts, seconds)
-                print(
+                common.say(
                     f"rlpulse demo: TorchRL Collector on {ENV_NAME} "
                     f"(epsilon-greedy from the learner's Q-network{self._costs()}) "
                     f"-> ReplayBuffer -> DQN learner for {common.demo_length(seconds, self.settings.updates)}, "
                     f"monitored into {sinks.describe()}; Ctrl-C stops early",
-                    file=stdout,
-                    flush=True,
+                    stdout,
                 )
                 parts.collector.start()
                 try:
@@ -658,7 +657,7 @@ class _TrainingClock:
             )
         if now >= self.next_progress:
             self.next_progress += self.progress_every
-            print(_progress(now - self.started, self.parts), file=self.stdout)
+            common.say(_progress(now - self.started, self.parts), self.stdout)
         return True
 
 

@@ -6,12 +6,13 @@ import argparse
 import contextlib
 import math
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 from rlpulse import stop_on_sigterm
-from rlpulse._demo.common import DEFAULT_OUT, DemoOutput
+from rlpulse._demo.common import DEFAULT_OUT, DemoOutput, say
 from rlpulse._demo.synthetic import run_demo
 from rlpulse.cli import common
 from rlpulse.sinks.registry import SCHEMES
@@ -201,11 +202,11 @@ def _run_demo(args: argparse.Namespace) -> int:
             missing = (error.name or "").partition(".")[0]
             if missing not in _TORCHRL_MODULES:
                 raise
-            print(
+            say(
                 f"rlpulse demo: TorchRL is not installed ({missing} is "
                 "missing; pip install 'rlpulse[torchrl]'), so this is the "
                 "synthetic pipeline",
-                flush=True,
+                sys.stdout,
             )
         else:
             settings = TorchRLSettings(
