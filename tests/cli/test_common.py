@@ -53,6 +53,23 @@ def test_a_time_that_is_not_one_is_refused_saying_the_accepted_forms(
     )
 
 
+@pytest.mark.parametrize("text", ["-10x", "-1e3", "-5 min"])
+def test_a_negative_time_mistyped_after_a_space_is_told_what_a_time_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str
+) -> None:
+    path = tmp_path / "run.sqlite"
+    write_run(SQLiteLogger(path, run="r"))
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["show", str(path), "--since", text])
+
+    assert exit_info.value.code == 2
+    last_line = capsys.readouterr().err.splitlines()[-1]
+    assert last_line.startswith(
+        f"rlpulse show: error: argument --since: {text!r} is not a time in the run: "
+    )
+
+
 @pytest.mark.parametrize("command", ["show", "compare"])
 def test_help_explains_the_span_with_an_example(
     capsys: pytest.CaptureFixture[str], command: str

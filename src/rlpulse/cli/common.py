@@ -149,7 +149,9 @@ def span_bound(text: str) -> float:
 
 # Also a negative time with a unit (-5m) is the value of an option, not an
 # option of its own, as argparse takes a negative number.
-_NEGATIVE_NUMBER_OR_TIME = re.compile(r"^-\d+$|^-\d*\.\d+$|^-(\d+(\.\d*)?|\.\d+)[smh]$")
+# A value, not an option: what starts as a negative number does (no option
+# does), so that a mistyped time ("-10x") is told what a time is.
+_NEGATIVE_NUMBER_OR_TIME = re.compile(r"^-\.?\d")
 
 
 def add_span_options(command: argparse.ArgumentParser) -> None:
