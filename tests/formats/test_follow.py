@@ -83,6 +83,11 @@ def test_a_store_that_does_not_exist_yet_is_waited_for_with_a_message(
     follower = RunFollower(path)
 
     assert follower.read_new().records == []
+    assert follower.waiting == (
+        f"{path} does not exist yet, nor its folder {path.parent}"
+    )
+    path.parent.mkdir()
+    assert follower.read_new().records == []
     assert follower.waiting == f"{path} does not exist yet"
     with SQLiteLogger(path, run="late") as sink:
         assert follower.read_new().records == []  # no records yet
@@ -116,7 +121,7 @@ def test_a_named_run_is_waited_for_until_it_is_created(tmp_path: Path) -> None:
     follower = RunFollower(path, "second")
 
     assert values(follower) == []
-    assert follower.waiting == f"{path} has no run named 'second' yet"
+    assert follower.waiting == f"{path} has no run named 'second' yet; its runs: first"
     with SQLiteLogger(path, run="second") as sink:
         sink.log_metrics({"c/frames": 2.0}, timestamp=100.0)
         assert values(follower) == [2.0]

@@ -50,6 +50,7 @@ from rlpulse.formats.records import (
     aggregate,
     downsample,
     merge_distributions,
+    not_there_yet,
     prepare_record_file,
 )
 from rlpulse.formats.sqlite import (
@@ -356,7 +357,7 @@ class RunFollower:
         self.path = Path(path)
         self.run = run
         self._follower: SQLiteFollower | JSONLFollower | CSVFollower | None = None
-        self._waiting: str | None = f"{self.path} does not exist yet"
+        self._waiting: str | None = not_there_yet(self.path)
 
     @property
     def waiting(self) -> str | None:
@@ -387,6 +388,7 @@ class RunFollower:
             with open(self.path, "rb") as file:
                 first_line = file.readline(_FIRST_LINE_LOOK)
         except FileNotFoundError:
+            self._waiting = not_there_yet(self.path)
             return None
         # A first line longer than a look (a JSON lines payload) is one too.
         if (

@@ -20,6 +20,7 @@ from rlpulse.formats.records import (
     RunFileError,
     RunFileWarning,
     kinds_completed,
+    not_there_yet,
     unwritable,
 )
 from rlpulse.formats.sqlite import SQLITE_MAGIC
@@ -208,7 +209,7 @@ class LineFollower:
             if self._offset:
                 self._start_again()
             self._identity = None
-            self.waiting = f"{self.path} does not exist yet"
+            self.waiting = not_there_yet(self.path)
             return Look(b"", new_run=False)
         self.waiting = None
         return look

@@ -43,6 +43,7 @@ __all__ = [
     "kind_named",
     "kinds_completed",
     "merge_distributions",
+    "not_there_yet",
     "prepare_record_file",
     "unwritable",
 ]
@@ -250,6 +251,17 @@ def prepare_record_file(path: str | os.PathLike[str]) -> Path:
     except OSError as error:
         raise unwritable(path, error) from error
     return path
+
+
+def not_there_yet(path: Path) -> str:
+    """What a follower waiting for the file at ``path`` says: that it does not exist yet, and that its folder does not either where so (a mistyped folder).
+
+    >>> not_there_yet(Path("/no/such/folder/run.sqlite"))
+    '/no/such/folder/run.sqlite does not exist yet, nor its folder /no/such/folder'
+    """
+    if path.parent.is_dir():
+        return f"{path} does not exist yet"
+    return f"{path} does not exist yet, nor its folder {path.parent}"
 
 
 def unwritable(path: Path, error: OSError) -> OSError:

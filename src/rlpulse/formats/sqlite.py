@@ -57,6 +57,7 @@ from rlpulse.formats.records import (
     downsample,
     kind_named,
     kinds_completed,
+    not_there_yet,
 )
 from rlpulse.naming import Kind, Payload, inferred_kind
 from rlpulse.runtime.events import Event
@@ -954,7 +955,7 @@ class SQLiteFollower:
     ) -> None:
         self.path = path
         self.run = run
-        self.waiting: str | None = f"{path} does not exist yet"
+        self.waiting: str | None = not_there_yet(path)
         self._batch_rows = batch_rows
         self._connection: sqlite3.Connection | None = None
         # Which file is followed: another at the same path is a new run.
@@ -1019,13 +1020,13 @@ class SQLiteFollower:
         if self._connection is not None:
             return self._connection
         if identity is None:
-            self.waiting = f"{self.path} does not exist yet"
+            self.waiting = not_there_yet(self.path)
             return None
         try:
             with open(self.path, "rb") as file:
                 head = file.read(len(SQLITE_MAGIC))
         except FileNotFoundError:
-            self.waiting = f"{self.path} does not exist yet"
+            self.waiting = not_there_yet(self.path)
             return None
         if len(head) < len(SQLITE_MAGIC) and SQLITE_MAGIC.startswith(head):
             self.waiting = f"{self.path} is being created"
@@ -1082,8 +1083,9 @@ class SQLiteFollower:
         if not named:
             self.waiting = (
                 f"{self.path} has no runs yet"
-                if self.run is None
-                else f"{self.path} has no run named {self.run!r} yet"
+                if not runs
+                else f"{self.path} has no run named {self.run!r} yet; its runs: "
+                + ", ".join(str(run[0]) for run in runs)
             )
             return None
         self.run, self._run_id, self._run_start = named[-1]
