@@ -131,10 +131,53 @@ def test_the_bottleneck_verdict_is_said_under_the_run_as_show_says_it(
 def test_a_narrow_terminal_says_the_verdicts_side_once(tmp_path: Path) -> None:
     runs = followed(store(tmp_path / "run.sqlite", [(1.0, COLLECTOR_BOUND, {})]))
 
-    lines = plain(frame_lines(runs, TopView(), 20, 8, START + 2)).splitlines()
+    lines = plain(frame_lines(runs, TopView(), 20, 40, START + 2)).splitlines()
 
     assert lines[2] == "  collector-bound:"
     assert lines[3] == "    the learner"
+
+
+def test_a_short_terminal_gives_the_header_half_its_lines_and_the_body_the_rest(
+    tmp_path: Path,
+) -> None:
+    failing = tuple(
+        Event(START + 9, "", "sink_failing", f"sink {name} failed: OSError()", 0.0)
+        for name in ("A", "B", "C")
+    )
+    paths = [
+        store(
+            tmp_path / f"{name}.sqlite",
+            [*pipeline(), (10.0, COLLECTOR_BOUND, {})],
+            failing,
+        )
+        for name in ("a", "b")
+    ]
+    runs = followed(*paths)
+
+    tall = plain(frame_lines(runs, TopView(), 80, 60, START + 11)).splitlines()
+    short = plain(frame_lines(runs, TopView(), 80, 16, START + 11)).splitlines()
+
+    medium = plain(frame_lines(runs, TopView(), 80, 24, START + 11)).splitlines()
+
+    def header(lines: list[str]) -> list[str]:
+        return lines[: next(i for i, line in enumerate(lines) if line.startswith("─"))]
+
+    # A tall terminal: everything, the verdicts whole and every sink.
+    assert sum("sink_failing" in line for line in header(tall)) == 6
+    assert sum("learner limits" in line for line in header(tall)) == 2
+    assert len(header(medium)) <= 24 // 2 - 1
+    assert len(header(short)) <= 16 // 2 - 1
+    for lines in (medium, short):
+        # Each run named, with its state under it.
+        assert [line for line in lines if line.startswith(("A run ", "B run "))] == [
+            line for line in tall if line.startswith(("A run ", "B run "))
+        ]
+        assert sum("age 11.0 s" in line for line in header(lines)) == 2
+        assert any(line.startswith("buffer") for line in lines)
+    verdicts = [line for line in header(medium) if "collector-bound:" in line]
+    assert len(verdicts) == 2
+    assert all(line.endswith("a …") for line in verdicts)  # cut short, once
+    assert sum("sink_failing" in line for line in header(short)) == 2  # the first
 
 
 def test_one_plain_frame_ends_with_the_bottleneck_verdict_as_show_does(

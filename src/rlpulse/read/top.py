@@ -352,7 +352,7 @@ def frame_lines(
         view.paused_at = now
     now = view.paused_at if view.paused_at is not None else now
     sources = [_Source(follower, live) for follower, live in runs]
-    header = _header(sources, width, now)
+    header = _header(sources, width, height, now)
     body, headings = _body(sources, view, width, now, exact)
     room = max(1, height - len(header) - 1)
     view.page = room
@@ -373,8 +373,18 @@ def frame_lines(
     return [_cut(line, width) for line in [*lines[: height - 1], footer]]
 
 
-def _header(sources: Sequence[_Source], width: int, now: float) -> list[list[Segment]]:
-    lines: list[list[Segment]] = []
+# What a header line gives way to on a short terminal, last to first: a
+# verdict's further lines, then each sink's line but the first, then the
+# verdicts' first lines, then the first sink's; a run's name and state stay.
+_STAYS, _FIRST_SINK, _VERDICT, _ANOTHER_SINK, _FURTHER = range(5)
+_CUT_SHORT = Segment(" …")
+
+
+def _header(
+    sources: Sequence[_Source], width: int, height: int, now: float
+) -> list[list[Segment]]:
+    """The header: each run's file, state, verdict and failing sinks, over a rule; at most half of ``height``, what says least giving way first."""
+    lines: list[tuple[int, list[Segment]]] = []
     several = len(sources) > 1
     for index, (follower, live) in enumerate(sources):
         title = f"{run_letter(index)} " if several else ""
@@ -382,21 +392,35 @@ def _header(sources: Sequence[_Source], width: int, now: float) -> list[list[Seg
         where = str(follower.path)
         if len(title) + len(where) > width:  # the file's name, not the run's
             where = "…" + where[len(title) + len(where) + 1 - width :]
-        lines.append([Segment(title, "bold"), Segment(where)])
-        lines.append(_run_status(follower, live, now))
+        lines.append((_STAYS, [Segment(title, "bold"), Segment(where)]))
+        lines.append((_STAYS, _run_status(follower, live, now)))
         lines += _verdicts(live, width)
         sinks = live.state("", now)
         # One line per sink that fails, or dropped of late: newest first.
         for index, event in enumerate((*sinks.streaks, *sinks.recent)):
             label = "  sinks: " if index == 0 else " " * len("  sinks: ")
-            lines.append(
-                [
-                    Segment(label, "bold"),
-                    Segment(f"{event.kind}: {event.message}", "bold red"),
-                ]
-            )
-    lines.append([Segment("─" * width, "dim")])
-    return lines
+            line = [
+                Segment(label, "bold"),
+                Segment(f"{event.kind}: {event.message}", "bold red"),
+            ]
+            lines.append((_FIRST_SINK if index == 0 else _ANOTHER_SINK, line))
+    room = max(2, height // 2 - 1)
+    for giving_way in (_FURTHER, _ANOTHER_SINK, _VERDICT, _FIRST_SINK):
+        if len(lines) <= room:
+            break
+        kept = []
+        for rank, line in lines:
+            if rank < giving_way:
+                kept.append((rank, line))
+            elif kept and rank == _FURTHER and kept[-1][0] == _VERDICT:
+                # A verdict cut short says so, once.
+                verdict = kept[-1][1]
+                if verdict[-1] != _CUT_SHORT:
+                    kept[-1] = (_VERDICT, [*verdict, _CUT_SHORT])
+        lines = kept
+    shown = [line for _, line in lines[:room]]
+    shown.append([Segment("─" * width, "dim")])
+    return shown
 
 
 def _watch_word(live: LiveRun, watch: str, now: float) -> tuple[str, str]:
@@ -465,10 +489,11 @@ def _monitor_cost(live: LiveRun) -> str:
     return ", ".join(parts)
 
 
-def _verdicts(live: LiveRun, width: int) -> list[list[Segment]]:
+def _verdicts(live: LiveRun, width: int) -> list[tuple[int, list[Segment]]]:
     # The sentence of each bottleneck watch's latest window, as the console
-    # and ``rlpulse show`` say it (rlpulse.verdict), wrapped to the width.
-    lines: list[list[Segment]] = []
+    # and ``rlpulse show`` say it (rlpulse.verdict), wrapped to the width:
+    # its first line, then its further lines (see _header).
+    lines: list[tuple[int, list[Segment]]] = []
     for watch in live.watches(every=True):
         if live.value(f"{watch}/bound_known") is None:
             continue
@@ -488,9 +513,12 @@ def _verdicts(live: LiveRun, width: int) -> list[list[Segment]]:
         )
         first = wrapped[0][len("  ") + len(side) + 1 :]
         lines.append(
-            [Segment("  "), Segment(f"{side}:", "bold magenta"), Segment(first)]
+            (
+                _VERDICT,
+                [Segment("  "), Segment(f"{side}:", "bold magenta"), Segment(first)],
+            )
         )
-        lines += [[Segment(line)] for line in wrapped[1:]]
+        lines += [(_FURTHER, [Segment(line)]) for line in wrapped[1:]]
     return lines
 
 
