@@ -975,3 +975,27 @@ def test_a_logger_dropped_unused_takes_back_the_run_it_started(tmp_path: Path) -
     SQLiteLogger(alone, run="only")
     gc.collect()
     assert not alone.exists()  # the file it made, holding no run, goes too
+
+
+def test_a_store_taken_back_takes_the_folders_made_for_it_that_it_left_empty(
+    tmp_path: Path,
+) -> None:
+    import gc
+
+    (tmp_path / "runs").mkdir()
+    SQLiteLogger(tmp_path / "runs" / "new" / "deeper" / "a.sqlite", run="r")
+    gc.collect()
+    assert list(tmp_path.rglob("*")) == [tmp_path / "runs"]  # it was there before
+
+    SQLiteLogger(tmp_path / "made" / "a.sqlite", run="r").abandon()
+    assert not (tmp_path / "made").exists()
+
+    shared = tmp_path / "shared" / "a.sqlite"
+    logger = SQLiteLogger(shared, run="r")
+    (shared.parent / "notes.txt").write_text("another's file")
+    logger.abandon()
+    assert sorted(path.name for path in tmp_path.rglob("*")) == [
+        "notes.txt",
+        "runs",
+        "shared",
+    ]

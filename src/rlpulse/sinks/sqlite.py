@@ -145,6 +145,7 @@ class SQLiteLogger(BaseSink):
             )
         super().__init__()
         created = not os.path.lexists(path)
+        made_folder = _first_missing_folder(Path(path)) if created else None
         self.path = prepare_record_file(path)
         connection = None
         try:
@@ -170,12 +171,14 @@ class SQLiteLogger(BaseSink):
                 connection.close()
             failure = _open_failure(self.path, error)
             if created:
-                _remove_unmade_store(self.path)
+                _remove_unmade_store(self.path, made_folder)
             if failure is None:
                 raise
             raise failure from error
         self._connection = connection
         self._created = created
+        # The outermost folder this logger made for its file (None: none).
+        self._made_folder = made_folder
         # A logger dropped unclosed with nothing in the run it started (a
         # script that failed before its first payload) takes the run back,
         # as abandon() does, so that the script runs again under the same
@@ -189,6 +192,7 @@ class SQLiteLogger(BaseSink):
                 self._run_id,
                 created,
                 self.path,
+                made_folder,
             )
             self._take_back.atexit = False
         self._destination = f"{self.path} (run {self.run!r})"
@@ -380,22 +384,26 @@ class SQLiteLogger(BaseSink):
                     )
         self.close()
         if emptied and self._created:
-            _remove_store_files(self.path)
+            _remove_store_files(self.path, self._made_folder)
 
     def __repr__(self) -> str:
         return f"SQLiteLogger({str(self.path)!r}, run={self.run!r})"
 
 
 def _take_back_unused_run(
-    connection: sqlite3.Connection, run_id: int, made_file: bool, path: Path
+    connection: sqlite3.Connection,
+    run_id: int,
+    made_file: bool,
+    path: Path,
+    made_folder: Path | None,
 ) -> None:
-    """Remove run ``run_id``, which an unclosed logger started, if it holds nothing; the file too, where that logger made it and it holds no run then."""
+    """Remove run ``run_id``, which an unclosed logger started, if it holds nothing; the file too, where that logger made it and it holds no run then, and the folders it made for it."""
     emptied = False
     with contextlib.suppress(sqlite3.Error):
         emptied = sqlite_format.remove_empty_run(connection, run_id)
         connection.close()
     if emptied and made_file:
-        _remove_store_files(path)
+        _remove_store_files(path, made_folder)
 
 
 class _Checkpointer:
@@ -592,8 +600,8 @@ def _free_bytes(path: Path) -> int:
         return _NEARLY_FULL_BYTES
 
 
-def _remove_unmade_store(path: Path) -> None:
-    """Remove the file at ``path``, which this process created, and its journals, unless another logger made a store of it meanwhile."""
+def _remove_unmade_store(path: Path, made_folder: Path | None) -> None:
+    """Remove the file at ``path``, which this process created, and its journals (and the folders made for it, up to ``made_folder``, left empty), unless another logger made a store of it meanwhile."""
     try:
         with contextlib.closing(
             sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True)
@@ -606,11 +614,38 @@ def _remove_unmade_store(path: Path) -> None:
         # remove. Unreadable otherwise: nothing worth keeping.
         made = _locked(str(error))
     if not made:
-        _remove_store_files(path)
+        _remove_store_files(path, made_folder)
 
 
-def _remove_store_files(path: Path) -> None:
-    """Remove the store at ``path`` and its journals, those that exist."""
+def _first_missing_folder(path: Path) -> Path | None:
+    """The outermost folder of ``path`` that does not exist: the first that making its file makes (``None``: its folder exists).
+
+    >>> _first_missing_folder(Path("/no/such/folder/run.sqlite"))
+    PosixPath('/no')
+    >>> _first_missing_folder(Path("run.sqlite")) is None
+    True
+    """
+    missing = None
+    for folder in path.parents:
+        if os.path.lexists(folder):
+            break
+        missing = folder
+    return missing
+
+
+def _remove_store_files(path: Path, made_folder: Path | None = None) -> None:
+    """Remove the store at ``path`` and its journals, those that exist, then the folders made for it up to ``made_folder``, those left empty."""
     for suffix in ("", "-wal", "-shm"):
         with contextlib.suppress(OSError):
             os.unlink(f"{path}{suffix}")
+    if made_folder is None:
+        return
+    folder = path.parent
+    while True:
+        try:
+            folder.rmdir()  # only an empty one
+        except OSError:
+            return
+        if folder == made_folder or folder == folder.parent:
+            return
+        folder = folder.parent
