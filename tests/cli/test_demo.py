@@ -70,6 +70,8 @@ def test_demo_writes_to_runs_demo_sqlite_by_default(
     assert (tmp_path / "runs" / "demo.png").is_file()
     out = capsys.readouterr().out
     assert out.splitlines()[-1] == "See it again with: rlpulse show runs/demo.sqlite"
+    # Too short for a window of the verdict: it says why there is none.
+    assert "No bottleneck verdict: the run ended before the bottleneck watch" in out
 
 
 def test_demo_into_an_unwritable_path_is_a_one_line_error(

@@ -477,9 +477,13 @@ def report(
     if events := format_events(read_events(store.path, store.run)):
         print(file=stdout)
         print(wrapped(events, width), file=stdout)
-    if verdicts := format_verdicts(summary, width):
-        print(file=stdout)
-        print(verdicts, file=stdout)
+    verdicts = format_verdicts(summary, width) or wrapped(
+        "No bottleneck verdict: the run ended before the bottleneck watch "
+        "closed its first window; a longer run (--seconds) is judged.",
+        width,
+    )
+    print(file=stdout)
+    print(verdicts, file=stdout)
     print(file=stdout)
     quoted_out = shlex.quote(os.fspath(sinks.out))
     drawn: Path | None = None
