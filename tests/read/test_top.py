@@ -212,6 +212,21 @@ def test_match_narrows_the_blocks_but_not_the_runs_age_cost_or_verdict(
     assert "collector" not in blocks
 
 
+def test_a_file_deleted_while_followed_says_its_last_figures_are_kept(
+    tmp_path: Path,
+) -> None:
+    path = store(tmp_path / "run.sqlite", pipeline())
+    runs = followed(path)
+    path.unlink()
+    follower, live = runs[0]
+    live.add(follower.read_new())
+
+    lines = screen(runs).splitlines()
+
+    assert lines[1] == "  waiting: run.sqlite does not exist yet; showing what it held"
+    assert any(line.startswith("collector") for line in lines)
+
+
 def test_match_selecting_nothing_says_so_with_the_runs_watches(tmp_path: Path) -> None:
     runs = followed(store(tmp_path / "run.sqlite", pipeline()), match="zzz")
 

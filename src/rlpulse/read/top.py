@@ -440,6 +440,9 @@ def _run_status(follower: RunFollower, live: LiveRun, now: float) -> list[Segmen
     if follower.waiting is not None:
         # The header's first line has the whole path.
         waiting = follower.waiting.replace(str(follower.path), follower.path.name)
+        if not math.isnan(live.last_time) and not follower.path.exists():
+            # Deleted while followed: what it held stays until it is written anew.
+            waiting += "; showing what it held"
         return [Segment("  waiting: ", "bold yellow"), Segment(waiting)]
     if math.isnan(live.last_time):
         return [Segment("  waiting for its first records", "yellow")]
