@@ -433,6 +433,8 @@ class Payload(NamedTuple):
     wall_time: float
     kinds: Mapping[str, Kind]
     distributions: Mapping[str, Any] = MappingProxyType({})
+    watch: str = ""
+    """The watch whose snapshot it is, where a monitor logged it in this process (``""``: not known, as for metrics logged by hand)."""
 
     def kind(self, name: str) -> Kind:
         """The kind of metric ``name`` of this payload."""

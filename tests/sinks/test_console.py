@@ -7,6 +7,7 @@ import io
 import os
 import select
 import struct
+import subprocess
 import sys
 import termios
 import threading
@@ -136,6 +137,57 @@ def test_integers_are_written_as_integers_without_exponent_or_point() -> None:
 def test_empty_payload_says_it_has_no_metrics() -> None:
     assert logged_lines({}, step=5) == ["12:03:04 step=5 (no metrics)"]
     assert logged_lines({}) == ["12:03:04 (no metrics)"]
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_an_empty_snapshot_a_monitor_logs_names_its_watch(background: bool) -> None:
+    stream = io.StringIO()
+    monitor = LoggerMonitor(
+        ConsoleLogger(stream), background=background, poll_interval=0.05
+    )
+    monitor.watch(Tally(), name="learner")
+    monitor.watch(Tally(), name="collector")
+    if background:
+        with monitor:
+            time.sleep(0.3)
+    else:
+        monitor.step()
+
+    lines = stream.getvalue().splitlines()
+    assert lines
+    assert {line.split(" ", 1)[1] for line in lines} == {
+        "learner  (no metrics)",
+        "collector  (no metrics)",
+    }
+
+
+def test_an_empty_snapshot_names_its_watch_from_a_sink_process_too(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "console.txt"
+    code = """
+from rlpulse import LoggerMonitor, SinkProcess, Tally
+if __name__ == "__main__":
+    with SinkProcess("console:") as sink:
+        monitor = LoggerMonitor(sink, background=False)
+        monitor.watch(Tally(), name="learner")
+        tally = Tally()
+        tally.inc("frames")
+        monitor.watch(tally, name="collector")
+        monitor.step()
+"""
+    script = tmp_path / "script.py"
+    script.write_text(code)
+    with open(out, "w") as stderr:  # the child's console writes to it
+        subprocess.run(
+            [sys.executable, str(script)], check=True, timeout=60, stderr=stderr
+        )
+
+    lines = out.read_text().splitlines()
+    assert [line.split(" ", 1)[1] for line in lines] == [
+        "learner  (no metrics)",
+        "collector  frames=1",
+    ]
 
 
 def test_format_payload_is_the_logged_line() -> None:

@@ -132,7 +132,16 @@ class Delivery:
             try:
                 if sink.log_payloads is not None:
                     sink.log_payloads(
-                        [Payload(payload, step, wall_time, kinds, distributions)]
+                        [
+                            Payload(
+                                payload,
+                                step,
+                                wall_time,
+                                kinds,
+                                distributions,
+                                watch_name,
+                            )
+                        ]
                     )
                 elif sink.timestamp_keyword:
                     sink.log_metrics(payload, step=step, timestamp=wall_time)

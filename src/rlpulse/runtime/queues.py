@@ -58,7 +58,7 @@ _triple_of = operator.itemgetter(0, 1, 2)
 """An item's ``(metrics, step, wall_time)``, as ``log_batch`` takes it (fields by position: built in C)."""
 
 
-_payload_fields = operator.itemgetter(0, 1, 2, 4, 5)
+_payload_fields = operator.itemgetter(0, 1, 2, 4, 5, 3)
 _new_payload = functools.partial(tuple.__new__, Payload)
 
 
@@ -66,7 +66,7 @@ def _typed(items: Sequence[Item]) -> list[Payload]:
     """Items as ``log_payloads`` takes them: :class:`~rlpulse.naming.Payload` values, built in C (half the time of ``Payload(...)``).
 
     >>> _typed([Item({"w/x": 1.0}, 3, 1.5, "w", {}, {})])
-    [Payload(metrics={'w/x': 1.0}, step=3, wall_time=1.5, kinds={}, distributions={})]
+    [Payload(metrics={'w/x': 1.0}, step=3, wall_time=1.5, kinds={}, distributions={}, watch='w')]
     """
     return list(map(_new_payload, map(_payload_fields, items)))
 

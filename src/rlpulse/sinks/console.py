@@ -48,6 +48,7 @@ def format_payload(
     wall_time: float,
     width: int | None = None,
     kinds: Mapping[str, Kind] | None = None,
+    watch: str = "",
 ) -> str:
     """Return the at-a-glance rendering of a payload that ConsoleLogger prints.
 
@@ -64,7 +65,8 @@ def format_payload(
     ``width=None`` gives one line; with a ``width`` the text breaks between
     metrics into lines of at most ``width`` characters (a single metric
     longer than that stays whole), each continuation line indented. A
-    payload without metrics says so.
+    payload without metrics says so, naming the watch that logged it where
+    known (``watch``).
 
     >>> noon = time.mktime((2024, 5, 1, 12, 3, 4, 0, 0, -1))
     >>> format_payload(
@@ -78,8 +80,8 @@ def format_payload(
     ...                       "buffer/write_count": 84000.0}, None, noon, width=40))
     12:03:04 buffer  size=5 utilization=0.25
              write_count=84,000
-    >>> format_payload({}, 7, noon)
-    '12:03:04 step=7 (no metrics)'
+    >>> format_payload({}, 7, noon), format_payload({}, None, noon, watch="learner")
+    ('12:03:04 step=7 (no metrics)', '12:03:04 learner  (no metrics)')
     >>> from rlpulse.naming import Kind
     >>> format_payload({"monitor/polls": 40.0, "monitor/queued": 2.0}, None, noon,
     ...                kinds={"monitor/polls": Kind.COUNTER})
@@ -94,7 +96,8 @@ def format_payload(
     ranks = map(_RANKS.get, map(kinds.get, names, _GAUGES), _GAUGE_RANKS)
     layout = _layout(names, tuple(ranks))
     if not layout.order:
-        return f"{head} (no metrics)"
+        # The watch that logged it, where known: its snapshot was empty.
+        return f"{head} {watch}  (no metrics)" if watch else f"{head} (no metrics)"
     values = list(metrics.values())
     numbers = [format_number(values[index]) for index in layout.order]
     lengths = tuple(map(len, numbers))
@@ -288,10 +291,17 @@ class ConsoleLogger(BaseSink):
         width = line_width(stream) if self._width is None else self._width
         text = "".join(
             [
-                format_payload(metrics, step, wall_time, width, kinds)
+                format_payload(
+                    payload.metrics,
+                    payload.step,
+                    payload.wall_time,
+                    width,
+                    payload.kinds,
+                    payload.watch,
+                )
                 + "\n"
-                + format_verdicts(metrics, wall_time)
-                for metrics, step, wall_time, kinds, *_ in payloads
+                + format_verdicts(payload.metrics, payload.wall_time)
+                for payload in payloads
             ]
         )
         stream.write(text)

@@ -23,11 +23,11 @@ where ``subprocess`` starts a bare interpreter on this module.
 
 Parent to child: ``("open", specs, queue_size, close_timeout)`` once, then
 ``("batch", payloads)``, ``("payloads", new layouts, new kinds, layout
-numbers, values, steps, wall times, kinds numbers, histograms)`` (a
-monitor's payloads, column by column: each payload's metric names by the
+numbers, values, steps, wall times, kinds numbers, histograms, watches)``
+(a monitor's payloads, column by column: each payload's metric names by the
 number of its layout, a layout's names sent once with its number; every
 value in one array of doubles; each payload's kinds mapping by number, sent
-once), ``("event", fields)`` and ``("flush",)``; end of file means close. A
+once; each payload's watch only where one is empty), ``("event", fields)`` and ``("flush",)``; end of file means close. A
 third pipe, apart from the payloads so that a child behind on them hears it
 at once, carries one byte when the parent begins to close the child: its
 deadline counts from then, as the parent's kill does.
@@ -345,6 +345,9 @@ class SinkProcess(BatchSink):
             if any(map(_distributions_of, batch))
             else None
         )
+        # The watch of an empty snapshot is in none of its names: it goes
+        # along, for a console to name (the others' go unsaid).
+        watches = [payload.watch for payload in batch] if not all(metrics) else None
         message = (
             "payloads",
             [(number, list(map(str, names))) for names, number in new_layouts.items()],
@@ -358,6 +361,7 @@ class SinkProcess(BatchSink):
             _doubles(list(map(_wall_time_of, batch))),
             kinds_numbers,
             histograms,
+            watches,
         )
         return _frame(message), new_layouts, new_kinds
 
@@ -1195,6 +1199,7 @@ class _Received:
             wall_times,
             kinds_numbers,
             histograms,
+            watches,
         ) = message
         self._layouts.update(layouts)
         for number, plain in kinds:
@@ -1211,7 +1216,7 @@ class _Received:
                     dict(zip(names, flat[at:end], strict=True)),
                     steps[index],
                     times[index],
-                    "",
+                    "" if watches is None else watches[index],
                     self._kinds[kinds_numbers[index]],
                     {}
                     if histograms is None
