@@ -374,7 +374,8 @@ def test_a_poll_interval_that_is_not_finite_is_refused(interval: float) -> None:
 def test_a_poll_interval_that_is_not_a_number_is_refused_saying_so(
     interval: object,
 ) -> None:
-    with pytest.raises(ValueError, match=f"poll_interval must .* got {interval!r}"):
+    # A TypeError, as TorchRL's comparison raises for one that is no number.
+    with pytest.raises(TypeError, match=f"poll_interval must .* got {interval!r}"):
         LoggerMonitor(InMemorySink(), poll_interval=interval)  # type: ignore[arg-type]
 
 

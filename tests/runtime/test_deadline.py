@@ -80,6 +80,26 @@ def test_manual_stop_returns_in_time_while_a_sink_hangs(
     assert any("without flushing sink Frozen" in m for m in rlpulse_warnings(caplog))
 
 
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"poll_interval": "1"},
+        {"poll_timeout": "5"},
+        {"stop_timeout": True},
+    ],
+    ids=["poll_interval", "poll_timeout", "stop_timeout"],
+)
+def test_a_setting_of_seconds_that_is_no_number_is_a_type_error(
+    options: dict[str, object],
+) -> None:
+    [name] = options
+    with pytest.raises(TypeError, match=f"{name} must be a positive"):
+        LoggerMonitor(InMemorySink(), **options)  # type: ignore[arg-type]
+    monitor = LoggerMonitor(InMemorySink(), background=False)
+    with pytest.raises(TypeError, match="stall_after must be a positive"):
+        monitor.watch(Source(), stall_after="60", progress_key="frames")  # type: ignore[arg-type]
+
+
 def test_bad_timeouts_and_queue_sizes_are_refused() -> None:
     with pytest.raises(ValueError, match="poll_timeout"):
         LoggerMonitor(InMemorySink(), poll_timeout=0)

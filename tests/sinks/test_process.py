@@ -172,7 +172,7 @@ def test_a_file_holding_a_run_is_refused_in_the_child_unless_resumed(
         ((["sqlite:a.sqlite"],), {}, TypeError, r"SinkProcess\(\*specs\)"),
         ((("sqlite:a", "console:"),), {}, TypeError, r"SinkProcess\(\*specs\)"),
         (("console:",), {"start_timeout": 0}, ValueError, "start_timeout must be"),
-        (("console:",), {"close_timeout": True}, ValueError, "close_timeout must be"),
+        (("console:",), {"close_timeout": True}, TypeError, "close_timeout must be"),
     ],
 )
 def test_bad_arguments_are_refused_before_a_process_starts(
@@ -441,13 +441,16 @@ def test_close_says_in_one_warning_that_it_killed_a_child_that_did_not_end_in_ti
     )
 
 
-@pytest.mark.parametrize("timeout", [-1.0, float("nan"), True])
+@pytest.mark.parametrize(
+    ("timeout", "error"),
+    [(-1.0, ValueError), (float("nan"), ValueError), (True, TypeError)],
+)
 def test_a_flush_refuses_a_timeout_that_is_no_number_of_seconds(
-    tmp_path: Path, timeout: float
+    tmp_path: Path, timeout: float, error: type[Exception]
 ) -> None:
     with (
         SinkProcess(f"sqlite:{tmp_path / 'a.sqlite'}") as sinks,
-        pytest.raises(ValueError, match="timeout"),
+        pytest.raises(error, match="timeout"),
     ):
         sinks.flush(timeout=timeout)
 

@@ -429,10 +429,13 @@ def test_another_sqlite_database_is_refused_and_left_as_it_was(
     assert not path.with_name("app.db-wal").exists()
 
 
-@pytest.mark.parametrize("run", ["", 7])
-def test_run_that_is_not_a_non_empty_string_raises(tmp_path: Path, run: object) -> None:
-    with pytest.raises(ValueError, match="non-empty string"):
+@pytest.mark.parametrize(("run", "error"), [("", ValueError), (7, TypeError)])
+def test_run_that_is_not_a_non_empty_string_raises(
+    tmp_path: Path, run: object, error: type[Exception]
+) -> None:
+    with pytest.raises(error, match="non-empty string"):
         SQLiteLogger(tmp_path / "metrics.db", run=run)  # type: ignore[arg-type]
+    assert not (tmp_path / "metrics.db").exists()
 
 
 def test_a_batch_of_payloads_is_read_back_in_order(tmp_path: Path) -> None:

@@ -46,23 +46,20 @@ def check_timeout(name: str, value: float | None, *, optional: bool = True) -> N
         >>> check_timeout("close_timeout", True, optional=False)
         Traceback (most recent call last):
         ...
-        ValueError: close_timeout must be a positive number of seconds, got True.
+        TypeError: close_timeout must be a positive number of seconds, got True.
         >>> check_timeout("stop_timeout", "2")
         Traceback (most recent call last):
         ...
-        ValueError: stop_timeout must be a positive number of seconds or None, got '2'.
+        TypeError: stop_timeout must be a positive number of seconds or None, got '2'.
     """
     if value is None and optional:
         return
-    if (
-        not isinstance(value, (int, float))
-        or isinstance(value, bool)
-        or not (value > 0 and math.isfinite(value))
-    ):
-        allowed = " or None" if optional else ""
-        raise ValueError(
-            f"{name} must be a positive number of seconds{allowed}, got {value!r}."
-        )
+    allowed = " or None" if optional else ""
+    refusal = f"{name} must be a positive number of seconds{allowed}, got {value!r}."
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise TypeError(refusal)
+    if not (value > 0 and math.isfinite(value)):
+        raise ValueError(refusal)
 
 
 def side_by_side(

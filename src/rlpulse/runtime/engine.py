@@ -55,12 +55,13 @@ class Engine:
         queue_size: int,
         stop_timeout: float | None,
     ) -> None:
-        if (
-            not isinstance(poll_interval, (int, float))
-            or isinstance(poll_interval, bool)
-            or not (poll_interval > 0 and math.isfinite(poll_interval))
-        ):
-            raise ValueError(
+        # A value of another type is a TypeError, as TorchRL's comparison
+        # raises for one; a number out of range a ValueError.
+        wrong_type = not isinstance(poll_interval, (int, float)) or isinstance(
+            poll_interval, bool
+        )
+        if wrong_type or not (poll_interval > 0 and math.isfinite(poll_interval)):
+            raise (TypeError if wrong_type else ValueError)(
                 "poll_interval must be a positive, finite number of seconds, "
                 f"got {poll_interval!r}."
             )

@@ -126,7 +126,7 @@ class SQLiteLogger(BaseSink):
         resume: bool = False,
     ) -> None:
         if run is not None and (not isinstance(run, str) or not run):
-            raise ValueError(
+            raise (ValueError if isinstance(run, str) else TypeError)(
                 f"run must be a non-empty string naming the run, or None for a "
                 f"new run named after the time; got {run!r}"
             )

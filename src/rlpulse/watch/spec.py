@@ -138,12 +138,11 @@ class WatchSpec:
             )
         _check_option_types(self)
         stall_after = self.stall_after
-        if stall_after is not None and (
-            not isinstance(stall_after, (int, float))
-            or isinstance(stall_after, bool)
-            or not stall_after > 0
-        ):
-            raise ValueError(
+        wrong_type = stall_after is not None and (
+            not isinstance(stall_after, (int, float)) or isinstance(stall_after, bool)
+        )
+        if stall_after is not None and (wrong_type or not stall_after > 0):
+            raise (TypeError if wrong_type else ValueError)(
                 f"stall_after must be a positive number of seconds, got {stall_after!r}."
             )
         counters = self.counter_keys
