@@ -77,31 +77,28 @@ def test_show_fits_the_table_to_the_terminals_width_and_writes_names_whole_into_
     assert " ".join(line.strip() for line in header) == piped.splitlines()[0]
 
 
+@pytest.mark.parametrize("naming", ["--run", "FILE:NAME"])
 def test_show_run_picks_the_named_run(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], naming: str
 ) -> None:
     path = tmp_path / "metrics.db"
     write_sqlite_run(path, "first", frames=400.0)
     write_sqlite_run(path, "second", frames=40_000.0)
+    # FILE:NAME as compare, plot and top take it.
+    run = [str(path), "--run", "first"] if naming == "--run" else [f"{path}:first"]
 
-    assert main(["show", str(path), "--run", "first"]) == 0
+    assert main(["show", *run]) == 0
 
     out = capsys.readouterr().out
     assert out.startswith(f"run first in {path}:")
     assert table_rows(out)["collector/frames"] == ["400", "0", "400", "100"]
 
 
-def test_show_file_colon_name_picks_that_run_as_compare_plot_and_top_take_it(
+def test_show_refuses_a_run_named_twice_or_with_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "metrics.db"
     write_sqlite_run(path, "first", frames=400.0)
-    write_sqlite_run(path, "second", frames=40_000.0)
-
-    assert main(["show", f"{path}:first"]) == 0
-    out = capsys.readouterr().out
-    assert out.startswith(f"run first in {path}:")
-    assert table_rows(out)["collector/frames"] == ["400", "0", "400", "100"]
 
     assert main(["show", f"{path}:first", "--run", "first"]) == 0
     capsys.readouterr()
