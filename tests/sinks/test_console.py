@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import io
+import itertools
 import os
 import select
 import struct
@@ -454,6 +455,32 @@ def test_a_bottleneck_watch_s_payload_is_followed_by_its_verdict_in_words() -> N
     time.sleep(0.02)
     monitor.step()
     assert "=> bottleneck: collector-bound: the learner waited" in stream.getvalue()
+
+
+def test_a_verdict_breaks_between_words_as_a_payload_does() -> None:
+    stream = io.StringIO()
+    monitor = LoggerMonitor(ConsoleLogger(stream, width=60), background=False)
+    learner = Tally()
+    monitor.watch(Tally(), name="collector")
+    monitor.watch(learner, name="learner")
+    monitor.bottleneck(window=0.01)
+    monitor.step()
+    learner.inc("busy_s", 0.37)
+    learner.inc("wait_s", 0.63)
+    time.sleep(0.02)
+    monitor.step()
+
+    lines = stream.getvalue().splitlines()
+    start = next(i for i, line in enumerate(lines) if "=> bottleneck:" in line)
+    verdict = [lines[start]]
+    verdict += itertools.takewhile(
+        lambda line: line.startswith(" " * 9), lines[start + 1 :]
+    )
+    assert len(verdict) > 1
+    assert all(len(line) <= 60 for line in verdict)
+    said = " ".join(line.strip() for line in verdict)
+    assert "=> bottleneck: collector-bound: the learner waited 63% of" in said
+    assert said.endswith("before the learner limits")
 
 
 def test_a_bottleneck_event_says_the_change_once_beside_the_window_s_sentence() -> None:

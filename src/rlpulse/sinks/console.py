@@ -20,7 +20,7 @@ from typing import NamedTuple, TextIO
 from rlpulse.naming import Kind, inferred_kinds, split
 from rlpulse.runtime.events import Event, EventKind, format_event, mark_of
 from rlpulse.sinks.base import BaseSink, Payload
-from rlpulse.text import format_number, terminal_width
+from rlpulse.text import format_number, terminal_width, wrapped
 from rlpulse.verdict import describe_metrics, holds_verdict, label_of_sentence
 
 __all__ = ["ConsoleLogger", "format_payload", "format_verdicts", "line_width"]
@@ -107,14 +107,26 @@ def format_payload(
     return head + "".join(map(operator.add, prefixes, numbers))
 
 
-def format_verdicts(metrics: Mapping[str, float], wall_time: float) -> str:
+def format_verdicts(
+    metrics: Mapping[str, float], wall_time: float, width: int | None = None
+) -> str:
     """The sentence of each bottleneck verdict among ``metrics`` (:func:`rlpulse.verdict.describe_metrics`), a line each after ``=>``; ``""`` for none.
+
+    With a ``width``, a sentence longer than that breaks between words,
+    its further lines indented as a payload's are.
 
     >>> noon = time.mktime((2024, 5, 1, 12, 3, 4, 0, 0, -1))
     >>> print(format_verdicts({"bottleneck/window_s": 30.0, "bottleneck/consumer_wait_share": 0.63,
     ...     "bottleneck/consumer_busy_share": 0.37, "bottleneck/bound_known": 1.0,
     ...     "bottleneck/side/collector": -1.0, "bottleneck/side/learner": 1.0}, noon), end="")
     12:03:04 => bottleneck: collector-bound: the learner waited 63% of the last 30 s for data; a faster learner gains nothing, a faster collector up to 2.7x before the learner limits
+    >>> print(format_verdicts({"bottleneck/window_s": 30.0, "bottleneck/consumer_wait_share": 0.63,
+    ...     "bottleneck/consumer_busy_share": 0.37, "bottleneck/bound_known": 1.0,
+    ...     "bottleneck/side/collector": -1.0, "bottleneck/side/learner": 1.0}, noon, 60), end="")
+    12:03:04 => bottleneck: collector-bound: the learner waited
+             63% of the last 30 s for data; a faster learner
+             gains nothing, a faster collector up to 2.7x before
+             the learner limits
     """
     if not _may_hold_verdicts(tuple(metrics)):
         return ""
@@ -126,7 +138,8 @@ def format_verdicts(metrics: Mapping[str, float], wall_time: float) -> str:
     for watch, own in watches.items():
         sentence = describe_metrics(own)
         if sentence is not None:
-            lines.append(f"{_clock(int(wall_time))} => {watch}: {sentence}\n")
+            line = f"{_clock(int(wall_time))} => {watch}: {sentence}"
+            lines.append(wrapped(line, width, _INDENT) + "\n")
     return "".join(lines)
 
 
@@ -300,7 +313,7 @@ class ConsoleLogger(BaseSink):
                     payload.watch,
                 )
                 + "\n"
-                + format_verdicts(payload.metrics, payload.wall_time)
+                + format_verdicts(payload.metrics, payload.wall_time, width)
                 for payload in payloads
             ]
         )
