@@ -7,6 +7,7 @@ columns and 24 lines would show it, and reads the text back.
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -39,14 +40,29 @@ def test_a_counter_shows_its_rate_a_sparkline_and_its_total(tmp_path: Path) -> N
     assert "█" not in frames  # never a full bar, as a filled capacity draws
 
 
-def test_a_line_wider_than_the_terminal_ends_with_an_ellipsis(tmp_path: Path) -> None:
+def test_a_blocks_line_wider_than_the_terminal_ends_with_an_ellipsis_and_the_latest_events_say_it_whole(
+    tmp_path: Path,
+) -> None:
     message = "waited " + "a long while for the learner to take a batch " * 3
     events = (Event(START + 9, "buffer", "stalled", message, 3.0),)
-    text = screen(followed(store(tmp_path / "run.sqlite", pipeline(), events)))
+    runs = followed(store(tmp_path / "run.sqlite", pipeline(), events))
+    view = TopView()
+    for key in ["/", *"buffer", "enter"]:
+        view.press(key)
 
-    [line] = [line for line in text.splitlines() if "waited a long" in line][-1:]
-    assert len(line) == 80
-    assert line.endswith("…")
+    lines = screen(runs, view).splitlines()
+
+    [in_block] = [line for line in lines if line.startswith("  !! waited a long")]
+    assert len(in_block) == 80
+    assert in_block.endswith("…")
+    start = next(i for i, line in enumerate(lines) if "stalled buffer: waited" in line)
+    said = [lines[start]]
+    said += itertools.takewhile(
+        lambda line: line.startswith(" " * 9), lines[start + 1 :]
+    )
+    assert len(said) > 1
+    assert all(len(line) <= 80 and "…" not in line for line in said)
+    assert " ".join(line.strip() for line in said).endswith(message.strip())
 
 
 def test_a_paused_view_keeps_the_ages_it_had_when_reading_stopped(

@@ -378,6 +378,8 @@ def frame_lines(
 # verdicts' first lines, then the first sink's; a run's name and state stay.
 _STAYS, _FIRST_SINK, _VERDICT, _ANOTHER_SINK, _FURTHER = range(5)
 _CUT_SHORT = Segment(" …")
+_EVENT_INDENT = len("00:00:00 ")
+"""How far an event's further lines are indented: past its time."""
 
 
 def _header(
@@ -605,16 +607,17 @@ def _body(
         lines.append([Segment("latest events", "bold")])
         latest = sorted(events, key=lambda pair: pair[0].wall_time)[-_EVENTS_SHOWN:]
         for event, index in latest:
-            # Several runs' events are one list: each says whose it is.
+            # Several runs' events are one list: each says whose it is. Each
+            # is whole, broken between words (a block's line of it is cut).
             whose = f"{run_letter(index)} " if len(sources) > 1 else ""
-            lines.append(
-                [
-                    Segment(
-                        whose + format_event(event),
-                        _EVENT_STYLES.get(mark_of(event.kind), ""),
-                    )
-                ]
+            style = _EVENT_STYLES.get(mark_of(event.kind), "")
+            said = textwrap.wrap(
+                whose + format_event(event),
+                width,
+                subsequent_indent=" " * (len(whose) + _EVENT_INDENT),
+                break_on_hyphens=False,
             )
+            lines += [[Segment(line, style)] for line in said]
         headings += [heading_at] * (len(lines) - len(headings))
     return _Body(lines, headings)
 
