@@ -981,7 +981,7 @@ def test_a_logger_dropped_unused_takes_back_the_run_it_started(tmp_path: Path) -
 
 
 def test_a_store_taken_back_takes_the_folders_made_for_it_that_it_left_empty(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import gc
 
@@ -992,6 +992,23 @@ def test_a_store_taken_back_takes_the_folders_made_for_it_that_it_left_empty(
 
     SQLiteLogger(tmp_path / "made" / "a.sqlite", run="r").abandon()
     assert not (tmp_path / "made").exists()
+
+    # A relative path: removed where it was made, whatever the working
+    # directory is by then (another's folders of that name left alone).
+    made, elsewhere = tmp_path / "made_here", tmp_path / "elsewhere"
+    made.mkdir()
+    (elsewhere / "runs" / "new").mkdir(parents=True)
+    monkeypatch.chdir(made)
+    relative = SQLiteLogger(Path("runs") / "new" / "a.sqlite", run="r")
+    monkeypatch.chdir(elsewhere)
+    relative.abandon()
+    monkeypatch.chdir(tmp_path)
+    assert list(made.iterdir()) == []
+    assert (elsewhere / "runs" / "new").is_dir()
+    made.rmdir()
+    (elsewhere / "runs" / "new").rmdir()
+    (elsewhere / "runs").rmdir()
+    elsewhere.rmdir()
 
     shared = tmp_path / "shared" / "a.sqlite"
     logger = SQLiteLogger(shared, run="r")

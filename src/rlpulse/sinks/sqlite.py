@@ -145,7 +145,9 @@ class SQLiteLogger(BaseSink):
             )
         super().__init__()
         created = not os.path.lexists(path)
-        made_folder = _first_missing_folder(Path(path)) if created else None
+        # Absolute: what it made is removed where it made it, whatever the
+        # working directory is by then.
+        made_folder = _first_missing_folder(Path(path).absolute()) if created else None
         self.path = prepare_record_file(path)
         connection = None
         try:
@@ -171,14 +173,16 @@ class SQLiteLogger(BaseSink):
                 connection.close()
             failure = _open_failure(self.path, error)
             if created:
-                _remove_unmade_store(self.path, made_folder)
+                _remove_unmade_store(self.path.absolute(), made_folder)
             if failure is None:
                 raise
             raise failure from error
         self._connection = connection
         self._created = created
-        # The outermost folder this logger made for its file (None: none).
+        # The outermost folder this logger made for its file (None: none),
+        # and the file where it made it, for a take-back to remove.
         self._made_folder = made_folder
+        self._absolute_path = self.path.absolute()
         # A logger dropped unclosed with nothing in the run it started (a
         # script that failed before its first payload) takes the run back,
         # as abandon() does, so that the script runs again under the same
@@ -191,7 +195,7 @@ class SQLiteLogger(BaseSink):
                 connection,
                 self._run_id,
                 created,
-                self.path,
+                self.path.absolute(),
                 made_folder,
             )
             self._take_back.atexit = False
@@ -384,7 +388,7 @@ class SQLiteLogger(BaseSink):
                     )
         self.close()
         if emptied and self._created:
-            _remove_store_files(self.path, self._made_folder)
+            _remove_store_files(self._absolute_path, self._made_folder)
 
     def __repr__(self) -> str:
         return f"SQLiteLogger({str(self.path)!r}, run={self.run!r})"
