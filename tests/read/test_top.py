@@ -190,6 +190,13 @@ def test_a_short_terminal_gives_the_header_half_its_lines_and_the_body_the_rest(
         ]
         assert sum("age 11.0 s" in line for line in header(lines)) == 2
         assert any(line.startswith("buffer") for line in lines)
+    # Six runs on a short terminal: each still named, with its state.
+    six = followed(*(store(tmp_path / f"{n}.sqlite", pipeline()) for n in "cdefgh"))
+    crowded = plain(frame_lines(six, TopView(), 80, 16, START + 11)).splitlines()
+    assert [line[:6] for line in header(crowded)[::2]] == [
+        f"{letter} run " for letter in "ABCDEF"
+    ]
+    assert sum("age 11.0 s" in line for line in header(crowded)) == 6
     verdicts = [line for line in header(medium) if "collector-bound:" in line]
     assert len(verdicts) == 2
     assert all(line.endswith("a …") for line in verdicts)  # cut short, once

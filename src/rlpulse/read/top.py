@@ -406,7 +406,8 @@ def _header(
                 Segment(f"{event.kind}: {event.message}", "bold red"),
             ]
             lines.append((_FIRST_SINK if index == 0 else _ANOTHER_SINK, line))
-    room = max(2, height // 2 - 1)
+    # Each run's name and state stay, on a terminal too short for them too.
+    room = max(2 * len(sources), height // 2 - 1)
     for giving_way in (_FURTHER, _ANOTHER_SINK, _VERDICT, _FIRST_SINK):
         if len(lines) <= room:
             break
