@@ -575,6 +575,39 @@ def test_exact_figures_are_written_whole_however_long(
     assert "…" not in busy + loss
 
 
+def test_exact_figures_too_wide_for_several_runs_are_cut_at_their_end_and_say_so(
+    tmp_path: Path,
+) -> None:
+    kinds = {"learner/busy_s": Kind.COUNTER}
+    late = {
+        "learner/busy_s": 23.89170909600074,
+        "learner/x_p50": 1.2345678901234567,
+        "learner/x_p90": 12345.678901234567,
+        "learner/x_p99": 99999.12345678901,
+    }
+    payloads = [(1.0, {"learner/busy_s": 0.0}, kinds), (4.0, late, kinds)]
+    paths = [store(tmp_path / f"{n}.sqlite", payloads) for n in "abc"]
+
+    lines = screen(followed(*paths), now=START + 5, exact=True).splitlines()
+
+    assert max(map(len, lines)) <= 80
+    heading = next(line for line in lines if line.startswith("learner"))
+    busy = next(line for line in lines if line.startswith("  busy_s"))
+    quantiles = next(line for line in lines if line.startswith("  x "))
+    # Each run's cell ends where its heading's word ends, as without --exact.
+    ends = [heading.index(f"{letter} running") + len("A running") for letter in "ABC"]
+    assert [index + 1 for index, mark in enumerate(busy) if mark == "▄"] == ends
+    assert busy.split()[1] == "7.963903032000…"
+    for line in (busy, quantiles):
+        for figure in line.split()[1:]:
+            assert (
+                figure in {"p50", "p90", "p99", "▄"}
+                or figure.endswith("…")
+                or (figure.replace(".", "").replace("/s", "").isdigit())
+            )
+    assert "12345.67890123456 " not in quantiles  # never cut unmarked
+
+
 class Outage:
     """A sink whose far end is away until ``back`` is set."""
 

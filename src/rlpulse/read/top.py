@@ -671,7 +671,7 @@ class _Columns(NamedTuple):
 def _columns(
     sources: Sequence[_Source], watches: Sequence[str], cell_width: int, exact: bool
 ) -> _Columns:
-    """The layout of every cell ``cell_width`` wide: with ``exact``, the value and note columns as wide as their longest figure, the graphic giving way."""
+    """The layout of every cell ``cell_width`` wide: with ``exact``, the value and note columns as wide as their longest figure, the graphic giving way (a figure wider than the cell is cut at its end, marked …)."""
     note = _NOTE_WIDTH if cell_width >= 34 else 0
     if not exact:
         return _Columns(
@@ -686,6 +686,7 @@ def _columns(
     value = max(
         [_VALUE_WIDTH] + [len(_value_text(line, format_exact)) for line in lines]
     )
+    value = max(1, min(value, cell_width - 3))
     if note:
         note = max([note] + [len(_note(line, format_exact)) for line in lines])
         if value + note + 4 > cell_width:
@@ -729,6 +730,8 @@ def _cell(line: Line | None, until: float, columns: _Columns) -> list[Segment]:
         ]
     number = columns.number
     value = "" if not math.isfinite(line.value) else _value_text(line, number)
+    if len(value) > columns.value:
+        value = value[: columns.value - 1] + "…"  # cut at its end, never its start
     cell = [
         Segment(" " + value.rjust(columns.value), "bold"),
         Segment(" "),
@@ -744,7 +747,9 @@ def _cell(line: Line | None, until: float, columns: _Columns) -> list[Segment]:
         text = "  ".join(
             f"{statistic} {number(value)}" for statistic, value in line.quantiles
         )
-        cell.append(Segment(text.ljust(graphic_width)[:graphic_width]))
+        if len(text) > graphic_width:
+            text = text[: graphic_width - 1] + "…"
+        cell.append(Segment(text.ljust(graphic_width)))
     elif line.series is not None:
         cell.append(
             Segment(
