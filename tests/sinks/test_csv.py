@@ -494,3 +494,24 @@ def test_a_file_another_sink_wrote_is_refused_naming_that_sink(
     assert said in str(refused.value)
     assert "\\x00" not in str(refused.value)  # no raw header bytes
     assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("sink", "first_line", "said"),
+    [
+        (CSVLogger, "wall_time,step,name,value,extra", "its first line is b'wall_time"),
+        (JSONLLogger, '{"wall_time": 1, "x": 2}', "its first line is not a"),
+    ],
+)
+def test_a_file_like_the_sinks_own_but_not_one_is_refused_saying_what_it_holds(
+    tmp_path: Path, sink: type[Any], first_line: str, said: str
+) -> None:
+    path = tmp_path / "metrics"
+    path.write_text(first_line + "\n1,2,3\n")
+
+    with pytest.raises(RunFileError) as refused:
+        sink(path, resume=True)
+
+    assert said in str(refused.value)
+    assert "as CSVLogger writes" not in str(refused.value)
+    assert "as JSONLLogger writes" not in str(refused.value)

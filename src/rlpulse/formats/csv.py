@@ -72,7 +72,7 @@ def has_kinds(path: Path, first_line: bytes) -> bool:
         not line.endswith(b"\n") and header.startswith(line)  # a torn header
     ):
         return True
-    what = lines.another_sinks_file(first_line) or (
+    what = lines.another_sinks_file(first_line, "csv") or (
         f"its first line is {first_line[: len(header) + 1]!r}, not {HEADER.strip()!r}"
     )
     raise RunFileError(

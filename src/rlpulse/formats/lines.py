@@ -42,22 +42,28 @@ RecordEnd = Callable[[IO[bytes], int], int]
 """Where the last record of a file ends, given the end of its last complete line (CSV: not inside quotes)."""
 
 
-def another_sinks_file(first_line: bytes) -> str | None:
-    """What a file starting with ``first_line`` is, where another of rlpulse's file sinks wrote it: for an error that names the sink to use.
+_WRITTEN_BY = (
+    (SQLITE_MAGIC, "sqlite", "a SQLite database, as SQLiteLogger writes"),
+    (b"wall_time,step,name,value", "csv", "a CSV file, as CSVLogger writes"),
+    (b'{"wall_time": ', "jsonl", "JSON lines, as JSONLLogger writes"),
+    (b'{"event": ', "jsonl", "JSON lines, as JSONLLogger writes"),
+)
+"""How each of rlpulse's file sinks begins a file: its first bytes, its format, what it is."""
 
-    >>> another_sinks_file(b"SQLite format 3\\x00\\x10\\x00")
+
+def another_sinks_file(first_line: bytes, own: str) -> str | None:
+    """What a file starting with ``first_line`` is, where another of rlpulse's file sinks than the one of format ``own`` wrote it: for an error that names the sink to use.
+
+    >>> another_sinks_file(b"SQLite format 3\\x00\\x10\\x00", "csv")
     'a SQLite database, as SQLiteLogger writes'
-    >>> another_sinks_file(b'{"wall_time": 1.0, "step": null, "metrics": {}}\\n')
+    >>> another_sinks_file(b'{"wall_time": 1.0, "step": null, "metrics": {}}\\n', "csv")
     'JSON lines, as JSONLLogger writes'
-    >>> another_sinks_file(b"time,loss\\n") is None
+    >>> another_sinks_file(b"wall_time,step,name,value,extra\\n", "csv") is None
     True
     """
-    if first_line.startswith(SQLITE_MAGIC):
-        return "a SQLite database, as SQLiteLogger writes"
-    if first_line.startswith(b"wall_time,step,name,value"):
-        return "a CSV file, as CSVLogger writes"
-    if first_line.startswith((b'{"wall_time": ', b'{"event": ')):
-        return "JSON lines, as JSONLLogger writes"
+    for start, written_as, what in _WRITTEN_BY:
+        if first_line.startswith(start):
+            return None if written_as == own else what
     return None
 
 

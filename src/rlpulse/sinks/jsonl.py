@@ -57,7 +57,7 @@ class JSONLLogger(LineFileSink):
 
     def _check_existing(self, first_line: bytes) -> None:
         if not jsonl_format.is_first_line(first_line):
-            what = another_sinks_file(first_line) or (
+            what = another_sinks_file(first_line, "jsonl") or (
                 'its first line is not a {"wall_time", "step", "metrics"} object'
             )
             raise RunFileError(

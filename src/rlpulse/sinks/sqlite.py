@@ -566,10 +566,10 @@ def _open_failure(path: Path, error: BaseException) -> BaseException | None:
         )
     try:
         with open(path, "rb") as file:
-            other = another_sinks_file(file.readline(64))
+            other = another_sinks_file(file.readline(64), "sqlite")
     except OSError:
         other = None
-    if other is not None and not other.startswith("a SQLite"):
+    if other is not None:
         reason = f"{reason} but {other}"
     return RunFileError(
         f"cannot store metrics in {path}: {reason}; "
