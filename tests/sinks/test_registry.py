@@ -232,6 +232,17 @@ def test_a_file_spec_written_as_a_url_is_refused_with_both_paths_it_may_mean(
     assert not Path("/runs/metrics").exists()
 
 
+def test_a_file_spec_written_as_a_url_keeps_its_options_in_the_specs_it_suggests() -> (
+    None
+):
+    with pytest.raises(SinkSpecError) as refused:
+        open_sink("sqlite:///runs/a.sqlite?run=base&resume")
+
+    said = str(refused.value)
+    assert "sink spec 'sqlite:///runs/a.sqlite?run=base&resume' is written" in said
+    assert "'sqlite:runs/a.sqlite?run=base&resume' in the working directory" in said
+
+
 def test_a_file_spec_with_one_slash_is_an_absolute_path(tmp_path: Path) -> None:
     with open_sink(f"sqlite:{tmp_path / 'metrics.sqlite'}?run=loop") as sink:
         assert isinstance(sink, SQLiteLogger)

@@ -124,7 +124,7 @@ def _needs_target(scheme: str, target: str, example: str) -> str:
     return target
 
 
-def _needs_path(scheme: str, target: str, example: str) -> str:
+def _needs_path(scheme: str, target: str, example: str, options: str = "") -> str:
     """A file sink's path: what follows the colon, refused when written as a URL's ``//``.
 
     ``sqlite:///runs/a.sqlite`` is SQLAlchemy's and MLflow's spelling of a
@@ -140,11 +140,13 @@ def _needs_path(scheme: str, target: str, example: str) -> str:
     """
     path = _needs_target(scheme, target, example)
     if path.startswith("//"):
-        rest = path.lstrip("/")
+        # Said with the options that followed the path (``options``).
+        rest = path.lstrip("/") + options
         raise ValueError(
-            f"sink spec '{scheme}:{target}' is written as a URL; a {scheme} spec "
-            f"takes the path itself after the colon: '{scheme}:{rest}' in the "
-            f"working directory, '{scheme}:/{rest}' from the root"
+            f"sink spec '{scheme}:{target}{options}' is written as a URL; a "
+            f"{scheme} spec takes the path itself after the colon: "
+            f"'{scheme}:{rest}' in the working directory, '{scheme}:/{rest}' from "
+            "the root"
         )
     return path
 
@@ -182,7 +184,7 @@ def _file_target(scheme: str, target: str, options: tuple[str, ...]) -> _FileTar
     path, separator, query = target.rpartition("?")
     if not separator:
         path, query = target, ""
-    _needs_path(scheme, path, example)
+    _needs_path(scheme, path, example, target[len(path) :])
     found: dict[str, str] = {}
     for option in filter(None, query.split("&")):
         name, _, value = option.partition("=")
