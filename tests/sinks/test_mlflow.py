@@ -186,6 +186,16 @@ def test_a_tracking_uri_of_a_scheme_mlflow_does_not_know_is_refused_saying_so(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_mlflows_tracking_uri_variable_of_an_unknown_scheme_is_named_as_such(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "SQLLITE:///mlflow.db")
+    said = "MLFLOW_TRACKING_URI='SQLLITE:///mlflow.db': MLflow knows no scheme"
+    with pytest.raises(ValueError, match=re.escape(said) + ".*did you mean 'sqlite'"):
+        MLflowLogger(experiment="pipeline")
+
+
 def test_a_run_id_together_with_an_experiment_is_refused(tracking_uri: str) -> None:
     with pytest.raises(
         ValueError, match="give run_id to log into that run, or experiment"

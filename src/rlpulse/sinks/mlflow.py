@@ -90,7 +90,12 @@ class MLflowLogger(BaseSink):
             self.client: Any = backend.MlflowClient(tracking_uri=tracking_uri)
             """The ``MlflowClient`` the logger writes through."""
         except backend.MlflowException as error:
-            unknown = _unknown_scheme(tracking_uri, str(error))
+            uri = backend.get_tracking_uri() if tracking_uri is None else tracking_uri
+            unknown = _unknown_scheme(
+                uri,
+                getattr(error, "supported_uri_schemes", None),
+                "tracking_uri" if tracking_uri is not None else "MLFLOW_TRACKING_URI",
+            )
             if unknown is None:
                 raise
             raise ValueError(unknown) from error
@@ -317,31 +322,28 @@ def _server_away(error: BaseException) -> bool:
     return False
 
 
-_SCHEMES = re.compile(r"Supported URI schemes are: \[([^\]]*)\]")
-
-
-def _unknown_scheme(tracking_uri: str | None, refusal: str) -> str | None:
-    """What to say of MLflow's ``refusal`` of ``tracking_uri`` when its scheme is one MLflow does not know (``None`` otherwise).
+def _unknown_scheme(
+    tracking_uri: str, supported: object, given_as: str = "tracking_uri"
+) -> str | None:
+    """What to say of ``tracking_uri`` (``given_as``: the argument, or MLflow's environment variable) when MLflow refused it as of a scheme it does not know, ``supported`` the schemes it knows (``None`` otherwise).
 
     MLflow says so as a model registry's failure, which a logger of
     metrics does not use.
 
-    >>> print(_unknown_scheme("sqllite:///mlflow.db",
-    ...     "got unsupported URI 'sqllite:///mlflow.db' for model registry data storage. "
-    ...     "Supported URI schemes are: ['', 'file', 'http', 'sqlite']."))
+    >>> print(_unknown_scheme("sqllite:///mlflow.db", ["", "file", "http", "sqlite"]))
     MLflowLogger cannot store in tracking_uri='sqllite:///mlflow.db': MLflow knows no scheme 'sqllite' (did you mean 'sqlite'?); give one such as 'sqlite:///runs/mlflow.db' (a file in the working directory) or 'http://HOST:5000'
     """
-    found = _SCHEMES.search(refusal)
-    if tracking_uri is None or found is None:
+    if not isinstance(supported, (list, tuple, set, frozenset)):
         return None
-    scheme = tracking_uri.partition(":")[0] if ":" in tracking_uri else ""
-    known = [name.strip(" '\"") for name in found[1].split(",")]
-    if scheme in known:
+    known = [str(name) for name in supported]
+    # As MLflow reads it: lowercased, with what follows a database's "+".
+    scheme = urllib.parse.urlparse(tracking_uri).scheme
+    if scheme.partition("+")[0] in known:
         return None
     close = difflib.get_close_matches(scheme, [name for name in known if name], n=1)
     meant = f" (did you mean {close[0]!r}?)" if close else ""
     return (
-        f"MLflowLogger cannot store in tracking_uri={tracking_uri!r}: MLflow knows "
+        f"MLflowLogger cannot store in {given_as}={tracking_uri!r}: MLflow knows "
         f"no scheme {scheme!r}{meant}; give one such as 'sqlite:///runs/mlflow.db' "
         "(a file in the working directory) or 'http://HOST:5000'"
     )
