@@ -479,7 +479,7 @@ def report(
         print(wrapped(events, width), file=stdout)
     verdicts = format_verdicts(summary, width) or wrapped(
         "No bottleneck verdict: the run ended before the bottleneck watch "
-        "closed its first window; a longer run (--seconds) is judged.",
+        "closed its first window; a longer run is judged.",
         width,
     )
     print(file=stdout)

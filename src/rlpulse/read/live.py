@@ -217,7 +217,9 @@ class LiveRun:
     """One run as ``rlpulse top`` follows it: what it keeps of the records and events read so far, bounded.
 
     ``label`` names the run in a frame (its name, or its file); ``match``
-    (as ``--match`` takes it) keeps only the metrics it selects.
+    (as ``--match`` takes it) selects the metrics its blocks show
+    (:meth:`watches`, :meth:`block`); every metric is kept, for what the
+    header says of the whole run and for a bar's capacity.
 
     >>> from rlpulse.formats.records import Followed, Record
     >>> from rlpulse.naming import Kind

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from rlpulse.formats import RunFollower
 from rlpulse.read.live import MONITOR_WATCH, Line, LiveRun
-from rlpulse.read.match import Match, select_metrics
+from rlpulse.read.match import Match, patterns_text, select_metrics
 from rlpulse.read.records import (
     RunFileError,
     RunFileLockedError,
@@ -454,7 +454,7 @@ def _run_status(follower: RunFollower, live: LiveRun, now: float) -> list[Segmen
         watches = ", ".join(live.watches(every=True))
         line.append(
             Segment(
-                f"  no metric matches --match {_patterns(live.match)}; "
+                f"  no metric matches --match {patterns_text(live.match)}; "
                 f"its watches: {watches}",
                 "bold yellow",
             )
@@ -470,16 +470,6 @@ def _run_status(follower: RunFollower, live: LiveRun, now: float) -> list[Segmen
     if cost:
         line.append(Segment("  monitor " + cost, "dim"))
     return line
-
-
-def _patterns(match: Match) -> str:
-    """``--match``'s patterns as the command line gave them.
-
-    >>> _patterns(["collector/*", "x"]), _patterns("bottleneck")
-    ("'collector/*' 'x'", "'bottleneck'")
-    """
-    patterns = [match] if isinstance(match, str) else list(match or ())
-    return " ".join(map(repr, patterns))
 
 
 def _monitor_cost(live: LiveRun) -> str:

@@ -220,7 +220,7 @@ class Tally:
         An increment that would make the counter NaN or infinite is left
         out, as ``observe()`` leaves such values out, and counted in
         ``<key>_nonfinite``: the counter keeps its count. A negative ``n``
-        raises ``ValueError``: a counter only goes up (its rates and a
+        (``-inf`` too) raises ``ValueError``: a counter only goes up (its rates and a
         Prometheus counter read a fall as a restart); a value that goes
         down is a gauge, kept with :meth:`set`.
 
