@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from rlpulse import LoggerMonitor, TransientSinkError, open_sink
+from rlpulse import LoggerMonitor, Tally, TransientSinkError, open_sink
 from rlpulse.distributions import Histogram
 from rlpulse.naming import Kind, Payload
 from rlpulse.sources import SharedCounters
@@ -141,6 +141,27 @@ def test_a_known_counter_is_a_sum_a_reset_starts_it_again_and_kinds_never_change
     # A counter of one's own is a gauge in every request, its rate beside it.
     episodes = [p[1] for p in receiver.points() if p[0] == "episodes"]
     assert episodes == ["gauge", "gauge"]
+
+
+def test_a_sum_of_observations_is_an_up_down_sum_whose_fall_is_no_reset(
+    receiver: Receiver,
+) -> None:
+    tally = Tally()
+    with OTLPExporter(receiver.endpoint, prefix="") as exporter:
+        monitor = LoggerMonitor(exporter, background=False)
+        monitor.watch(tally, name="episodes")
+        for episode_return in (10.0, 20.0, -50.0, -60.0, 5.0):
+            tally.observe("return", episode_return)
+            monitor.step()
+        monitor.stop()
+
+    sums = {m.name: m.sum for m in receiver.metrics() if m.WhichOneof("data") == "sum"}
+    assert not sums["return_sum"].is_monotonic
+    assert sums["return_count"].is_monotonic
+    points = [p for p in receiver.points() if p[0] == "return_sum"]
+    values = [value for *_, value, _, _ in points]
+    assert values[:5] == [10.0, 30.0, -20.0, -80.0, -75.0]  # then stop()'s final one
+    assert len({start for *_, start in points}) == 1  # one series, never restarted
 
 
 @pytest.mark.parametrize(

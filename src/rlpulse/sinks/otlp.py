@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from rlpulse.distributions import SCALE, Histogram
-from rlpulse.naming import Kind, in_ascii, labelled, split, unit_of
+from rlpulse.naming import Kind, in_ascii, labelled, split, statistic_of, unit_of
 from rlpulse.runtime.deadline import check_timeout
 from rlpulse.runtime.retry import TransientSinkError, retry_delay
 from rlpulse.runtime.threads import MonitorThread
@@ -74,7 +74,9 @@ class OTLPExporter(BaseSink):
     gets the first free ``_2``, ``_3``, ... suffix. Counters (``frames``, a
     watch's rated keys, a tally's counts) are monotonic cumulative sums,
     counted from when the exporter was created (or its first point, if
-    earlier) or from a reset, where the counter went down; each distribution
+    earlier) or from a reset, where the counter went down; a sum of
+    observations (a tally's ``<key>_sum``) is a cumulative sum that is not
+    monotonic, which a negative observation makes fall; each distribution
     a watch observed (``payload.distributions``) is an exponential histogram
     of the observations of each logged interval (delta temporality);
     everything else is a gauge. A metric keeps the kind it was first
@@ -206,7 +208,7 @@ class OTLPExporter(BaseSink):
                 data = getattr(entry, instrument.data)
                 if instrument.data == "sum":
                     data.aggregation_temporality = proto.CUMULATIVE
-                    data.is_monotonic = True
+                    data.is_monotonic = instrument.monotonic
                 elif instrument.data == "exponential_histogram":
                     data.aggregation_temporality = proto.DELTA
             return getattr(entry, instrument.data)
@@ -228,6 +230,7 @@ class OTLPExporter(BaseSink):
                         float(value),
                         at,
                         counted,
+                        instrument.monotonic,
                     )
                 _set_attributes(point, watch, labels)
                 points += 1
@@ -262,15 +265,16 @@ class OTLPExporter(BaseSink):
         value: float,
         at: int,
         counted: dict[_Series, _Counted],
+        monotonic: bool = True,
     ) -> int:
         # Where a counter's series counts from at its point ``value`` at
         # ``at``, after its points before in this batch (``counted``, which
         # takes this one) or as delivered: the exporter's creation, or the
-        # time of the last point before it went down (a reset).
+        # time of the last point before a monotonic one went down (a reset).
         previous = counted.get(series) or self._counters.get(series)
         if previous is None:
             start = min(self._created_ns, at)
-        elif value < previous.last:
+        elif monotonic and value < previous.last:
             start = previous.last_at
         else:
             start = previous.start
@@ -499,11 +503,14 @@ class _Counted(NamedTuple):
 
 
 class _Instrument(NamedTuple):
-    """How one rlpulse metric is exported: its instrument's name, and which of a Metric's data fields holds its points."""
+    """How one rlpulse metric is exported: its instrument's name, which of a Metric's data fields holds its points, and for a sum whether it only goes up."""
 
     name: str
     data: str  # "sum", "gauge" or "exponential_histogram"
     unit: str = ""  # UCUM, from the metric's name; "" where it says none
+    # A sum of observations (a tally's "<key>_sum") falls with a negative
+    # one: an up-down sum, whose fall is no reset.
+    monotonic: bool = True
 
 
 class _Instruments:
@@ -516,7 +523,7 @@ class _Instruments:
 
     >>> instruments = _Instruments("rlpulse.")
     >>> instruments.scalar("episode return", counter=False)
-    _Instrument(name='rlpulse.episode_return', data='gauge', unit='')
+    _Instrument(name='rlpulse.episode_return', data='gauge', unit='', monotonic=True)
     >>> instruments.scalar("episode_return", counter=True).name
     'rlpulse.episode_return_2'
     >>> instruments.scalar("episode return", counter=True).data  # as first exported
@@ -533,11 +540,19 @@ class _Instruments:
         self._taken: set[str] = set()
 
     def scalar(self, metric: str, counter: bool) -> _Instrument:
-        """The instrument of number ``metric``: a sum when first seen as a ``counter``, else a gauge."""
+        """The instrument of number ``metric``: a sum when first seen as a ``counter`` (a sum of observations one that may fall), else a gauge.
+
+        >>> instruments = _Instruments("rlpulse.")
+        >>> instruments.scalar("frames", True).monotonic, instruments.scalar("return_sum", True).monotonic
+        (True, False)
+        """
         known = self._of.get((metric, False))
         if known is not None:
             return known
-        return self._new(metric, False, "sum" if counter else "gauge")
+        instrument = self._new(metric, False, "sum" if counter else "gauge")
+        if counter and statistic_of(metric)[1] == "sum":
+            instrument = self._of[metric, False] = instrument._replace(monotonic=False)
+        return instrument
 
     def histogram(self, metric: str) -> _Instrument:
         """The instrument of distribution ``metric``: an exponential histogram."""
