@@ -16,6 +16,7 @@ import re
 import socket
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -498,6 +499,24 @@ def test_a_variable_that_makes_no_sense_is_refused_by_name(
     with pytest.raises(ValueError, match=re.escape(says)) as refused:
         OTLPExporter()
     assert variable in str(refused.value)
+
+
+@pytest.mark.parametrize("value", ["2.5", "10", "99"])
+def test_a_timeout_variable_that_reads_as_seconds_is_warned_about(
+    monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", value)
+    with pytest.warns(UserWarning, match="counts it in milliseconds") as warned:
+        exporter = OTLPExporter("http://127.0.0.1:9")
+    exporter.close()
+    assert exporter.timeout == float(value) / 1000  # as OpenTelemetry reads it
+    assert f"for {value} s write {float(value) * 1000:g}" in str(warned[0].message)
+    assert warned[0].filename == __file__  # said where the exporter is made
+
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "2500")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        OTLPExporter("http://127.0.0.1:9").close()
 
 
 @pytest.mark.parametrize(

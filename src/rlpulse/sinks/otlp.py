@@ -23,6 +23,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -40,6 +41,8 @@ _SIGNAL_PATH = "/v1/metrics"
 _DEFAULT_ENDPOINT = "http://localhost:4318"
 _DEFAULT_TIMEOUT_S = 10.0
 _DEFAULT_CLOSE_TIMEOUT_S = 3.0
+_FEW_MILLISECONDS_S = 0.1
+"""Below this, a timeout from the environment reads as seconds written as milliseconds: warned about."""
 _ENVIRONMENT_PREFIX = "OTEL_EXPORTER_OTLP_"
 # The answers OTLP/HTTP's specification says to retry; every other error
 # answer (a 400 above all) is final.
@@ -720,6 +723,17 @@ def _settings(
                 raise ValueError(
                     f"{name}={value!r} must be a positive number of milliseconds "
                     "(OpenTelemetry's unit for it: 10000 is 10 s)"
+                )
+            if timeout < _FEW_MILLISECONDS_S:
+                # Seconds written where milliseconds are read (some
+                # OpenTelemetry Python releases read seconds): every batch
+                # would fail for want of time.
+                warnings.warn(
+                    f"{name}={value!r} gives each batch {value} ms, its retries "
+                    "included: OpenTelemetry counts it in milliseconds (10000 is "
+                    f"10 s); for {value} s write {float(value) * 1000:g}",
+                    UserWarning,
+                    stacklevel=3,
                 )
     else:
         check_timeout("OTLPExporter(timeout=...)", timeout, optional=False)
