@@ -415,6 +415,23 @@ def test_demo_says_where_a_prometheus_sink_on_a_free_port_serves(
     )
 
 
+@pytest.mark.timeout(60)
+def test_demo_says_where_an_otlp_sink_of_the_environment_posts(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pytest.importorskip("opentelemetry.proto")
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+    argv = ["demo", "--synthetic", "--seconds", "0.3", "--out", str(tmp_path / "d.db")]
+
+    assert main([*argv, "--sink", "otlp:"]) == 0
+
+    opening = capsys.readouterr().out.splitlines()[0]
+    assert "otlp: (posting to http://127.0.0.1:9/v1/metrics)" in opening
+
+
 def _interrupt_demo(
     command: list[str],
     path: Path,

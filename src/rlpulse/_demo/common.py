@@ -197,9 +197,12 @@ class DemoSinks:
 
 
 def _serving(sink: MetricSink) -> str:
-    """Where ``sink`` serves its metrics, as ``describe`` adds it; ``""`` for a sink that serves none."""
+    """Where ``sink`` serves its metrics, or posts them (an OTLP receiver's URL, which may come from the environment), as ``describe`` adds it; ``""`` for a sink that does neither."""
     if isinstance(sink, PrometheusExporter) and sink.url is not None:
         return f" (serving {sink.url})"
+    url = getattr(sink, "url", None)
+    if isinstance(url, str):
+        return f" (posting to {url})"
     return ""
 
 
