@@ -505,20 +505,26 @@ class Reporter:
             return
         self.add(dropped=discarded)
         in_flight = queue.in_flight
+        left = [
+            f"{plural(count, 'payload')} {'was' if count == 1 else 'were'} {what}"
+            for count, what in (
+                (discarded, "not delivered (counted in dropped)"),
+                (
+                    in_flight,
+                    "still being written by it (counted in rejected only if "
+                    "that call fails)",
+                ),
+            )
+            if count
+        ]
         _log.warning(
             "LoggerMonitor stopped without draining sink %s: %s within "
-            "stop_timeout=%ss; %s %s not delivered (counted in "
-            "dropped)%s, and it gets no more calls until the monitor is "
-            "started again.%s",
+            "stop_timeout=%ss; %s, and it gets no more calls until the monitor "
+            "is started again.%s",
             name,
             queue.why_undrained() or "it did not return",
             stop_timeout,
-            plural(discarded, "payload"),
-            "was" if discarded == 1 else "were",
-            f", {in_flight} more {'was' if in_flight == 1 else 'were'} still "
-            "being written by it (counted in rejected only if that call fails)"
-            if in_flight
-            else "",
+            _listed(left) if left else "no payload was left in its queue",
             f" Since start(), {_listed(earlier)}." if earlier else "",
         )
 
