@@ -442,9 +442,10 @@ def test_a_stream_without_write_is_refused_at_once(stream: object) -> None:
         ConsoleLogger(stream)  # type: ignore[arg-type]
 
 
-def test_a_bottleneck_watch_s_payload_is_followed_by_its_verdict_in_words() -> None:
+def collector_bound_lines(width: int) -> list[str]:
+    """What a console ``width`` wide prints of a monitor whose learner waited 63 % of a window for data."""
     stream = io.StringIO()
-    monitor = LoggerMonitor(ConsoleLogger(stream, width=1000), background=False)
+    monitor = LoggerMonitor(ConsoleLogger(stream, width=width), background=False)
     learner = Tally()
     monitor.watch(Tally(), name="collector")
     monitor.watch(learner, name="learner")
@@ -454,23 +455,17 @@ def test_a_bottleneck_watch_s_payload_is_followed_by_its_verdict_in_words() -> N
     learner.inc("wait_s", 0.63)
     time.sleep(0.02)
     monitor.step()
-    assert "=> bottleneck: collector-bound: the learner waited" in stream.getvalue()
+    return stream.getvalue().splitlines()
+
+
+def test_a_bottleneck_watch_s_payload_is_followed_by_its_verdict_in_words() -> None:
+    said = "\n".join(collector_bound_lines(width=1000))
+    assert "=> bottleneck: collector-bound: the learner waited" in said
 
 
 def test_a_verdict_breaks_between_words_as_a_payload_does() -> None:
-    stream = io.StringIO()
-    monitor = LoggerMonitor(ConsoleLogger(stream, width=60), background=False)
-    learner = Tally()
-    monitor.watch(Tally(), name="collector")
-    monitor.watch(learner, name="learner")
-    monitor.bottleneck(window=0.01)
-    monitor.step()
-    learner.inc("busy_s", 0.37)
-    learner.inc("wait_s", 0.63)
-    time.sleep(0.02)
-    monitor.step()
+    lines = collector_bound_lines(width=60)
 
-    lines = stream.getvalue().splitlines()
     start = next(i for i, line in enumerate(lines) if "=> bottleneck:" in line)
     verdict = [lines[start]]
     verdict += itertools.takewhile(
