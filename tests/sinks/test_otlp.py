@@ -856,9 +856,9 @@ def test_stop_with_a_receiver_that_hangs_is_bounded_and_says_what_was_not_delive
         r.getMessage() for r in caplog.records if "without draining" in r.getMessage()
     ]
     dropped = monitor.stats()["dropped"]
-    assert not_delivered(dropped) in drained
     # What was not delivered is said: queued (dropped) or in the call the
     # exporter was still trying (on a busy machine it may hold them all).
+    assert (not_delivered(dropped) in drained) == (dropped > 0)
     assert dropped > 0 or "still being written by it" in drained
 
 

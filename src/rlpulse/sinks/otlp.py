@@ -532,7 +532,7 @@ class _Instruments:
     >>> instruments.scalar("episode return", counter=True).data  # as first exported
     'gauge'
     >>> instruments.histogram("episode return")
-    _Instrument(name='rlpulse.episode_return_3', data='exponential_histogram', unit='')
+    _Instrument(name='rlpulse.episode_return_3', data='exponential_histogram', unit='', monotonic=True)
     >>> instruments.histogram("update_s").unit
     's'
     """
