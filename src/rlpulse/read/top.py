@@ -642,8 +642,9 @@ def _shown_watches(sources: Sequence[_Source], view: TopView, now: float) -> lis
         (
             watch
             for watch in names
-            if asked_for(watch)
-            or all(live.value(f"{watch}/bound_known") is None for _, live in sources)
+            # Only a bottleneck watch needs asking for: the others show anyway.
+            if all(live.value(f"{watch}/bound_known") is None for _, live in sources)
+            or asked_for(watch)
         ),
         key=lambda watch: (watch == MONITOR_WATCH, watch),
     )
