@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import sys
 import threading
@@ -14,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from rlpulse import Record, SQLiteLogger, read
+from rlpulse import Record, SQLiteLogger, read, read_distributions
 from rlpulse._demo.common import DemoOutput, DemoResult, DemoSinks, chart_path
 from rlpulse._demo.synthetic import (
     Consumer,
@@ -23,6 +24,7 @@ from rlpulse._demo.synthetic import (
     SimulatedEpisodes,
     run_demo,
 )
+from rlpulse.formats import merge_distributions
 from rlpulse.read.records import list_runs
 from rlpulse.sinks.registry import SCHEMES, SinkSpecError
 
@@ -341,7 +343,16 @@ def test_started_consumer_times_its_waiting_for_frames_apart_from_its_updates(
     assert stats["updates"] == 10
     assert 0.1 <= stats["busy_s"] < 0.3
     assert stats["wait_s"] > 2 * stats["busy_s"]
-    assert consumer.metric_kinds() == {"busy_s": "counter", "wait_s": "counter"}
+    # Each update timed too, its distribution for the monitor's quantiles.
+    assert stats["update_s_count"] == 10
+    assert 0.01 <= stats["update_s_mean"] < 0.03
+    assert consumer.histograms()["update_s"].count == 10
+    assert consumer.metric_kinds() == {
+        "busy_s": "counter",
+        "wait_s": "counter",
+        "update_s_count": "counter",
+        "update_s_sum": "counter",
+    }
 
 
 # SimulatedEpisodes
@@ -580,6 +591,22 @@ def test_demo_learner_cost_lowers_the_update_rate(
 
 
 @pytest.mark.timeout(60)
+def test_demo_records_the_distribution_of_its_learners_update_times(
+    learner_cost_outcome: DemoOutcome,
+) -> None:
+    # Each update costs 100 ms more than the learner's own 20 ms: the
+    # learner's update_s histograms hold every update, their median that.
+    (histogram,) = merge_distributions(
+        read_distributions(learner_cost_outcome.result.path, name="learner/update_s")
+    ).values()
+    updates = learner_cost_outcome.values("learner/updates")[-1]
+
+    assert histogram.count == updates > 0
+    assert 0.1 <= histogram.quantile(0.5) < 0.5
+    assert learner_cost_outcome.values("learner/update_s_p50")
+
+
+@pytest.mark.timeout(60)
 def test_demo_with_an_expensive_env_ends_its_summary_collector_bound(
     env_cost_outcome: DemoOutcome,
 ) -> None:
@@ -641,8 +668,16 @@ def test_demo_command_makes_the_side_it_names_the_bottleneck(
     seconds = {"--learner-cost": "0.2", "--env-cost": "0.002"}[cost]
     options = ["--seconds", "2.5", "--out", str(path), cost, seconds]
 
+    # Into a pipe, as CI reads it: lines whole, whatever width pytest was
+    # given (pytest sets COLUMNS in its own environment).
+    piped = {name: value for name, value in os.environ.items() if name != "COLUMNS"}
     shown = subprocess.run(
-        [*command, *options], check=True, capture_output=True, text=True, timeout=50
+        [*command, *options],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=50,
+        env=piped,
     )
 
     last_window, over_the_run = closing_verdict(shown.stdout)
@@ -1045,6 +1080,18 @@ def test_torchrl_demo_learner_trains_on_sampled_batches(
     assert updates[-1] > 0
     assert sampled[-1] == 64 * updates[-1]
     assert all(loss >= 0 for loss in torchrl_demo_outcome.values("learner/loss_mean"))
+
+
+@pytest.mark.timeout(120)
+def test_torchrl_demo_records_the_distribution_of_its_learners_update_times(
+    torchrl_demo_outcome: DemoOutcome,
+) -> None:
+    (histogram,) = merge_distributions(
+        read_distributions(torchrl_demo_outcome.result.path, name="learner/update_s")
+    ).values()
+
+    assert histogram.count == torchrl_demo_outcome.values("learner/updates")[-1]
+    assert 0.0 < histogram.quantile(0.5) < 1.0
 
 
 @pytest.mark.timeout(120)

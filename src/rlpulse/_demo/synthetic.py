@@ -47,6 +47,7 @@ from rlpulse._demo.common import (
     verdict_window,
     watch_learning,
 )
+from rlpulse.distributions import Histogram
 from rlpulse.monitor import LoggerMonitor
 from rlpulse.naming import Kind
 from rlpulse.read.summary import format_number
@@ -189,7 +190,7 @@ class _Worker(abc.ABC):
         """The thread's work, until ``_stop_event`` is set; subclasses say what."""
 
     def metric_kinds(self) -> dict[str, Kind]:
-        """The stage timing's counters, once recorded: ``busy_s`` (and ``wait_s``).
+        """The stage timing's counters, once recorded: ``busy_s`` (and ``wait_s``; a learner's ``update_s_count`` and ``update_s_sum``).
 
         >>> producer = Producer(RingBuffer(capacity=10))
         >>> producer.start()
@@ -405,8 +406,10 @@ class Consumer(_Worker):
     def _run(self) -> None:
         # Waiting for frames and updating, timed apart: what tells a
         # collector-bound pipeline from a learner-bound one.
+        # Each update is timed too (update_s): its distribution is what a
+        # dashboard's learner panels and percentiles show.
         for _ in self.stages.waiting(self._updates_due()):
-            with self.stages.busy():
+            with self.stages.busy(), self.stages.time("update_s"):
                 self.update()
                 self._stop_event.wait(self._update_seconds)
             if self.finished.is_set():
@@ -422,7 +425,7 @@ class Consumer(_Worker):
                 yield
 
     def stats(self) -> dict[str, float]:
-        """Return the updates made and frames sampled so far, and the stage timing once started.
+        """Return the updates made and frames sampled so far, and the stage timing and update times once started.
 
         >>> Consumer(RingBuffer(capacity=10)).stats()
         {'updates': 0, 'frames_sampled': 0}
@@ -432,6 +435,14 @@ class Consumer(_Worker):
             "frames_sampled": self._frames_sampled,
             **self.stages.stats(),
         }
+
+    def histograms(self) -> dict[str, Histogram]:
+        """The distribution of its update times (``update_s``), once it has updated: a monitor logs its quantiles.
+
+        >>> Consumer(RingBuffer(capacity=10)).histograms()
+        {}
+        """
+        return self.stages.histograms()
 
 
 class SimulatedEpisodes:

@@ -58,6 +58,7 @@ from torchrl.modules import MLP, EGreedyModule, QValueActor
 from torchrl.objectives import DQNLoss, SoftUpdate
 
 from rlpulse._demo import common
+from rlpulse.distributions import Histogram
 from rlpulse.monitor import LoggerMonitor
 from rlpulse.naming import Kind
 from rlpulse.read.summary import format_duration, format_number
@@ -97,7 +98,8 @@ class DQNLearner:
     ``loss_mean``, the mean loss of the last 100 updates, and the stage
     timing the training loop records in :attr:`stages` (``wait_s`` waiting
     for a batch with ``stages.waiting()``, ``busy_s`` updating with
-    ``stages.busy()``).
+    ``stages.busy()``) and each update's seconds (``update_s``, whose
+    distribution :meth:`histograms` gives).
 
     >>> import torch
     >>> from tensordict import TensorDict
@@ -159,14 +161,15 @@ class DQNLearner:
         self._tally = Tally(window=100)
 
     def update(self, batch: TensorDictBase) -> float:
-        """Take one training step on ``batch``; return its loss."""
-        loss = self.loss(batch)["loss"]
-        self.optimizer.zero_grad()
-        loss.backward()
-        self.optimizer.step()
-        self.target_update.step()
-        if self.cost:
-            time.sleep(self.cost)
+        """Take one training step on ``batch``, timed as ``update_s``; return its loss."""
+        with self.stages.time("update_s"):
+            loss = self.loss(batch)["loss"]
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+            self.target_update.step()
+            if self.cost:
+                time.sleep(self.cost)
         value = float(loss.item())
         self._tally.inc("updates")
         self._tally.inc("frames_sampled", batch.numel())
@@ -201,6 +204,10 @@ class DQNLearner:
             "frames_sampled": Kind.COUNTER,
             **self.stages.metric_kinds(),
         }
+
+    def histograms(self) -> dict[str, Histogram]:
+        """The distribution of its update times (``update_s``), once it has updated: a monitor logs its quantiles."""
+        return self.stages.histograms()
 
 
 def sampled_batches(
