@@ -165,6 +165,22 @@ def test_each_payload_key_has_the_kind_decided_where_it_was_born() -> None:
     assert kinds["t/epsilon_mean"] is Kind.GAUGE
 
 
+def test_a_known_counter_stays_a_counter_when_rate_keys_leave_it_unrated() -> None:
+    from rlpulse.naming import Kind
+
+    # rate_keys chooses what is rated, not what counts: a collector's frames
+    # and a buffer's write_count are counters all the same.
+    watch = Watch(WatchSpec("c", provider=dict, rate_keys=("updates",)))
+    poll(watch, {"frames": 1000, "updates": 7, "write_count": 3, "size": 5}, now=0.0)
+
+    assert watch.kinds == {
+        "c/frames": Kind.COUNTER,
+        "c/updates": Kind.COUNTER,
+        "c/write_count": Kind.COUNTER,
+        "c/size": Kind.GAUGE,
+    }
+
+
 COUNTERS = ("frames", "batches", "write_count", "episodes")
 
 

@@ -360,9 +360,10 @@ class Naming:
 class Kinds:
     """The kind of each payload key of one watch, decided once, where the watch names it.
 
-    A rate the watch derives is a rate; an entry it rates (``rate_keys``,
-    else the known counters) or schedules on (a counter schedule) is a
-    counter, and so is one the target declares a counter through its
+    A rate the watch derives is a rate; an entry it rates (``rate_keys``),
+    one of the known counters (rated or not: ``rate_keys`` chooses what is
+    rated, not what counts) or one it schedules on (a counter schedule) is
+    a counter, and so is one the target declares a counter through its
     optional ``metric_kinds()`` (``{entry: "counter" | "gauge"}``: a
     :class:`~rlpulse.Tally`'s ``inc()`` keys and observation counts);
     everything else (gauges, aggregates, quantiles, ``stalled``) is a gauge.
@@ -374,8 +375,7 @@ class Kinds:
         self.by_key: dict[str, Kind] = {}
         self._naming = naming
         self._prefix = prefix
-        rated = RATE_NAMES if spec.rate_keys is None else spec.rate_keys
-        self._counters = {*rated, *spec.counter_keys}
+        self._counters = {*RATE_NAMES, *(spec.rate_keys or ()), *spec.counter_keys}
         declared = getattr(spec.target, "metric_kinds", None)
         self._declared: Callable[[], Mapping[str, Any]] | None = (
             declared if callable(declared) else None
