@@ -12,7 +12,7 @@ import pytest
 
 from rlpulse import LoggerMonitor
 from rlpulse.runtime.queues import SinkQueue
-from rlpulse.runtime.retry import TransientSinkError
+from rlpulse.runtime.retry import MAX_BACKOFF_S, TransientSinkError, retry_delay
 from rlpulse.runtime.sinks import Sink
 from rlpulse.testing import InMemorySink
 from tests.support import (
@@ -133,3 +133,14 @@ def test_a_permanent_failure_after_transient_ones_is_not_retried() -> None:
         assert queue.close(deadline=time.monotonic() + 5) is None
     assert [[step for _, step, _ in batch] for batch in sink.batches] == [[2]]
     assert queue.retry_error is None
+
+
+def test_the_longest_waits_keep_their_jitter_under_the_cap() -> None:
+    # Capped after the jitter, every wait from the seventh try on was 32 s
+    # exactly: senders that failed together tried again together.
+    waits = [retry_delay(tries) for tries in (7, 8, 30) for _ in range(300)]
+
+    assert max(waits) <= MAX_BACKOFF_S
+    assert min(waits) >= 0.75 * MAX_BACKOFF_S * 0.8 / 1.2
+    assert sum(wait == MAX_BACKOFF_S for wait in waits) <= 3
+    assert max(waits) - min(waits) > 0.25 * MAX_BACKOFF_S

@@ -74,17 +74,24 @@ class TransientSinkError(OSError):
 
 
 def backoff(tries: int) -> float:
-    """The seconds to wait after try number ``tries`` failed: 1, 2, 4, ... up to 32, each within 20 % either way.
+    """The seconds to wait after try number ``tries`` failed: 1, 2, 4, 8, 16, then about 27, each within 20 % either way: at most 32.
 
-    The exponential back-off with jitter of OpenTelemetry's OTLP exporters.
+    The exponential back-off with jitter of OpenTelemetry's OTLP exporters,
+    its base capped so that the jitter stays whole at the cap: senders
+    that failed together keep trying apart however long the far end is away.
 
     >>> all(0.8 <= backoff(1) <= 1.2 and 3.2 <= backoff(3) <= 4.8 for _ in range(100))
     True
-    >>> backoff(30) <= MAX_BACKOFF_S
-    True
+    >>> waits = [backoff(30) for _ in range(100)]
+    >>> max(waits) <= MAX_BACKOFF_S, len(set(waits)) > 1
+    (True, True)
     """
-    base = FIRST_BACKOFF_S * 2.0 ** min(tries - 1, 16)
-    return min(base * random.uniform(1 - JITTER, 1 + JITTER), MAX_BACKOFF_S)
+    base = min(FIRST_BACKOFF_S * 2.0 ** min(tries - 1, 16), _MAX_BASE_S)
+    return base * random.uniform(1 - JITTER, 1 + JITTER)
+
+
+# The base of the longest waits: jittered, at most MAX_BACKOFF_S.
+_MAX_BASE_S = MAX_BACKOFF_S / (1 + JITTER)
 
 
 def retry_delay(tries: int, retry_after: float | None = None) -> float:
