@@ -14,6 +14,7 @@ import logging
 import os
 import pty
 import sqlite3
+import time
 import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
@@ -33,9 +34,11 @@ from rlpulse import (
     read_events,
 )
 from rlpulse.cli import main
+from rlpulse.runtime.retry import TransientSinkError
 from rlpulse.sinks.process import SinkProcess
 from rlpulse.sinks.prometheus import PrometheusExporter
-from tests.support import Progress, wait_until
+from rlpulse.testing import InMemorySink
+from tests.support import Progress, rlpulse_warnings, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -260,3 +263,79 @@ def test_a_sink_process_hands_events_to_its_sinks_that_store_them(
             ("stalled", "collector")
         ]
     assert {r.name for r in read(table)} >= {"collector/frames"}
+
+
+class RefusingEvents:
+    """A sink that writes payloads and refuses every event (transiently with ``transient``)."""
+
+    def __init__(self, *, transient: bool = False) -> None:
+        self.payloads = 0
+        self.event_calls = 0
+        self.transient = transient
+
+    def log_metrics(
+        self, metrics: Mapping[str, float], step: int | None = None
+    ) -> None:
+        self.payloads += 1
+
+    def log_event(self, event: Event) -> None:
+        self.event_calls += 1
+        if self.transient:
+            raise TransientSinkError(f"cannot store event {event.kind} now")
+        raise ValueError(f"cannot store event {event.kind}")
+
+
+class Still:
+    """A collector that never moves: its watch stalls."""
+
+    def stats(self) -> dict[str, float]:
+        return {"frames": 5.0}
+
+
+@pytest.mark.parametrize("transient", [False, True])
+def test_a_sink_refusing_events_warns_once_and_starts_no_failure_streak_of_its_payloads(
+    caplog: pytest.LogCaptureFixture, transient: bool
+) -> None:
+    # Its events failing started a failure streak that the next payload
+    # written ended: a sink_recovered event, which it refused in turn, at
+    # every round, each with a warning.
+    refusing, healthy = RefusingEvents(transient=transient), InMemorySink()
+    monitor = LoggerMonitor([refusing, healthy], poll_interval=0.02, stop_timeout=1.0)
+    monitor.watch(Still(), name="w", stall_after=0.2, progress_key="frames")
+    with caplog.at_level(logging.WARNING, logger="rlpulse"):
+        monitor.start()
+        assert wait_until(lambda: refusing.event_calls >= 1)
+        time.sleep(1.0)
+        monitor.stop()
+
+    kinds = [event.kind for event in healthy.events]
+    assert kinds.count("stalled") == 1
+    assert "sink_failing" not in kinds
+    assert "sink_recovered" not in kinds
+    said = [
+        m
+        for m in rlpulse_warnings(caplog)
+        if "failed to log" in m and "RefusingEvents" in m
+    ]
+    assert len(said) == 1
+    assert "failed to log a stalled event to sink RefusingEvents" in said[0]
+    assert ("tried again" in said[0]) is transient
+    assert refusing.payloads == len(healthy.payloads) > 10
+    assert monitor.stats()["errors"] >= refusing.event_calls
+
+
+def test_a_sink_refusing_events_in_manual_mode_warns_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    refusing = RefusingEvents()
+    monitor = LoggerMonitor(refusing, background=False)
+    monitor.watch(Still(), name="w", stall_after=0.05, progress_key="frames")
+    with caplog.at_level(logging.WARNING, logger="rlpulse"):
+        for _ in range(5):
+            monitor.step()
+            time.sleep(0.03)
+    said = [m for m in rlpulse_warnings(caplog) if "RefusingEvents" in m]
+    assert len(said) == 1, said
+    assert "That event is not sent again" in said[0]
+    assert refusing.event_calls >= 1
+    assert refusing.payloads == 5

@@ -100,6 +100,8 @@ class Delivery:
                 on_drop=self._reporter.dropped,
                 on_reject=self._reporter.rejected,
                 on_lost_behind=functools.partial(self._reporter.lost_behind, sink),
+                on_event_failure=self._queued_event_failed,
+                on_event_logged=self._reporter.event_logged,
                 losses=self._losses.get(sink),
             )
             for sink in self.sinks
@@ -205,12 +207,7 @@ class Delivery:
             draining.append(event)
             return
         for sink in self.sinks:
-            if sink.log_event is None:
-                continue
-            try:
-                sink.log_event(event)
-            except Exception as err:
-                self._reporter.sink_failed(sink, event.watch, err, queued=False)
+            self._log_event(sink, event)
 
     def end_round(self) -> None:
         """Queue the round's payloads for every sink and wake every sender once: a round of polls has ended."""
@@ -301,14 +298,8 @@ class Delivery:
         with self._lock:
             events, self._draining = self._draining or [], None
         for sink in sinks:
-            log_event = sink.log_event
-            if log_event is None:
-                continue
             for event in events:
-                try:
-                    log_event(event)
-                except Exception as err:
-                    self._reporter.sink_failed(sink, event.watch, err, queued=False)
+                self._log_event(sink, event)
 
     def _flush_inline(
         self, deadline: Deadline, stop_timeout: float
@@ -357,3 +348,21 @@ class Delivery:
         self._reporter.sink_failed(sink, watch_name, err, queued=True)
         if self._reporter.on_error == "raise":
             self._on_raise()
+
+    def _queued_event_failed(self, sink: Sink, event: Event, err: Exception) -> None:
+        self._reporter.event_failed(sink, event, err, queued=True)
+        if self._reporter.on_error == "raise":
+            self._on_raise()
+
+    def _log_event(self, sink: Sink, event: Event) -> None:
+        # An event handed to a sink on this thread (no queue): a failure
+        # counted and said in the sink's streak of events.
+        if sink.log_event is None:
+            return
+        try:
+            sink.log_event(event)
+        except Exception as err:
+            self._reporter.event_failed(sink, event, err, queued=False)
+        else:
+            if sink.events_failing:
+                self._reporter.event_logged(sink)

@@ -91,7 +91,10 @@ class SinkQueue:
     which others may read too: each loss is told to one of them; one of its
     own by default);
     ``on_delivered(count)`` after each call that delivered ``count``
-    payloads (the sink process's ledger).
+    payloads (the sink process's ledger); ``on_event_failure(sink, event,
+    error)`` when its ``log_event`` raises and ``on_event_logged(sink)``
+    when it logs an event again after that: a streak of its own, apart from
+    its payloads'.
 
     A call that raises :class:`~rlpulse.runtime.retry.TransientSinkError`
     puts its payloads (or its event) back at the head of the queue; the
@@ -125,6 +128,8 @@ class SinkQueue:
         on_reject: Callable[[int], None] | None = None,
         on_lost_behind: Callable[[Losses], None] | None = None,
         on_delivered: Callable[[int], None] | None = None,
+        on_event_failure: Callable[[Sink, Event, Exception], None] | None = None,
+        on_event_logged: Callable[[Sink], None] | None = None,
         losses: LossReader | None = None,
     ) -> None:
         self.sink = sink
@@ -154,6 +159,8 @@ class SinkQueue:
         self.warned_at: float | None = None
         self._on_failure = on_failure
         self._on_success = on_success
+        self._on_event_failure = on_event_failure
+        self._on_event_logged = on_event_logged
         self._on_drop = on_drop
         self._on_reject = on_reject
         self._on_lost_behind = on_lost_behind
@@ -577,10 +584,14 @@ class SinkQueue:
         return late
 
     def _send_events(self) -> None:
-        # An event written ends no failure streak: on a nearly full disk a
-        # small event may fit where the payloads do not.
+        # Events fail and succeed in a streak of their own: an event written
+        # ends no failure streak of the payloads (on a nearly full disk a
+        # small event may fit where the payloads do not), nor does one that
+        # fails start one (a sink that refuses every event would say it
+        # fails and recovers at every payload written).
         events = self.events
-        log_event = self.sink.log_event
+        sink = self.sink
+        log_event = sink.log_event
         while events and log_event is not None:
             event = events.popleft()
             try:
@@ -588,12 +599,20 @@ class SinkQueue:
             except TransientSinkError as err:
                 if not self._abandoned:
                     events.appendleft(event)
-                    self._retry_later(event.watch, err)
+                    self._back_off(err)
+                    self._event_failed(event, err)
                 return
             except Exception as err:
                 if self._abandoned:
                     return
-                self._failed(event.watch, err)
+                self._event_failed(event, err)
+            else:
+                if sink.events_failing and self._on_event_logged is not None:
+                    self._on_event_logged(sink)
+
+    def _event_failed(self, event: Event, err: Exception) -> None:
+        if self._on_event_failure is not None:
+            self._on_event_failure(self.sink, event, err)
 
     def _failed_after_stop(self, count: int, err: Exception) -> None:
         # The call close() gave up on failed in the end: its payloads
@@ -635,10 +654,14 @@ class SinkQueue:
     def _retry_later(self, watch_name: str, err: TransientSinkError) -> None:
         # A call failed for a while: counted and reported as any failure,
         # its payloads back at the head of the queue for the next try.
+        self._back_off(err)
+        self._failed(watch_name, err)
+
+    def _back_off(self, err: TransientSinkError) -> None:
+        # The next try waits (_wait_to_retry), the longer the more tries failed.
         self.retry_error = err
         self._tries += 1
         self._backing_off = True
-        self._failed(watch_name, err)
 
     def _wait_to_retry(self) -> None:
         # The back-off before the next try; closing cuts it short once, and

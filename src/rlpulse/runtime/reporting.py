@@ -212,6 +212,42 @@ class Reporter:
             else "Those payloads are not sent again.",
         )
 
+    def event_failed(
+        self, sink: Sink, event: Event, error: Exception, *, queued: bool
+    ) -> None:
+        """Count a failed ``log_event`` of ``sink``; warn once per streak of its events failing.
+
+        A streak of its own, apart from its payloads' (``sink_failing`` and
+        ``sink_recovered``, which are events too: a sink whose every event
+        fails would otherwise start a streak with each event that says one
+        ended). Kept for the polling thread to raise as a payload's error
+        is, under ``on_error="raise"``.
+        """
+        self.add(errors=1)
+        if self.on_error == "raise" and queued:
+            with self._lock:
+                self._sink_error = error
+        if sink.events_failing:
+            return
+        sink.events_failing = True
+        if self.on_error != "warn":
+            return
+        retried = queued and isinstance(error, TransientSinkError)
+        _log.warning(
+            "LoggerMonitor failed to log a %s event to sink %s: %r. %s Further "
+            "event errors of this sink will be silent until it logs an event again.",
+            event.kind,
+            sink.name,
+            error,
+            "The event stays queued and is tried again after a back-off."
+            if retried
+            else "That event is not sent again.",
+        )
+
+    def event_logged(self, sink: Sink) -> None:
+        """``sink`` logged an event: a streak of its events failing ends."""
+        sink.events_failing = False
+
     def sink_recovered(self, sink: Sink) -> None:
         """A failing sink took a call again: its failure streak ends."""
         if sink.failing:

@@ -164,7 +164,7 @@ def _weakly(losses: Callable[[], Losses]) -> Callable[[], Losses]:
 
 
 class Sink:
-    """One sink wrapped for delivery, with its failure-streak state.
+    """One sink wrapped for delivery, with its failure streaks' state: its payloads' (``failing``) and its events' (``events_failing``).
 
     Examples:
         >>> class Recorder:
@@ -179,6 +179,7 @@ class Sink:
     """
 
     __slots__ = (
+        "events_failing",
         "failing",
         "finish_sending",
         "log_batch",
@@ -201,6 +202,9 @@ class Sink:
         self.target = target
         self.name = type(target).__name__
         self.failing = False
+        # Its log_event() failing, a streak of its own: its payloads may
+        # go on being written meanwhile.
+        self.events_failing = False
         # A sink's optional log_batch(payloads): the sender hands it all
         # that is pending at once, each payload (metrics, step, timestamp).
         log_batch = getattr(target, "log_batch", None)
