@@ -339,3 +339,44 @@ def test_a_sink_refusing_events_in_manual_mode_warns_once(
     assert "That event is not sent again" in said[0]
     assert refusing.event_calls >= 1
     assert refusing.payloads == 5
+
+
+class SlowPlainSink:
+    """A sink of ``log_metrics`` alone (as TorchRL's loggers), slower than the polls, that keeps events."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[float, str]] = []
+
+    def log_metrics(
+        self, metrics: Mapping[str, float], step: int | None = None
+    ) -> None:
+        time.sleep(0.02)
+
+    def log_event(self, event: Event) -> None:
+        self.events.append((time.monotonic(), event.kind))
+
+
+def test_a_sink_slower_than_the_polls_gets_its_events_with_the_payloads_handed_over_with_them() -> (
+    None
+):
+    # One payload a call, the sink always behind: its events waited until
+    # it had caught up, which it never did, and were lost at stop().
+    sink = SlowPlainSink()
+    noticed: list[float] = []
+    monitor = LoggerMonitor(
+        sink,
+        poll_interval=0.01,
+        stop_timeout=1.0,
+        on_event=lambda event: noticed.append(time.monotonic()),
+    )
+    for index in range(3):
+        monitor.watch(Still(), name=f"w{index}", stall_after=0.3, progress_key="frames")
+    monitor.start()
+    try:
+        assert wait_until(lambda: len(sink.events) == 3, timeout=10)
+    finally:
+        monitor.stop(log_final=False)
+
+    assert [kind for _, kind in sink.events] == ["stalled"] * 3
+    # Within a few of the sink's calls of being noticed, not once it caught up.
+    assert sink.events[-1][0] - noticed[0] < 3.0

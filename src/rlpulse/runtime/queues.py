@@ -482,7 +482,9 @@ class SinkQueue:
         sink = self.sink
         log_metrics = sink.log_metrics
         wants_timestamp = sink.timestamp_keyword
-        while True:
+        # What is pending now, and no more: the events handed over with it
+        # go next, not once a sink slower than the polls has caught up.
+        for _ in range(len(pending)):
             with accounts:
                 if not pending or self._abandoned:
                     return
