@@ -738,3 +738,32 @@ def test_threads_first_using_one_key_at_once_all_record(how: str) -> None:
                 assert stats["step_s_count"] == threads
     finally:
         sys.setswitchinterval(switch_interval)
+
+
+def test_inc_takes_a_tensor_or_numpy_number_as_the_python_number_it_holds() -> None:
+    # A tensor was kept as given: a counter of shape [1] never reached a
+    # sink, and one with requires_grad held its graph, growing with each inc.
+    torch = pytest.importorskip("torch")
+    numpy = pytest.importorskip("numpy")
+    weights = torch.nn.Linear(2, 1)
+    loss = weights(torch.ones(2)).pow(2).mean().detach()
+    tally = Tally()
+
+    tally.inc("done", torch.tensor([3.0]))
+    tally.inc("frames", torch.tensor(200))
+    tally.inc("frames", numpy.int64(5))
+    tally.inc("loss_total", loss)
+    tally.inc("share", numpy.float32(0.5))
+
+    stats = tally.stats()
+    assert stats == {
+        "done": 3.0,
+        "frames": 205,
+        "loss_total": pytest.approx(float(loss)),
+        "share": 0.5,
+    }
+    assert all(type(value) in (int, float) for value in stats.values())
+    with pytest.raises(TypeError, match="n must be a number"):
+        tally.inc("done", torch.tensor([1.0, 2.0]))
+    with pytest.raises(ValueError, match="only goes up"):
+        tally.inc("done", torch.tensor(-1.0))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import operator
 import threading
 from collections import deque
 from collections.abc import (
@@ -217,7 +218,10 @@ class Tally:
     def inc(self, key: str, n: float = 1) -> None:
         """Add ``n`` (default 1) to the cumulative counter ``key``, created at 0 on first use.
 
-        An increment that would make the counter NaN or infinite is left
+        ``n`` is an ``int`` or a ``float``, or a number of another type
+        taken as one: a NumPy scalar, a tensor of one element
+        (``done.sum()``), read once here, so that the counter holds no
+        tensor (nor the graph behind it). An increment that would make the counter NaN or infinite is left
         out, as ``observe()`` leaves such values out, and counted in
         ``<key>_nonfinite``: the counter keeps its count. A negative ``n``
         (``-inf`` too) raises ``ValueError``: a counter only goes up (its rates and a
@@ -232,6 +236,8 @@ class Tally:
             >>> tally.stats()
             {'frames': 201, 'frames_nonfinite': 1}
         """
+        if type(n) is not int and type(n) is not float:
+            n = _increment_of(key, n)
         counters = self._counters
         try:
             if n < 0:
@@ -748,6 +754,21 @@ def _negative_increment(key: str, n: object) -> ValueError:
         f"Tally.inc({key!r}, n={n!r}): a counter only goes up; for a value "
         f"that goes down, use Tally.set({key!r}, value), a gauge."
     )
+
+
+def _increment_of(key: str, n: object) -> float:
+    # An increment of another type than int or float, as a Python number:
+    # whole where it is (a NumPy integer, an integer tensor), else a float.
+    if isinstance(n, int):  # a bool, an int subclass
+        return int(n)
+    try:
+        return operator.index(n)  # type: ignore[arg-type]
+    except TypeError:
+        pass
+    try:
+        return float(n)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise _bad_increment(key, n) from None
 
 
 def _bad_increment(key: str, n: object) -> TypeError:
