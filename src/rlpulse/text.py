@@ -8,7 +8,9 @@ library only.
 Numbers (:func:`format_number`) are written to be read at a glance and to
 never claim more than they hold:
 
-- below a thousand, four significant digits: ``0.3333``, ``12.35``, ``999.9``;
+- below a thousand, four significant digits: ``0.3333``, ``12.35``, ``999.9``
+  (rounded, but for a value just short of a power of ten, which is cut:
+  a utilization of 0.99997 is ``0.9999``, not ``1``);
 - from a thousand to a million, the whole number, with thousands separators
   from ten thousand on: ``4096``, ``19,999``, ``999,999``;
 - from a million on, four significant digits with a suffix, M (million), G
@@ -23,6 +25,7 @@ in full (``--exact`` on the command line).
 
 from __future__ import annotations
 
+import math
 import os
 import textwrap
 from collections.abc import Sequence
@@ -81,8 +84,8 @@ def noun_for(count: int, noun: str, plural_form: str | None = None) -> str:
 def format_number(value: float) -> str:
     """Return ``value`` as people read it at a glance (see the module's docstring for the forms).
 
-    >>> [format_number(v) for v in (0, 7, 0.25, 1 / 3, 999.97, 4096, 19_999, 20_000)]
-    ['0', '7', '0.25', '0.3333', '1000', '4096', '19,999', '20,000']
+    >>> [format_number(v) for v in (0, 7, 0.25, 1 / 3, 0.99997, 999.97, 4096, 19_999, 20_000)]
+    ['0', '7', '0.25', '0.3333', '0.9999', '999.9', '4096', '19,999', '20,000']
     >>> [format_number(v) for v in (1_999_999, 2.5e6, -3e9, 1.5e12, 1e15, 2.0**62)]
     ['1.999M', '2.5M', '-3G', '1.5T', '1e+15', '4.611e+18']
     >>> format_number(float("nan")), format_number(float("-inf"))
@@ -93,7 +96,15 @@ def format_number(value: float) -> str:
     if type(value) is not float:
         value = float(value)
     if -_WHOLE_FROM < value < _WHOLE_FROM:
-        return "0" if value == 0 else _FOUR_DIGITS % value
+        if value == 0:
+            return "0"
+        text = _FOUR_DIGITS % value
+        if text.strip("-0.") == "1" and abs(value) < abs(float(text)):
+            # Rounded up to a power of ten it is short of: cut instead, its
+            # four digits all nines (0.99997 is 0.9999, 999.97 is 999.9).
+            power = abs(float(text))
+            return _FOUR_DIGITS % math.copysign(power - power / 10_000, value)
+        return text
     if value - value != 0.0:  # inf or nan
         return str(value)
     sign = "-" if value < 0 else ""
