@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 import os
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -978,6 +980,58 @@ def test_a_logger_dropped_unused_takes_back_the_run_it_started(tmp_path: Path) -
     SQLiteLogger(alone, run="only")
     gc.collect()
     assert not alone.exists()  # the file it made, holding no run, goes too
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        # The logger held to the end, by a module or by a with block.
+        "store = SQLiteLogger(PATH, run='crash')\nraise RuntimeError('boom')\n",
+        "with SQLiteLogger(PATH, run='crash') as store:\n"
+        "    raise RuntimeError('boom')\n",
+        "def main():\n"
+        "    store = SQLiteLogger(PATH, run='crash')\n"
+        "    monitor = LoggerMonitor(store)\n"
+        "    raise RuntimeError('boom')\n"
+        "main()\n",
+    ],
+)
+@pytest.mark.timeout(60)
+def test_a_script_that_fails_before_its_first_payload_runs_again_under_its_run_name(
+    tmp_path: Path, script: str
+) -> None:
+    path = tmp_path / "runs" / "c.sqlite"
+    with SQLiteLogger(path, run="earlier") as earlier:
+        earlier.log_metrics({"c/frames": 1.0}, timestamp=1.0)
+    source = f"from rlpulse import LoggerMonitor, SQLiteLogger\nPATH = {str(path)!r}\n"
+
+    for _ in range(2):  # the second run refused the name, the run left behind
+        failed = subprocess.run(
+            [sys.executable, "-c", source + script],
+            capture_output=True,
+            text=True,
+            timeout=50,
+            check=False,
+        )
+        assert failed.returncode == 1
+        assert "RuntimeError: boom" in failed.stderr
+        assert "RunExistsError" not in failed.stderr
+
+    assert list_runs(path) == ["earlier"]
+
+
+def test_a_with_block_that_fails_after_logging_keeps_its_run(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+
+    def failing_after_logging() -> None:
+        with SQLiteLogger(path, run="r") as store:
+            store.log_metrics({"c/frames": 1.0}, timestamp=1.0)
+            raise RuntimeError("after the first payload")
+
+    with pytest.raises(RuntimeError):
+        failing_after_logging()
+
+    assert [record.value for record in read(path)] == [1.0]
 
 
 def test_a_store_taken_back_takes_the_folders_made_for_it_that_it_left_empty(

@@ -186,7 +186,9 @@ class SQLiteLogger(BaseSink):
         # A logger dropped unclosed with nothing in the run it started (a
         # script that failed before its first payload) takes the run back,
         # as abandon() does, so that the script runs again under the same
-        # name. Not at exit: a monitor's final snapshots may still come then.
+        # name; one still held at exit too, after the monitors' exit hook
+        # has logged their final snapshots (the finalizers' hook runs after
+        # it: rlpulse.runtime.lifecycle), so only a run that stayed empty.
         self._take_back: weakref.finalize[..., SQLiteLogger] | None = None
         if self._started_run:
             self._take_back = weakref.finalize(
@@ -198,7 +200,6 @@ class SQLiteLogger(BaseSink):
                 self.path.absolute(),
                 made_folder,
             )
-            self._take_back.atexit = False
         self._destination = f"{self.path} (run {self.run!r})"
         self._checkpointer = _Checkpointer(self.path.absolute())
 
@@ -389,6 +390,17 @@ class SQLiteLogger(BaseSink):
         self.close()
         if emptied and self._created:
             _remove_store_files(self._absolute_path, self._made_folder)
+
+    def __exit__(self, *exc_info: object) -> None:
+        """Close the logger; a block that raised takes back the run the logger started if nothing was logged to it (:meth:`abandon`).
+
+        A script that failed before its first payload runs again under the
+        same ``run=``.
+        """
+        if exc_info[0] is None:
+            self.close()
+        else:
+            self.abandon()
 
     def __repr__(self) -> str:
         return f"SQLiteLogger({str(self.path)!r}, run={self.run!r})"
