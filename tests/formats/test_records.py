@@ -49,3 +49,52 @@ def test_the_files_of_rlpulse_0_1_0_hold_the_same_records() -> None:
 
     assert len(sqlite) == 68
     assert sqlite == csv == jsonl
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (
+            {"names": "collector/frames"},
+            r"a collection of metric names.*\['collector/frames'\]",
+        ),
+        ({"since": "5s"}, "since must be seconds since the epoch.*'5s'"),
+        ({"until": True}, "until must be seconds since the epoch"),
+    ],
+)
+def test_read_refuses_options_it_would_match_nothing_with(
+    tmp_path: Path, options: dict[str, object], message: str
+) -> None:
+    # A name given as a string was read as its letters, a time as text
+    # compared with none: no record, and no word why.
+    from rlpulse import SQLiteLogger, read_distributions
+    from rlpulse.formats import read_aggregate
+
+    path = tmp_path / "run.sqlite"
+    with SQLiteLogger(path, run="a") as sink:
+        sink.log_metrics({"collector/frames": 1.0}, timestamp=10.0)
+
+    with pytest.raises(TypeError, match=message):
+        read(path, **options)  # type: ignore[arg-type]
+    if "names" not in options:
+        with pytest.raises(TypeError, match=message):
+            read_aggregate(path, **options)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=message):
+            read_distributions(path, **options)  # type: ignore[arg-type]
+    assert len(list(read(path, names=["collector/frames"], since=10))) == 1
+
+
+def test_read_of_file_colon_run_says_to_name_the_run_with_run(tmp_path: Path) -> None:
+    from rlpulse import SQLiteLogger
+
+    path = tmp_path / "run.sqlite"
+    with SQLiteLogger(path, run="a") as sink:
+        sink.log_metrics({"collector/frames": 1.0}, timestamp=10.0)
+
+    with pytest.raises(
+        FileNotFoundError,
+        match=r"for run 'a' of .*run\.sqlite, read that file with run='a'",
+    ):
+        read(f"{path}:a")
+    with pytest.raises(FileNotFoundError, match="No such file or directory"):
+        read(tmp_path / "other.sqlite")

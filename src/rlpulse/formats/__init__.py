@@ -28,7 +28,9 @@ the line and what is wrong.
 
 from __future__ import annotations
 
+import errno
 import math
+import numbers
 import os
 from collections.abc import Collection, Iterator
 from pathlib import Path
@@ -146,6 +148,8 @@ def read(
     ...     list(read(sink.path))
     [Record(wall_time=1.5, step=3, name='collector/frames', value=96.0, kind=<Kind.COUNTER: 'counter'>)]
     """
+    _check_names(names)
+    _check_span(since, until)
     path = Path(path)
     file_format = _format_for(path, run)
     if file_format == "sqlite":
@@ -206,6 +210,7 @@ def read_aggregate(
     >>> frames.first, frames.last, frames.growth / frames.growth_s
     (400.0, 900.0, 500.0)
     """
+    _check_span(since, until)
     path = Path(path)
     if _format_for(path, run) == "sqlite":
         return read_sqlite_aggregate(path, run, since, until)
@@ -316,8 +321,9 @@ def read_distributions(
     >>> len(intervals), merged.count, round(merged.quantile(0.99), 3)
     (3, 300, 0.099)
     """
+    _check_span(since, until)
     path = Path(path)
-    file_format = detect_format(path)
+    file_format = _format_for(path, run)
     if file_format == "sqlite":
         return read_sqlite_distributions(path, run, name, since, until)
     raise RunFileError(
@@ -450,9 +456,42 @@ def _refuse_pipe(path: Path) -> None:
         )
 
 
+def _check_names(names: Collection[str] | None) -> None:
+    # A string is a collection of its letters: it would keep nothing.
+    if isinstance(names, str | bytes):
+        raise TypeError(
+            f"names must be a collection of metric names, as [{names!r}]; "
+            f"got the string {names!r}"
+        )
+
+
+def _check_span(since: float | None, until: float | None) -> None:
+    # Seconds since the epoch: a string ('5s') would compare with none.
+    for option, value in (("since", since), ("until", until)):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, numbers.Real)
+        ):
+            raise TypeError(
+                f"{option} must be seconds since the epoch, a number (as "
+                f"time.time() gives), or None; got {value!r}"
+            )
+
+
 def _format_for(path: Path, run: str | None) -> str:
     # The file's format; a line file holds one run: naming one is a mistake.
-    file_format = detect_format(path)
+    try:
+        file_format = detect_format(path)
+    except FileNotFoundError:
+        # FILE:NAME, as the command line takes a run: run= names it here.
+        file, colon, name = str(path).rpartition(":")
+        if colon and name and Path(file).is_file():
+            raise FileNotFoundError(
+                errno.ENOENT,
+                f"No such file; for run {name!r} of {file}, read that file "
+                f"with run={name!r}",
+                str(path),
+            ) from None
+        raise
     if file_format != "sqlite" and run is not None:
         raise RunFileError(
             f"{path} is a {file_format.upper()} file, which holds a single run: "
