@@ -1130,6 +1130,27 @@ def test_step_axis_uses_each_records_step_and_skips_records_without_one() -> Non
     assert buffer.get_xlabel() == "step"
 
 
+def test_step_axis_spans_every_line_of_a_panel_not_its_first_axis_alone() -> None:
+    # A rate starts a snapshot after its counter: the panel's range was its
+    # first axis's (the rate's), the first value of each gauge off the chart.
+    figure = plot_run(
+        _records(
+            (0, 2000, "buffer/size", 2000.0),
+            (1, 6200, "buffer/size", 6200.0),
+            (1, 6200, "buffer/writes_per_second", 4200.0),
+            (2, 10_000, "buffer/size", 10_000.0),
+            (2, 10_000, "buffer/writes_per_second", 3800.0),
+        ),
+        run="stepped",
+        x="step",
+    )
+
+    for axes in _axes_by_unit(figure, "buffer").values():
+        low, high = axes.get_xlim()
+        assert low < 2000.0
+        assert high > 10_000.0
+
+
 def test_step_axis_names_the_watches_and_metrics_left_out_without_a_step() -> None:
     records = _records(
         (0, 100, "buffer/size", 1.0),

@@ -1250,13 +1250,10 @@ def _figure(
         va="top",
     )
     # The span every panel draws (over time or a counter): from the first
-    # point of any to the last.
-    xs = [at for panel in panels for line in panel.lines for at in line.xs]
+    # point of any to the last. Over steps, each panel's own.
     span = None
-    if xs and x != "step":
-        low, high = min(xs), max(xs)
-        margin = 0.02 * (high - low) or 0.5
-        span = (low - margin, high + margin)
+    if x != "step":
+        span = _x_span(panels)
     shared: Axes | None = None
     top = height - header_inches
     for panel, panel_height in zip(panels, heights, strict=True):
@@ -1267,7 +1264,13 @@ def _figure(
         # (over time; steps differ from watch to watch): a panel's axes
         # share it with the first panel's first axis.
         leader = all_axes[0] if shared is None or x == "step" else shared
-        if x != "step" and shared is None:
+        if x == "step":
+            # The panel's first axis alone would end its range where its
+            # own lines do: a rate starts a snapshot after the counters.
+            own = _x_span([panel])
+            if own is not None:
+                leader.set_xlim(*own)
+        elif shared is None:
             shared = leader
             if span is not None:
                 leader.set_xlim(*span)
@@ -1279,6 +1282,16 @@ def _figure(
         xlabel = f"{time_unit} since the start of the run" if x == "time" else x
         all_axes[-1].set_xlabel(xlabel)
     return sheet.finish()
+
+
+def _x_span(panels: list[_Panel]) -> tuple[float, float] | None:
+    """From the first point of any line of ``panels`` to the last, with a margin; ``None`` without a point."""
+    xs = [at for panel in panels for line in panel.lines for at in line.xs]
+    if not xs:
+        return None
+    low, high = min(xs), max(xs)
+    margin = 0.02 * (high - low) or 0.5
+    return (low - margin, high + margin)
 
 
 def _axes_places(
