@@ -459,6 +459,29 @@ def test_a_bottleneck_panel_draws_its_speedup_not_the_counts_behind_its_ratio() 
     assert not drawn & {"samples_drawn", "frames_produced", "bound", "bound_known"}
 
 
+def test_a_bottleneck_panel_never_judged_draws_no_counts_nor_codes_either() -> None:
+    # Every window unknown (the signals disagreed): no span to shade, and
+    # the panel drew its counts and codes as another watch's lines.
+    records = [
+        record._replace(value=0.0)
+        if record.name == "bottleneck/bound_known"
+        else record
+        for record in _learner_bound_records()
+        if record.name != "bottleneck/bound"
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PlotWarning)
+        figure = plot_run(records, run="r")
+
+    drawn = {
+        label
+        for axes in _axes_by_unit(figure, "bottleneck").values()
+        for label in _labels(axes)
+    }
+    assert {"speedup", "replay_ratio"} <= drawn
+    assert not drawn & {"samples_drawn", "frames_produced", "bound_known"}
+
+
 def test_runs_drawn_together_keep_the_speedup_and_waits_of_a_bottleneck_watch() -> None:
     records = _learner_bound_records()
 

@@ -969,10 +969,17 @@ def _panels(
         watch: _verdict_spans(metrics, seconds_per_x)
         for watch, metrics in by_watch.items()
     }
+    # A bottleneck watch's, judged or not: one whose every window was
+    # unknown has no span to shade, and draws its lines as any judged one.
+    judging = {
+        watch
+        for watch, metrics in by_watch.items()
+        if any(metric.key == "bound_known" for metric in metrics)
+    }
 
     def lines_of(watch: str) -> list[_Line]:
         drawn = by_watch.get(watch, [])
-        if not spans.get(watch):
+        if watch not in judging:
             return _lines(drawn, series, cumulative)
         # The verdict is shaded, its codes (-1, 0, 1) not drawn as lines,
         # nor the counts behind its replay ratio; what says most of it
