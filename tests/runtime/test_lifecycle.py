@@ -370,3 +370,47 @@ def test_a_previous_handler_that_returns_lets_the_process_go_on() -> None:
     assert repr(monitor).endswith("idle)")  # stopped; the caller goes on
     monitor.stop()
     assert frames_logged(sink, "s") == 1
+
+
+class FirstCallHangs:
+    """A sink (log_metrics alone, no lock of its own) whose first call hangs until released; it counts the calls in it at once."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.released = threading.Event()
+        self.calls = 0
+        self.in_call = 0
+        self.most_in_call = 0
+
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        with self.lock:
+            self.calls += 1
+            self.in_call += 1
+            self.most_in_call = max(self.most_in_call, self.in_call)
+            first = self.calls == 1
+        try:
+            if first:
+                self.released.wait(20)
+        finally:
+            with self.lock:
+                self.in_call -= 1
+
+
+@pytest.mark.timeout(60)
+def test_a_restarted_monitor_calls_no_sink_still_in_the_call_stop_left_behind() -> None:
+    # The new sender called the sink while the one stop() gave up on was
+    # still in its call: two calls into one sink at once.
+    sink = FirstCallHangs()
+    monitor = LoggerMonitor(sink, poll_interval=0.02, stop_timeout=0.3)
+    monitor.watch(Source(), name="w")
+    monitor.start()
+    assert wait_until(lambda: sink.in_call == 1)
+    monitor.stop(log_final=False)
+    monitor.start()
+    time.sleep(0.5)
+
+    assert sink.calls == 1  # waits for the call under way
+    sink.released.set()
+    assert wait_until(lambda: sink.calls > 2)
+    monitor.stop()
+    assert sink.most_in_call == 1

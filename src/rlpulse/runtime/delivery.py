@@ -75,6 +75,8 @@ class Delivery:
         self.queues = ()
         for sink in self.sinks:
             sink.failing = False
+            # Held by a parent's sender, maybe: no thread of the child's.
+            sink.calls = threading.Lock()
         # While close() drains the queues: the events noticed meanwhile,
         # for the sinks drained in time (None the rest of the time).
         self._draining: list[Event] | None = None

@@ -170,8 +170,10 @@ class SinkQueue:
         # to write (put_round).
         self._finishing = False
         # Held by the sender while it holds payloads the sink has not taken
-        # yet: put_round() gives the sink none meanwhile, which would pass them.
-        self._sending = threading.Lock()
+        # yet: put_round() gives the sink none meanwhile, which would pass
+        # them. The sink's own: a sender an earlier queue of it left behind,
+        # stuck in a call, keeps this one's from calling it meanwhile.
+        self._sending = sink.calls
         self._closing = False
         # Set when close() gave up on a stuck sink: the sender must not call it again.
         self._abandoned = False

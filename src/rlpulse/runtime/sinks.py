@@ -179,6 +179,7 @@ class Sink:
     """
 
     __slots__ = (
+        "calls",
         "events_failing",
         "failing",
         "finish_sending",
@@ -202,6 +203,10 @@ class Sink:
         self.target = target
         self.name = type(target).__name__
         self.failing = False
+        # Held by whichever sender calls the sink: a sink is never called by
+        # two at once, not even by a restarted monitor's new sender while
+        # the one stop() left behind is still in a call.
+        self.calls = threading.Lock()
         # Its log_event() failing, a streak of its own: its payloads may
         # go on being written meanwhile.
         self.events_failing = False
