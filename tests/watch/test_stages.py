@@ -12,6 +12,7 @@ import pytest
 from rlpulse import Every, LoggerMonitor
 from rlpulse.testing import InMemorySink
 from rlpulse.watch import Watch, WatchSpec
+from rlpulse.watch.stages import Stall
 
 
 def poll(watch: Watch, raw: dict[str, Any], now: float) -> dict[str, float] | None:
@@ -146,7 +147,9 @@ def test_a_restart_keeps_a_stall_until_progress_ends_it() -> None:
     assert payload["c/stalled"] == 1.0
     poll(watch, {"frames": 11}, now=101.0)
     assert not watch.stalled
-    assert stalls == [(True, 6.0), (False, 101.0)]  # last moved at 0
+    # Polled without progress 6 s before the stop and 1 s after: the time
+    # stopped is no time without progress.
+    assert stalls == [(True, 6.0), (False, 7.0)]
 
 
 def test_a_restart_starts_the_stall_clock_of_a_watch_not_stalled_again() -> None:
@@ -204,3 +207,19 @@ def test_the_monitor_warns_once_per_stall_episode(
     assert len(warnings) == 1
     assert "'collector'" in warnings[0]
     assert sink.payloads[-1].metrics["collector/stalled"] == 1.0
+
+
+def test_a_stall_that_ends_after_a_restart_lasted_only_the_time_it_was_polled() -> None:
+    # Its recovered event counted the time the monitor was stopped.
+    told: list[tuple[bool, float]] = []
+    stall = Stall(
+        ("frames",), 1.0, lambda stalled, seconds: told.append((stalled, seconds))
+    )
+    for now in (0.0, 0.5, 1.0, 1.5):
+        stall.observe({"frames": 5.0}, now)
+    stall.restart()
+    stall.restart()  # stopped and started twice before its next poll
+    stall.observe({"frames": 6.0}, 101.5)
+
+    assert told == [(True, 1.0), (False, 1.5)]
+    assert not stall.stalled

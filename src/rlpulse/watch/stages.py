@@ -117,9 +117,18 @@ class Stall:
         self._progress_time: float | None = None
         # The last value of each of several progress entries.
         self._known: dict[str, float] = {}
+        # When the last poll was; and, after a restart while stalled, the
+        # seconds the stall had lasted by then, for the next poll to go on
+        # from (the time stopped counts for nothing).
+        self._last_poll: float | None = None
+        self._stalled_for: float | None = None
 
     def observe(self, snapshot: Mapping[str, float], now: float) -> None:
         """Take one poll's ``snapshot`` at ``now`` into the stall clock."""
+        if self._stalled_for is not None:
+            self._progress_time = now - self._stalled_for
+            self._stalled_for = None
+        self._last_poll = now
         keys = self.progress_keys
         if len(keys) == 1:
             progress: Any = snapshot.get(keys[0])
@@ -160,10 +169,24 @@ class Stall:
 
         The time stopped is no time without progress. A stall goes on: the
         target did not move because the monitor restarted, and only its
-        progress ends the stall, told as its end.
+        progress ends the stall, told as its end, its seconds those it was
+        polled without progress.
+
+        Examples:
+            >>> told = []
+            >>> stall = Stall(("frames",), 1.0, lambda stalled, seconds: told.append((stalled, seconds)))
+            >>> for now in (0.0, 0.5, 1.0, 1.5):
+            ...     stall.observe({"frames": 5.0}, now)
+            >>> stall.restart()  # stopped, then started 100 s later
+            >>> stall.observe({"frames": 5.0}, 101.5)
+            >>> stall.observe({"frames": 6.0}, 102.0)
+            >>> told
+            [(True, 1.0), (False, 2.0)]
         """
         if not self.stalled:
             self._progress_time = None
+        elif self._progress_time is not None and self._last_poll is not None:
+            self._stalled_for = self._last_poll - self._progress_time
 
     def forget(self) -> None:
         """Start afresh, not stalled, the next poll starting the clock: in a forked child, whose stalls are its own."""
@@ -171,6 +194,8 @@ class Stall:
         self._progress = None
         self._progress_time = None
         self._known = {}
+        self._last_poll = None
+        self._stalled_for = None
 
 
 class Baseline:
