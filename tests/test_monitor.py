@@ -19,6 +19,7 @@ import torch
 
 from rlpulse import Every, LoggerMonitor, Tally
 from rlpulse.testing import InMemorySink
+from rlpulse.watch.stages import SNAPSHOTS_TO_APPEAR
 from tests.support import Counter, rlpulse_warnings
 
 
@@ -470,6 +471,9 @@ def test_an_entry_name_the_snapshot_lacks_is_warned_once_with_the_entries_it_has
 ) -> None:
     monitor = LoggerMonitor(InMemorySink(), background=False)
     monitor.watch(Fixed(frames=5, write_count=3), name="c", **options)
+    for _ in range(SNAPSHOTS_TO_APPEAR - 1):
+        monitor.step()
+    assert rlpulse_warnings(caplog) == []  # it may still appear
     for _ in range(3):
         monitor.step()
     warnings = rlpulse_warnings(caplog)
@@ -504,8 +508,25 @@ def test_an_empty_snapshot_is_not_judged_the_first_with_entries_is(
     monitor.step()
     assert rlpulse_warnings(caplog) == []
     tally.inc("episode")
-    monitor.step()
+    for _ in range(SNAPSHOTS_TO_APPEAR):
+        monitor.step()
     assert "names 'episodes'" in rlpulse_warnings(caplog)[0]
+
+
+def test_an_entry_that_appears_after_a_warm_up_is_not_warned(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A learner's updates, counted once it has enough frames to learn from:
+    # every ordinary run was warned of a typo.
+    learner = Tally()
+    learner.set("epsilon", 1.0)
+    monitor = LoggerMonitor(InMemorySink(), background=False)
+    monitor.watch(learner, name="learner", rate_keys=("updates",), step="updates")
+    for poll in range(SNAPSHOTS_TO_APPEAR + 5):
+        if poll == SNAPSHOTS_TO_APPEAR - 2:
+            learner.inc("updates")
+        monitor.step()
+    assert rlpulse_warnings(caplog) == []
 
 
 def test_monitor_bottleneck_refuses_a_watch_it_does_not_know() -> None:

@@ -484,9 +484,9 @@ class Reporter:
         """Warn that ``watch``'s snapshot has no entry ``key``, which ``option`` names."""
         shown = ", ".join(entries[:20]) + (", ..." if len(entries) > 20 else "")
         _log.warning(
-            "LoggerMonitor: watch %r: %s names %r, but its snapshot has no such "
-            "numeric entry (yet); it has: %s. Check the name: until it appears, "
-            "%s.",
+            "LoggerMonitor: watch %r: %s names %r, but its snapshots have had no "
+            "such numeric entry so far; it has: %s. Check the name: until it "
+            "appears, %s.",
             watch.name,
             option,
             key,

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from rlpulse.watch.core import Watch
 
 __all__ = [
+    "SNAPSHOTS_TO_APPEAR",
     "Aggregates",
     "Baseline",
     "Kinds",
@@ -287,16 +288,18 @@ class WatchEvents(Protocol):
     def entry_missing(
         self, watch: Watch, option: str, key: str, entries: Sequence[str]
     ) -> None:
-        """The first snapshot with entries has none named ``key``, though ``option`` names it."""
+        """The snapshots with entries have had none named ``key`` so far (see :class:`NamedEntries`), though ``option`` names it."""
 
 
 class NamedEntries:
     """The entries a watch's options name, until each is seen in a snapshot or told missing.
 
     A typo (``Every.counter("frame", 10)`` for ``frames``) would otherwise
-    never log, rate or step, silently: the first snapshot with entries that
-    lacks a named one is told to the watch's events, once per entry. An
-    empty snapshot (a tally nothing was written to yet) tells nothing.
+    never log, rate or step, silently: a named entry still missing from the
+    :data:`SNAPSHOTS_TO_APPEAR`-th snapshot with entries is told to the
+    watch's events, once per entry. An entry that appears by then (a
+    learner's ``updates`` once its warm-up is over) is no typo; an empty
+    snapshot (a tally nothing was written to yet) does not count.
     """
 
     def __init__(self, spec: WatchSpec) -> None:
@@ -317,17 +320,28 @@ class NamedEntries:
         for option, key in named:
             if key is not None:
                 self.unseen.setdefault(key, option)
+        self._snapshots = 0
 
     def check(self, raw: Any, watch: Watch) -> bool:
-        """Tell the entries ``raw`` lacks (when it has any); whether some are still to be checked."""
+        """Take the entries ``raw`` has (when it has any), telling those still missing at the last snapshot checked; whether some are still to be checked."""
         snapshot = snapshot_of(raw)
         if not snapshot:
             return True
+        self.unseen = {
+            key: option for key, option in self.unseen.items() if key not in snapshot
+        }
+        self._snapshots += 1
+        if self._snapshots < SNAPSHOTS_TO_APPEAR and self.unseen:
+            return True
         for key, option in self.unseen.items():
-            if key not in snapshot and watch.events is not None:
+            if watch.events is not None:
                 watch.events.entry_missing(watch, option, key, sorted(snapshot))
         self.unseen = {}
         return False
+
+
+SNAPSHOTS_TO_APPEAR = 10
+"""How many snapshots with entries an entry a watch's options name has to appear in before it is told missing."""
 
 
 class Naming:
