@@ -185,10 +185,7 @@ class Reporter:
         :class:`~rlpulse.runtime.retry.TransientSinkError` is tried again
         by its queue, and the warning says so.
         """
-        self.add(errors=1)
-        if self.on_error == "raise" and queued:
-            with self._lock:
-                self._sink_error = error
+        self._count_sink_error(error, queued=queued)
         if sink.failing:
             return
         # Failing before it is said: the event reaches this sink too.
@@ -223,10 +220,7 @@ class Reporter:
         ended). Kept for the polling thread to raise as a payload's error
         is, under ``on_error="raise"``.
         """
-        self.add(errors=1)
-        if self.on_error == "raise" and queued:
-            with self._lock:
-                self._sink_error = error
+        self._count_sink_error(error, queued=queued)
         if sink.events_failing:
             return
         sink.events_failing = True
@@ -243,6 +237,14 @@ class Reporter:
             if retried
             else "That event is not sent again.",
         )
+
+    def _count_sink_error(self, error: Exception, *, queued: bool) -> None:
+        # Counted; a queued sink's kept for the polling thread to raise
+        # under on_error="raise" (a call on the caller's thread raises there).
+        self.add(errors=1)
+        if self.on_error == "raise" and queued:
+            with self._lock:
+                self._sink_error = error
 
     def event_logged(self, sink: Sink) -> None:
         """``sink`` logged an event: a streak of its events failing ends."""
