@@ -785,3 +785,43 @@ def test_a_segment_is_named_after_rlpulse_and_its_creator() -> None:
     assert int(namespace) == os.stat("/proc/self/ns/pid").st_ino
     assert int(pid) == os.getpid()
     assert len(token) == 8
+
+
+_KILLED_WORKER = """
+import os, pickle, signal, sys
+counters = pickle.loads(sys.stdin.buffer.read())
+counters.worker(0).inc("frames", 5)
+print("attached", flush=True)
+os.kill(os.getpid(), signal.{signal})
+"""
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
+def test_a_worker_multiprocessing_did_not_start_dies_without_taking_the_segment(
+    how: str,
+) -> None:
+    # A Ray actor, or any process started otherwise than by multiprocessing,
+    # has a resource tracker of its own: attaching registered the segment
+    # with it, and when the process died it unlinked the segment under
+    # every other one (a new worker could not attach, close() raised).
+    counters = SharedCounters(2, counters=("frames",))
+    try:
+        worker = subprocess.run(
+            [sys.executable, "-c", _KILLED_WORKER.format(signal=how)],
+            input=pickle.dumps(counters),
+            capture_output=True,
+            timeout=50,
+            check=False,
+        )
+        assert worker.stdout.strip() == b"attached"
+        time.sleep(0.5)  # the worker's tracker, if any, has seen it die
+
+        assert Path("/dev/shm", counters.name).exists()
+        replacement = pickle.loads(pickle.dumps(counters))
+        replacement.worker(1).inc("frames", 2)
+        assert counters.stats()["frames"] == 7
+        replacement.close()
+    finally:
+        counters.close()
+    assert not Path("/dev/shm", counters.name).exists()

@@ -9,6 +9,7 @@ reads every worker's slots in one copy, whatever the workers are doing.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import secrets
@@ -17,7 +18,7 @@ import sys
 import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
-from multiprocessing import shared_memory
+from multiprocessing import resource_tracker, shared_memory
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, cast
 
@@ -935,10 +936,25 @@ def _attach(name: str) -> shared_memory.SharedMemory:
     if sys.version_info >= (3, 13):
         return shared_memory.SharedMemory(name=name, track=False)
     # Before 3.13 attaching registers the segment with this process's
-    # resource tracker. A process started by multiprocessing shares its
-    # parent's tracker, where registering an already registered name
-    # changes nothing, so the creator's unlink stays the only clean-up.
-    return shared_memory.SharedMemory(name=name)
+    # resource tracker. A process multiprocessing started shares its
+    # parent's tracker (a connection to it inherited), where registering an
+    # already registered name changes nothing, so the creator's unlink stays
+    # the only clean-up. Any other process (a Ray actor, one started by
+    # subprocess) starts a tracker of its own, which would unlink the
+    # segment under every other process when this one dies without closing
+    # it (killed, crashed): the registration is taken back there.
+    shares_a_tracker = _tracker_connected()
+    memory = shared_memory.SharedMemory(name=name)
+    if not shares_a_tracker:
+        resource_tracker.unregister(memory._name, "shared_memory")  # type: ignore[attr-defined]
+    return memory
+
+
+def _tracker_connected() -> bool:
+    # Whether this process talks to a resource tracker already: inherited
+    # from a parent that multiprocessing forked or spawned it from.
+    tracker = getattr(resource_tracker, "_resource_tracker", None)
+    return getattr(tracker, "_fd", None) is not None
 
 
 def _release(
@@ -950,4 +966,7 @@ def _release(
     view.release()
     memory.close()
     if unlink_in == os.getpid():
-        memory.unlink()
+        # Gone already where something else removed it (a worker's
+        # resource tracker of an earlier version, by hand): nothing to do.
+        with contextlib.suppress(FileNotFoundError):
+            memory.unlink()
