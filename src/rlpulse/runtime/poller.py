@@ -125,8 +125,11 @@ class Cadence:
     """When the polling thread's next timed round is due, and the thread's sleep until then.
 
     One interval after the last was due, not after it ended (a busy
-    thread's GIL turn delays each wake-up, and the delays would add up), at
-    once after a round that overran, and no earlier than ``next_due()``:
+    thread's GIL turn delays each wake-up, and the delays would add up);
+    after a round that overran, one interval after it ended (a round at
+    once would poll its every-round watches again a moment later, and rate
+    them over that moment: a counter's rate of 0, a CPU share over 100 %);
+    and no earlier than ``next_due()``:
     a round that would call nothing is not woken for. :meth:`wake` ends the
     sleep; with ``nudge`` the next round is also brought back within one
     interval of now.
@@ -171,7 +174,10 @@ class Cadence:
 
     def advance(self, due_at: float, now: float) -> None:
         """A round due at ``due_at`` ended at ``now``: set when the next is due."""
-        self.next_tick = max(due_at + self.interval, now, self._next_due())
+        after = due_at + self.interval
+        if now > after:  # it overran
+            after = now + self.interval
+        self.next_tick = max(after, self._next_due())
 
     def wake(self, *, nudge: bool = False) -> None:
         """End the sleep under way or the next; ``nudge``: a watch may need a call sooner than planned."""
