@@ -130,6 +130,52 @@ def test_a_failing_sink_and_its_recovery_are_events_once_per_streak(
     assert [e.kind for e in recorder.events()] == ["sink_failing", "sink_recovered"]
 
 
+class Gone:
+    """A target whose stats() raises while ``gone`` is set: a Ray actor that died, a server down."""
+
+    def __init__(self) -> None:
+        self.gone = threading.Event()
+        self.frames = 0
+
+    def stats(self) -> dict[str, float]:
+        if self.gone.is_set():
+            raise ConnectionError("actor died")
+        self.frames += 1
+        return {"frames": self.frames}
+
+
+def test_a_watch_whose_polls_fail_and_recover_is_an_event_once_per_streak(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Its errors were counted and warned about once, and nothing else said
+    # so: no event for show, top or an alert to follow.
+    collected = Collected()
+    target = Gone()
+    recorder = EventSink()
+    monitor = LoggerMonitor(recorder, poll_interval=0.02, on_event=collected)
+    monitor.watch(target, name="collector")
+    with monitor:
+        assert wait_until(lambda: target.frames > 2)
+        target.gone.set()
+        assert wait_until(lambda: "poll_failing" in collected.kinds())
+        time.sleep(0.2)  # more failures: the same streak
+        target.gone.clear()
+        assert wait_until(lambda: "poll_recovered" in collected.kinds())
+        target.gone.set()
+        assert wait_until(lambda: collected.kinds().count("poll_failing") == 2)
+        monitor.unwatch("collector")
+    assert collected.kinds() == [
+        "poll_failing",
+        "poll_recovered",
+        "poll_failing",
+        "poll_recovered",  # its end, at unwatch()
+        "unwatched",
+    ]
+    assert "ConnectionError('actor died')" in collected.events[0].message
+    assert {e.watch for e in collected.events} == {"collector"}
+    assert [e.kind for e in recorder.events()] == collected.kinds()
+
+
 def test_drops_are_an_event_at_each_streaks_start() -> None:
     collected = Collected()
     release = threading.Event()

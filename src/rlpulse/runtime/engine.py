@@ -127,7 +127,7 @@ class Engine:
             raw = watch.call()
             if watch.counter_gated and not force and watch.below_threshold(raw):
                 if failing:
-                    failing.discard(watch)
+                    self.reporter.poll_recovered(watch)
                 return None
             now = time.monotonic()
             if not watch.active or generation != self.generation:
@@ -137,7 +137,7 @@ class Engine:
             self.reporter.poll_failed(watch, err)
             return None
         if failing:
-            failing.discard(watch)
+            self.reporter.poll_recovered(watch)
         if logged is None:
             return None
         delivery = self.delivery

@@ -87,6 +87,18 @@ class EventKind(str, enum.Enum):
         False,
     )
     RESUMED = ("resumed", "a hung stats() call returns", "0", True)
+    POLL_FAILING = (
+        "poll_failing",
+        "a watch's stats() raises, or its snapshot is refused (the message says why)",
+        "0",
+        False,
+    )
+    POLL_RECOVERED = (
+        "poll_recovered",
+        "a failing watch is polled without an error again",
+        "0",
+        True,
+    )
     SINK_FAILING = ("sink_failing", "a sink raises (the message names it)", "0", False)
     SINK_RECOVERED = ("sink_recovered", "a failing sink takes a call again", "0", True)
     DROPPING = (
@@ -125,6 +137,7 @@ _GOOD_NEWS = frozenset(kind.value for kind in EventKind if kind.good_news)
 STREAK_ENDS = {
     EventKind.STALLED: EventKind.RECOVERED,
     EventKind.HUNG: EventKind.RESUMED,
+    EventKind.POLL_FAILING: EventKind.POLL_RECOVERED,
     EventKind.SINK_FAILING: EventKind.SINK_RECOVERED,
 }
 """The kinds that start a streak, each with the kind that ends it; the other kinds are one-off."""

@@ -160,13 +160,19 @@ class Reporter:
         return counts
 
     def poll_failed(self, watch: Watch | None, error: Exception) -> None:
-        """Count a failed poll; warn once per streak; raise it under ``on_error="raise"``."""
+        """Count a failed poll; tell (a ``poll_failing`` event) and warn once per streak; raise it under ``on_error="raise"``.
+
+        A target that is gone (a Ray actor killed, a server down) raises at
+        every poll: its streak is what says so, an event an alert can
+        follow, until :meth:`poll_recovered` ends it.
+        """
         self.add(errors=1)
         if self.on_error == "raise":
             raise error
         if watch is None or watch in self.failing:
             return
         self.failing.add(watch)
+        self.events.emit(watch.name, EventKind.POLL_FAILING, f"failed: {error!r}")
         if self.on_error == "warn":
             _log.warning(
                 "LoggerMonitor failed to poll or log watch %r: %r. Further errors "
@@ -400,6 +406,17 @@ class Reporter:
             within,
         )
 
+    def poll_recovered(self, watch: Watch) -> None:
+        """``watch`` was polled without an error: a streak of failed polls ends (an unwatched one's ended at ``unwatch()``)."""
+        failing = self.failing
+        if watch not in failing:
+            return
+        failing.discard(watch)
+        if watch.active:
+            self.events.emit(
+                watch.name, EventKind.POLL_RECOVERED, "polled without an error again"
+            )
+
     def resumed(self, watch: Watch) -> None:
         """A hung call of ``watch`` returned: it is polled again (an unwatched one's streak ended at ``unwatch()``)."""
         if not watch.active:
@@ -436,6 +453,13 @@ class Reporter:
                     watch.name,
                     EventKind.RESUMED,
                     "no longer watched (unwatch()); its stats() call was still out",
+                )
+            elif started.kind == EventKind.POLL_FAILING:
+                self.failing.discard(watch)
+                self.events.emit(
+                    watch.name,
+                    EventKind.POLL_RECOVERED,
+                    "no longer watched (unwatch()); its polls were still failing",
                 )
 
     def workers_lost(self, watch: Watch, alive: float, before: float) -> None:
