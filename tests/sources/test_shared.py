@@ -629,6 +629,7 @@ def test_workers_histograms_are_merged_into_quantiles_within_one_percent() -> No
         "frames",
         "step_s_count",
         "step_s_sum",
+        "workers",
         "workers_alive",
         *(
             f"worker_{i}/{key}"
@@ -825,3 +826,15 @@ def test_a_worker_multiprocessing_did_not_start_dies_without_taking_the_segment(
     finally:
         counters.close()
     assert not Path("/dev/shm", counters.name).exists()
+
+
+def test_stats_say_how_many_workers_there_are_beside_how_many_are_alive() -> None:
+    # What a live view fills workers_alive's bar to, as a collector's own.
+    from rlpulse.naming import capacities_of
+
+    with SharedCounters(3, counters=("frames",)) as counters:
+        counters.worker(1).heartbeat()
+        stats = counters.stats()
+
+    assert (stats["workers"], stats["workers_alive"]) == (3, 1)
+    assert "workers" in capacities_of("workers_alive")

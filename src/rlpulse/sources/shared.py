@@ -385,7 +385,7 @@ class SharedCounters:
         return kinds
 
     def stats(self) -> dict[str, float]:
-        """Return sums over workers, ``workers_alive``, and every worker's slots and heartbeat age.
+        """Return sums over workers, ``workers`` (the slots) and ``workers_alive``, and every worker's slots and heartbeat age.
 
         Reads all slots in one copy; never waits for a worker.
 
@@ -394,7 +394,7 @@ class SharedCounters:
             ...     counters.worker(0).inc("frames", 3)
             ...     counters.worker(1).inc("frames", 4)
             ...     counters.stats()
-            {'frames': 7.0, 'workers_alive': 0, 'worker_0/frames': 3.0, 'worker_1/frames': 4.0}
+            {'frames': 7.0, 'workers': 2, 'workers_alive': 0, 'worker_0/frames': 3.0, 'worker_1/frames': 4.0}
         """
         layout = self._layout
         values = self._live_view()[: layout.buckets].tolist()
@@ -414,6 +414,8 @@ class SharedCounters:
                 age = now - beat
                 ages[age_name] = age
                 alive += age < self._liveness
+        # Out of how many: what a live view fills workers_alive's bar to.
+        snapshot["workers"] = layout.workers
         snapshot["workers_alive"] = alive
         snapshot.update(zip(self._slot_names, values[:keys_end], strict=True))
         snapshot.update(ages)
