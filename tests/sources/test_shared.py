@@ -838,3 +838,15 @@ def test_stats_say_how_many_workers_there_are_beside_how_many_are_alive() -> Non
 
     assert (stats["workers"], stats["workers_alive"]) == (3, 1)
     assert "workers" in capacities_of("workers_alive")
+
+
+def test_a_gauge_one_worker_set_to_nan_leaves_that_worker_out_of_the_sum() -> None:
+    # The sum was NaN, and the gauge vanished from every payload.
+    with SharedCounters(3, gauges=("queue",)) as counters:
+        counters.worker(0).set("queue", math.nan)
+        counters.worker(1).set("queue", 3)
+        counters.worker(2).set("queue", 4)
+        assert counters.stats()["queue"] == 7.0
+        counters.worker(1).set("queue", math.nan)
+        counters.worker(2).set("queue", math.nan)
+        assert math.isnan(counters.stats()["queue"])

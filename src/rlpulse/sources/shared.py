@@ -403,7 +403,7 @@ class SharedCounters:
         row = layout.row
         keys_end = layout.heartbeats.start
         snapshot: dict[str, float] = {
-            key: sum(values[column:keys_end:row])
+            key: _sum_of_known(values[column:keys_end:row])
             for column, key in enumerate(layout.keys)
         }
         alive = 0
@@ -922,6 +922,16 @@ def _creator_of(name: str, namespace: int) -> int | None:
     if parts[0] != str(namespace) or not parts[1].isdigit():
         return None
     return int(parts[1])
+
+
+def _sum_of_known(values: list[float]) -> float:
+    """The sum of the workers' ``values`` that are known: a gauge one worker set to NaN leaves it out, not the sum; NaN where none is.
+
+    >>> _sum_of_known([1.0, math.nan, 2.0]), _sum_of_known([math.nan])
+    (3.0, nan)
+    """
+    known = [value for value in values if value == value]
+    return sum(known) if known else math.nan
 
 
 def _is_running(pid: int) -> bool:
