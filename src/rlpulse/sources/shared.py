@@ -924,7 +924,7 @@ def _creator_of(name: str, namespace: int) -> int | None:
     return int(parts[1])
 
 
-def _sum_of_known(values: list[float]) -> float:
+def _sum_of_known(values: Sequence[float]) -> float:
     """The sum of the workers' ``values`` that are known: a gauge one worker set to NaN leaves it out, not the sum; NaN where none is.
 
     >>> _sum_of_known([1.0, math.nan, 2.0]), _sum_of_known([math.nan])
