@@ -13,6 +13,7 @@ from rlpulse.text import (
     format_name,
     format_number,
     format_table,
+    natural_order,
     plural,
 )
 
@@ -153,3 +154,15 @@ def test_format_table_keeps_each_row_on_one_line_whatever_the_names() -> None:
         "'c/a\\nb'       1",
         "c/d       19,999",
     ]
+
+
+def test_natural_order_counts_the_numbers_in_names() -> None:
+    names = ["w/worker_10/frames", "w/worker_2/frames", "w/frames", "w/worker_1/frames"]
+
+    assert sorted(names, key=natural_order) == [
+        "w/frames",
+        "w/worker_1/frames",
+        "w/worker_2/frames",
+        "w/worker_10/frames",
+    ]
+    assert natural_order("a10b2") < natural_order("a10b10")

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import textwrap
 from collections.abc import Sequence
 from typing import TextIO
@@ -37,6 +38,7 @@ __all__ = [
     "format_name",
     "format_number",
     "format_table",
+    "natural_order",
     "noun_for",
     "plural",
     "shortened",
@@ -128,6 +130,22 @@ def _decimal(digits: str, integer_digits: int) -> str:
     """``digits`` with a decimal point after the first ``integer_digits``, trailing zeros dropped."""
     fraction = digits[integer_digits:].rstrip("0")
     return digits[:integer_digits] + ("." + fraction if fraction else "")
+
+
+def natural_order(name: str) -> tuple[str | int, ...]:
+    """A key that sorts names as people count: ``worker_2`` before ``worker_10``, the rest as text.
+
+    >>> sorted(["w/worker_10/frames", "w/worker_2/frames", "w/workers_alive"], key=natural_order)
+    ['w/worker_2/frames', 'w/worker_10/frames', 'w/workers_alive']
+    """
+    # Text and numbers alternate, text first: like parts compare alike.
+    return tuple(
+        int(part) if index % 2 else part
+        for index, part in enumerate(_DIGITS.split(name))
+    )
+
+
+_DIGITS = re.compile(r"(\d+)")
 
 
 def format_exact(value: float) -> str:

@@ -618,3 +618,25 @@ def test_the_latest_run_is_pinned_once_for_every_read_of_a_summary(
     assert pinned_run(store, "first") == "first"
     assert pinned_run(lines, None) is None  # a line file holds one run
     assert pinned_run(tmp_path / "missing.sqlite", None) is None  # the reader says why
+
+
+def test_show_lists_workers_as_people_count_them() -> None:
+    # worker_10 came between worker_1 and worker_2.
+    records = [
+        Record(
+            1700000000.0 + second, None, f"workers/worker_{index}/frames", 10.0 * second
+        )
+        for second in range(2)
+        for index in (0, 1, 2, 10)
+    ]
+    text = format_summary(summarize(records, run="r", source="runs/w.sqlite"))
+
+    listed = [
+        line.split()[0] for line in text.splitlines() if line.startswith("workers/")
+    ]
+    assert listed == [
+        "workers/worker_0/frames",
+        "workers/worker_1/frames",
+        "workers/worker_2/frames",
+        "workers/worker_10/frames",
+    ]

@@ -50,6 +50,7 @@ from rlpulse.text import (
     format_name,
     format_number,
     format_table,
+    natural_order,
     wrapped,
 )
 from rlpulse.verdict import is_verdict_code
@@ -339,7 +340,12 @@ def format_comparison(
             keyed_rows.append(
                 ((name, label), _row(name, label, figures_of_quantile, number))
             )
-    rows += [row for _, row in sorted(keyed_rows)]
+    rows += [
+        row
+        for _, row in sorted(
+            keyed_rows, key=lambda keyed: (natural_order(keyed[0][0]), keyed[0][1])
+        )
+    ]
     lines = [
         wrapped("\n".join(legend), width),
         "",

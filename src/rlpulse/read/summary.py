@@ -40,6 +40,7 @@ from rlpulse.text import (
     format_name,
     format_number,
     format_table,
+    natural_order,
     plural,
     wrapped,
 )
@@ -680,7 +681,9 @@ def format_summary(
         )
     number = format_exact if exact else format_number
     rows = [("metric", "last", "min", "max", "mean rate/s")]
-    for metric in summary.metrics:
+    for metric in sorted(
+        summary.metrics, key=lambda metric: natural_order(metric.name)
+    ):
         rate = "" if metric.mean_rate is None else number(metric.mean_rate)
         rows.append(
             (
