@@ -1020,6 +1020,30 @@ def test_a_script_that_fails_before_its_first_payload_runs_again_under_its_run_n
     assert list_runs(path) == ["earlier"]
 
 
+@pytest.mark.timeout(60)
+def test_a_forked_child_that_exits_takes_back_none_of_its_parents_runs(
+    tmp_path: Path,
+) -> None:
+    # The child inherits the unclosed logger, and with it the take-back at
+    # exit: it removed the parent's run, and the file the parent made.
+    path = tmp_path / "new.sqlite"
+    store = SQLiteLogger(path, run="exp")
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child
+        # What its exit would run (weakref's finalizers at exit), then a
+        # hard exit, so that nothing else of pytest's runs twice.
+        take_back = store._take_back
+        assert take_back is not None
+        take_back()
+        os._exit(0)
+    os.waitpid(child, 0)
+
+    assert path.exists()
+    store.log_metrics({"c/frames": 1.0}, timestamp=1.0)
+    store.close()
+    assert list_runs(path) == ["exp"]
+
+
 def test_a_with_block_that_fails_after_logging_keeps_its_run(tmp_path: Path) -> None:
     path = tmp_path / "c.sqlite"
 

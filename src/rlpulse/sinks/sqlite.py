@@ -13,6 +13,7 @@ import time
 import weakref
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from rlpulse.formats import sqlite as sqlite_format
 from rlpulse.formats.lines import another_sinks_file
@@ -194,11 +195,15 @@ class SQLiteLogger(BaseSink):
             self._take_back = weakref.finalize(
                 self,
                 _take_back_unused_run,
-                connection,
-                self._run_id,
-                created,
-                self.path.absolute(),
-                made_folder,
+                _Unused(
+                    connection,
+                    self._lock,
+                    os.getpid(),
+                    self._run_id,
+                    created,
+                    self.path.absolute(),
+                    made_folder,
+                ),
             )
         self._destination = f"{self.path} (run {self.run!r})"
         self._checkpointer = _Checkpointer(self.path.absolute())
@@ -406,20 +411,41 @@ class SQLiteLogger(BaseSink):
         return f"SQLiteLogger({str(self.path)!r}, run={self.run!r})"
 
 
-def _take_back_unused_run(
-    connection: sqlite3.Connection,
-    run_id: int,
-    made_file: bool,
-    path: Path,
-    made_folder: Path | None,
-) -> None:
-    """Remove run ``run_id``, which an unclosed logger started, if it holds nothing; the file too, where that logger made it and it holds no run then, and the folders it made for it."""
+class _Unused(NamedTuple):
+    """What an unclosed logger's take-back needs, without the logger."""
+
+    connection: sqlite3.Connection
+    lock: threading.Lock
+    pid: int
+    """The process that opened the logger: a forked child's copy takes nothing back."""
+    run_id: int
+    made_file: bool
+    path: Path
+    made_folder: Path | None
+
+
+_TAKE_BACK_WAIT_S = 1.0
+"""How long a take-back waits for a call under way (one stop() left behind, at exit): past it, the run stays."""
+
+
+def _take_back_unused_run(unused: _Unused) -> None:
+    """Remove the run an unclosed logger started, if it holds nothing; the file too, where that logger made it and it holds no run then, and the folders it made for it.
+
+    In the process that opened the logger alone (a forked child exiting
+    must not take its parent's run), and between two of its calls: a
+    write under way keeps it (and the run) past :data:`_TAKE_BACK_WAIT_S`.
+    """
+    if os.getpid() != unused.pid or not unused.lock.acquire(timeout=_TAKE_BACK_WAIT_S):
+        return
     emptied = False
-    with contextlib.suppress(sqlite3.Error):
-        emptied = sqlite_format.remove_empty_run(connection, run_id)
-        connection.close()
-    if emptied and made_file:
-        _remove_store_files(path, made_folder)
+    try:
+        with contextlib.suppress(sqlite3.Error):
+            emptied = sqlite_format.remove_empty_run(unused.connection, unused.run_id)
+            unused.connection.close()
+    finally:
+        unused.lock.release()
+    if emptied and unused.made_file:
+        _remove_store_files(unused.path, unused.made_folder)
 
 
 class _Checkpointer:
