@@ -480,6 +480,43 @@ def test_unwatch_ends_the_stall_of_its_watch() -> None:
     monitor.stop()
 
 
+def test_a_stall_unwatch_ends_after_a_stop_lasted_the_time_it_was_polled() -> None:
+    # Its end counted the time the monitor was stopped too.
+    sink, source, monitor = watched_for_stalls()
+    stall(monitor, source)  # 0.1 s without progress, polled
+    monitor.stop()
+    time.sleep(1.0)  # stopped
+    monitor.unwatch("c")
+
+    stalled, ended, _ = sink.events()
+    assert (stalled.kind, ended.kind) == ("stalled", "recovered")
+    assert 0.05 <= ended.value < 0.5
+
+
+def test_a_call_that_fails_after_its_watch_was_unwatched_starts_no_streak() -> None:
+    # Its poll_failing came after unwatched, and was never ended: an alert
+    # that pairs them would fire for ever.
+    started, release = threading.Event(), threading.Event()
+
+    def failing_late() -> dict[str, float]:
+        started.set()
+        release.wait(10)
+        raise ConnectionError("gone")
+
+    collected = Collected()
+    monitor = LoggerMonitor(
+        EventSink(), poll_interval=0.02, poll_timeout=5.0, on_event=collected
+    )
+    monitor.watch(None, name="t", stats_fn=failing_late)
+    with monitor:
+        assert started.wait(10)
+        monitor.unwatch("t")
+        release.set()
+        time.sleep(0.3)
+    assert collected.kinds() == ["unwatched"]
+    assert monitor.stats()["errors"] >= 1
+
+
 def test_unwatch_ends_a_hung_streak_and_the_call_returning_later_says_nothing() -> None:
     monitor, hanging, collected = watched_for_hangs(EventSink())
     with monitor:

@@ -75,6 +75,7 @@ class Delivery:
         self.queues = ()
         for sink in self.sinks:
             sink.failing = False
+            sink.events_failing = False
             # Held by a parent's sender, maybe: no thread of the child's.
             sink.calls = threading.Lock()
         # While close() drains the queues: the events noticed meanwhile,

@@ -169,7 +169,9 @@ class Reporter:
         self.add(errors=1)
         if self.on_error == "raise":
             raise error
-        if watch is None or watch in self.failing:
+        # An unwatched watch's call that fails late starts no streak: its
+        # streaks ended at unwatch(), and nothing more is said of it.
+        if watch is None or watch in self.failing or not watch.active:
             return
         self.failing.add(watch)
         self.events.emit(watch.name, EventKind.POLL_FAILING, f"failed: {error!r}")
@@ -441,7 +443,10 @@ class Reporter:
     def _end_streaks(self, watch: Watch) -> None:
         for started in self.events.open_streaks(watch.name):
             if started.kind == EventKind.STALLED:
-                seconds = started.value + max(0.0, time.time() - started.wall_time)
+                # Polled without progress: a time stopped counts for nothing.
+                seconds = watch.seconds_without_progress()
+                if seconds is None:
+                    seconds = started.value + max(0.0, time.time() - started.wall_time)
                 self.events.emit(
                     watch.name,
                     EventKind.RECOVERED,

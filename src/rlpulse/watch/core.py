@@ -149,6 +149,10 @@ class Watch:
         """Whether stall detection finds this watch without progress for ``stall_after`` seconds."""
         return self._stall is not None and self._stall.stalled
 
+    def seconds_without_progress(self) -> float | None:
+        """The seconds its stall clock has been polled without progress (``None`` without ``stall_after`` or a poll)."""
+        return None if self._stall is None else self._stall.seconds_without_progress()
+
     @property
     def baseline_time(self) -> float | None:
         """When the snapshot the next rates count from was taken (``None``: never polled)."""

@@ -161,6 +161,14 @@ class Stall:
             self.stalled = True
             self._tell(True, stuck_for)
 
+    def seconds_without_progress(self) -> float | None:
+        """The seconds polled without progress so far (a stop and start in between counting for nothing); ``None`` before a poll."""
+        if self._stalled_for is not None:
+            return self._stalled_for
+        if self._progress_time is None or self._last_poll is None:
+            return None
+        return self._last_poll - self._progress_time
+
     def add_to(self, payload: dict[str, float], prefix: str) -> None:
         """Add ``<prefix>stalled``: 1.0 while stalled, else 0.0."""
         payload[f"{prefix}stalled"] = 1.0 if self.stalled else 0.0
