@@ -325,6 +325,7 @@ def test_a_value_that_is_not_a_number_is_refused(method: str, value: object) -> 
             "both counters and gauges",
         ),
         ({"workers": 1, "gauges": ("workers_alive",)}, ValueError, "reserved"),
+        ({"workers": 1, "counters": ("workers",)}, ValueError, "reserved"),
         ({"workers": 1, "counters": ("worker_frames",)}, ValueError, "reserved"),
         ({"workers": 1, "liveness": 0}, ValueError, "strictly positive"),
         ({"workers": 1, "liveness": "5"}, TypeError, "number of seconds"),

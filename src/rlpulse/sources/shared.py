@@ -779,10 +779,11 @@ def _names(keys: Iterable[str], argument: str) -> tuple[str, ...]:
                 f"SharedCounters({argument}=...): every name must be a non-empty "
                 f"string, got {name!r}."
             )
-        if name == "workers_alive" or name.startswith("worker_"):
+        if name in ("workers", "workers_alive") or name.startswith("worker_"):
             raise ValueError(
                 f"SharedCounters({argument}=...): {name!r} is reserved for the "
-                "per-worker and liveness entries of stats(); choose another name."
+                "per-worker, worker count and liveness entries of stats(); "
+                "choose another name."
             )
     if len(set(names)) != len(names):
         raise ValueError(f"SharedCounters({argument}={names!r}): names must be unique.")
