@@ -791,7 +791,13 @@ def test_a_segment_is_named_after_rlpulse_and_its_creator() -> None:
 
 _KILLED_WORKER = """
 import os, pickle, signal, sys
-counters = pickle.loads(sys.stdin.buffer.read())
+from rlpulse import SharedCounters
+state = sys.stdin.buffer.read()
+if {own_first}:  # a segment of its own first: a tracker of its own already
+    SharedCounters(1, counters=("x",))
+counters = pickle.loads(state)
+if {twice}:  # as a Ray actor unpickles its arguments at each call
+    pickle.loads(state).worker(0).inc("frames", 0)
 counters.worker(0).inc("frames", 5)
 print("attached", flush=True)
 os.kill(os.getpid(), signal.{signal})
@@ -799,9 +805,17 @@ os.kill(os.getpid(), signal.{signal})
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM"])
+@pytest.mark.parametrize(
+    ("how", "own_first", "twice"),
+    [
+        ("SIGKILL", False, False),
+        ("SIGTERM", False, False),
+        ("SIGKILL", False, True),
+        ("SIGKILL", True, False),
+    ],
+)
 def test_a_worker_multiprocessing_did_not_start_dies_without_taking_the_segment(
-    how: str,
+    how: str, own_first: bool, twice: bool
 ) -> None:
     # A Ray actor, or any process started otherwise than by multiprocessing,
     # has a resource tracker of its own: attaching registered the segment
@@ -810,7 +824,11 @@ def test_a_worker_multiprocessing_did_not_start_dies_without_taking_the_segment(
     counters = SharedCounters(2, counters=("frames",))
     try:
         worker = subprocess.run(
-            [sys.executable, "-c", _KILLED_WORKER.format(signal=how)],
+            [
+                sys.executable,
+                "-c",
+                _KILLED_WORKER.format(signal=how, own_first=own_first, twice=twice),
+            ],
             input=pickle.dumps(counters),
             capture_output=True,
             timeout=50,

@@ -9,15 +9,15 @@ reads every worker's slots in one copy, whatever the workers are doing.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import secrets
 import struct
 import sys
+import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence, Sized
 from multiprocessing import resource_tracker, shared_memory
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, NamedTuple, cast
@@ -949,25 +949,31 @@ def _attach(name: str) -> shared_memory.SharedMemory:
     if sys.version_info >= (3, 13):
         return shared_memory.SharedMemory(name=name, track=False)
     # Before 3.13 attaching registers the segment with this process's
-    # resource tracker. A process multiprocessing started shares its
-    # parent's tracker (a connection to it inherited), where registering an
-    # already registered name changes nothing, so the creator's unlink stays
-    # the only clean-up. Any other process (a Ray actor, one started by
-    # subprocess) starts a tracker of its own, which would unlink the
-    # segment under every other process when this one dies without closing
-    # it (killed, crashed): the registration is taken back there.
-    shares_a_tracker = _tracker_connected()
-    memory = shared_memory.SharedMemory(name=name)
-    if not shares_a_tracker:
-        resource_tracker.unregister(memory._name, "shared_memory")  # type: ignore[attr-defined]
-    return memory
+    # resource tracker, which unlinks what it holds when the process dies
+    # without closing it (killed, crashed): a process with a tracker of its
+    # own (a Ray actor, one started by subprocess, one that made a segment
+    # or a lock of its own first) would take the segment from every other
+    # process. As 3.13's track=False: the registration of this segment alone
+    # is left out, the creator's own staying the only clean-up (a process
+    # multiprocessing started shares its parent's tracker, where it was a
+    # no-op anyway).
+    register = resource_tracker.register
+    segment = name.lstrip("/")
+
+    def register_others(name: Sized, rtype: str) -> None:
+        if rtype != "shared_memory" or str(name).lstrip("/") != segment:
+            register(name, rtype)
+
+    with _ATTACHING:
+        resource_tracker.register = register_others
+        try:
+            return shared_memory.SharedMemory(name=name)
+        finally:
+            resource_tracker.register = register
 
 
-def _tracker_connected() -> bool:
-    # Whether this process talks to a resource tracker already: inherited
-    # from a parent that multiprocessing forked or spawned it from.
-    tracker = getattr(resource_tracker, "_resource_tracker", None)
-    return getattr(tracker, "_fd", None) is not None
+# One attach at a time swaps resource_tracker.register (before Python 3.13).
+_ATTACHING = threading.Lock()
 
 
 def _release(
@@ -980,6 +986,10 @@ def _release(
     memory.close()
     if unlink_in == os.getpid():
         # Gone already where something else removed it (a worker's
-        # resource tracker of an earlier version, by hand): nothing to do.
-        with contextlib.suppress(FileNotFoundError):
+        # resource tracker of an earlier version, by hand): nothing to
+        # unlink, and nothing for this process's tracker to clean up.
+        try:
             memory.unlink()
+        except FileNotFoundError:
+            if sys.version_info < (3, 13):
+                resource_tracker.unregister(memory._name, "shared_memory")  # type: ignore[attr-defined]
