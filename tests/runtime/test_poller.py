@@ -521,3 +521,23 @@ def test_no_rate_is_taken_over_a_moment_after_a_round_overran(
     gaps = [later - earlier for earlier, later in itertools.pairwise(logged)]
     assert len(gaps) >= 4
     assert min(gaps) > 0.05, gaps
+
+
+def test_a_watch_slower_than_the_interval_keeps_the_others_polled_each_interval() -> (
+    None
+):
+    # Rounds that each overrun a little (handed over past the slow call)
+    # are followed at once: the fast watch keeps about its rhythm.
+    polls = []
+
+    def slow() -> dict[str, float]:
+        time.sleep(0.26)
+        return {"y": 1.0}
+
+    monitor = LoggerMonitor(Recorder(), poll_interval=0.2, poll_timeout=5.0)
+    monitor.watch(None, name="fast", stats_fn=lambda: polls.append(1) or {"x": 1.0})
+    monitor.watch(None, name="slow", stats_fn=slow)
+    monitor.start()
+    time.sleep(2.0)
+    monitor.stop(log_final=False)
+    assert len(polls) >= 7  # about 10 without the slow watch

@@ -30,7 +30,7 @@ from rlpulse.runtime.supervision import Supervision
 from rlpulse.runtime.threads import MonitorThread
 from rlpulse.watch import Watch
 
-__all__ = ["Poller", "Round", "poll_final"]
+__all__ = ["MIN_GAP", "Poller", "Round", "poll_final"]
 
 # The polling thread's claim of a call that returned; the watchdog claims
 # one abandoned with a token of its own (Round.give_up_on).
@@ -121,15 +121,18 @@ class Round:
         return self.claims.setdefault(index, claim) is claim
 
 
+MIN_GAP = 0.5
+"""A timed round polls no watch polled less than this share of the poll interval ago."""
+
+
 class Cadence:
     """When the polling thread's next timed round is due, and the thread's sleep until then.
 
     One interval after the last was due, not after it ended (a busy
-    thread's GIL turn delays each wake-up, and the delays would add up);
-    after a round that overran, one interval after it ended (a round at
-    once would poll its every-round watches again a moment later, and rate
-    them over that moment: a counter's rate of 0, a CPU share over 100 %);
-    and no earlier than ``next_due()``:
+    thread's GIL turn delays each wake-up, and the delays would add up), at
+    once after a round that overran (a watch polled late in it is not
+    polled again in that round: :data:`MIN_GAP`), and no earlier than
+    ``next_due()``:
     a round that would call nothing is not woken for. :meth:`wake` ends the
     sleep; with ``nudge`` the next round is also brought back within one
     interval of now.
@@ -174,10 +177,7 @@ class Cadence:
 
     def advance(self, due_at: float, now: float) -> None:
         """A round due at ``due_at`` ended at ``now``: set when the next is due."""
-        after = due_at + self.interval
-        if now > after:  # it overran
-            after = now + self.interval
-        self.next_tick = max(after, self._next_due())
+        self.next_tick = max(due_at + self.interval, now, self._next_due())
 
     def wake(self, *, nudge: bool = False) -> None:
         """End the sleep under way or the next; ``nudge``: a watch may need a call sooner than planned."""
@@ -416,6 +416,11 @@ class Poller:
         timed = polls.done is _UNAWAITED
         bounded = polls.deadline != math.inf  # only final rounds have a deadline
         now = time.monotonic()
+        # A timed round polls no watch polled less than this long ago: the
+        # one at once after a round that overran would poll those polled
+        # late in it again a moment later, and rate them over that moment
+        # (a counter's rate of 0, a CPU share over 100 %).
+        gap = MIN_GAP * self.cadence.interval if timed else -math.inf
         index = -1
         try:
             for index in range(polls.index, len(watches)):
@@ -437,6 +442,11 @@ class Poller:
                 if not watch.active:  # read after naming it: see the module
                     polls.current = None
                     continue
+                polled_at = time.monotonic()
+                if polled_at - watch.polled_at < gap:
+                    polls.current = None
+                    continue
+                watch.polled_at = polled_at
                 counted.polls += 1
                 payload = poll(watch, force, scheduled)
                 if payload is not None:

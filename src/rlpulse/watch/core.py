@@ -114,6 +114,8 @@ class Watch:
             bool(state.seconds) and not state.counters and not self.every_poll
         )
         self.next_due = -math.inf
+        # When a polling thread last called it (time.monotonic()).
+        self.polled_at = -math.inf
         counters = RATE_NAMES if spec.rate_keys is None else spec.rate_keys
         self._aggregates = (
             Aggregates(spec.aggregate, counters) if spec.aggregate else None
