@@ -7,6 +7,7 @@ import sys
 import threading
 import time
 import tracemalloc
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -746,20 +747,22 @@ def test_inc_takes_a_tensor_or_numpy_number_as_the_python_number_it_holds() -> N
     torch = pytest.importorskip("torch")
     numpy = pytest.importorskip("numpy")
     weights = torch.nn.Linear(2, 1)
-    loss = weights(torch.ones(2)).pow(2).mean().detach()
+    loss = weights(torch.ones(2)).pow(2).mean()
     tally = Tally()
 
-    tally.inc("done", torch.tensor([3.0]))
-    tally.inc("frames", torch.tensor(200))
-    tally.inc("frames", numpy.int64(5))
-    tally.inc("loss_total", loss)
-    tally.inc("share", numpy.float32(0.5))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch warns of float(a tensor with a graph)
+        tally.inc("done", torch.tensor([3.0]))
+        tally.inc("frames", torch.tensor(200))
+        tally.inc("frames", numpy.int64(5))
+        tally.inc("loss_total", loss)
+        tally.inc("share", numpy.float32(0.5))
 
     stats = tally.stats()
     assert stats == {
         "done": 3.0,
         "frames": 205,
-        "loss_total": pytest.approx(float(loss)),
+        "loss_total": pytest.approx(loss.item()),
         "share": 0.5,
     }
     assert all(type(value) in (int, float) for value in stats.values())

@@ -761,6 +761,14 @@ def _increment_of(key: str, n: object) -> float:
     # whole where it is (a NumPy integer, an integer tensor), else a float.
     if isinstance(n, int):  # a bool, an int subclass
         return int(n)
+    item = getattr(n, "item", None)
+    if callable(item):  # a NumPy scalar, a tensor (item() reads no graph)
+        try:
+            n = item()
+        except (TypeError, ValueError, RuntimeError):  # several elements
+            raise _bad_increment(key, n) from None
+        if type(n) is int or type(n) is float:
+            return n
     try:
         return operator.index(n)  # type: ignore[arg-type]
     except TypeError:
