@@ -101,9 +101,13 @@ def format_number(value: float) -> str:
         if value == 0:
             return "0"
         text = _FOUR_DIGITS % value
-        if text.strip("-0.") == "1" and abs(value) < abs(float(text)):
-            # Rounded up to a power of ten it is short of: cut instead, its
-            # four digits all nines (0.99997 is 0.9999, 999.97 is 999.9).
+        digits = text.strip("-0.")
+        # (%.4g writes a number under 1e-4 in scientific notation.)
+        a_power = digits == "1" or (-1e-4 < value < 1e-4 and digits[:2] == "1e")
+        if a_power and abs(value) < abs(float(text)):
+            # Rounded up to a power of ten it is short of (1, 100, 0.001,
+            # 1e-05): cut instead, its four digits all nines (0.99997 is
+            # 0.9999, 999.97 is 999.9).
             power = abs(float(text))
             return _FOUR_DIGITS % math.copysign(power - power / 10_000, value)
         return text
