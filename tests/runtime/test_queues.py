@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import sys
 import threading
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from rlpulse import Every, LoggerMonitor, SQLiteLogger, read
+from rlpulse.runtime.events import Event
 from rlpulse.runtime.queues import Item, SinkQueue
 from rlpulse.runtime.retry import TransientSinkError
 from rlpulse.runtime.sinks import Sink
@@ -1026,3 +1028,31 @@ def test_a_queue_holds_its_size_again_after_a_round_larger_than_it() -> None:
         gate.set()
         monitor.stop(log_final=False)
     assert queued <= 2
+
+
+def test_an_event_that_goes_through_after_failing_for_a_while_leaves_no_failure_behind() -> (
+    None
+):
+    # Its TransientSinkError stayed the queue's retry_error: close() said the
+    # sink was still failing, and a SinkProcess would drop instead of wait.
+    class BusyOnce:
+        def __init__(self) -> None:
+            self.event_calls = 0
+
+        def log_metrics(self, metrics: Any, step: Any = None) -> None:
+            pass
+
+        def log_event(self, event: Event) -> None:
+            self.event_calls += 1
+            if self.event_calls == 1:
+                raise TransientSinkError(errno.EBUSY, "busy")
+
+    sink = BusyOnce()
+    queue = SinkQueue(Sink(sink), size=8)
+    queue.start()
+    queue.put_events([Event(time.time(), "w", "stalled", "no progress", 1.0)])
+    queue.wake()
+    wait_for(lambda: sink.event_calls == 2 and not queue.events, seconds=10)
+
+    assert queue.retry_error is None
+    assert queue.close(deadline=time.monotonic() + 5) is None

@@ -185,6 +185,8 @@ class SinkQueue:
         # call succeeds or fails for good), how many tries in a row failed
         # so, and whether the sender is to wait before the next.
         self.retry_error: TransientSinkError | None = None
+        # Whether retry_error is an event's (log_event), not the payloads'.
+        self._retrying_event = False
         self._tries = 0
         self._backing_off = False
         # Wakes a wait between tries: closing begins (then the sender tries
@@ -603,7 +605,7 @@ class SinkQueue:
             except TransientSinkError as err:
                 if not self._abandoned:
                     events.appendleft(event)
-                    self._back_off(err)
+                    self._back_off(err, event=True)
                     self._event_failed(event, err)
                 return
             except Exception as err:
@@ -611,6 +613,11 @@ class SinkQueue:
                     return
                 self._event_failed(event, err)
             else:
+                if self._retrying_event:
+                    # The failure backed off from was this event's: over.
+                    self._tries = 0
+                    self.retry_error = None
+                    self._retrying_event = False
                 if sink.events_failing and self._on_event_logged is not None:
                     self._on_event_logged(sink)
 
@@ -661,11 +668,13 @@ class SinkQueue:
         self._back_off(err)
         self._failed(watch_name, err)
 
-    def _back_off(self, err: TransientSinkError) -> None:
-        # The next try waits (_wait_to_retry), the longer the more tries failed.
+    def _back_off(self, err: TransientSinkError, *, event: bool = False) -> None:
+        # The next try waits (_wait_to_retry), the longer the more tries
+        # failed; whether the try failed was an event's.
         self.retry_error = err
         self._tries += 1
         self._backing_off = True
+        self._retrying_event = event
 
     def _wait_to_retry(self) -> None:
         # The back-off before the next try; closing cuts it short once, and
