@@ -1003,3 +1003,38 @@ def test_in_manual_mode_what_a_sink_in_the_child_refuses_is_counted_rejected(
     assert lost.rejected >= 5
     assert stats["rejected"] == lost.rejected == stats["logged"]
     assert stats["dropped"] == lost.dropped == 0
+
+
+def test_a_sink_in_the_child_whose_events_fail_says_so_once(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Its failing log_event went unsaid: the parent heard nothing, and the
+    # child wrote nothing.
+    from rlpulse.runtime.events import Event
+    from rlpulse.runtime.queues import Item
+    from rlpulse.sinks.process import _Hosted, _Ledger
+
+    class RefusingEvents:
+        def log_metrics(
+            self, metrics: dict[str, float], step: int | None = None
+        ) -> None:
+            pass
+
+        def log_event(self, event: Event) -> None:
+            raise OSError("disk I/O error")
+
+        def close(self) -> None:
+            pass
+
+    told: list[object] = []
+    hosted = _Hosted([RefusingEvents()], told.append, 16, _Ledger.create(1))
+    for _ in range(3):
+        hosted.put_event(Event(time.time(), "w", "stalled", "no progress", 1.0))
+        hosted.put([Item({"w/x": 1.0}, None, 0.0, "w", {}, {})])
+    time.sleep(0.5)
+    hosted.close(time.monotonic() + 2, 2, 0)
+
+    said = [line for line in capsys.readouterr().err.splitlines() if "event" in line]
+    assert len(said) == 1
+    assert "failed to log a stalled event: OSError: disk I/O error" in said[0]
+    assert told == []  # its payloads went through: no failing sink

@@ -1257,6 +1257,8 @@ class _Hosted:
                 on_drop=functools.partial(self._dropped, ledger, index),
                 on_reject=functools.partial(ledger.add, index, _REJECTED),
                 on_delivered=functools.partial(ledger.add, index, _DELIVERED),
+                on_event_failure=self._event_failed,
+                on_event_logged=self._event_logged,
             )
             for index, sink in enumerate(sinks)
         ]
@@ -1345,6 +1347,28 @@ class _Hosted:
     def _recovered(self, index: int, sink: Sink) -> None:
         sink.failing = False
         self._tell(("recovered", index))
+
+    def _event_failed(self, sink: Sink, event: Event, error: Exception) -> None:
+        # A streak of its own, as in a monitor: said once, on the standard
+        # error this process shares with its parent.
+        if sink.events_failing:
+            return
+        sink.events_failing = True
+        again = (
+            "; it is tried again"
+            if isinstance(error, TransientSinkError)
+            else "; that event is not sent again"
+        )
+        print(
+            f"rlpulse: {sink.target!r} in the sink process failed to log a "
+            f"{event.kind} event: {type(error).__name__}: {error}{again}. Further "
+            "event errors of this sink will be silent until it logs an event again.",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def _event_logged(self, sink: Sink) -> None:
+        sink.events_failing = False
 
     def _dropped(
         self, ledger: _Ledger, index: int, queue: SinkQueue, count: int
