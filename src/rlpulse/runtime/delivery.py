@@ -134,6 +134,11 @@ class Delivery:
         delivered = False
         first_error: Exception | None = None
         for sink in self.sinks:
+            if not sink.calls.acquire(blocking=False):
+                # A call stop() left behind is still in this sink (a step()
+                # after stop()): it is not called beside it.
+                self._reporter.add(dropped=1)
+                continue
             try:
                 if sink.log_payloads is not None:
                     sink.log_payloads(
@@ -162,6 +167,7 @@ class Delivery:
                 delivered = delivered or not lost
                 continue
             finally:
+                sink.calls.release()
                 if self._losses:
                     self._count_losses(sink)
             if sink.failing:
@@ -360,8 +366,8 @@ class Delivery:
     def _log_event(self, sink: Sink, event: Event) -> None:
         # An event handed to a sink on this thread (no queue): a failure
         # counted and said in the sink's streak of events.
-        if sink.log_event is None:
-            return
+        if sink.log_event is None or not sink.calls.acquire(blocking=False):
+            return  # a call stop() left behind is still in it: not beside it
         try:
             sink.log_event(event)
         except Exception as err:
@@ -369,3 +375,5 @@ class Delivery:
         else:
             if sink.events_failing:
                 self._reporter.event_logged(sink)
+        finally:
+            sink.calls.release()
