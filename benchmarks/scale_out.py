@@ -329,7 +329,7 @@ def measure_shared_stats(
         >>> len(rounds)
         2
     """
-    expected_entries = keys + 1 + workers * (keys + 1)
+    expected_entries = keys + 2 + workers * (keys + 1)  # + workers, workers_alive
     round_us: list[float] = []
     with _wide_counters(workers, keys) as counters:
         stats = counters.stats
