@@ -16,7 +16,7 @@ import pytest
 
 from rlpulse import Every, LoggerMonitor, SQLiteLogger, read
 from rlpulse.runtime.events import Event
-from rlpulse.runtime.queues import Item, SinkQueue
+from rlpulse.runtime.queues import Item, QueueListener, SinkQueue
 from rlpulse.runtime.retry import TransientSinkError
 from rlpulse.runtime.sinks import Sink
 from rlpulse.testing import InMemorySink
@@ -70,7 +70,9 @@ def test_a_round_beyond_the_queue_keeps_its_own_and_drops_the_older_at_once() ->
     recorder = StepRecorder()
     drops: list[int] = []
     queue = SinkQueue(
-        Sink(recorder), size=3, on_drop=lambda _queue, count: drops.append(count)
+        Sink(recorder),
+        size=3,
+        listener=QueueListener(on_drop=lambda _queue, count: drops.append(count)),
     )
     queue.put_all([Item({"w/x": 1.0}, step, 0.0, "w", {}, {}) for step in range(2)])
     queue.put_all([Item({"w/x": 1.0}, step, 0.0, "w", {}, {}) for step in range(2, 7)])
@@ -109,7 +111,9 @@ def test_a_failing_batch_is_one_failure_and_the_next_batch_is_sent() -> None:
     queue = SinkQueue(
         Sink(recorder),
         size=16,
-        on_failure=lambda sink, watch, error: failures.append(f"{watch}: {error}"),
+        listener=QueueListener(
+            on_failure=lambda sink, watch, error: failures.append(f"{watch}: {error}")
+        ),
     )
     queue.start()
     try:
@@ -145,7 +149,9 @@ def test_one_drop_warning_per_streak_that_ends_once_the_sender_caught_up() -> No
     queue = SinkQueue(
         Sink(sink),
         size=2,
-        on_drop=lambda q, count: None if q.dropping else warned.append(q.dropped),
+        listener=QueueListener(
+            on_drop=lambda q, count: None if q.dropping else warned.append(q.dropped)
+        ),
     )
 
     def round_of(payloads: int) -> None:
@@ -331,7 +337,9 @@ def test_a_transient_failure_keeps_its_payloads_and_sends_them_again_in_order() 
     failures: list[Exception] = []
     sink = _Flaky()
     queue = SinkQueue(
-        Sink(sink), size=100, on_failure=lambda s, w, error: failures.append(error)
+        Sink(sink),
+        size=100,
+        listener=QueueListener(on_failure=lambda s, w, error: failures.append(error)),
     )
     queue.start()
     try:
@@ -551,7 +559,9 @@ def test_a_transient_error_taking_a_round_at_once_leaves_it_to_the_senders_retri
     sink.log_payloads = log_payloads  # type: ignore[method-assign]
     errors: list[Exception] = []
     queue = SinkQueue(
-        Sink(sink), size=16, on_failure=lambda sink, name, err: errors.append(err)
+        Sink(sink),
+        size=16,
+        listener=QueueListener(on_failure=lambda sink, name, err: errors.append(err)),
     )
     queue.start()
     try:
@@ -625,7 +635,9 @@ def _call_held_with(
     # ``steps``, held; what it rejects is counted in the list returned.
     sink = _HeldCall()
     rejected: list[int] = []
-    queue = SinkQueue(Sink(sink), size=100, on_reject=rejected.append)
+    queue = SinkQueue(
+        Sink(sink), size=100, listener=QueueListener(on_reject=rejected.append)
+    )
     if pending is not None:
         queue.pending = pending
     queue.start()

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from rlpulse import Every, LoggerMonitor
-from rlpulse.runtime.queues import Item, SinkQueue
+from rlpulse.runtime.queues import Item, QueueListener, SinkQueue
 from rlpulse.runtime.sinks import Sink
 from rlpulse.testing import InMemorySink
 from tests.support import (
@@ -111,7 +111,9 @@ def test_a_round_dropping_several_is_warned_once_with_how_many(
     from rlpulse.runtime.reporting import Reporter
 
     reporter = Reporter("warn")
-    queue = SinkQueue(Sink(StepRecorder()), size=2, on_drop=reporter.dropped)
+    queue = SinkQueue(
+        Sink(StepRecorder()), size=2, listener=QueueListener(on_drop=reporter.dropped)
+    )
     with caplog.at_level("WARNING", logger="rlpulse"):
         queue.put_all([Item({"w/x": 1.0}, step, 0.0, "w", {}, {}) for step in range(6)])
         assert reporter.counts()["dropped"] == 0  # a round keeps its own
@@ -166,7 +168,9 @@ def test_a_queue_falling_behind_again_is_warned_about_at_most_once_an_interval(
     monkeypatch.setattr(reporting, "DROP_WARNING_INTERVAL_S", interval)
     reporter = reporting.Reporter("warn")
     sink = _Pausable()
-    queue = SinkQueue(Sink(sink), size=2, on_drop=reporter.dropped)
+    queue = SinkQueue(
+        Sink(sink), size=2, listener=QueueListener(on_drop=reporter.dropped)
+    )
     queue.start()
     try:
         with caplog.at_level("WARNING", logger="rlpulse"):

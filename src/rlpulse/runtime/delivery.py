@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from rlpulse.naming import Payload
 from rlpulse.runtime.deadline import Deadline, side_by_side
 from rlpulse.runtime.events import Event
-from rlpulse.runtime.queues import Item, SinkQueue
+from rlpulse.runtime.queues import Item, QueueListener, SinkQueue
 from rlpulse.runtime.reporting import Reporter
 from rlpulse.runtime.retry import payloads_lost
 from rlpulse.runtime.sinks import LossReader, Sink
@@ -98,13 +98,15 @@ class Delivery:
             SinkQueue(
                 sink,
                 size=size,
-                on_failure=self._queued_sink_failed,
-                on_success=self._reporter.sink_recovered,
-                on_drop=self._reporter.dropped,
-                on_reject=self._reporter.rejected,
-                on_lost_behind=functools.partial(self._reporter.lost_behind, sink),
-                on_event_failure=self._queued_event_failed,
-                on_event_logged=self._reporter.event_logged,
+                listener=QueueListener(
+                    on_failure=self._queued_sink_failed,
+                    on_success=self._reporter.sink_recovered,
+                    on_drop=self._reporter.dropped,
+                    on_reject=self._reporter.rejected,
+                    on_lost_behind=functools.partial(self._reporter.lost_behind, sink),
+                    on_event_failure=self._queued_event_failed,
+                    on_event_logged=self._reporter.event_logged,
+                ),
                 losses=self._losses.get(sink),
             )
             for sink in self.sinks

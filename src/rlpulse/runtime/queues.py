@@ -28,6 +28,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from rlpulse.naming import Kind, Payload
@@ -37,7 +38,7 @@ from rlpulse.runtime.sinks import NOTHING_LOST, Losses, LossReader, Sink
 from rlpulse.runtime.threads import MonitorThread
 from rlpulse.text import plural
 
-__all__ = ["Item", "SinkQueue"]
+__all__ = ["Item", "QueueListener", "SinkQueue"]
 
 _log = logging.getLogger("rlpulse")
 
@@ -52,6 +53,32 @@ class Item(NamedTuple):
     """The name of the watch that logged it (``""``: a payload a child process received)."""
     kinds: Mapping[str, Kind]
     distributions: Mapping[str, Any]
+
+
+def _ignore(*_: object) -> None:
+    """What a :class:`QueueListener` does with what it was not asked to hear."""
+
+
+@dataclass(frozen=True)
+class QueueListener:
+    """What a :class:`SinkQueue` tells its owner, each on the thread it happens on; anything not given is ignored."""
+
+    on_failure: Callable[[Sink, str, Exception], None] = _ignore
+    """A call failed: the sink, the watch of its first payload, the error."""
+    on_success: Callable[[Sink], None] = _ignore
+    """A call went through while the sink was failing."""
+    on_drop: Callable[[SinkQueue, int], None] = _ignore
+    """The full queue dropped this many of its oldest payloads."""
+    on_reject: Callable[[int], None] = _ignore
+    """This many payloads were lost to a call that failed for good (a call ``close()`` gave up on included, should it fail later)."""
+    on_lost_behind: Callable[[Losses], None] = _ignore
+    """The sink says it lost more after taking them (its ``losses()``)."""
+    on_delivered: Callable[[int], None] = _ignore
+    """This many payloads were delivered."""
+    on_event_failure: Callable[[Sink, Event, Exception], None] = _ignore
+    """The sink's ``log_event`` failed: a streak of its own, apart from its payloads'."""
+    on_event_logged: Callable[[Sink], None] = _ignore
+    """An event went through while the sink's events were failing."""
 
 
 _triple_of = operator.itemgetter(0, 1, 2)
@@ -79,22 +106,13 @@ def _triples(items: Sequence[Item]) -> list[tuple[Any, ...]]:
 class SinkQueue:
     """One sink's bounded queue and the thread that drains it.
 
-    ``on_failure(sink, watch_name, error)`` is called from the sender
-    thread when the sink raises, ``on_success(sink)`` when it delivers
-    again after a failure, ``on_drop(queue, count)`` from the producer when
-    the queue overflows and drops ``count`` payloads, and
-    ``on_reject(count)`` when a call that failed for good lost ``count``
-    payloads (a call ``close()`` gave up on included, should it fail later),
-    and ``on_lost_behind(losses)`` when a sink with ``losses()`` says, after
-    a call or its flush, that it lost more of the payloads it took (read
-    through ``losses``, the sink's :class:`~rlpulse.runtime.sinks.LossReader`,
-    which others may read too: each loss is told to one of them; one of its
-    own by default);
-    ``on_delivered(count)`` after each call that delivered ``count``
-    payloads (the sink process's ledger); ``on_event_failure(sink, event,
-    error)`` when its ``log_event`` raises and ``on_event_logged(sink)``
-    when it logs an event again after that: a streak of its own, apart from
-    its payloads'.
+    Its ``listener`` (:class:`QueueListener`) is told of failures and
+    recoveries (on the sender thread), drops (on the producer's), payloads
+    rejected or delivered, events failing, and what a sink with
+    ``losses()`` says it lost after taking payloads, read through
+    ``losses``, the sink's :class:`~rlpulse.runtime.sinks.LossReader`,
+    which others may read too: each loss is told to one of them; one of
+    its own by default.
 
     A call that raises :class:`~rlpulse.runtime.retry.TransientSinkError`
     puts its payloads (or its event) back at the head of the queue; the
@@ -122,14 +140,7 @@ class SinkQueue:
         sink: Sink,
         *,
         size: int,
-        on_failure: Callable[[Sink, str, Exception], None] | None = None,
-        on_success: Callable[[Sink], None] | None = None,
-        on_drop: Callable[[SinkQueue, int], None] | None = None,
-        on_reject: Callable[[int], None] | None = None,
-        on_lost_behind: Callable[[Losses], None] | None = None,
-        on_delivered: Callable[[int], None] | None = None,
-        on_event_failure: Callable[[Sink, Event, Exception], None] | None = None,
-        on_event_logged: Callable[[Sink], None] | None = None,
+        listener: QueueListener | None = None,
         losses: LossReader | None = None,
     ) -> None:
         self.sink = sink
@@ -157,14 +168,7 @@ class SinkQueue:
         self.caught_up = True
         # When its last drop warning was given (time.monotonic()).
         self.warned_at: float | None = None
-        self._on_failure = on_failure
-        self._on_success = on_success
-        self._on_event_failure = on_event_failure
-        self._on_event_logged = on_event_logged
-        self._on_drop = on_drop
-        self._on_reject = on_reject
-        self._on_lost_behind = on_lost_behind
-        self._on_delivered = on_delivered
+        self._told = listener or QueueListener()
         self._wakeup = threading.Event()
         # A round handed over on the polling thread whose rest the sender is
         # to write (put_round).
@@ -231,8 +235,7 @@ class SinkQueue:
         if dropped:
             self.dropped += dropped
             self.caught_up = False
-            if self._on_drop is not None:
-                self._on_drop(self, dropped)
+            self._told.on_drop(self, dropped)
             self.dropping = True
 
     def put_round(self, items: Sequence[Item]) -> None:
@@ -272,8 +275,7 @@ class SinkQueue:
             if not taken:
                 self.put_all(items)
                 return
-            if self._on_delivered is not None:
-                self._on_delivered(len(items))
+            self._told.on_delivered(len(items))
             self._succeeded()
             if self.sink.finish_sending is not None and self.sink.target.unfinished:
                 # The pipe took part of the round: the sender writes the rest
@@ -468,8 +470,7 @@ class SinkQueue:
                 try:
                     sink.flush()
                 except Exception as err:
-                    if self._on_failure is not None:
-                        self._on_failure(sink, "", err)
+                    self._told.on_failure(sink, "", err)
                 # Flushed, the sink has said what it lost of all it took.
                 self._count_losses()
                 self._answer_flushes()
@@ -514,8 +515,7 @@ class SinkQueue:
             # on that succeeds is simply delivered.
             self._in_call = 0
             release(item)
-            if self._on_delivered is not None:
-                self._on_delivered(1)
+            self._told.on_delivered(1)
             self._succeeded()
 
     def _send_batch(self, log_batch: Callable[..., Any]) -> None:
@@ -558,8 +558,7 @@ class SinkQueue:
         # that succeeds is simply delivered.
         self._in_call = 0
         self.delivered.extend(batch)
-        if self._on_delivered is not None:
-            self._on_delivered(len(batch))
+        self._told.on_delivered(len(batch))
         self._succeeded()
 
     def _put_back(self, batch: list[Item]) -> bool:
@@ -618,12 +617,11 @@ class SinkQueue:
                     self._tries = 0
                     self.retry_error = None
                     self._retrying_event = False
-                if sink.events_failing and self._on_event_logged is not None:
-                    self._on_event_logged(sink)
+                if sink.events_failing:
+                    self._told.on_event_logged(sink)
 
     def _event_failed(self, event: Event, err: Exception) -> None:
-        if self._on_event_failure is not None:
-            self._on_event_failure(self.sink, event, err)
+        self._told.on_event_failure(self.sink, event, err)
 
     def _failed_after_stop(self, count: int, err: Exception) -> None:
         # The call close() gave up on failed in the end: its payloads
@@ -653,14 +651,12 @@ class SinkQueue:
                     self.lost_behind.dropped + more.dropped,
                     self.lost_behind.rejected + more.rejected,
                 )
-            if self._on_lost_behind is not None:
-                self._on_lost_behind(more)
+            self._told.on_lost_behind(more)
 
     def _rejected(self, count: int) -> None:
         if count:
             self.rejected += count
-            if self._on_reject is not None:
-                self._on_reject(count)
+            self._told.on_reject(count)
 
     def _retry_later(self, watch_name: str, err: TransientSinkError) -> None:
         # A call failed for a while: counted and reported as any failure,
@@ -705,11 +701,10 @@ class SinkQueue:
         if not isinstance(err, TransientSinkError):
             self._tries = 0
             self.retry_error = None
-        if self._on_failure is not None:
-            self._on_failure(self.sink, watch_name, err)
+        self._told.on_failure(self.sink, watch_name, err)
 
     def _succeeded(self) -> None:
         self._tries = 0
         self.retry_error = None
-        if self.sink.failing and self._on_success is not None:
-            self._on_success(self.sink)
+        if self.sink.failing:
+            self._told.on_success(self.sink)

@@ -70,7 +70,7 @@ from rlpulse.distributions import Histogram
 from rlpulse.naming import Kind, Payload, inferred_kinds
 from rlpulse.runtime.deadline import check_timeout
 from rlpulse.runtime.events import Event
-from rlpulse.runtime.queues import Item, SinkQueue
+from rlpulse.runtime.queues import Item, QueueListener, SinkQueue
 from rlpulse.runtime.retry import TransientSinkError
 from rlpulse.runtime.sinks import Losses, Sink
 from rlpulse.runtime.threads import MonitorThread
@@ -1252,13 +1252,15 @@ class _Hosted:
             SinkQueue(
                 Sink(sink),
                 size=queue_size,
-                on_failure=functools.partial(self._failed, index),
-                on_success=functools.partial(self._recovered, index),
-                on_drop=functools.partial(self._dropped, ledger, index),
-                on_reject=functools.partial(ledger.add, index, _REJECTED),
-                on_delivered=functools.partial(ledger.add, index, _DELIVERED),
-                on_event_failure=self._event_failed,
-                on_event_logged=self._event_logged,
+                listener=QueueListener(
+                    on_failure=functools.partial(self._failed, index),
+                    on_success=functools.partial(self._recovered, index),
+                    on_drop=functools.partial(self._dropped, ledger, index),
+                    on_reject=functools.partial(ledger.add, index, _REJECTED),
+                    on_delivered=functools.partial(ledger.add, index, _DELIVERED),
+                    on_event_failure=self._event_failed,
+                    on_event_logged=self._event_logged,
+                ),
             )
             for index, sink in enumerate(sinks)
         ]
