@@ -260,14 +260,12 @@ class _Series:
     xs: list[float] = field(default_factory=list)
     ys: list[float] = field(default_factory=list)
     kind: Kind | None = None
+    # The watch it was logged under and its name there.
+    watch: str = field(init=False)
+    key: str = field(init=False)
 
-    @property
-    def watch(self) -> str:
-        return split(self.name)[0]
-
-    @property
-    def key(self) -> str:
-        return split(self.name)[1]
+    def __post_init__(self) -> None:
+        self.watch, self.key = split(self.name)
 
 
 @dataclass
