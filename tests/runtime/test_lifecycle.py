@@ -12,6 +12,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -396,16 +397,27 @@ class FirstCallHangs:
                 self.in_call -= 1
 
 
-@pytest.mark.timeout(60)
-def test_a_restarted_monitor_calls_no_sink_still_in_the_call_stop_left_behind() -> None:
-    # The new sender called the sink while the one stop() gave up on was
-    # still in its call: two calls into one sink at once.
+@pytest.fixture
+def left_in_call() -> Iterator[tuple[FirstCallHangs, LoggerMonitor]]:
+    """A stopped monitor whose sink is still in the call stop() gave up on, released at the end."""
     sink = FirstCallHangs()
     monitor = LoggerMonitor(sink, poll_interval=0.02, stop_timeout=0.3)
     monitor.watch(Source(), name="w")
     monitor.start()
     assert wait_until(lambda: sink.in_call == 1)
     monitor.stop(log_final=False)
+    yield sink, monitor
+    sink.released.set()
+    monitor.stop()
+
+
+@pytest.mark.timeout(60)
+def test_a_restarted_monitor_calls_no_sink_still_in_the_call_stop_left_behind(
+    left_in_call: tuple[FirstCallHangs, LoggerMonitor],
+) -> None:
+    # The new sender called the sink while the one stop() gave up on was
+    # still in its call: two calls into one sink at once.
+    sink, monitor = left_in_call
     monitor.start()
     time.sleep(0.5)
 
@@ -417,14 +429,11 @@ def test_a_restarted_monitor_calls_no_sink_still_in_the_call_stop_left_behind() 
 
 
 @pytest.mark.timeout(60)
-def test_a_step_after_stop_calls_no_sink_still_in_the_call_stop_left_behind() -> None:
+def test_a_step_after_stop_calls_no_sink_still_in_the_call_stop_left_behind(
+    left_in_call: tuple[FirstCallHangs, LoggerMonitor],
+) -> None:
     # Delivered inline, beside the call stop() gave up on: two at once.
-    sink = FirstCallHangs()
-    monitor = LoggerMonitor(sink, poll_interval=0.02, stop_timeout=0.3)
-    monitor.watch(Source(), name="w")
-    monitor.start()
-    assert wait_until(lambda: sink.in_call == 1)
-    monitor.stop(log_final=False)
+    sink, monitor = left_in_call
     dropped = monitor.stats()["dropped"]
     monitor.step()
 

@@ -442,7 +442,8 @@ class Poller:
                 if not watch.active:  # read after naming it: see the module
                     polls.current = None
                     continue
-                polled_at = time.monotonic()
+                # Only a timed round needs the time of each poll (the gap).
+                polled_at = time.monotonic() if timed else now
                 if polled_at - watch.polled_at < gap:
                     polls.current = None
                     continue
