@@ -329,7 +329,7 @@ def measure_shared_stats(
         >>> len(rounds)
         2
     """
-    expected_entries = keys + 2 + workers * (keys + 1)  # + workers, workers_alive
+    expected_entries = keys + 3 + workers * (keys + 1)  # + workers, alive, finished
     round_us: list[float] = []
     with _wide_counters(workers, keys) as counters:
         stats = counters.stats
@@ -743,10 +743,10 @@ same round. Both figures include the loop itself: an empty loop costs
 {STATS_WORKERS} workers of {STATS_KEYS} keys each ({STATS_KEYS // 2} counters,
 {STATS_KEYS - STATS_KEYS // 2} gauges), every key written and every
 heartbeat beaten, so each snapshot carries all
-{STATS_KEYS + 1 + STATS_WORKERS * (STATS_KEYS + 1)} entries: {settings.stats_calls}
+{STATS_KEYS + 3 + STATS_WORKERS * (STATS_KEYS + 1)} entries: {settings.stats_calls}
 calls per round in thread CPU time, {settings.stats_rounds} rounds, median
 over rounds. The same for {WIDE_STATS_WORKERS} workers of {WIDE_STATS_KEYS}
-keys each ({WIDE_STATS_KEYS + 1 + WIDE_STATS_WORKERS * (WIDE_STATS_KEYS + 1):,}
+keys each ({WIDE_STATS_KEYS + 3 + WIDE_STATS_WORKERS * (WIDE_STATS_KEYS + 1):,}
 entries a snapshot).
 
 **(c) Per-worker snapshots while a collector runs.** A TorchRL

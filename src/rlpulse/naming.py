@@ -120,8 +120,9 @@ RATE_NAMES: Mapping[str, str] = {
 CAPACITIES: Mapping[str, tuple[str, ...]] = {
     "size": ("capacity", "max_size"),
     "workers_alive": ("workers", "num_workers"),
+    "workers_finished": ("workers",),
 }
-"""Gauges that fill up to another gauge of the same watch: a buffer's size its capacity, the workers alive the workers."""
+"""Gauges that fill up to another gauge of the same watch: a buffer's size its capacity, the workers alive (or finished) the workers."""
 
 RATE_SUFFIX = "_per_second"
 """How a rate's name ends."""

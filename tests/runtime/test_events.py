@@ -376,6 +376,41 @@ def test_a_worker_that_dies_is_a_worker_lost_event() -> None:
     assert lost.message == "1 worker lost: 1 of 2 alive"
 
 
+def _beat_then_finish(counters: SharedCounters, index: int) -> None:
+    writer = counters.worker(index)
+    for _ in range(20):
+        writer.inc("frames")
+        writer.heartbeat()
+        time.sleep(0.01)
+    writer.finish()
+
+
+def test_a_worker_that_finishes_is_not_lost_and_one_that_dies_after_is() -> None:
+    collected = Collected()
+    context = multiprocessing.get_context("spawn")
+    with SharedCounters(2, counters=("frames",), liveness=0.3) as counters:
+        finishing = context.Process(target=_beat_then_finish, args=(counters, 0))
+        dying = context.Process(target=_beat_until_killed, args=(counters, 1))
+        finishing.start()
+        dying.start()
+        try:
+            monitor = LoggerMonitor(EventSink(), poll_interval=0.05, on_event=collected)
+            monitor.watch(counters, name="workers")
+            with monitor:
+                assert wait_until(lambda: counters.stats()["workers_finished"] == 1)
+                finishing.join(30)
+                time.sleep(0.6)  # past liveness: a finished worker would be lost by now
+                assert "worker_lost" not in collected.kinds()
+                os.kill(dying.pid or 0, signal.SIGKILL)
+                assert wait_until(lambda: "worker_lost" in collected.kinds())
+        finally:
+            for worker in (finishing, dying):
+                worker.kill()
+                worker.join(10)
+    [lost] = [e for e in collected.events if e.kind == "worker_lost"]
+    assert lost.message == "1 worker lost: 0 of 1 alive"
+
+
 def test_an_event_after_stop_reaches_no_sink_and_starts_no_thread() -> None:
     # A call left hung returns after stop(): its "resumed" goes nowhere.
     sink = EventSink()

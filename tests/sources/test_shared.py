@@ -183,6 +183,31 @@ def test_a_worker_drops_out_of_workers_alive_once_its_heartbeat_is_older_than_li
         assert counters.stats()["workers_alive"] == 1
 
 
+def test_a_worker_that_finishes_leaves_workers_alive_counted_as_finished_until_it_beats_again() -> (
+    None
+):
+    with SharedCounters(2, counters=("frames",)) as counters:
+        writer = counters.worker(1)
+        writer.inc("frames", 3)
+        writer.heartbeat()
+        writer.finish()
+        finished = counters.stats()
+        writer.heartbeat()
+        again = counters.stats()
+    assert (finished["workers_alive"], finished["workers_finished"]) == (0, 1)
+    assert "worker_1/heartbeat_age_s" not in finished
+    assert finished["worker_1/frames"] == 3.0
+    assert (again["workers_alive"], again["workers_finished"]) == (1, 0)
+
+
+def test_finish_after_close_says_the_counters_were_closed() -> None:
+    counters = SharedCounters(1)
+    writer = counters.worker(0)
+    counters.close()
+    with pytest.raises(ValueError, match="closed"):
+        writer.finish()
+
+
 def test_the_monitor_watches_shared_counters_directly_with_frame_rates(
     tmp_path: Path,
 ) -> None:
@@ -326,6 +351,7 @@ def test_a_value_that_is_not_a_number_is_refused(method: str, value: object) -> 
         ),
         ({"workers": 1, "gauges": ("workers_alive",)}, ValueError, "reserved"),
         ({"workers": 1, "counters": ("workers",)}, ValueError, "reserved"),
+        ({"workers": 1, "gauges": ("workers_finished",)}, ValueError, "reserved"),
         ({"workers": 1, "counters": ("worker_frames",)}, ValueError, "reserved"),
         ({"workers": 1, "liveness": 0}, ValueError, "strictly positive"),
         ({"workers": 1, "liveness": "5"}, TypeError, "number of seconds"),
@@ -632,6 +658,7 @@ def test_workers_histograms_are_merged_into_quantiles_within_one_percent() -> No
         "step_s_sum",
         "workers",
         "workers_alive",
+        "workers_finished",
         *(
             f"worker_{i}/{key}"
             for i in range(3)

@@ -91,7 +91,9 @@ class StallsSeen:
     def stalled(self, watch: Watch, stalled: bool, seconds: float) -> None:
         self.seen.append((stalled, seconds))
 
-    def workers_lost(self, watch: Watch, alive: float, before: float) -> None:
+    def workers_lost(
+        self, watch: Watch, alive: float, before: float, lost: float
+    ) -> None:
         raise AssertionError("no workers here")
 
     def entry_missing(

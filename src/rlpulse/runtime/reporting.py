@@ -467,15 +467,15 @@ class Reporter:
                     "no longer watched (unwatch()); its polls were still failing",
                 )
 
-    def workers_lost(self, watch: Watch, alive: float, before: float) -> None:
-        """``watch``'s ``workers_alive`` fell from ``before`` to ``alive``."""
-        lost = before - alive
-        self.events.emit(
-            watch.name,
-            EventKind.WORKER_LOST,
-            f"{lost:g} worker{'s' if lost != 1 else ''} lost: {alive:g} of {before:g} alive",
-            alive,
-        )
+    def workers_lost(
+        self, watch: Watch, alive: float, before: float, lost: float
+    ) -> None:
+        """``watch``'s ``workers_alive`` fell from ``before`` to ``alive``, ``lost`` of them without finishing."""
+        message = f"{lost:g} worker{'s' if lost != 1 else ''} lost: {alive:g} of {before:g} alive"
+        finished = before - alive - lost
+        if finished > 0:
+            message += f" ({finished:g} finished)"
+        self.events.emit(watch.name, EventKind.WORKER_LOST, message, alive)
 
     def bottleneck(self, watch: str, verdict: Verdict) -> None:
         """The verdict of bottleneck watch ``watch`` changed to ``verdict`` (and held): its sentence, its side as the value."""

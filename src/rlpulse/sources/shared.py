@@ -33,6 +33,9 @@ from rlpulse.naming import Kind
 __all__ = ["SharedCounters", "WorkerCounters", "remove_leaked_segments"]
 
 _NEVER = float("nan")  # the heartbeat slot of a worker that has not beaten yet
+_FINISHED = -math.inf  # the heartbeat slot of a worker that said it finished
+# The entries of stats() beside the per-worker ones (worker_<i>/...).
+_RESERVED = ("workers", "workers_alive", "workers_finished")
 
 # A histogram's block of slots: its zero count, its smallest and largest
 # observation, then one slot per bucket from a nanosecond to a billion
@@ -181,12 +184,15 @@ class SharedCounters:
     directly.
 
     ``stats()`` returns each counter and gauge summed over the workers, then
-    ``workers_alive`` (workers whose last heartbeat is younger than
-    ``liveness`` seconds), then per worker ``worker_<i>/<key>`` and
-    ``worker_<i>/heartbeat_age_s`` (absent until the worker's first
-    heartbeat). A worker that dies, even by ``SIGKILL``, leaves its last
-    values readable and drops out of ``workers_alive`` once its heartbeat is
-    older than ``liveness``.
+    ``workers`` (the slots), ``workers_alive`` (workers whose last heartbeat
+    is younger than ``liveness`` seconds) and ``workers_finished`` (workers
+    that said they finished: :meth:`WorkerCounters.finish`), then per
+    worker ``worker_<i>/<key>`` and ``worker_<i>/heartbeat_age_s`` (absent
+    until the worker's first heartbeat, and once it finished). A worker
+    that dies, even by ``SIGKILL``, leaves its last values readable and
+    drops out of ``workers_alive`` once its heartbeat is older than
+    ``liveness``: a monitor tells it lost (a ``worker_lost`` event), which
+    it does not of a worker that finished.
 
     A key declared in ``histograms`` is a distribution: a writer's
     ``observe(key, value)`` counts a value of at least zero in the worker's
@@ -385,7 +391,7 @@ class SharedCounters:
         return kinds
 
     def stats(self) -> dict[str, float]:
-        """Return sums over workers, ``workers`` (the slots) and ``workers_alive``, and every worker's slots and heartbeat age.
+        """Return sums over workers, ``workers`` (the slots), ``workers_alive`` and ``workers_finished``, and every worker's slots and heartbeat age.
 
         Reads all slots in one copy; never waits for a worker.
 
@@ -394,7 +400,7 @@ class SharedCounters:
             ...     counters.worker(0).inc("frames", 3)
             ...     counters.worker(1).inc("frames", 4)
             ...     counters.stats()
-            {'frames': 7.0, 'workers': 2, 'workers_alive': 0, 'worker_0/frames': 3.0, 'worker_1/frames': 4.0}
+            {'frames': 7.0, 'workers': 2, 'workers_alive': 0, 'workers_finished': 0, 'worker_0/frames': 3.0, 'worker_1/frames': 4.0}
         """
         layout = self._layout
         values = self._live_view()[: layout.buckets].tolist()
@@ -406,17 +412,20 @@ class SharedCounters:
             key: _sum_of_known(values[column:keys_end:row])
             for column, key in enumerate(layout.keys)
         }
-        alive = 0
+        alive = finished = 0
         ages: dict[str, float] = {}
         for age_name, beat in zip(self._age_names, values[keys_end:], strict=True):
+            if beat == _FINISHED:
+                finished += 1
             # NaN (never beaten) compares false with everything.
-            if beat == beat:
+            elif beat == beat:
                 age = now - beat
                 ages[age_name] = age
                 alive += age < self._liveness
         # Out of how many: what a live view fills workers_alive's bar to.
         snapshot["workers"] = layout.workers
         snapshot["workers_alive"] = alive
+        snapshot["workers_finished"] = finished
         snapshot.update(zip(self._slot_names, values[:keys_end], strict=True))
         snapshot.update(ages)
         return snapshot
@@ -673,6 +682,30 @@ class WorkerCounters:
         except ValueError:
             raise self._failure("heartbeat", None, None) from None
 
+    def finish(self) -> None:
+        """Say this worker finished its work: it leaves ``workers_alive`` now, counted in ``workers_finished``, and is not lost.
+
+        Call it where the worker ends normally (after its loop, before its
+        process exits): a monitor tells a worker that leaves
+        ``workers_alive`` without finishing as lost (a ``worker_lost``
+        event). Its counters and gauges keep their values; a ``heartbeat()``
+        afterwards makes it alive again.
+
+        Examples:
+            >>> with SharedCounters(2) as counters:
+            ...     counters.worker(0).heartbeat()
+            ...     counters.worker(1).heartbeat()
+            ...     counters.worker(1).finish()
+            ...     stats = counters.stats()
+            ...     stats["workers_alive"], stats["workers_finished"], "worker_1/heartbeat_age_s" in stats
+            (1, 1, False)
+        """
+        slot = self._shared._layout.worker(self._index).heartbeat
+        try:
+            self._histogram_view[slot] = _FINISHED
+        except ValueError:
+            raise self._failure("finish", None, None) from None
+
     def __repr__(self) -> str:
         return f"WorkerCounters(index={self._index}, shared={self._shared!r})"
 
@@ -779,7 +812,7 @@ def _names(keys: Iterable[str], argument: str) -> tuple[str, ...]:
                 f"SharedCounters({argument}=...): every name must be a non-empty "
                 f"string, got {name!r}."
             )
-        if name in ("workers", "workers_alive") or name.startswith("worker_"):
+        if name in _RESERVED or name.startswith("worker_"):
             raise ValueError(
                 f"SharedCounters({argument}=...): {name!r} is reserved for the "
                 "per-worker, worker count and liveness entries of stats(); "

@@ -56,6 +56,8 @@ class Logged(NamedTuple):
     """The rated and step entries: what the next rates count from."""
     alive: float | None
     """The payload's ``workers_alive``, to notice a worker lost."""
+    finished: float | None
+    """The payload's ``workers_finished``: workers gone from ``alive`` that were not lost."""
     intervals: Intervals
     """The target's distributions over the interval this payload closes: each key's histogram, by payload key."""
 
@@ -86,6 +88,7 @@ class Watch:
         self.name = name = spec.name
         self.events = events
         self._alive_key = f"{name}/workers_alive"
+        self._finished_key = f"{name}/workers_finished"
         self._worker_loss = WorkerLoss(self._workers_lost)
         # Registered: unwatch() clears it; a poll in flight delivers nothing.
         self.active = True
@@ -164,9 +167,9 @@ class Watch:
         if self.events is not None:
             self.events.stalled(self, stalled, seconds)
 
-    def _workers_lost(self, alive: float, before: float) -> None:
+    def _workers_lost(self, alive: float, before: float, lost: float) -> None:
         if self.events is not None:
-            self.events.workers_lost(self, alive, before)
+            self.events.workers_lost(self, alive, before, lost)
 
     @property
     def kinds(self) -> Mapping[str, Kind]:
@@ -280,6 +283,7 @@ class Watch:
             self._kinds.note(payload),
             kept,
             payload.get(self._alive_key),
+            payload.get(self._finished_key),
             intervals,
         )
 
@@ -350,7 +354,7 @@ class Watch:
             self._aggregates.reset()
         if self.quantiles is not None:
             self.quantiles.commit(logged.intervals.marks)
-        self._worker_loss.logged(logged.alive)
+        self._worker_loss.logged(logged.alive, logged.finished)
         self._baseline.logged(logged.snapshot, now)
         self.has_logged = True
         self.schedule_state.logged(now, scheduled, poll_interval)

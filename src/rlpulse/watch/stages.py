@@ -260,28 +260,35 @@ class Baseline:
 
 
 class WorkerLoss:
-    """The worker-loss stage: a logged ``workers_alive`` lower than the one before is told.
+    """The worker-loss stage: a logged ``workers_alive`` lower than the one before is told, less the workers that finished meanwhile.
+
+    A worker that says it finished (``workers_finished``, as
+    :meth:`~rlpulse.sources.shared.WorkerCounters.finish` counts it) leaves
+    ``workers_alive`` without being lost.
 
     Examples:
         >>> told = []
-        >>> loss = WorkerLoss(lambda alive, before: told.append((alive, before)))
-        >>> for alive in (4.0, 4.0, 3.0, None, 3.0):
-        ...     loss.logged(alive)
+        >>> loss = WorkerLoss(lambda alive, before, lost: told.append((alive, before, lost)))
+        >>> for alive, finished in ((4.0, 0.0), (4.0, 0.0), (3.0, 0.0), (None, 0.0), (2.0, 1.0)):
+        ...     loss.logged(alive, finished)
         >>> told
-        [(3.0, 4.0)]
+        [(3.0, 4.0, 1.0)]
     """
 
-    def __init__(self, tell: Callable[[float, float], None]) -> None:
+    def __init__(self, tell: Callable[[float, float, float], None]) -> None:
         self._tell = tell
         self._alive: float | None = None
+        self._accounted = 0.0
 
-    def logged(self, alive: float | None) -> None:
-        """A payload with ``workers_alive`` = ``alive`` (``None``: none) was logged."""
+    def logged(self, alive: float | None, finished: float | None = None) -> None:
+        """A payload with ``workers_alive`` = ``alive`` (``None``: none) and ``workers_finished`` = ``finished`` was logged."""
         if alive is None:
             return
+        accounted = alive + (finished or 0.0)
         before, self._alive = self._alive, alive
-        if before is not None and alive < before:
-            self._tell(alive, before)
+        before_accounted, self._accounted = self._accounted, accounted
+        if before is not None and accounted < before_accounted:
+            self._tell(alive, before, before_accounted - accounted)
 
 
 class WatchEvents(Protocol):
@@ -290,8 +297,10 @@ class WatchEvents(Protocol):
     def stalled(self, watch: Watch, stalled: bool, seconds: float) -> None:
         """No progress for ``seconds`` (``stalled``), or progress again after ``seconds`` without."""
 
-    def workers_lost(self, watch: Watch, alive: float, before: float) -> None:
-        """The snapshot's ``workers_alive`` fell from ``before`` to ``alive``."""
+    def workers_lost(
+        self, watch: Watch, alive: float, before: float, lost: float
+    ) -> None:
+        """The snapshot's ``workers_alive`` fell from ``before`` to ``alive``, ``lost`` of them without finishing."""
 
     def entry_missing(
         self, watch: Watch, option: str, key: str, entries: Sequence[str]
