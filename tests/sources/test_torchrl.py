@@ -48,6 +48,7 @@ from rlpulse.sources.torchrl import (  # noqa: E402
     EpisodeTally,
     SharedCountersTransform,
 )
+from rlpulse.testing import InMemorySink  # noqa: E402
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -124,7 +125,9 @@ def wait_for(
         time.sleep(poll)
 
 
-def shut_down(collector: MultiSyncCollector, consumer: threading.Thread) -> None:
+def shut_down(
+    collector: MultiSyncCollector, consumer: threading.Thread | None = None
+) -> None:
     """Shut the collector down under a deadline, whatever state a dead worker left it in."""
     closer = threading.Thread(
         target=collector.shutdown,
@@ -141,7 +144,8 @@ def shut_down(collector: MultiSyncCollector, consumer: threading.Thread) -> None
         if alive:
             process.kill()
             process.join(10)
-    consumer.join(10)
+    if consumer is not None:
+        consumer.join(10)
 
 
 @contextlib.contextmanager
@@ -436,6 +440,46 @@ def test_a_continued_worker_counts_as_alive_again(stopped_run: WorkerRun) -> Non
     assert last["workers_alive"] == WORKERS
     assert last[f"worker_{STOPPED}/heartbeat_age_s"] < LIVENESS
     assert last[f"worker_{STOPPED}/frames"] > stuck_frames
+
+
+@pytest.mark.timeout(120)
+def test_workers_a_collector_shuts_down_finish_and_are_not_lost() -> None:
+    # Each worker closes its environment at shutdown: the transform says
+    # the worker finished, so its heartbeat ageing past liveness is no loss.
+    events: list[str] = []
+    with SharedCounters(2, counters=WORKER_COUNTERS, liveness=0.5) as counters:
+        monitor = LoggerMonitor(
+            InMemorySink(),
+            poll_interval=0.1,
+            on_event=lambda event: events.append(event.kind),
+        )
+        monitor.watch(counters, name="workers")
+        collector = MultiSyncCollector(
+            [functools.partial(make_env, counters, worker) for worker in range(2)],
+            policy=None,
+            frames_per_batch=FRAMES_PER_BATCH,
+            total_frames=4 * FRAMES_PER_BATCH,
+        )
+        try:
+            with monitor:
+                for _ in collector:
+                    pass
+                assert counters.stats()["workers_alive"] == 2
+                collector.shutdown()
+                finished = counters.stats()
+                time.sleep(1.0)  # past liveness, polled
+        finally:
+            shut_down(collector)
+    assert (finished["workers_alive"], finished["workers_finished"]) == (0, 2)
+    assert "worker_lost" not in events
+
+
+def test_closing_the_environment_after_the_counters_is_quiet() -> None:
+    counters = SharedCounters(1, counters=WORKER_COUNTERS)
+    env = TransformedEnv(GymEnv("CartPole-v1"), SharedCountersTransform(counters, 0))
+    env.reset()
+    counters.close()
+    env.close()
 
 
 # The transform alone, on one environment in this process.

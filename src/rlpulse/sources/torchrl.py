@@ -20,6 +20,7 @@ Needs TorchRL (extra ``rlpulse[torchrl]``), imported here only, never by
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -274,7 +275,9 @@ class SharedCountersTransform(Transform):  # type: ignore[misc]
     A worker counts as alive while it steps: one that waits longer than the
     counters' ``liveness`` (a collector paused while the learner trains)
     drops out of ``workers_alive`` until it steps again. Choose a liveness
-    longer than the longest expected pause.
+    longer than the longest expected pause. Closing the environment (a
+    collector's worker does at shutdown) says the worker finished: it is
+    counted in ``workers_finished``, not told lost.
 
     Args:
         counters: shared counters with the counters ``frames_key`` and
@@ -345,6 +348,14 @@ class SharedCountersTransform(Transform):  # type: ignore[misc]
     ) -> TensorDictBase:
         self.writer.heartbeat()
         return tensordict_reset
+
+    def close(self) -> None:
+        """Say this worker finished (:meth:`~rlpulse.sources.shared.WorkerCounters.finish`): its environment is closed, as a collector's worker closes it at shutdown.
+
+        Counters already closed in this process are left as they are.
+        """
+        with contextlib.suppress(ValueError):
+            self.writer.finish()
 
     def __repr__(self) -> str:
         # TorchRL's Transform.__repr__ shows only its in_keys (none here).
