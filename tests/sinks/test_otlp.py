@@ -16,6 +16,7 @@ import re
 import socket
 import threading
 import time
+import uuid
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -45,7 +46,10 @@ def no_otel_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
     for name in list(os.environ):
-        if name.startswith("OTEL_EXPORTER_OTLP_"):
+        if name.startswith("OTEL_EXPORTER_OTLP_") or name in (
+            "OTEL_SERVICE_NAME",
+            "OTEL_RESOURCE_ATTRIBUTES",
+        ):
             monkeypatch.delenv(name)
 
 
@@ -91,9 +95,11 @@ def test_each_batch_is_one_request_of_gauges_and_monotonic_sums_with_the_polls_t
     assert receiver.content_types == ["application/x-protobuf"]
     [request] = receiver.requests
     resource = request.resource_metrics[0]
-    assert [(a.key, a.value.string_value) for a in resource.resource.attributes] == [
-        ("service.name", "learner-7")
-    ]
+    attributes = {a.key: a.value.string_value for a in resource.resource.attributes}
+    assert attributes.keys() == {"service.name", "host.name", "service.instance.id"}
+    assert attributes["service.name"] == "learner-7"
+    assert attributes["host.name"] == socket.gethostname()
+    assert uuid.UUID(attributes["service.instance.id"])
     assert resource.scope_metrics[0].scope.name == "rlpulse"
     frames = next(
         m for m in resource.scope_metrics[0].metrics if m.name == "rlpulse.frames"
@@ -449,6 +455,43 @@ def test_opentelemetrys_variables_say_where_and_how_batches_are_posted(
     assert [point[:4] for point in receiver.points()] == [
         ("rlpulse.frames", "sum", "c", 1.0)
     ]
+
+
+def test_the_resource_names_the_service_and_deployment_of_opentelemetrys_variables_and_each_exporter_apart(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two nodes exporting as one resource would mix their cumulative counters.
+    monkeypatch.setenv(
+        "OTEL_RESOURCE_ATTRIBUTES",
+        "service.name=ignored,deployment.environment=prod,team=r%20l",
+    )
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "learner")
+    for _ in range(2):
+        with OTLPExporter(receiver.endpoint) as exporter:
+            exporter.log_metrics({"c/frames": 1.0})
+    resources = [
+        {
+            a.key: a.value.string_value
+            for a in request.resource_metrics[0].resource.attributes
+        }
+        for request in receiver.requests
+    ]
+    assert [
+        (r["service.name"], r["deployment.environment"], r["team"]) for r in resources
+    ] == [("learner", "prod", "r l")] * 2
+    assert resources[0]["service.instance.id"] != resources[1]["service.instance.id"]
+    monkeypatch.setenv(
+        "OTEL_RESOURCE_ATTRIBUTES", "host.name=node-7,service.instance.id=x"
+    )
+    with OTLPExporter(receiver.endpoint, service_name="actor") as exporter:
+        assert (
+            exporter.resource["service.name"],
+            exporter.resource["host.name"],
+            exporter.resource["service.instance.id"],
+        ) == ("actor", "node-7", "x")
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "team")
+    with pytest.raises(ValueError, match="OTEL_RESOURCE_ATTRIBUTES='team'"):
+        OTLPExporter(receiver.endpoint)
 
 
 def test_metrics_variables_come_before_general_ones_and_arguments_before_both(

@@ -17,12 +17,14 @@ import http.client
 import math
 import os
 import re
+import socket
 import ssl
 import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
@@ -113,7 +115,13 @@ class OTLPExporter(BaseSink):
             ``None``: ``OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`` (used as
             given), else ``OTEL_EXPORTER_OTLP_ENDPOINT`` (a base URL), else
             ``http://localhost:4318``.
-        service_name: the resource's ``service.name`` (default ``"rlpulse"``).
+        service_name: the resource's ``service.name``; ``None``:
+            ``OTEL_SERVICE_NAME``, else the ``service.name`` of
+            ``OTEL_RESOURCE_ATTRIBUTES``, else ``"rlpulse"``. The resource
+            also holds the other attributes of ``OTEL_RESOURCE_ATTRIBUTES``
+            and, unless that gives them, this machine's ``host.name`` and a
+            ``service.instance.id`` of this exporter's own: the series of
+            two processes never mix (:func:`resource_attributes`).
         prefix: the metric names' first part (default ``"rlpulse"``; ``""``
             for none).
         headers: HTTP headers to send (an API key, say); ``None``: those of
@@ -139,7 +147,7 @@ class OTLPExporter(BaseSink):
         self,
         endpoint: str | None = None,
         *,
-        service_name: str = "rlpulse",
+        service_name: str | None = None,
         prefix: str = "rlpulse",
         headers: Mapping[str, str] | None = None,
         timeout: float | None = None,
@@ -163,7 +171,8 @@ class OTLPExporter(BaseSink):
         self.close_timeout = float(close_timeout)
         """Seconds :meth:`close` waits for a request in flight."""
         self._destination = self.url
-        self._service_name = service_name
+        self.resource = resource_attributes(service_name, os.environ)
+        """The attributes of the resource every request names (``service.name`` and the rest)."""
         self._headers = {**settings.headers, "Content-Type": _CONTENT_TYPE}
         self._gzip = settings.compression == "gzip"
         if self._gzip:
@@ -254,9 +263,10 @@ class OTLPExporter(BaseSink):
                 points += 1
         request = proto.ExportMetricsServiceRequest()
         resource_metrics = request.resource_metrics.add()
-        service = resource_metrics.resource.attributes.add()
-        service.key = "service.name"
-        service.value.string_value = self._service_name
+        for key, text in self.resource.items():
+            attribute = resource_metrics.resource.attributes.add()
+            attribute.key = key
+            attribute.value.string_value = text
         scope_metrics = resource_metrics.scope_metrics.add()
         scope_metrics.scope.name = "rlpulse"
         scope_metrics.metrics.extend(metrics.values())
@@ -774,6 +784,38 @@ def _signal_url(base: str) -> str:
     if not path.endswith(_SIGNAL_PATH):
         path += _SIGNAL_PATH
     return urllib.parse.urlunsplit(parts._replace(path=path))
+
+
+def resource_attributes(
+    service_name: str | None, environ: Mapping[str, str]
+) -> dict[str, str]:
+    """The resource's attributes, as OpenTelemetry's SDK makes them from ``environ``, with what tells this exporter's series from another's.
+
+    ``OTEL_RESOURCE_ATTRIBUTES`` (``key=value`` pairs, comma-separated,
+    URL-encoded) first; then ``service.name``: ``service_name`` when given,
+    else ``OTEL_SERVICE_NAME``, else the variable's, else ``"rlpulse"``;
+    then, unless the variable gives them, ``host.name`` (this machine's)
+    and ``service.instance.id`` (new for each exporter: two processes on one
+    machine, or one exporter made again, are two instances, whose
+    cumulative counters a backend keeps apart).
+
+    >>> environ = {"OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=prod,host.name=node-7",
+    ...            "OTEL_SERVICE_NAME": "learner"}
+    >>> attributes = resource_attributes(None, environ)
+    >>> {key: attributes[key] for key in ("service.name", "deployment.environment", "host.name")}
+    {'service.name': 'learner', 'deployment.environment': 'prod', 'host.name': 'node-7'}
+    >>> len(attributes["service.instance.id"])
+    36
+    >>> resource_attributes("actor", environ)["service.name"], resource_attributes(None, {})["service.name"]
+    ('actor', 'rlpulse')
+    """
+    found = environ.get("OTEL_RESOURCE_ATTRIBUTES", "").strip()
+    attributes = _parsed_headers("OTEL_RESOURCE_ATTRIBUTES", found) if found else {}
+    name = service_name or environ.get("OTEL_SERVICE_NAME", "").strip()
+    attributes["service.name"] = name or attributes.get("service.name") or "rlpulse"
+    attributes.setdefault("host.name", socket.gethostname())
+    attributes.setdefault("service.instance.id", str(uuid.uuid4()))
+    return attributes
 
 
 def _parsed_headers(name: str, value: str) -> dict[str, str]:
