@@ -527,7 +527,7 @@ def test_checkpoints_keep_the_log_short_under_continuous_writes(
 ) -> None:
     import rlpulse.sinks.sqlite as sqlite_sink
 
-    monkeypatch.setattr(sqlite_sink, "_ROWS_PER_CHECKPOINT", 2_000)
+    monkeypatch.setattr(sqlite_sink, "_LOG_BYTES_PER_CHECKPOINT", 400_000)
     path = tmp_path / "metrics.db"
     wal = tmp_path / "metrics.db-wal"
     payload = {f"collector/metric_{index}": float(index) for index in range(100)}
@@ -552,7 +552,7 @@ def test_a_writer_leaving_moments_between_writes_never_checkpoints_itself(
 ) -> None:
     # As a monitor's sender writes, a batch each poll: the checkpoint thread
     # copies the whole log between two writes, and the log starts afresh.
-    monkeypatch.setattr(sqlite_sink, "_ROWS_PER_CHECKPOINT", 2_000)
+    monkeypatch.setattr(sqlite_sink, "_LOG_BYTES_PER_CHECKPOINT", 400_000)
     path = tmp_path / "metrics.db"
     payload = {f"collector/metric_{index}": float(index) for index in range(100)}
     writer_statements: list[str] = []
@@ -568,6 +568,25 @@ def test_a_writer_leaving_moments_between_writes_never_checkpoints_itself(
     assert len(checkpoints) <= 2, checkpoints
     assert longest_log < 2 * 2**20
     assert len(list(read(path, run="r"))) == 40_000
+
+
+@pytest.mark.timeout(60)
+def test_checkpoints_keep_the_log_short_under_many_small_commits(
+    tmp_path: Path,
+) -> None:
+    # A commit adds its pages to the log whatever its rows: counted by rows,
+    # a payload of two metrics a call grew the log to 26 MB here. Written
+    # without a pause, the log never starts afresh until the writer copies
+    # it itself, at three checkpoints' worth: about 6-9 MB.
+    path = tmp_path / "metrics.db"
+    wal = tmp_path / "metrics.db-wal"
+    longest = 0
+    with SQLiteLogger(path, run="r") as sink:
+        for step in range(3_000):
+            sink.log_metrics({"a/frames": float(step), "a/x": 1.0}, step=step)
+            longest = max(longest, wal.stat().st_size)
+    assert longest < 12 * 2**20
+    assert len(list(read(path, run="r"))) == 6_000
 
 
 def test_a_store_that_writes_little_starts_no_checkpoint_thread(tmp_path: Path) -> None:

@@ -25,12 +25,19 @@ from rlpulse.sinks.base import BaseSink, Payload, RunExistsError
 
 __all__ = ["SQLiteLogger"]
 
-# A checkpoint every this many rows: a log of up to about 2 MB. The writer
+# A checkpoint once the write-ahead log holds about this much. The writer
 # runs one only where its thread could not copy the whole log (see
 # _Checkpointer), and its call then lasts as long as the copy: at 100,000
-# rows it held the queue up for 150 ms and more, enough to drop payloads at
-# 10,000 a second; at 10,000 rows it takes about 10 ms.
-_ROWS_PER_CHECKPOINT = 10_000
+# rows (20 MB) it held the queue up for 150 ms and more, enough to drop
+# payloads at 10,000 a second; at 2 MB it takes about 10 ms.
+_LOG_BYTES_PER_CHECKPOINT = 2_000_000
+# What a commit adds to the log, about: the pages it changed (the metrics
+# table's last leaf and its index's, 4 kB each), and a row's share of
+# them. Measured: 8.8 kB a commit of two rows, 35 kB one of 200. Counting
+# rows alone, a sink logging a payload of a few metrics a call grew its
+# log to 50 MB between checkpoints.
+_COMMIT_BYTES = 8_192
+_ROW_BYTES = 160
 # Passive checkpoints in a row, each copying what the writer added during
 # the one before, before the writer is left to copy the rest itself.
 _CHECKPOINT_TRIES = 3
@@ -453,12 +460,13 @@ class _Checkpointer:
 
     A checkpoint syncs the database file to disk: done inside a commit, as
     SQLite does by default, it held the writer (and the sink's queue) up
-    for 100 ms and more. Here the writer counts the rows it commits; every
-    :data:`_ROWS_PER_CHECKPOINT` it wakes this thread, whose passive
+    for 100 ms and more. Here the writer counts what its commits add to the
+    log (:data:`_COMMIT_BYTES` a commit, :data:`_ROW_BYTES` a row); every
+    :data:`_LOG_BYTES_PER_CHECKPOINT` it wakes this thread, whose passive
     checkpoints copy the log without blocking the writer, again while the
     writer added to it meanwhile; a log copied to its end starts afresh at
     the next write. A log that has not started afresh while the writer
-    committed :data:`_CHECKPOINTS_IN_LOG` checkpoints' rows (it kept
+    committed :data:`_CHECKPOINTS_IN_LOG` checkpoints' worth (it kept
     writing throughout, a reader held on to the log) would grow without
     end: the writer checkpoints it itself then, mostly copied already. The
     thread starts with the first checkpoint and sleeps between them.
@@ -466,41 +474,42 @@ class _Checkpointer:
 
     def __init__(self, path: Path) -> None:
         self._path = path
-        self._rows = 0
+        self._bytes = 0
         self._wake = threading.Event()
         self._busy = False
         self._log = Path(f"{path}-wal")
         self._last_salt: bytes | None = None
-        # The log's restarts the thread saw (its salts changing), and the
-        # rows committed since the last one the writer counted.
+        # The log's restarts the thread saw (its salts changing), and what
+        # was committed since the last one the writer counted.
         self._restarts_seen = 0
         self._restarts_counted = 0
-        self._rows_in_log = 0
+        self._bytes_in_log = 0
         self._closing = False
         self._thread: threading.Thread | None = None
 
     def wrote(self, rows: int) -> bool:
-        """Count ``rows`` committed; whether the writer is to checkpoint now."""
-        self._rows += rows
-        self._rows_in_log += rows
+        """Count a commit of ``rows``; whether the writer is to checkpoint now."""
+        logged = _COMMIT_BYTES + rows * _ROW_BYTES
+        self._bytes += logged
+        self._bytes_in_log += logged
         if self._restarts_counted != self._restarts_seen:
             self._restarts_counted = self._restarts_seen
-            self._rows_in_log = rows
-        most_rows_in_log = _CHECKPOINTS_IN_LOG * _ROWS_PER_CHECKPOINT
-        if self._rows < _ROWS_PER_CHECKPOINT and self._rows_in_log < most_rows_in_log:
+            self._bytes_in_log = logged
+        most_in_log = _CHECKPOINTS_IN_LOG * _LOG_BYTES_PER_CHECKPOINT
+        if self._bytes < _LOG_BYTES_PER_CHECKPOINT and self._bytes_in_log < most_in_log:
             return False
         thread = self._thread
         alive = thread is not None and thread.is_alive()  # not in a forked child
         if self._busy and alive:
             return False
-        if self._rows_in_log >= most_rows_in_log and alive:
+        if self._bytes_in_log >= most_in_log and alive:
             # The thread idle, the writer copies the log to its end: the
             # next write starts it afresh.
-            self._rows = self._rows_in_log = 0
+            self._bytes = self._bytes_in_log = 0
             return True
-        if self._rows < _ROWS_PER_CHECKPOINT:
+        if self._bytes < _LOG_BYTES_PER_CHECKPOINT:
             return False
-        self._rows = 0
+        self._bytes = 0
         if thread is None or not alive:
             thread = self._thread = MonitorThread(
                 "rlpulse-sqlite-checkpoint", self._run
