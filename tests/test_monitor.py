@@ -120,7 +120,10 @@ def test_a_sink_warns_again_after_it_recovered_and_failed_anew(
         monitor.step()
         flaky.failing = True
         monitor.step()
-    assert len(rlpulse_warnings(caplog)) == 2
+    failed, recovered, failed_anew = rlpulse_warnings(caplog)
+    assert "failed to log watch 'c' to sink Flaky" in failed
+    assert recovered == "LoggerMonitor logs to sink Flaky again."
+    assert failed_anew == failed
 
 
 def test_one_warning_per_sink_per_failure_streak_across_watches(
