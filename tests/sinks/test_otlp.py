@@ -694,6 +694,25 @@ def test_a_receiver_that_refuses_connections_gets_the_batch_once_it_is_up() -> N
             receiver.close()
 
 
+def test_a_receiver_that_takes_the_request_and_never_answers_is_said_to_be_silent(
+    receiver: Receiver,
+) -> None:
+    # It was reached: "cannot reach ... is it running?" sent people to the
+    # wrong place.
+    receiver.hang = True
+    with (
+        OTLPExporter(receiver.endpoint, timeout=0.5, close_timeout=0.1) as exporter,
+        pytest.raises(TransientSinkError) as raised,
+    ):
+        exporter.log_metrics({"c/frames": 1.0})
+    message = str(raised.value)
+    assert message.startswith(
+        f"no answer from the OTLP receiver at {exporter.url} (1 point not delivered)"
+    )
+    assert "is it overloaded or hung?" in message
+    assert "cannot reach" not in message
+
+
 def test_closing_abandons_a_request_in_flight_after_close_timeout(
     receiver: Receiver,
 ) -> None:

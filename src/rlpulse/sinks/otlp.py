@@ -345,8 +345,11 @@ class OTLPExporter(BaseSink):
                 f"({counted} not delivered): no answer within close_timeout "
                 f"({self.close_timeout:g} s) of closing"
             )
-        return _Answer.unreachable(
-            f"no answer within the exporter's timeout ({self.timeout:g} s)"
+        return _Answer(
+            delivered=False,
+            retryable=True,
+            problem=f"none within the exporter's timeout ({self.timeout:g} s)",
+            silent=True,
         )
 
     def _closing(self) -> bool:
@@ -396,6 +399,8 @@ class _Answer(NamedTuple):
     """Whether the receiver answered (with an error)."""
     retry_after: float | None = None
     """The seconds the receiver asked to wait before trying again."""
+    silent: bool = False
+    """Whether the request went unanswered within its time (a receiver may have taken it and hung)."""
 
     @classmethod
     def unreachable(cls, problem: str, *, retryable: bool = True) -> _Answer:
@@ -405,6 +410,11 @@ class _Answer(NamedTuple):
         """What went wrong, for the error message."""
         if self.refused:
             return f"the OTLP receiver at {url} refused {counted}: {self.problem}"
+        if self.silent:
+            return (
+                f"no answer from the OTLP receiver at {url} ({counted} not "
+                f"delivered): {self.problem}; is it overloaded or hung?"
+            )
         return (
             f"cannot reach the OTLP receiver at {url} ({counted} not delivered): "
             f"{self.problem}; is it running, and is the endpoint right?"
@@ -459,6 +469,13 @@ class _Attempt:
                 problem=problem,
                 refused=True,
                 retry_after=_retry_after(error.headers.get("Retry-After")),
+            )
+        except TimeoutError as error:  # connected or not, no answer in time
+            return _Answer(
+                delivered=False,
+                retryable=True,
+                problem=f"none within {self._timeout:.1f} s ({error})",
+                silent=True,
             )
         except (urllib.error.URLError, http.client.HTTPException, OSError) as error:
             reason = getattr(error, "reason", error)
