@@ -703,3 +703,19 @@ def test_a_plain_frame_fits_its_tables_to_a_width_and_keeps_its_sentences_whole(
     assert any(line.startswith(f"{long_name}  ") for line in whole)
     stalled = [line for line in fitted if "no progress (frames) for 30.0s" in line]
     assert len(stalled) == 1
+
+
+def test_a_buffer_short_of_full_is_never_drawn_or_said_full(tmp_path: Path) -> None:
+    payloads = [
+        (
+            float(second),
+            {"buffer/size": 19_990.0, "buffer/capacity": 20_000.0},
+            {"buffer/size": Kind.GAUGE, "buffer/capacity": Kind.GAUGE},
+        )
+        for second in range(10)
+    ]
+    text = screen(followed(store(tmp_path / "run.sqlite", payloads)))
+    [size] = [line for line in text.splitlines() if line.split()[:1] == ["size"]]
+
+    assert "99% of 20,000" in size
+    assert "░" in size  # a bar short of full

@@ -320,7 +320,12 @@ def sparkline(values: Sequence[float | None], width: int) -> str:
 
 
 def _bar(fill: float, width: int) -> str:
-    filled = round(fill * width)
+    """A bar ``width`` wide filled to ``fill`` (0 to 1), rounded down: a bar short of full never reads as full.
+
+    >>> _bar(0.9995, 10), _bar(1.0, 10), _bar(1.5, 4), _bar(-0.5, 4)
+    ('█████████░', '██████████', '████', '░░░░')
+    """
+    filled = min(max(math.floor(fill * width), 0), width)
     return "█" * filled + "░" * (width - filled)
 
 
@@ -707,8 +712,32 @@ def _note(line: Line, number: Callable[[float], str]) -> str:
     if line.total is not None:
         return number(line.total)
     if line.fill is not None:
-        return f"{round(100 * line.fill)}% of {number(line.capacity or 0.0)}"
+        # Rounded down, as the bar: 19,990 of 20,000 is 99 %, not 100 %.
+        return f"{math.floor(100 * line.fill)}% of {number(line.capacity or 0.0)}"
     return ""
+
+
+def _quantiles_text(
+    quantiles: Sequence[tuple[str, float]], number: Callable[[float], str], width: int
+) -> str:
+    """As many of ``quantiles`` as fit in ``width``, each whole (a cut number reads as another value), evenly spaced.
+
+    >>> _quantiles_text([("p50", 22.02), ("p90", 119.3), ("p99", 155.0)], "{:g}".format, 30)
+    'p50 22.02  p90 119.3  p99 155 '
+    >>> _quantiles_text([("p50", 22.02), ("p90", 119.3), ("p99", 155.0)], "{:g}".format, 24)
+    'p50 22.02  p90 119.3    '
+    """
+    text = ""
+    for statistic, value in quantiles:
+        part = f"{statistic} {number(value).strip()}"
+        longer = f"{text}  {part}" if text else part
+        if len(longer) > width:
+            break
+        text = longer
+    if not text and quantiles:  # not even the first fits: cut at its end
+        statistic, value = quantiles[0]
+        text = f"{statistic} {number(value).strip()}"[: width - 1] + "…"
+    return text.ljust(width)
 
 
 def _cell(line: Line | None, until: float, columns: _Columns) -> list[Segment]:
@@ -735,12 +764,7 @@ def _cell(line: Line | None, until: float, columns: _Columns) -> list[Segment]:
             )
         )
     elif line.quantiles:
-        text = "  ".join(
-            f"{statistic} {number(value)}" for statistic, value in line.quantiles
-        )
-        if len(text) > graphic_width:
-            text = text[: graphic_width - 1] + "…"
-        cell.append(Segment(text.ljust(graphic_width)))
+        cell.append(Segment(_quantiles_text(line.quantiles, number, graphic_width)))
     elif line.series is not None:
         cell.append(
             Segment(
