@@ -1438,6 +1438,41 @@ def test_runs_over_a_panels_bounds_lose_whole_metrics_not_a_run(tmp_path: Path) 
     assert sum(label.endswith("[A]") for label in labels) == MAX_LINES // 2
 
 
+def test_runs_over_a_panels_bounds_lose_whole_metrics_where_one_runs_line_is_constant() -> (
+    None
+):
+    # Run B's gauge_0 never moves (a constant, said beside the panel): the
+    # varying lines came in an odd number, and a cut by count kept gauge_3
+    # of run A without run B's.
+    names = [f"w/gauge_{index}" for index in range(6)]
+    runs = []
+    for label in ("a", "b"):
+        runs.append(
+            (
+                label,
+                [
+                    Record(
+                        100.0 + second,
+                        second,
+                        name,
+                        1.0
+                        if (label, index) == ("b", 0)
+                        else float(second * (index + 1)),
+                    )
+                    for second in range(3)
+                    for index, name in enumerate(names)
+                ],
+            )
+        )
+    with pytest.warns(PlotWarning, match="lines of the watches drawn"):
+        figure = plot_runs(runs)
+    labels = [line.get_label() for axes in figure.axes for line in axes.get_lines()]
+    drawn = [label for label in labels if not label.startswith("_")]
+    metrics = {label.split()[0] for label in drawn if label != "gauge_0 [A]"}
+    for metric in metrics:
+        assert {f"{metric} [A]", f"{metric} [B]"} <= set(drawn), drawn
+
+
 @pytest.mark.parametrize("name", OLD_SQLITE_FILES)
 def test_cli_plot_of_a_sqlite_file_of_format_version_1_or_2_writes_a_png_of_each_watch(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str

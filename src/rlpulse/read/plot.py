@@ -1041,6 +1041,24 @@ def _verdict_spans(
     return spans
 
 
+def _whole_metrics(lines: list[_Line], most: int) -> list[_Line]:
+    """The first of ``lines`` (a metric's lines side by side), at most ``most``, ending at a metric's last line: each run's line of a metric kept, or none.
+
+    Only where the first metric alone has more lines than ``most`` (more
+    runs drawn together) is it cut.
+    """
+    end = 0
+    for index, line in enumerate(lines):
+        last_of_metric = (
+            index + 1 == len(lines) or lines[index + 1].metric != line.metric
+        )
+        if index >= most:
+            break
+        if last_of_metric:
+            end = index + 1
+    return lines[: end or most]
+
+
 def _arranged(
     metrics_of: dict[str, int], lines_of: Callable[[str], list[_Line]]
 ) -> tuple[list[_Panel], str | None]:
@@ -1061,9 +1079,10 @@ def _arranged(
         # side by side, so that a panel over its bounds leaves out whole
         # metrics.
         varying.sort(key=lambda line: (line.rank, line.metric))
-        if len(varying) > MAX_LINES:
-            lines_left_out[watch] = varying[MAX_LINES:]
-        panels.append(_Panel(watch, varying[:MAX_LINES], constants))
+        kept = _whole_metrics(varying, MAX_LINES)
+        if len(kept) < len(varying):
+            lines_left_out[watch] = varying[len(kept) :]
+        panels.append(_Panel(watch, kept, constants))
     omitted = watches[MAX_PANELS:]
     parts = []
     if omitted:
