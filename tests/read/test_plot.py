@@ -346,11 +346,14 @@ def test_an_episode_tallys_chart_draws_the_return_before_the_rest(
         if label.startswith("episode_return_") and not label.endswith("/s")
     ]
     assert returns[:3] == [
-        "episode_return_last",
-        "episode_return_mean",
         "episode_return_p50",
+        "episode_return_mean",
+        "episode_return_last",
     ]
     assert {"episode_return_min", "episode_return_max"} <= set(returns)
+    # Both tallies count each episode: their rates are one line, drawn once.
+    rates = [label for label in drawn if label.endswith("_count/s")]
+    assert rates == ["episode_return_count/s"]
 
 
 def test_a_bottleneck_watchs_verdicts_are_shaded_behind_its_lines_not_drawn() -> None:
@@ -697,8 +700,8 @@ def test_a_panel_has_one_axis_per_unit_bytes_percent_seconds_and_plain() -> None
         "process/cpu_percent",
     ]
     assert _labels(axes["seconds (s)"]) == [
-        "latency_s_mean",
         "worker_0/heartbeat_age_s",
+        "latency_s_mean",
     ]
     assert _labels(axes["value"]) == ["process/threads"]
     assert axes["bytes"].yaxis.get_major_formatter()(4.0e8, 0) == "400M"

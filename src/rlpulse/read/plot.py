@@ -158,8 +158,9 @@ _STYLES = {_RATE: "-", _GAUGE: "--", _CUMULATIVE: ":"}
 # Which observations say what a run learns: drawn before the other gauges.
 _LEARNING_WORDS = ("return", "reward")
 # The statistics of observations that say where they stand, before their
-# extremes and tails.
-_CENTRAL_STATISTICS = ("", "mean", "last", "p50")
+# extremes and tails, in this order: a distribution's median (drawn with
+# its band) before its mean, and the last observation after both.
+_CENTRAL_STATISTICS = ("", "p50", "mean", "last")
 # Runs drawn together: one line style each, a metric keeping its colour.
 _RUN_STYLES = ("-", "--", ":", "-.")
 _PANEL_WIDTH_INCHES = 11.0
@@ -1150,7 +1151,31 @@ def _lines(
         if cumulative or (derived is None and rate not in series):
             rank = _rank(_CUMULATIVE, key)
             lines.append(_Line(key, "total", _CUMULATIVE, metric.xs, metric.ys, rank))
-    return lines
+    return _without_repeated_rates(lines)
+
+
+def _without_repeated_rates(lines: list[_Line]) -> list[_Line]:
+    """``lines`` less each rate that another draws point for point: a distribution's count (a tally's ``update_s_count``) beside the counter it counts with (``updates``), two tallies of one episode.
+
+    The rate named for what it counts stays, else one of what a run learns.
+    """
+
+    def signature(line: _Line) -> tuple[tuple[float, ...], tuple[float | None, ...]]:
+        return tuple(line.xs), tuple(None if math.isnan(y) else y for y in line.ys)
+
+    def preference(line: _Line) -> tuple[bool, bool]:
+        observed, statistic = statistic_of(line.label.removesuffix("/s"))
+        learns = any(word in observed for word in _LEARNING_WORDS)
+        return statistic == "count", not learns
+
+    drawn: set[tuple[tuple[float, ...], tuple[float | None, ...]]] = set()
+    repeated: set[int] = set()
+    for line in sorted((line for line in lines if line.kind == _RATE), key=preference):
+        shape = signature(line)
+        if shape in drawn:
+            repeated.add(id(line))
+        drawn.add(shape)
+    return [line for line in lines if id(line) not in repeated]
 
 
 def _bands(
@@ -1189,22 +1214,27 @@ def _rank(kind: int, key: str) -> int:
 
     Rates first (a sum's rate last of them: the return per second says
     little), then what a run learns (a return, a reward), then the other
-    gauges, each where it stands (mean, last, median) before its extremes
-    and tails, then the cumulative lines.
+    gauges, each where it stands (median, mean, last:
+    :data:`_CENTRAL_STATISTICS`) before its extremes and tails, then the
+    cumulative lines.
 
-    >>> [_rank(_RATE, "frames"), _rank(_GAUGE, "episode_return_mean"), _rank(_GAUGE, "episode_return_max"),
-    ...  _rank(_GAUGE, "size"), _rank(_GAUGE, "latency_s_p99"), _rank(_RATE, "episode_return_sum")]
-    [0, 1, 2, 3, 4, 5]
+    >>> keys = [(_RATE, "episode_return_sum"), (_GAUGE, "latency_s_p99"), (_GAUGE, "update_s_last"),
+    ...         (_GAUGE, "update_s_mean"), (_GAUGE, "update_s_p50"), (_GAUGE, "size"),
+    ...         (_GAUGE, "episode_return_max"), (_GAUGE, "episode_return_mean"), (_RATE, "frames")]
+    >>> [key for kind, key in sorted(keys, key=lambda line: _rank(*line))]
+    ['frames', 'episode_return_mean', 'episode_return_max', 'size', 'update_s_p50', 'update_s_mean', 'update_s_last', 'latency_s_p99', 'episode_return_sum']
     """
+    classes = len(_CENTRAL_STATISTICS)
     if kind == _CUMULATIVE:
-        return 6
+        return 6 * classes
     observed, statistic = statistic_of(key)
     if kind == _RATE:
-        return 5 if statistic == "sum" else 0
+        return 5 * classes if statistic == "sum" else 0
     central = statistic in _CENTRAL_STATISTICS
+    within = _CENTRAL_STATISTICS.index(statistic) if central else 0
     if any(word in observed for word in _LEARNING_WORDS):
-        return 1 if central else 2
-    return 3 if central else 4
+        return (1 if central else 2) * classes + within
+    return (3 if central else 4) * classes + within
 
 
 def _derived_rate(counter: _Series) -> _Line | None:
