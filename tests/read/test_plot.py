@@ -1865,3 +1865,24 @@ def test_plot_with_a_smoothing_weight_of_one_or_more_is_refused_with_the_range(
 
     assert exit_info.value.code == 2
     assert "from 0 (none) to below 1" in capsys.readouterr().err
+
+
+def test_a_tallys_count_rated_beside_the_counter_it_counts_with_is_drawn_once() -> None:
+    # The learner's logged updates/s and its update_s_count's derived rate
+    # differ by their clocks and one update at the end: one line.
+    records = []
+    for second in range(6):
+        at = 100.0 + 2 * second
+        updates = 13.0 + 100 * second
+        records += [
+            Record(at, None, "learner/updates", updates, Kind.COUNTER),
+            Record(at, None, "learner/update_s_count", updates - 1, Kind.COUNTER),
+        ]
+        if second:
+            rate = 50.0 * (1 + 0.002 * second)
+            records.append(
+                Record(at, None, "learner/updates_per_second", rate, Kind.RATE)
+            )
+    figure = plot_run(records, run="r")
+    labels = [line.get_label() for axes in figure.axes for line in axes.get_lines()]
+    assert labels == ["updates/s"]

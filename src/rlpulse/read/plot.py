@@ -161,6 +161,10 @@ _LEARNING_WORDS = ("return", "reward")
 # extremes and tails, in this order: a distribution's median (drawn with
 # its band) before its mean, and the last observation after both.
 _CENTRAL_STATISTICS = ("", "p50", "mean", "last")
+# Two rates that differ by less than this share at every point draw one
+# line at a panel's scale (two counters of one thing, read a moment apart,
+# differ by one count over a short final interval: 1 % here).
+_SAME_RATE = 0.05
 # Runs drawn together: one line style each, a metric keeping its colour.
 _RUN_STYLES = ("-", "--", ":", "-.")
 _PANEL_WIDTH_INCHES = 11.0
@@ -1155,27 +1159,37 @@ def _lines(
 
 
 def _without_repeated_rates(lines: list[_Line]) -> list[_Line]:
-    """``lines`` less each rate that another draws point for point: a distribution's count (a tally's ``update_s_count``) beside the counter it counts with (``updates``), two tallies of one episode.
+    """``lines`` less each rate another draws, point for point within :data:`_SAME_RATE`: a distribution's count (a tally's ``update_s_count``) beside the counter it counts with (``updates``), two tallies of one episode.
 
     The rate named for what it counts stays, else one of what a run learns.
     """
-
-    def signature(line: _Line) -> tuple[tuple[float, ...], tuple[float | None, ...]]:
-        return tuple(line.xs), tuple(None if math.isnan(y) else y for y in line.ys)
 
     def preference(line: _Line) -> tuple[bool, bool]:
         observed, statistic = statistic_of(line.label.removesuffix("/s"))
         learns = any(word in observed for word in _LEARNING_WORDS)
         return statistic == "count", not learns
 
-    drawn: set[tuple[tuple[float, ...], tuple[float | None, ...]]] = set()
+    kept: list[_Line] = []
     repeated: set[int] = set()
     for line in sorted((line for line in lines if line.kind == _RATE), key=preference):
-        shape = signature(line)
-        if shape in drawn:
+        if any(_same_rate(line, other) for other in kept):
             repeated.add(id(line))
-        drawn.add(shape)
+        else:
+            kept.append(line)
     return [line for line in lines if id(line) not in repeated]
+
+
+def _same_rate(line: _Line, other: _Line) -> bool:
+    """Whether two rate lines have the same points, their values within :data:`_SAME_RATE` (a logged rate and one derived from the counter's records differ by their clocks)."""
+    if line.xs != other.xs:
+        return False
+    for y, other_y in zip(line.ys, other.ys, strict=True):
+        if math.isnan(y) or math.isnan(other_y):
+            if math.isnan(y) != math.isnan(other_y):
+                return False
+        elif not math.isclose(y, other_y, rel_tol=_SAME_RATE, abs_tol=1e-12):
+            return False
+    return True
 
 
 def _bands(
