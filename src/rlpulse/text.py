@@ -30,7 +30,7 @@ import os
 import re
 import textwrap
 from collections.abc import Sequence
-from typing import TextIO
+from typing import Any, TextIO
 
 __all__ = [
     "format_duration",
@@ -42,6 +42,7 @@ __all__ = [
     "noun_for",
     "plural",
     "shortened",
+    "wrap_words",
     "wrapped",
 ]
 
@@ -233,6 +234,23 @@ def terminal_width(stream: TextIO) -> int | None:
     return None
 
 
+# The space between a number and its unit ("1.25 s", "49 %"): no line breaks there.
+_NUMBER_AND_UNIT = re.compile(r"(?<=\d) (?=(?:ms|µs|min|s|h|[kMG]?B)(?!\w)|%)")
+_GLUE = "\xa0"  # a space textwrap does not break at
+
+
+def wrap_words(text: str, width: int, **options: Any) -> list[str]:
+    """``text`` broken between words into lines of at most ``width`` (as :func:`textwrap.wrap` with ``options``), never between a number and its unit.
+
+    >>> wrap_words("the learner waited 49% of the last 1 s for data", 37)
+    ['the learner waited 49% of the last', '1 s for data']
+    >>> wrap_words("over the last 1.25 s, against 3 windows", 18)
+    ['over the last', '1.25 s, against 3', 'windows']
+    """
+    glued = _NUMBER_AND_UNIT.sub(_GLUE, text)
+    return [line.replace(_GLUE, " ") for line in textwrap.wrap(glued, width, **options)]
+
+
 def wrapped(text: str, width: int | None, indent: str = "    ") -> str:
     """``text`` with each line longer than ``width`` broken between words, its further lines indented by ``indent``; as it is with ``width=None`` (a pipe).
 
@@ -249,12 +267,14 @@ def wrapped(text: str, width: int | None, indent: str = "    ") -> str:
     if width is None:
         return text
     return "\n".join(
-        textwrap.fill(
-            line,
-            width,
-            subsequent_indent=indent,
-            break_long_words=False,
-            break_on_hyphens=False,
+        "\n".join(
+            wrap_words(
+                line,
+                width,
+                subsequent_indent=indent,
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
         )
         if len(line) > width
         else line

@@ -30,7 +30,6 @@ import re
 import select
 import signal
 import sys
-import textwrap
 import threading
 import time
 import warnings
@@ -57,7 +56,13 @@ from rlpulse.read.summary import (
     summarize_file,
 )
 from rlpulse.runtime.events import mark_of
-from rlpulse.text import format_duration, format_exact, format_number, shortened
+from rlpulse.text import (
+    format_duration,
+    format_exact,
+    format_number,
+    shortened,
+    wrap_words,
+)
 from rlpulse.verdict import describe_metrics
 
 if TYPE_CHECKING:
@@ -504,7 +509,7 @@ def _verdicts(live: LiveRun, width: int) -> list[tuple[int, list[Segment]]]:
         side, _, rest = sentence.partition(": ")
         # The side ("collector-bound:") stays whole on the first line, the
         # one drawn in its own style; a narrow terminal cuts what follows.
-        wrapped = textwrap.wrap(
+        wrapped = wrap_words(
             f"{side}: {rest}",
             width - 4,
             initial_indent="  ",
@@ -607,7 +612,7 @@ def _body(
             # is whole, broken between words (a block's line of it is cut).
             whose = f"{run_letter(index)} " if len(sources) > 1 else ""
             style = _EVENT_STYLES.get(mark_of(event.kind), "")
-            said = textwrap.wrap(
+            said = wrap_words(
                 whose + format_event(event),
                 width,
                 subsequent_indent=" " * (len(whose) + _EVENT_INDENT),
