@@ -253,9 +253,12 @@ def test_a_file_deleted_while_followed_says_its_last_figures_are_kept(
 def test_match_selecting_nothing_says_so_with_the_runs_watches(tmp_path: Path) -> None:
     runs = followed(store(tmp_path / "run.sqlite", pipeline()), match="zzz")
 
-    header = screen(runs).splitlines()[1]
+    header = screen(runs, width=160).splitlines()[1]
+    narrow = screen(runs).splitlines()[1]
 
     assert "no metric matches --match 'zzz'; its watches: buffer, collector" in header
+    # Last on its line: a long list of watches hides no state.
+    assert narrow.index("last data") < narrow.index("no metric matches")
 
 
 @pytest.mark.parametrize("how", ["match", "filter"])

@@ -53,7 +53,8 @@ run's letter. --match keeps only the metrics whose name matches PATTERN in
 the blocks (the header's age, cost and verdict stay the whole run's; a
 bottleneck watch it names shows its figures as a block, as / does).
 
-{common.MATCH_HELP}
+{common.MATCH_HELP} Following a run (not with --once), top says so in its
+header instead, and shows the metrics once the run logs one it matches.
 
 {common.NUMBERS_HELP}
 examples:

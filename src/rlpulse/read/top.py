@@ -460,15 +460,6 @@ def _run_status(follower: RunFollower, live: LiveRun, now: float) -> list[Segmen
     if math.isnan(live.last_time):
         return [Segment("  waiting for its first records", "yellow")]
     line = [Segment(f"  age {format_duration(max(0.0, now - live.first_time))}")]
-    if live.matches_nothing():
-        watches = ", ".join(live.watches(every=True))
-        line.append(
-            Segment(
-                f"  no metric matches --match {patterns_text(live.match)}; "
-                f"its watches: {watches}",
-                "bold yellow",
-            )
-        )
     silent = now - live.last_time
     if silent > live.quiet_after(QUIET_AFTER_S):
         line.append(Segment(f"  no new data for {format_duration(silent)}", "bold red"))
@@ -479,6 +470,16 @@ def _run_status(follower: RunFollower, live: LiveRun, now: float) -> list[Segmen
     cost = _monitor_cost(live)
     if cost:
         line.append(Segment("  monitor " + cost, "dim"))
+    if live.matches_nothing():
+        # Last: its list of watches, however long, hides no state.
+        watches = ", ".join(live.watches(every=True))
+        line.append(
+            Segment(
+                f"  no metric matches --match {patterns_text(live.match)}; "
+                f"its watches: {watches}",
+                "bold yellow",
+            )
+        )
     return line
 
 
