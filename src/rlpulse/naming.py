@@ -277,8 +277,8 @@ def unit_of(metric: str) -> Unit | None:
 
     A window summary, sum or quantile of observations keeps the unit of
     what it summarises. A part of a whole, from 0 to 1 (a buffer's
-    ``utilization``, a bottleneck watch's ``consumer_wait_share``, any
-    ``_fraction``), is a :attr:`Unit.FRACTION`; a ``_ratio`` is not, since
+    ``utilization``, a bottleneck watch's ``consumer_wait_share`` and
+    ``fill``, any ``_fraction``), is a :attr:`Unit.FRACTION`; a ``_ratio`` is not, since
     rlpulse's own (``replay_ratio``, samples per write) is no part of a
     whole.
 
@@ -289,6 +289,8 @@ def unit_of(metric: str) -> Unit | None:
         (<Unit.PER_SECOND: 'per_second'>, None)
         >>> unit_of("utilization"), unit_of("consumer_wait_share"), unit_of("replay_ratio")
         (<Unit.FRACTION: 'fraction'>, <Unit.FRACTION: 'fraction'>, None)
+        >>> unit_of("fill"), unit_of("fill_trend")
+        (<Unit.FRACTION: 'fraction'>, None)
     """
     if metric.endswith(RATE_SUFFIX):
         return Unit.PER_SECOND
@@ -304,7 +306,7 @@ def unit_of(metric: str) -> Unit | None:
     return None
 
 
-_FRACTIONS = frozenset({"utilization", "share", "fraction"})
+_FRACTIONS = frozenset({"utilization", "share", "fraction", "fill"})
 # The last words of the names of parts of a whole, from 0 to 1.
 
 

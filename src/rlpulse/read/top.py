@@ -294,13 +294,17 @@ def keys_of(data: bytes) -> list[str]:
     return keys
 
 
+_FLAT = 0.01
+"""A sparkline's values within this share of the highest draw as a line that never moved."""
+
+
 def sparkline(values: Sequence[float | None], width: int) -> str:
     """``values`` drawn in ``width`` characters, from zero (or the lowest below it) to the highest (``None``: a gap).
 
     >>> sparkline([0.0, 1.0, 2.0, 3.0, None], 5)
     '▁▃▆█ '
-    >>> sparkline([5.0, 5.0], 2), sparkline([0.0, 0.0], 2)
-    ('▄▄', '▁▁')
+    >>> sparkline([5.0, 5.0], 2), sparkline([0.0, 0.0], 2), sparkline([0.9999, 1.0], 2)
+    ('▄▄', '▁▁', '▄▄')
     """
     shown = [
         value for value in values[-width:] if value is not None and math.isfinite(value)
@@ -309,9 +313,10 @@ def sparkline(values: Sequence[float | None], width: int) -> str:
         return " " * width
     # From zero, as htop draws its graphs: a steady rate reads as steady.
     # A line that never moved has no height to show: it is drawn halfway,
-    # never full like a filled bar (or at the floor, where it is zero).
+    # never full like a filled bar (or at the floor, where it is zero); so
+    # is one that moved by less than _FLAT of itself, which reads the same.
     low, high = min(0.0, *shown), max(shown)
-    flat = min(shown) == high
+    flat = high - min(shown) <= _FLAT * abs(high)
     marks = []
     for value in values[-width:]:
         if value is None or not math.isfinite(value):
