@@ -434,7 +434,7 @@ def test_show_runs_of_a_file_that_is_not_sqlite_is_a_one_line_error(
 
     assert main(["show", str(path), "--runs"]) == 2
 
-    assert "no runs" in error_line()
+    assert "is a CSV file, which holds one run: rlpulse show" in error_line()
 
 
 def test_show_of_a_directory_is_a_one_line_error(

@@ -12,6 +12,7 @@ from rlpulse.read.compare import run_argument
 from rlpulse.read.records import (
     RunFileError,
     RunFileLockedError,
+    detect_format,
     read_events,
     run_infos,
 )
@@ -102,6 +103,13 @@ def run(args: argparse.Namespace) -> int:
                 f"--runs lists the file's runs; {' and '.join(ignored)} "
                 f"{'narrows' if len(ignored) == 1 else 'narrow'} one run's summary: "
                 "leave them out, or pick a run with --run"
+            )
+        kind = detect_format(Path(path))
+        if kind != "sqlite":
+            written = "CSV" if kind == "csv" else "JSON lines"
+            return common.fail(
+                f"{path} is a {written} file, which holds one run: rlpulse show "
+                f"{path} shows it (--runs lists the runs of a SQLite file)"
             )
         print(_runs_table(path))
         return 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from rlpulse import formats
 from rlpulse.formats import *  # noqa: F403  (the names it always offered)
+from rlpulse.formats import detect_format
 from rlpulse.formats.lines import open_line_file
 
-__all__ = [*formats.__all__, "open_line_file"]
+__all__ = [*formats.__all__, "detect_format", "open_line_file"]
