@@ -1804,6 +1804,23 @@ def test_a_distributions_p50_is_drawn_with_a_band_to_its_p99() -> None:
     assert axes.get_ylim()[1] > 0.040 + 19 / 1000  # the band in view
 
 
+def test_a_smoothed_p50s_band_is_smoothed_as_its_line() -> None:
+    rows = []
+    for second in range(30):
+        jitter = 0.005 * (second % 2)
+        rows += [
+            (second, None, "learner/update_s_p50", 0.010 + jitter),
+            (second, None, "learner/update_s_p99", 0.040 + jitter),
+        ]
+
+    figure = plot_run(_records(*rows), run="r", smooth=0.9)
+
+    (band,) = _panels(figure)["learner"].patches
+    tops = sorted({round(y, 9) for _, y in band.get_path().vertices if y > 0.03})
+    highs = _tensorboard_smoothing([0.040 + 0.005 * (s % 2) for s in range(30)], 0.9)
+    assert tops == sorted({round(y, 9) for y in highs})
+
+
 def test_a_band_leaves_a_gap_where_a_bound_is_nan() -> None:
     rows = []
     for second in range(20):

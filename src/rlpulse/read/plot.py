@@ -1504,6 +1504,8 @@ def _draw(
 ) -> None:
     if line.band is not None:
         label, lows, highs = line.band
+        if smooth:  # as smoothed as the line it surrounds
+            lows, highs = smoothed(lows, smooth), smoothed(highs, smooth)
         # One patch, drawn as a path: fill_between's collection of one
         # polygon is drawn as a marker, several times slower. Its vertices
         # widen the axis's limits at once (add_patch would measure the
