@@ -6,6 +6,7 @@ as a pipeline's would.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import multiprocessing
@@ -13,7 +14,8 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from multiprocessing.process import BaseProcess
 
 import pytest
 
@@ -348,6 +350,26 @@ def _beat_until_killed(counters: SharedCounters, index: int) -> None:
         time.sleep(0.01)
 
 
+@contextlib.contextmanager
+def running(*workers: BaseProcess) -> Iterator[None]:
+    """The worker processes started, then killed and joined at the end."""
+    for worker in workers:
+        worker.start()
+    try:
+        yield
+    finally:
+        for worker in workers:
+            worker.kill()
+            worker.join(10)
+
+
+def watching(counters: SharedCounters, collected: Collected) -> LoggerMonitor:
+    """A background monitor of ``counters``, its events to ``collected``."""
+    monitor = LoggerMonitor(EventSink(), poll_interval=0.05, on_event=collected)
+    monitor.watch(counters, name="workers")
+    return monitor
+
+
 def test_a_worker_that_dies_is_a_worker_lost_event() -> None:
     collected = Collected()
     context = multiprocessing.get_context("spawn")
@@ -356,20 +378,11 @@ def test_a_worker_that_dies_is_a_worker_lost_event() -> None:
             context.Process(target=_beat_until_killed, args=(counters, index))
             for index in range(2)
         ]
-        for worker in workers:
-            worker.start()
-        try:
-            monitor = LoggerMonitor(EventSink(), poll_interval=0.05, on_event=collected)
-            monitor.watch(counters, name="workers")
-            with monitor:
-                assert wait_until(lambda: counters.stats()["workers_alive"] == 2)
-                time.sleep(0.2)  # a snapshot with both alive
-                os.kill(workers[1].pid or 0, signal.SIGKILL)
-                assert wait_until(lambda: "worker_lost" in collected.kinds())
-        finally:
-            for worker in workers:
-                worker.kill()
-                worker.join(10)
+        with running(*workers), watching(counters, collected):
+            assert wait_until(lambda: counters.stats()["workers_alive"] == 2)
+            time.sleep(0.2)  # a snapshot with both alive
+            os.kill(workers[1].pid or 0, signal.SIGKILL)
+            assert wait_until(lambda: "worker_lost" in collected.kinds())
     [lost] = [e for e in collected.events if e.kind == "worker_lost"]
     assert lost.watch == "workers"
     assert lost.value == 1.0
@@ -391,22 +404,13 @@ def test_a_worker_that_finishes_is_not_lost_and_one_that_dies_after_is() -> None
     with SharedCounters(2, counters=("frames",), liveness=0.3) as counters:
         finishing = context.Process(target=_beat_then_finish, args=(counters, 0))
         dying = context.Process(target=_beat_until_killed, args=(counters, 1))
-        finishing.start()
-        dying.start()
-        try:
-            monitor = LoggerMonitor(EventSink(), poll_interval=0.05, on_event=collected)
-            monitor.watch(counters, name="workers")
-            with monitor:
-                assert wait_until(lambda: counters.stats()["workers_finished"] == 1)
-                finishing.join(30)
-                time.sleep(0.6)  # past liveness: a finished worker would be lost by now
-                assert "worker_lost" not in collected.kinds()
-                os.kill(dying.pid or 0, signal.SIGKILL)
-                assert wait_until(lambda: "worker_lost" in collected.kinds())
-        finally:
-            for worker in (finishing, dying):
-                worker.kill()
-                worker.join(10)
+        with running(finishing, dying), watching(counters, collected):
+            assert wait_until(lambda: counters.stats()["workers_finished"] == 1)
+            finishing.join(30)
+            time.sleep(0.6)  # past liveness: a finished worker would be lost by now
+            assert "worker_lost" not in collected.kinds()
+            os.kill(dying.pid or 0, signal.SIGKILL)
+            assert wait_until(lambda: "worker_lost" in collected.kinds())
     [lost] = [e for e in collected.events if e.kind == "worker_lost"]
     assert lost.message == "1 worker lost: 0 of 1 alive"
 
