@@ -120,10 +120,40 @@ def test_a_sink_warns_again_after_it_recovered_and_failed_anew(
         monitor.step()
         flaky.failing = True
         monitor.step()
-    failed, recovered, failed_anew = rlpulse_warnings(caplog)
-    assert "failed to log watch 'c' to sink Flaky" in failed
-    assert recovered == "LoggerMonitor logs to sink Flaky again."
-    assert failed_anew == failed
+    assert len(rlpulse_warnings(caplog)) == 2
+
+
+def test_the_end_of_a_failure_streak_is_logged_a_level_below_its_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Warnings stay one a streak, as TorchRL's monitor gives them; the end
+    # is said at INFO.
+    class Failing:
+        error: Exception | None = None
+
+        def stats(self) -> dict[str, float]:
+            if self.error is not None:
+                raise self.error
+            return {"frames": 1.0}
+
+    flaky = Flaky()
+    source = Failing()
+    monitor = LoggerMonitor([flaky, InMemorySink()], background=False)
+    monitor.watch(source, name="c")
+    with caplog.at_level(logging.INFO, logger="rlpulse"):
+        monitor.step()
+        flaky.failing = False
+        monitor.step()
+        source.error = RuntimeError("stats exploded")
+        monitor.step()
+        source.error = None
+        monitor.step()
+    said = [
+        (r.levelname, r.getMessage()) for r in caplog.records if r.name == "rlpulse"
+    ]
+    assert [level for level, _ in said] == ["WARNING", "INFO", "WARNING", "INFO"]
+    assert said[1][1] == "LoggerMonitor logs to sink Flaky again."
+    assert said[3][1] == "LoggerMonitor polls and logs watch 'c' again."
 
 
 def test_one_warning_per_sink_per_failure_streak_across_watches(

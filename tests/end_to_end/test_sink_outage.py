@@ -60,5 +60,5 @@ def test_a_receiver_down_for_20_s_gets_every_payload_of_the_outage_once_it_is_up
     assert frames_received(*receivers) == kept.values("collector/frames")
     assert stats["dropped"] == 0
     warnings = [r.getMessage() for r in caplog.records if r.name == "rlpulse"]
-    assert warnings[1:] == ["LoggerMonitor logs to sink OTLPExporter again."]
+    assert len(warnings) == 1
     assert "tried again" in warnings[0]

@@ -215,7 +215,7 @@ def test_a_monitor_pushes_its_watches_and_warns_once_while_the_receiver_refuses(
         assert wait_until(lambda: len(receiver.requests) > received)
     sink.close()
     warnings = [r.getMessage() for r in caplog.records if r.name == "rlpulse"]
-    assert warnings[1:] == ["LoggerMonitor logs to sink OTLPExporter again."]
+    assert len(warnings) == 1
     assert "HTTP 503" in warnings[0]
     assert "collector overloaded" in warnings[0]
     frames = [
@@ -833,7 +833,7 @@ def test_a_receiver_down_for_a_while_gets_every_payload_of_the_outage_in_order_o
     assert frames_received(*receivers) == kept.values("collector/frames")
     assert stats["dropped"] == 0
     warnings = [r.getMessage() for r in caplog.records if r.name == "rlpulse"]
-    assert warnings[1:] == ["LoggerMonitor logs to sink OTLPExporter again."]
+    assert len(warnings) == 1
     assert "cannot reach the OTLP receiver" in warnings[0]
     assert "tried again" in warnings[0]
 

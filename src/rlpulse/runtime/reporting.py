@@ -264,8 +264,8 @@ class Reporter:
             sink.failing = False
             self._sink_event(sink, EventKind.SINK_RECOVERED, "writes again")
             if self.on_error == "warn":
-                # Where the failure was said, so is its end.
-                _log.warning("LoggerMonitor logs to sink %s again.", sink.name)
+                # Its end said too, a level below its start (see above).
+                _log.info("LoggerMonitor logs to sink %s again.", sink.name)
 
     def _sink_event(self, sink: Sink, kind: EventKind, what: str) -> None:
         # A sink's streak, of no watch.
@@ -422,8 +422,9 @@ class Reporter:
                 watch.name, EventKind.POLL_RECOVERED, "polled without an error again"
             )
             if self.on_error == "warn":
-                # Where the failure was said, so is its end.
-                _log.warning("LoggerMonitor polls and logs watch %r again.", watch.name)
+                # Its end said too, a level below its start: warnings stay
+                # TorchRL's, one a streak.
+                _log.info("LoggerMonitor polls and logs watch %r again.", watch.name)
 
     def resumed(self, watch: Watch) -> None:
         """A hung call of ``watch`` returned: it is polled again (an unwatched one's streak ended at ``unwatch()``)."""
