@@ -722,3 +722,11 @@ def test_a_buffer_short_of_full_is_never_drawn_or_said_full(tmp_path: Path) -> N
 
     assert "99% of 20,000" in size
     assert "░" in size  # a bar short of full
+
+
+def test_names_give_way_to_the_figures_on_a_narrow_terminal(tmp_path: Path) -> None:
+    text = screen(followed(store(tmp_path / "run.sqlite", pipeline())), width=40)
+    [frames] = [line for line in text.splitlines() if "frames" in line]
+
+    assert max(len(line) for line in text.splitlines()) <= 40
+    assert frames.count("▄") >= 8  # the sparkline, not four marks of it

@@ -545,9 +545,14 @@ def _body(
     sources: Sequence[_Source], view: TopView, width: int, now: float, exact: bool
 ) -> _Body:
     watches = _shown_watches(sources, view, now)
-    # Names give way first on a narrow terminal: every run's figures show.
+    # Names give way first on a narrow terminal, to two fifths of it (at 40
+    # columns a name of 24 left a sparkline of four): every run's figures show.
     label_width = min(
-        _LABEL_WIDTH, max(_NARROWEST_LABEL, width - len(sources) * _NARROWEST_CELL)
+        _LABEL_WIDTH,
+        max(
+            _NARROWEST_LABEL,
+            min(width * 2 // 5, width - len(sources) * _NARROWEST_CELL),
+        ),
     )
     cell_width = max(12, (width - label_width) // len(sources))
     columns = _columns(sources, watches, cell_width, exact)
