@@ -294,8 +294,8 @@ def keys_of(data: bytes) -> list[str]:
     return keys
 
 
-_FLAT = 0.01
-"""A sparkline's values within this share of the highest draw as a line that never moved."""
+_FLAT = 1 / len(_SPARKS)
+"""A sparkline's values within this share of the highest (one of its levels, from zero) draw as a line that never moved."""
 
 
 def sparkline(values: Sequence[float | None], width: int) -> str:
@@ -303,8 +303,10 @@ def sparkline(values: Sequence[float | None], width: int) -> str:
 
     >>> sparkline([0.0, 1.0, 2.0, 3.0, None], 5)
     '▁▃▆█ '
-    >>> sparkline([5.0, 5.0], 2), sparkline([0.0, 0.0], 2), sparkline([0.9999, 1.0], 2)
+    >>> sparkline([5.0, 5.0], 2), sparkline([0.0, 0.0], 2), sparkline([50.0, 50.6], 2)
     ('▄▄', '▁▁', '▄▄')
+    >>> sparkline([40.0, 50.0], 2)
+    '▇█'
     """
     shown = [
         value for value in values[-width:] if value is not None and math.isfinite(value)
@@ -314,7 +316,8 @@ def sparkline(values: Sequence[float | None], width: int) -> str:
     # From zero, as htop draws its graphs: a steady rate reads as steady.
     # A line that never moved has no height to show: it is drawn halfway,
     # never full like a filled bar (or at the floor, where it is zero); so
-    # is one that moved by less than _FLAT of itself, which reads the same.
+    # is one that moved by less than a level, which from zero would draw as
+    # a full bar all along (50.0 to 50.6 a second).
     low, high = min(0.0, *shown), max(shown)
     flat = high - min(shown) <= _FLAT * abs(high)
     marks = []
