@@ -140,6 +140,28 @@ def test_a_misspelled_option_is_refused_with_the_command_s_usage_and_the_option_
     assert "unrecognized arguments: --mach (did you mean --match?) collector" in err
 
 
+def test_an_option_cut_short_is_refused_not_taken_for_the_one_it_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Taken, it would change meaning once another option starts the same.
+    with pytest.raises(SystemExit) as exited:
+        main(["top", str(tmp_path / "run.sqlite"), "--inter", "1"])
+
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "unrecognized arguments: --inter (did you mean --interval?) 1" in err
+
+
+def test_the_version_option_cut_short_prints_no_version(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--vers"])
+
+    assert exited.value.code == 2
+    assert "rlpulse " not in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("command", ["show", "compare", "plot"])
 def test_a_store_another_process_holds_locked_is_a_one_line_error_saying_so(
     tmp_path: Path,

@@ -72,6 +72,9 @@ def add_command(
         help=summary,
         description=description,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        # An option is spelled out: a prefix (--int for --interval) would
+        # change meaning once another option shares it.
+        allow_abbrev=False,
     )
     # Its own parser, for an error about its arguments (see main).
     command.set_defaults(handler=handler, command_parser=command)

@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="rlpulse",
         description=_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
     )
     parser.add_argument("--version", action="version", version=f"rlpulse {__version__}")
     commands = parser.add_subparsers(
