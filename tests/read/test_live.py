@@ -6,9 +6,10 @@ frame shows them.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
-from rlpulse import Event
+from rlpulse import Event, LoggerMonitor, SQLiteLogger, Tally
 from rlpulse.naming import Kind
 from rlpulse.read.live import HISTORY_POINTS, LiveRun
 from tests.support import COUNTER, START, followed, heading, pipeline, screen, store
@@ -115,6 +116,43 @@ def test_a_writer_that_stopped_reads_as_no_new_data_and_its_watches_as_quiet(
     stopped = screen(runs, now=START + 50)
     assert "no new data for 40.0 s" in stopped
     assert heading(stopped, "buffer") == ["buffer", "quiet", "40.0", "s"]
+
+
+def test_a_run_whose_monitor_stopped_reads_as_ended_not_as_no_new_data(
+    tmp_path: Path,
+) -> None:
+    stopped = Event(START + 10.5, "", "stopped", "LoggerMonitor stopped", 33.0)
+    runs = followed(store(tmp_path / "run.sqlite", pipeline(), (stopped,)))
+
+    ended = screen(runs, now=START + 50)
+    assert "ran 10.0 s  ended 39.5 s ago" in ended
+    assert "no new data" not in ended
+    assert heading(ended, "buffer") == ["buffer", "ended"]
+
+
+def test_a_monitor_that_stops_ends_its_run_as_top_reads_it(tmp_path: Path) -> None:
+    path = tmp_path / "run.sqlite"
+    tally = Tally()
+    with SQLiteLogger(path, run="live") as sink:
+        with LoggerMonitor(sink, background=False) as monitor:
+            monitor.watch(tally, name="learner")
+            tally.inc("updates")
+            monitor.step()
+        runs = followed(path)
+
+    (_, live), now = runs[0], time.time()
+    assert live.ended
+    assert heading(screen(runs, now=now), "learner") == ["learner", "ended"]
+
+
+def test_a_run_that_logs_again_after_its_monitor_stopped_runs_again(
+    tmp_path: Path,
+) -> None:
+    stopped = Event(START + 5.5, "", "stopped", "LoggerMonitor stopped", 18.0)
+    runs = followed(store(tmp_path / "run.sqlite", pipeline(), (stopped,)))
+
+    assert "age 11.0 s  last data 1.0 s ago" in screen(runs, now=START + 11)
+    assert "no new data for 40.0 s" in screen(runs, now=START + 50)
 
 
 def test_a_sparkline_follows_the_rate_of_the_last_minutes(tmp_path: Path) -> None:

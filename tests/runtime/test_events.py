@@ -85,15 +85,15 @@ def test_a_stall_and_its_end_are_events_called_back_off_the_polling_thread() -> 
         assert wait_until(lambda: "stalled" in collected.kinds())
         source.moving.set()
         assert wait_until(lambda: "recovered" in collected.kinds())
-    assert collected.kinds("collector") == ["stalled", "recovered"]
-    stalled, recovered = collected.events
+    assert collected.kinds() == ["stalled", "recovered", "stopped"]
+    stalled, recovered, _ = collected.events
     assert stalled.value >= 0.2
     assert "frames" in stalled.message
     assert recovered.value >= stalled.value
     assert stalled.wall_time <= recovered.wall_time <= time.time()
     assert collected.threads == {"rlpulse-events"}
     # The sink got the same events, among the payloads.
-    assert [e.kind for e in sink.events()] == ["stalled", "recovered"]
+    assert [e.kind for e in sink.events()] == ["stalled", "recovered", "stopped"]
 
 
 def test_a_hung_call_and_its_return_are_events() -> None:
@@ -126,10 +126,10 @@ def test_a_failing_sink_and_its_recovery_are_events_once_per_streak(
         time.sleep(0.2)  # more failures: the same streak
         flaky.failing.clear()
         assert wait_until(lambda: "sink_recovered" in collected.kinds())
-    assert collected.kinds() == ["sink_failing", "sink_recovered"]
+    assert collected.kinds() == ["sink_failing", "sink_recovered", "stopped"]
     assert "Flaky" in collected.events[0].message
     assert "disk unplugged" in collected.events[0].message
-    assert [e.kind for e in recorder.events()] == ["sink_failing", "sink_recovered"]
+    assert [e.kind for e in recorder.events()] == collected.kinds()
 
 
 class Gone:
@@ -172,9 +172,10 @@ def test_a_watch_whose_polls_fail_and_recover_is_an_event_once_per_streak(
         "poll_failing",
         "poll_recovered",  # its end, at unwatch()
         "unwatched",
+        "stopped",
     ]
     assert "ConnectionError('actor died')" in collected.events[0].message
-    assert {e.watch for e in collected.events} == {"collector"}
+    assert {e.watch for e in collected.events[:-1]} == {"collector"}
     assert [e.kind for e in recorder.events()] == collected.kinds()
 
 
@@ -290,7 +291,8 @@ def test_a_stall_goes_on_across_stop_and_start_until_progress_sends_recovered() 
     assert sink.calls[-1]["c/stalled"] == 1.0
     source.moving.set()
     monitor.step()
-    assert [e.kind for e in sink.events()] == ["stalled", "recovered"]
+    # The stall went on across the stop.
+    assert [e.kind for e in sink.events()] == ["stalled", "stopped", "recovered"]
     assert sink.calls[-1]["c/stalled"] == 0.0
     monitor.stop()
 
@@ -426,7 +428,7 @@ def test_an_event_after_stop_reaches_no_sink_and_starts_no_thread() -> None:
     assert wait_until(lambda: hanging.returned == hanging.calls)
     time.sleep(0.2)
     assert sink.events() == stored
-    assert collected.kinds() == ["hung"]
+    assert collected.kinds() == ["hung", "stopped"]
     assert not [t.name for t in threading.enumerate() if t.name == "rlpulse-events"]
 
 
@@ -471,11 +473,11 @@ def test_a_hung_call_that_returns_while_stopped_is_resumed_at_the_next_start() -
         assert wait_until(lambda: "hung" in collected.kinds())
     hanging.release.set()
     assert wait_until(lambda: hanging.returned == hanging.calls)
-    assert collected.kinds() == ["hung"]  # stopped: told at the next start
+    assert collected.kinds() == ["hung", "stopped"]  # resumed: at the next start
     with monitor:
         assert wait_until(lambda: "resumed" in collected.kinds())
     assert collected.kinds("remote") == ["hung", "resumed"]
-    assert [e.kind for e in sink.events()] == ["hung", "resumed"]
+    assert [e.kind for e in sink.events()] == ["hung", "stopped", "resumed", "stopped"]
 
 
 def test_a_final_call_that_hangs_at_stop_is_resumed_when_it_returns() -> None:
@@ -491,7 +493,7 @@ def test_a_final_call_that_hangs_at_stop_is_resumed_when_it_returns() -> None:
     monitor.watch(hanging, name="remote")
     with monitor:
         monitor.step()  # the first call returns
-    assert collected.kinds() == ["hung"]  # its final snapshot's call hangs
+    assert collected.kinds() == ["hung", "stopped"]  # its final call hangs
     with monitor:
         hanging.release.set()
         assert wait_until(lambda: "resumed" in collected.kinds())
@@ -527,8 +529,9 @@ def test_a_stall_unwatch_ends_after_a_stop_lasted_the_time_it_was_polled() -> No
     time.sleep(1.0)  # stopped
     monitor.unwatch("c")
 
-    stalled, ended, _ = sink.events()
-    assert (stalled.kind, ended.kind) == ("stalled", "recovered")
+    stalled, stopped, ended, _ = sink.events()
+    kinds = (stalled.kind, stopped.kind, ended.kind)
+    assert kinds == ("stalled", "stopped", "recovered")
     assert 0.05 <= ended.value < 0.5
 
 
@@ -552,7 +555,7 @@ def test_a_call_that_fails_after_its_watch_was_unwatched_starts_no_streak() -> N
         monitor.unwatch("t")
         release.set()
         time.sleep(0.3)
-    assert collected.kinds() == ["unwatched"]
+    assert collected.kinds() == ["unwatched", "stopped"]
     assert monitor.stats()["errors"] >= 1
 
 
@@ -573,7 +576,14 @@ def test_unwatch_ends_a_hung_streak_and_the_call_returning_later_says_nothing() 
         assert collected.kinds() == ["hung", "resumed", "unwatched", "hung"]
         again.release.set()
         assert wait_until(lambda: collected.kinds().count("resumed") == 2)
-    assert collected.kinds() == ["hung", "resumed", "unwatched", "hung", "resumed"]
+    assert collected.kinds() == [
+        "hung",
+        "resumed",
+        "unwatched",
+        "hung",
+        "resumed",
+        "stopped",
+    ]
 
 
 def test_a_stall_that_ends_in_a_step_after_stop_is_recovered_with_its_payload() -> None:
@@ -587,7 +597,7 @@ def test_a_stall_that_ends_in_a_step_after_stop_is_recovered_with_its_payload() 
     assert recovered.kind == "recovered"
     assert payload["c/stalled"] == 0.0
     monitor.start()  # nothing more to tell
-    assert [e.kind for e in sink.events()] == ["stalled", "recovered"]
+    assert [e.kind for e in sink.events()] == ["stalled", "stopped", "recovered"]
     monitor.stop()
 
 
@@ -602,7 +612,7 @@ def test_a_stall_that_starts_in_a_step_after_stop_is_told_with_its_payload() -> 
     monitor.start()
     source.moving.set()
     monitor.step()
-    assert [e.kind for e in sink.events()] == ["stalled", "recovered"]
+    assert [e.kind for e in sink.events()] == ["stopped", "stalled", "recovered"]
     monitor.stop()
 
 
@@ -614,7 +624,7 @@ def test_a_stall_that_starts_and_ends_while_stopped_is_told_by_its_steps() -> No
     monitor.step()
     monitor.start()
     monitor.step()
-    assert [e.kind for e in sink.events()] == ["stalled", "recovered"]
+    assert [e.kind for e in sink.events()] == ["stopped", "stalled", "recovered"]
     monitor.stop()
 
 
@@ -630,7 +640,7 @@ def test_a_step_after_a_background_monitor_stopped_delivers_its_events() -> None
     assert stalled.kind == "stalled"
     assert payload["c/stalled"] == 1.0
     # The callbacks too, off this thread, on one that then ends.
-    assert wait_until(lambda: collected.kinds() == ["stalled"])
+    assert wait_until(lambda: collected.kinds() == ["stopped", "stalled"])
     assert collected.threads == {"rlpulse-events"}
     assert wait_until(
         lambda: "rlpulse-events" not in [t.name for t in threading.enumerate()]
@@ -638,8 +648,9 @@ def test_a_step_after_a_background_monitor_stopped_delivers_its_events() -> None
     with monitor:  # told once: not again at start()
         source.moving.set()
         monitor.step()
-    assert collected.kinds() == ["stalled", "recovered"]
-    assert [e.kind for e in sink.events()] == ["stalled", "recovered"]
+    told = ["stopped", "stalled", "recovered", "stopped"]
+    assert collected.kinds() == told
+    assert [e.kind for e in sink.events()] == told
 
 
 def test_a_sink_that_recovers_while_stop_drains_its_queue_says_so_to_every_sink() -> (
@@ -668,8 +679,10 @@ def test_a_sink_that_recovers_while_stop_drains_its_queue_says_so_to_every_sink(
     back.start()
     monitor.stop()  # its queue drains once the receiver is back
     back.join()
-    assert collected.kinds() == ["sink_failing", "sink_recovered"]
-    assert [e.kind for e in store.events()] == ["sink_failing", "sink_recovered"]
+    # It recovered while the stop drained the queues, after the stop was told.
+    told = ["sink_failing", "stopped", "sink_recovered"]
+    assert collected.kinds() == told
+    assert [e.kind for e in store.events()] == told
 
 
 # -- A forked child's streaks are its own -----------------------------------

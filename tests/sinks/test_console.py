@@ -155,6 +155,8 @@ def test_an_empty_snapshot_a_monitor_logs_names_its_watch(background: bool) -> N
         monitor.step()
 
     lines = stream.getvalue().splitlines()
+    if background:  # stopped: the monitor's last line says so
+        assert "ok stopped: LoggerMonitor stopped" in lines.pop()
     assert lines
     assert {line.split(" ", 1)[1] for line in lines} == {
         "learner  (no metrics)",

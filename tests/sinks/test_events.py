@@ -77,6 +77,7 @@ def test_a_stall_and_its_end_reach_every_sink_that_stores_events(
         assert scrape_events(exporter) == {
             ("stalled", "collector"): 1.0,
             ("recovered", "collector"): 1.0,
+            ("stopped", ""): 1.0,
         }
     finally:
         for sink in sinks:
@@ -86,6 +87,7 @@ def test_a_stall_and_its_end_reach_every_sink_that_stores_events(
         assert [(e.kind, e.watch) for e in stored] == [
             ("stalled", "collector"),
             ("recovered", "collector"),
+            ("stopped", ""),
         ]
         assert stored[0].value == pytest.approx(seen[0].value)
         assert stored[0].message == seen[0].message
@@ -100,6 +102,7 @@ def test_a_stall_and_its_end_reach_every_sink_that_stores_events(
     assert [line.split(" ", 1)[1].split(":")[0] for line in printed] == [
         "!! stalled collector",
         "ok recovered collector",
+        "ok stopped",
     ]
 
 
@@ -148,10 +151,12 @@ def test_with_on_error_ignore_a_failing_sink_logs_nothing_and_show_names_it(
     assert caplog.records == []
     assert main(["show", str(store)]) == 0
     events = capsys.readouterr().out.split("\n\n")[-1].splitlines()
-    assert events[0] == "1 event:"
+    assert events[0] == "2 events:"
     assert (
         "!! sink_failing: sink Unplugged failed: OSError('disk unplugged')" in events[1]
     )
+    # The step's payload and the final snapshot.
+    assert "ok stopped: LoggerMonitor stopped, having logged 2 payloads" in events[2]
 
 
 def test_events_are_kept_per_run_and_a_store_from_before_events_has_none(
@@ -257,10 +262,11 @@ def test_a_sink_process_hands_events_to_its_sinks_that_store_them(
             source.moving.clear()
             assert wait_until(lambda: [e.kind for e in seen] == ["stalled"])
     # The CSV sink, which stores no events, was not failing for it.
-    assert [e.kind for e in seen] == ["stalled"]
+    assert [e.kind for e in seen] == ["stalled", "stopped"]
     for path in (store, lines):
         assert [(e.kind, e.watch) for e in read_events(path)] == [
-            ("stalled", "collector")
+            ("stalled", "collector"),
+            ("stopped", ""),
         ]
     assert {r.name for r in read(table)} >= {"collector/frames"}
 

@@ -801,7 +801,7 @@ def test_an_unwatched_watch_is_no_longer_served_but_its_events_stay_counted(
             )
         # Counters that only grow, for the alert rules.
         assert events == {("unwatched", "learner"): 1.0}
-        assert events_served(registry) == events
+        assert events_served(registry) == {**events, ("stopped", ""): 1.0}
 
 
 def test_a_watch_unwatched_while_the_monitor_is_stopped_is_no_longer_served() -> None:

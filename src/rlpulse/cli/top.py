@@ -28,13 +28,15 @@ Follow runs while other processes write them, as htop follows processes.
 
 On a terminal, with rich installed (pip install 'rlpulse[top]'), a live
 view: a header that stays put (each run's age, "no new data for 40 s" once
-its writer stops, the monitor's own cost, a failing sink) over a block per
-watch: its state from the run's events (running, stalled, hung, dropping),
-its counters' rates with a sparkline of the last minutes and their totals,
-its gauges (as bars where they fill a capacity: a buffer's size, the
-workers alive), its percentiles; then the latest events. Each frame reads
-only what was written since the last, so following a long run costs what
-it writes, not its length. A file that does not exist yet is waited for.
+its writer stops without a word, as a killed process does, or "ended 40 s
+ago" once its monitor stopped, the monitor's own cost, a failing sink) over
+a block per watch: its state from the run's events (running, stalled, hung,
+dropping, ended), its counters' rates with a sparkline of the last minutes
+and their totals, its gauges (as bars where they fill a capacity: a
+buffer's size, the workers alive), its percentiles; then the latest
+events. Each frame reads only what was written since the last, so following
+a long run costs what it writes, not its length. A file that does not exist
+yet is waited for.
 
 keys: q quits; / filters watches or metrics (type a pattern as --match
 takes it, or edit the one in force; Enter keeps it, Esc clears it); the

@@ -246,6 +246,8 @@ class LiveRun:
         # Keyed by watch, sink (a sink's events are of no watch) and kind.
         self._streaks: dict[tuple[str, str | None, EventKind], Event] = {}
         self._one_shots: dict[tuple[str, str | None, EventKind], Event] = {}
+        # When its monitor last said it stopped (NaN: never).
+        self.stopped_at = math.nan
 
     def add(self, followed: Followed) -> None:
         """Take what one look read (after forgetting the run before, where the follower moved on to a new one)."""
@@ -315,6 +317,9 @@ class LiveRun:
         kind = event_kind(event.kind)
         if kind is None:
             return  # a kind of a later version
+        if kind is EventKind.STOPPED:
+            self.stopped_at = max(event.wall_time, self.stopped_at)
+            return
         sink = sink_of(event)
         if kind in _STARTS:
             self._streaks[event.watch, sink, kind] = event
@@ -322,6 +327,24 @@ class LiveRun:
             self._streaks.pop((event.watch, sink, _ENDS[kind]), None)
         elif kind in _ONE_SHOT:
             self._one_shots[event.watch, sink, kind] = event
+
+    @property
+    def ended(self) -> bool:
+        """Whether the run's monitor stopped and nothing was logged after: a run that ended, where one that only went quiet was cut short (its writer killed) or waits.
+
+        >>> from rlpulse.formats.records import Followed, Record
+        >>> run = LiveRun("live")
+        >>> run.add(Followed([Record(100.0, 1, "c/frames", 0.0)], []))
+        >>> run.ended
+        False
+        >>> run.add(Followed([], [Event(100.5, "", "stopped", "LoggerMonitor stopped", 1.0)]))
+        >>> run.ended
+        True
+        >>> run.add(Followed([Record(130.0, 2, "c/frames", 5.0)], []))  # started again
+        >>> run.ended
+        False
+        """
+        return not (math.isnan(self.stopped_at) or self.last_time > self.stopped_at)
 
     def watches(self, *, every: bool = False) -> list[str]:
         """The watches that logged what ``match`` selects (``every``: anything), in order of name, the monitor's own last."""

@@ -451,6 +451,8 @@ def _watch_word(live: LiveRun, watch: str, now: float) -> tuple[str, str]:
         return state.word, "bold red"
     if watch not in live.watches():
         return "-", "green"
+    if live.ended:
+        return "ended", "dim"
     silent = now - live.last_time_of(watch)
     if silent > live.quiet_after(QUIET_AFTER_S):
         return f"quiet {format_duration(silent)}", "yellow"
@@ -467,14 +469,7 @@ def _run_status(follower: RunFollower, live: LiveRun, now: float) -> list[Segmen
         return [Segment("  waiting: ", "bold yellow"), Segment(waiting)]
     if math.isnan(live.last_time):
         return [Segment("  waiting for its first records", "yellow")]
-    line = [Segment(f"  age {format_duration(max(0.0, now - live.first_time))}")]
-    silent = now - live.last_time
-    if silent > live.quiet_after(QUIET_AFTER_S):
-        line.append(Segment(f"  no new data for {format_duration(silent)}", "bold red"))
-    else:
-        line.append(
-            Segment(f"  last data {format_duration(max(0.0, silent))} ago", "green")
-        )
+    line = _run_age(live, now)
     cost = _monitor_cost(live)
     if cost:
         line.append(Segment("  monitor " + cost, "dim"))
@@ -489,6 +484,25 @@ def _run_status(follower: RunFollower, live: LiveRun, now: float) -> list[Segmen
             )
         )
     return line
+
+
+def _run_age(live: LiveRun, now: float) -> list[Segment]:
+    """How long the run ran and how long ago it ended, where its monitor said it stopped; else its age and how long ago it last logged ("no new data" once that reads as its writer having stopped)."""
+    if live.ended:
+        ran = format_duration(max(0.0, live.last_time - live.first_time))
+        ago = format_duration(max(0.0, now - live.stopped_at))
+        return [Segment(f"  ran {ran}"), Segment(f"  ended {ago} ago", "bold")]
+    age = Segment(f"  age {format_duration(max(0.0, now - live.first_time))}")
+    silent = now - live.last_time
+    if silent > live.quiet_after(QUIET_AFTER_S):
+        return [
+            age,
+            Segment(f"  no new data for {format_duration(silent)}", "bold red"),
+        ]
+    return [
+        age,
+        Segment(f"  last data {format_duration(max(0.0, silent))} ago", "green"),
+    ]
 
 
 def _monitor_cost(live: LiveRun) -> str:

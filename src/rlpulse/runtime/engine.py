@@ -281,6 +281,8 @@ class Engine:
         finally:
             if exclusive:
                 self.poll_lock.release()
+        # After the final snapshots, before the queues close: the last news.
+        self.reporter.stopped()
         # A final snapshot's call that is still out delivers nothing later.
         self.generation += 1
         # Started again, the watches start afresh: no rate spans the stop.

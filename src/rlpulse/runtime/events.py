@@ -127,6 +127,14 @@ class EventKind(str, enum.Enum):
         "0",
         True,
     )
+    # Last of a run (or of each stretch of it, a monitor started again): a
+    # reader tells a run that ended from one whose writer was killed.
+    STOPPED = (
+        "stopped",
+        "the monitor stops (stop(), the end of its with block, the process's exit), after its final snapshots",
+        "the payloads it logged",
+        True,
+    )
 
 
 EVENT_KINDS = tuple(kind.value for kind in EventKind)

@@ -447,6 +447,16 @@ class Reporter:
                 watch.name, EventKind.UNWATCHED, "no longer watched (unwatch())"
             )
 
+    def stopped(self) -> None:
+        """The monitor stopped, its final snapshots handed on: a ``stopped`` event says so, after them."""
+        logged = self.counts()["logged"]
+        self.events.emit(
+            "",
+            EventKind.STOPPED,
+            f"LoggerMonitor stopped, having logged {plural(logged, 'payload')}",
+            logged,
+        )
+
     def _end_streaks(self, watch: Watch) -> None:
         for started in self.events.open_streaks(watch.name):
             if started.kind == EventKind.STALLED:
