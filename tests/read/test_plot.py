@@ -1884,6 +1884,26 @@ def test_plot_with_a_smoothing_weight_of_one_or_more_is_refused_with_the_range(
     assert "from 0 (none) to below 1" in capsys.readouterr().err
 
 
+def test_a_returns_sum_that_runs_as_fast_as_the_frames_leaves_the_frames_drawn() -> (
+    None
+):
+    # A reward of one a frame: the returns' sum grows as the frames do.
+    records = []
+    for second in range(6):
+        at = 100.0 + 2 * second
+        frames = 200.0 * second + 20.0 * second**2
+        records += [
+            Record(at, None, "actor/frames", frames, Kind.COUNTER),
+            Record(at, None, "actor/episode_return_sum", frames, Kind.COUNTER),
+            Record(at, None, "actor/episode_return_mean", 20.0 + second, Kind.GAUGE),
+        ]
+    figure = plot_run(records, run="r")
+    labels = [line.get_label() for axes in figure.axes for line in axes.get_lines()]
+    assert "frames/s" in labels
+    assert "episode_return_sum/s" not in labels
+    assert "episode_return_mean" in labels
+
+
 def test_a_tallys_count_rated_beside_the_counter_it_counts_with_is_drawn_once() -> None:
     # The learner's logged updates/s and its update_s_count's derived rate
     # differ by their clocks and one update at the end: one line.

@@ -1161,13 +1161,15 @@ def _lines(
 def _without_repeated_rates(lines: list[_Line]) -> list[_Line]:
     """``lines`` less each rate another draws, point for point within :data:`_SAME_RATE`: a distribution's count (a tally's ``update_s_count``) beside the counter it counts with (``updates``), two tallies of one episode.
 
-    The rate named for what it counts stays, else one of what a run learns.
+    The rate named for what it counts stays (``frames``, not a return's
+    sum that runs as fast where each frame earns a reward of one), else one
+    of what a run learns.
     """
 
     def preference(line: _Line) -> tuple[bool, bool]:
         observed, statistic = statistic_of(line.label.removesuffix("/s"))
         learns = any(word in observed for word in _LEARNING_WORDS)
-        return statistic == "count", not learns
+        return statistic in ("count", "sum"), not learns
 
     kept: list[_Line] = []
     repeated: set[int] = set()
