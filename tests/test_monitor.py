@@ -7,6 +7,7 @@ When a schedule makes a snapshot due: tests/watch/test_schedule.py.
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 import time
@@ -567,6 +568,17 @@ def test_monitor_bottleneck_refuses_a_watch_it_does_not_know() -> None:
     monitor.watch(Tally(), name="learner")
     with pytest.raises(KeyError, match=r"producer='collector'.*watch\(\) it first"):
         monitor.bottleneck("collector", "learner")
+
+
+def test_monitor_bottleneck_refuses_the_object_watched_for_its_watch_s_name() -> None:
+    monitor = LoggerMonitor(InMemorySink(), background=False)
+    collector, buffer = Tally(), collections.deque([1.0])
+    monitor.watch(collector, name="collector")
+    monitor.watch(Tally(), name="learner")
+    with pytest.raises(TypeError, match=r"producer=\.\.\.\) takes the name of a watch"):
+        monitor.bottleneck(collector, "learner")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"buffer='buffer'.*got deque"):
+        monitor.bottleneck(buffer=buffer)  # type: ignore[arg-type]
 
 
 def test_a_second_bottleneck_under_a_taken_name_is_refused_saying_to_name_it() -> None:

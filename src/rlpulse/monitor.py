@@ -260,6 +260,18 @@ class LoggerMonitor:
             >>> monitor.bottleneck("collector", "learner", window=5.0)
             'bottleneck'
         """
+        named = {
+            "producer": (producer, "collector"),
+            "consumer": (consumer, "learner"),
+            "buffer": (buffer, "buffer"),
+        }
+        for role, (given, example) in named.items():
+            if not isinstance(given, str) and (role != "buffer" or given is not None):
+                raise TypeError(
+                    f"bottleneck({role}=...) takes the name of a watch, as watch() "
+                    f"returned it (as in {role}={example!r}), not the object "
+                    f"watched; got {type(given).__name__} {given!r}."
+                )
         if producer == consumer:
             raise ValueError(
                 "bottleneck() needs two different watches, the producer and the "
