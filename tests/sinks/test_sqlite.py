@@ -302,6 +302,18 @@ def test_an_empty_path_is_refused_saying_to_give_one(
         CSVLogger("")
 
 
+@pytest.mark.parametrize("spec", ["sqlite:runs/a.sqlite", "jsonl:a.jsonl"])
+def test_a_sink_spec_given_for_a_path_is_refused_naming_the_path_meant(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    meant = spec.partition(":")[2]
+    for sink in (SQLiteLogger, CSVLogger, JSONLLogger):
+        with pytest.raises(ValueError, match=f"is a sink spec .*itself, '{meant}'"):
+            sink(spec)
+    assert list(tmp_path.iterdir()) == []  # no folder sqlite:runs
+
+
 def test_nan_is_read_back_as_nan_and_infinity_as_infinity(tmp_path: Path) -> None:
     path = tmp_path / "metrics.db"
     with SQLiteLogger(path) as sink:

@@ -223,14 +223,20 @@ class RunInfo(NamedTuple):
         return self.end_wall_time - self.start_wall_time
 
 
+# The schemes of the file sinks' specs (rlpulse.sinks.registry): a path that
+# starts with one was meant as a spec.
+_FILE_SCHEMES = frozenset({"sqlite", "csv", "jsonl"})
+
+
 def prepare_record_file(path: str | os.PathLike[str]) -> Path:
     """Return ``path`` as a ``Path`` to a file that exists and can be appended to.
 
     Missing parent directories are created (the convention of TensorBoard's
     and TorchRL's loggers for their log directories). An empty path raises
-    ``ValueError``; one that cannot be written (a directory, a parent that is
-    a file, no permission) raises the matching ``OSError`` with a message
-    naming the path.
+    ``ValueError``, and so does a file sink's spec (``sqlite:runs/a.sqlite``
+    would make a folder ``sqlite:runs``); one that cannot be written (a
+    directory, a parent that is a file, no permission) raises the matching
+    ``OSError`` with a message naming the path.
 
     >>> import tempfile, pathlib
     >>> with tempfile.TemporaryDirectory() as tmp:
@@ -242,6 +248,13 @@ def prepare_record_file(path: str | os.PathLike[str]) -> Path:
         raise ValueError(
             "the path of the metrics file is empty; give a file path such as "
             "'runs/metrics.sqlite'"
+        )
+    scheme, colon, rest = os.fspath(path).partition(":")
+    if colon and scheme in _FILE_SCHEMES and not os.path.lexists(path):
+        raise ValueError(
+            f"{os.fspath(path)!r} is a sink spec (SCHEME:PATH, as LoggerMonitor, "
+            f"SinkProcess and --sink take them), not a file path: a file sink "
+            f"takes the path itself, {rest!r}"
         )
     path = Path(path)
     try:
