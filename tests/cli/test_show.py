@@ -94,6 +94,20 @@ def test_show_run_picks_the_named_run(
     assert table_rows(out)["collector/frames"] == ["400", "0", "400", "100"]
 
 
+def test_a_run_whose_name_holds_a_colon_is_named_after_its_file_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "metrics.db"
+    write_sqlite_run(path, "seed:1", frames=400.0)
+    write_sqlite_run(path, "seed:2", frames=40_000.0)
+
+    assert main(["show", f"{path}:seed:1"]) == 0
+
+    out = capsys.readouterr().out
+    assert out.startswith(f"run seed:1 in {path}:")
+    assert table_rows(out)["collector/frames"] == ["400", "0", "400", "100"]
+
+
 def test_show_refuses_a_run_named_twice_or_with_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -166,7 +166,10 @@ def _figures(
 def run_argument(text: str) -> tuple[Path, str | None]:
     """A run as ``rlpulse compare`` takes it: ``FILE``, or ``FILE:RUN`` for one run of a SQLite file.
 
-    A path that exists as it is is a file, colons and all.
+    A path that exists as it is is a file, colons and all; else the file is
+    the part before the first colon that leaves a file that exists, the run
+    the rest, colons and all (a run named ``seed:1``); where none does, the
+    part before the last colon.
 
     >>> run_argument("runs/a.sqlite:baseline")
     (PosixPath('runs/a.sqlite'), 'baseline')
@@ -176,8 +179,9 @@ def run_argument(text: str) -> tuple[Path, str | None]:
     path = Path(text)
     if os.path.lexists(path) or ":" not in text:
         return path, None
-    file, _, run = text.rpartition(":")
-    return Path(file), run or None
+    colons = [index for index, character in enumerate(text) if character == ":"]
+    at = next((i for i in colons if os.path.lexists(text[:i])), colons[-1])
+    return Path(text[:at]), text[at + 1 :] or None
 
 
 def compare_files(
