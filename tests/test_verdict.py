@@ -95,6 +95,26 @@ RULES = [
         1.0,
     ),
     ("a ratio without a target", Window(30, replay_ratio=4.0), None, None),
+    # Neither side waits beside a sampled buffer: they run apart, and the
+    # ratio's target alone can say which is too slow.
+    (
+        "apart: the learner slow, no target",
+        Window(30, 0.93, 0.07, 0.99, 0.01, replay_ratio=0.16),
+        None,
+        None,
+    ),
+    (
+        "apart: the collector slow, no target",
+        Window(30, 0.99, 0.01, 0.96, 0.04, replay_ratio=125.0),
+        None,
+        None,
+    ),
+    (
+        "apart: the learner below target",
+        Window(30, 0.93, 0.07, 0.99, 0.01, 0.16, 1.0),
+        C,
+        1 / 0.16,
+    ),
     # A bounded queue (RLlib).
     ("queue full", Window(30, fill=1.0), C, None),
     ("queue dropping", Window(30, fill=0.5, dropped=3.0), C, None),
@@ -267,6 +287,18 @@ def test_a_ratio_without_a_target_says_the_target_is_missing() -> None:
     assert describe(judge(window, "collector", "learner")) == (
         "unknown: the learner drew 8.3 samples per frame over the last 30 s, and no "
         "target ratio to judge that by (bottleneck(target_ratio=...))"
+    )
+
+
+def test_two_sides_that_never_wait_beside_a_sampled_buffer_say_they_run_apart() -> (
+    None
+):
+    # A learner drawing as fast as it can, slower than the collector: both busy.
+    window = Window(3.0, 0.93, 0.07, 0.99, 0.01, replay_ratio=0.16)
+    assert describe(judge(window, "actor", "learner")) == (
+        "unknown: the learner drew 0.16 samples per frame over the last 3 s while "
+        "neither side waited for the other (the actor busy 93%, the learner 99%), "
+        "and no target ratio to judge that by (bottleneck(target_ratio=...))"
     )
 
 

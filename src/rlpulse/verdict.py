@@ -226,7 +226,9 @@ def judge(
       unless their busy shares are within 15 %: balanced. A side that
       records only one of ``busy_s`` and ``wait_s`` is busy the rest of
       the time; a producer that records neither (a synchronous loop) is
-      busy while the consumer waits.
+      busy while the consumer waits. Both busy at least 85 % of the time
+      beside a sampled buffer (a replay ratio) say nothing: neither holds
+      the other back, each gains by itself.
     - **queue** (RLlib's bounded queue), for a buffer that is not sampled
       (no replay ratio): full or dropping: consumer-bound; empty while the
       consumer waits: producer-bound.
@@ -345,6 +347,12 @@ def _stage_vote(window: Window) -> _Vote | None:
         return None
     busier = max(producer, consumer)
     other = min(producer, consumer)
+    if _sampled(window) and other >= 1 - BALANCE_MARGIN:
+        # Neither side waits for the other beside a sampled buffer: they run
+        # apart (a learner drawing samples as fast as it can from what the
+        # collector adds), and a faster one gains by itself. Which one is
+        # too slow is what the replay ratio's target says.
+        return None
     speedup = 1 / other if other >= SPEEDUP_SHARE_MIN else None
     if other >= busier * (1 - BALANCE_MARGIN):
         return _Vote("stage timing", Bound.BALANCED, speedup)
@@ -645,9 +653,20 @@ def _unknown_reason(verdict: Verdict, last: str) -> str:
             if _starved(window)
             else f"drew {window.replay_ratio:.3g} samples per frame"
         )
+        apart = ""
+        producer_busy, consumer_busy = busy_shares(window)
+        if (
+            producer_busy is not None
+            and consumer_busy is not None
+            and min(producer_busy, consumer_busy) >= 1 - BALANCE_MARGIN
+        ):  # what _stage_vote leaves to the ratio
+            apart = (
+                f" while neither side waited for the other (the {verdict.producer} "
+                f"busy {producer_busy:.0%}, the {consumer} {consumer_busy:.0%})"
+            )
         return (
-            f"the {consumer} {drew} over {last}, and no target ratio to judge "
-            "that by (bottleneck(target_ratio=...))"
+            f"the {consumer} {drew} over {last}{apart}, and no target ratio to "
+            "judge that by (bottleneck(target_ratio=...))"
         )
     if verdict.rule.endswith(" disagree"):
         said = [
