@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import queue
 import sys
 import threading
 import time
@@ -17,6 +18,7 @@ import torch
 
 import rlpulse
 from rlpulse import Every, JSONLLogger, LoggerMonitor, Tally
+from rlpulse.naming import Kind
 
 
 def test_counters_add_up_from_zero() -> None:
@@ -505,6 +507,36 @@ def test_a_wait_under_way_counts_in_wait_s_before_its_item_comes() -> None:
     assert 0.25 <= during < later
     assert tally.stats()["wait_s"] >= later
     assert waited == ["batch"]
+
+
+@pytest.mark.timeout(30)
+def test_a_wait_that_is_no_iteration_is_timed_as_a_block_under_way_too() -> None:
+    tally = Tally()
+    batches: queue.Queue[str] = queue.Queue()
+
+    def learner() -> None:
+        with tally.waiting():
+            batches.get(timeout=10)
+
+    consumer = threading.Thread(target=learner)
+    consumer.start()
+    try:
+        time.sleep(0.3)
+        during = tally.stats()["wait_s"]
+    finally:
+        batches.put("batch")
+        consumer.join()
+
+    assert 0.25 <= during <= tally.stats()["wait_s"]
+    assert "busy_s" not in tally.stats()
+    assert tally.metric_kinds()["wait_s"] is Kind.COUNTER
+
+
+def test_waiting_for_a_string_is_refused_saying_to_name_the_counter() -> None:
+    with pytest.raises(
+        TypeError, match=r"waiting\(key='learner_wait_s'\) times a block"
+    ):
+        Tally().waiting("learner_wait_s")
 
 
 @pytest.mark.timeout(30)

@@ -25,7 +25,7 @@ from collections.abc import (
 )
 from time import perf_counter
 from types import TracebackType
-from typing import Any, ParamSpec, SupportsFloat, TypeVar, cast
+from typing import Any, ParamSpec, SupportsFloat, TypeVar, cast, overload
 
 from rlpulse.distributions import Histogram
 from rlpulse.naming import Kind
@@ -457,15 +457,25 @@ class Tally:
         """
         return _Busy(self._seconds(key))
 
-    def waiting(self, iterable: Iterable[_T], key: str = "wait_s") -> Iterator[_T]:
-        """Iterate ``iterable``, adding to the counter ``key`` (default ``wait_s``) the seconds each next item takes to come: the time this side waits.
+    @overload
+    def waiting(self, iterable: None = None, key: str = "wait_s") -> _Busy: ...
+
+    @overload
+    def waiting(self, iterable: Iterable[_T], key: str = "wait_s") -> Iterator[_T]: ...
+
+    def waiting(
+        self, iterable: Iterable[_T] | None = None, key: str = "wait_s"
+    ) -> Iterator[_T] | _Busy:
+        """Iterate ``iterable``, adding to the counter ``key`` (default ``wait_s``) the seconds each next item takes to come: the time this side waits; without one, a block's seconds.
 
         Wraps any iterable or iterator (a collector, a data loader, a
-        queue's iterator) without changing what it yields; the counter
-        exists, at 0, from this call. A wait under way counts in
-        :meth:`stats` before its item comes, so that a wait longer than a
-        monitor's window (a learner waiting for its first batches) shows in
-        every window it spans.
+        queue's iterator) without changing what it yields; without an
+        iterable, a context manager and a decorator, as :meth:`busy` is, for
+        a wait that is no iteration (``queue.get()``, a loop until a buffer
+        holds a batch). The counter exists, at 0, from this call. A wait
+        under way counts in :meth:`stats` before it ends, so that a wait
+        longer than a monitor's window (a learner waiting for its first
+        batches) shows in every window it spans.
 
         Examples:
             >>> tally = Tally()
@@ -474,7 +484,22 @@ class Tally:
             ...         pass
             >>> sorted(tally.stats())
             ['busy_s', 'wait_s']
+            >>> import queue
+            >>> batches = queue.Queue()
+            >>> batches.put("batch")
+            >>> with tally.waiting():  # until the next batch comes
+            ...     batch = batches.get()
+            >>> tally.stats()["wait_s"] >= 0
+            True
         """
+        if iterable is None:
+            return _Busy(self._seconds(key))
+        if isinstance(iterable, str):
+            raise TypeError(
+                f"waiting({iterable!r}) would wait for each character of a "
+                f"string; name the counter as key= (waiting(key={iterable!r}) "
+                "times a block), and give an iterable to wait for its items"
+            )
         return _waited(iter(iterable), self._seconds(key))
 
     def _seconds(self, key: str) -> _Seconds:
