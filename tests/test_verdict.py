@@ -290,15 +290,24 @@ def test_a_ratio_without_a_target_says_the_target_is_missing() -> None:
     )
 
 
-def test_two_sides_that_never_wait_beside_a_sampled_buffer_say_they_run_apart() -> (
-    None
-):
+def test_two_sides_that_never_wait_beside_a_sampled_buffer_say_they_run_apart() -> None:
     # A learner drawing as fast as it can, slower than the collector: both busy.
     window = Window(3.0, 0.93, 0.07, 0.99, 0.01, replay_ratio=0.16)
     assert describe(judge(window, "actor", "learner")) == (
         "unknown: the learner drew 0.16 samples per frame over the last 3 s while "
         "neither side waited for the other (the actor busy 93%, the learner 99%), "
         "and no target ratio to judge that by (bottleneck(target_ratio=...))"
+    )
+
+
+def test_a_target_with_no_samples_nor_frames_says_which_counters_it_reads() -> None:
+    # A learner counting its samples under another name: nothing to rate.
+    window = Window(3.0, replay_ratio_target=16.0)
+    assert describe(judge(window, "actor", "learner")) == (
+        "unknown: no stage timing, replay ratio or queue figures over the last 3 s "
+        "(record busy_s and wait_s; for the target ratio, count samples or "
+        "samples_returned in the learner's or the buffer's stats and frames in the "
+        "actor's, or write_count in the buffer's: docs/finding-the-bottleneck.md)"
     )
 
 

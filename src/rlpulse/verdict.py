@@ -676,9 +676,18 @@ def _unknown_reason(verdict: Verdict, last: str) -> str:
         ]
         return f"{' and '.join(said)} over {last}"
     if verdict.rule == "no figures":
+        wanted = "record busy_s and wait_s"
+        if window.replay_ratio_target is not None:
+            # A target with nothing to hold it against: the counters read.
+            wanted += (
+                f"; for the target ratio, count {' or '.join(_SAMPLES_KEYS)} "
+                f"in the {consumer}'s or the buffer's stats and "
+                f"{' or '.join(_FRAMES_KEYS)} in the {verdict.producer}'s, or "
+                f"{_WRITTEN_KEY} in the buffer's"
+            )
         return (
             f"no stage timing, replay ratio or queue figures over {last} "
-            "(record busy_s and wait_s: docs/finding-the-bottleneck.md)"
+            f"({wanted}: docs/finding-the-bottleneck.md)"
         )
     if verdict.rule == "window too short":
         return f"a window of {_seconds(verdict.window.seconds)} is too short to judge"
