@@ -94,6 +94,20 @@ def test_tensors_are_read_into_floats_when_recorded() -> None:
     assert type(stats["grad_norm"]) is float
 
 
+def test_a_loss_that_requires_grad_is_read_without_a_warning() -> None:
+    tally = Tally()
+    weight = torch.tensor(0.5, requires_grad=True)
+    loss = weight * 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # float() of it warns
+        tally.observe("loss", loss)
+        tally.set("loss_now", loss)
+    stats = tally.stats()
+    assert stats["loss_last"] == stats["loss_now"] == 1.5
+    with pytest.raises(TypeError, match="must be a real number"):
+        tally.observe("loss", torch.ones(2))
+
+
 def test_stats_returns_a_fresh_snapshot_each_call() -> None:
     tally = Tally()
     tally.inc("updates")

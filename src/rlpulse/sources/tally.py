@@ -274,7 +274,7 @@ class Tally:
         gauges[key] = number
 
     def observe(self, key: str, value: SupportsFloat) -> None:
-        """Record one observation ``value`` (converted with ``float()``) of ``key``.
+        """Record one observation ``value`` (converted with ``float()``; a tensor or a NumPy scalar read with ``item()``, so that a loss that requires grad is read without a warning) of ``key``.
 
         Examples:
             >>> tally = Tally()
@@ -285,10 +285,7 @@ class Tally:
         """
         # The hot path of the training loop: the value is handed over, and
         # filed by the reader (_Window).
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            raise _not_a_number("observe", key, value) from None
+        number = value if type(value) is float else _as_float(value, "observe", key)
         try:
             window = self._windows[key]
         except KeyError:
@@ -761,6 +758,14 @@ def _timed_async_generator(
 
 
 def _as_float(value: SupportsFloat, method: str, key: str) -> float:
+    item = getattr(value, "item", None)
+    if callable(item):
+        # A NumPy scalar, a tensor: item() reads no graph, where float() of a
+        # loss that requires grad warns.
+        try:
+            value = item()
+        except (TypeError, ValueError, RuntimeError):  # several elements
+            raise _not_a_number(method, key, value) from None
     try:
         return float(value)
     except (TypeError, ValueError):
