@@ -219,6 +219,15 @@ def test_a_sink_class_given_for_a_sink_is_refused_at_construction(bad: Any) -> N
         LoggerMonitor(bad, background=False)
 
 
+def test_a_target_class_given_for_a_target_is_refused_when_watched() -> None:
+    monitor = LoggerMonitor(InMemorySink(), background=False)
+    with pytest.raises(
+        TypeError, match=r"the class Tally: .* watch\(Tally\(\), \.\.\.\)"
+    ):
+        monitor.watch(Tally, name="learner")
+    assert monitor.stats()["watches"] == 0
+
+
 @pytest.mark.parametrize("spec", ["sqlite:runs/train.sqlite", ["console:"]])
 def test_a_sink_spec_given_for_a_sink_is_refused_naming_open_sink(spec: Any) -> None:
     with pytest.raises(TypeError, match=r"log_metrics.*open_sink\(spec\)"):

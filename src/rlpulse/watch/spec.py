@@ -29,9 +29,20 @@ def provider_of(
         Traceback (most recent call last):
         ...
         TypeError: Cannot watch object of type object: it does not expose a callable stats() method and no stats_fn was provided.
+        >>> from rlpulse import Tally
+        >>> provider_of(Tally, None, 5.0)
+        Traceback (most recent call last):
+        ...
+        TypeError: Cannot watch the class Tally: watch an instance of it, as in watch(Tally(), ...).
     """
     if stats_fn is not None:
         return target, stats_fn, type(target).__name__.lower()
+    if isinstance(target, type):
+        # Its stats is a function of an instance: it fails at every poll.
+        raise TypeError(
+            f"Cannot watch the class {target.__name__}: watch an instance of "
+            f"it, as in watch({target.__name__}(), ...)."
+        )
     target, default_name = adapt(target, poll_timeout)
     provider = getattr(target, "stats", None)
     if not callable(provider):
