@@ -128,28 +128,30 @@ def test_importing_rlpulse_main_module_does_not_run_the_command_line(
 # What every command refuses the same way
 
 
+@pytest.mark.parametrize(
+    ("command", "given", "meant"),
+    [
+        ("show", ["--mach", "collector"], "--match"),
+        # Cut short, not taken: it would change meaning once another option
+        # starts the same.
+        ("top", ["--inter", "1"], "--interval"),
+    ],
+)
 def test_a_misspelled_option_is_refused_with_the_command_s_usage_and_the_option_meant(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    given: list[str],
+    meant: str,
 ) -> None:
     with pytest.raises(SystemExit) as exited:
-        main(["show", str(tmp_path / "run.sqlite"), "--mach", "collector"])
+        main([command, str(tmp_path / "run.sqlite"), *given])
 
     assert exited.value.code == 2
     err = capsys.readouterr().err
-    assert err.startswith("usage: rlpulse show ")
-    assert "unrecognized arguments: --mach (did you mean --match?) collector" in err
-
-
-def test_an_option_cut_short_is_refused_not_taken_for_the_one_it_starts(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    # Taken, it would change meaning once another option starts the same.
-    with pytest.raises(SystemExit) as exited:
-        main(["top", str(tmp_path / "run.sqlite"), "--inter", "1"])
-
-    assert exited.value.code == 2
-    err = capsys.readouterr().err
-    assert "unrecognized arguments: --inter (did you mean --interval?) 1" in err
+    assert err.startswith(f"usage: rlpulse {command} ")
+    option, value = given
+    assert f"unrecognized arguments: {option} (did you mean {meant}?) {value}" in err
 
 
 def test_the_version_option_cut_short_prints_no_version(
