@@ -789,6 +789,35 @@ def test_a_log_axis_with_zeros_is_symmetric_log(tmp_path: Path) -> None:
     assert _panels(figure)["buffer"].get_yscale() == "symlog"
 
 
+def test_a_symmetric_log_axis_over_many_decades_labels_every_few_apart_from_zero() -> (
+    None
+):
+    figure = plot_run(
+        _records(
+            (0, None, "bottleneck/replay_ratio", 0.0),
+            (0, None, "bottleneck/speedup", 5000.0),
+            (1, None, "bottleneck/replay_ratio", 0.001),
+            (1, None, "bottleneck/speedup", 1.0),
+        ),
+        run="r",
+    )
+    bottleneck = _panels(figure)["bottleneck"]
+    figure.canvas.draw()
+
+    low, high = bottleneck.get_ylim()
+    labels = [
+        label.get_text()
+        for label in bottleneck.get_yticklabels()
+        if low <= label.get_position()[1] <= high
+    ]
+    # Seven decades: every other one (every one's labels touched), and zero
+    # a decade below the smallest.
+    assert labels == ["0", "0.001", "0.1", "10", "1000"]
+    transform = bottleneck.transScale.transform
+    zero, smallest, next_tick = (transform((0, y))[1] for y in (0.0, 0.001, 0.1))
+    assert smallest - zero >= (next_tick - smallest) / 2  # a decade at least
+
+
 def test_lines_of_similar_size_share_a_linear_axis_from_zero() -> None:
     figure = plot_run(
         _records(

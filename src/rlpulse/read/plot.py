@@ -1615,6 +1615,26 @@ def smoothed(values: Sequence[float], weight: float) -> list[float]:
     return result
 
 
+def _symlog_ticks(values: list[float]) -> list[float]:
+    """Where a symmetric log axis over ``values`` is ticked: zero, and powers of ten on each side, every decade or, over many, every few (at most :data:`_Y_TICKS` a side).
+
+    >>> _symlog_ticks([0.0, 0.001, 5000.0])  # seven decades: every other
+    [0.0, 0.001, 0.1, 10.0, 1000.0]
+    >>> _symlog_ticks([-2.0, 0.0, 30.0])
+    [-10.0, -1.0, 0.0, 10.0, 100.0]
+    """
+    ticks = [0.0]
+    for sign in (1.0, -1.0):
+        sizes = [abs(value) for value in values if value * sign > 0]
+        if not sizes:
+            continue
+        low = math.floor(math.log10(min(sizes)))
+        high = math.ceil(math.log10(max(sizes)))
+        stride = max(1, math.ceil((high - low) / _Y_TICKS))
+        ticks += [sign * 10.0**power for power in range(low, high + 1, stride)]
+    return sorted(ticks)
+
+
 def _scale(
     axes: Axes, lines: list[_Line], unit: _Unit, matplotlib: _Matplotlib
 ) -> None:
@@ -1644,13 +1664,23 @@ def _scale(
         smallest = min((abs(y) for y in values if y != 0), default=1.0)
         if min(values) > 0:
             axes.set_yscale("log")
-            if max(values) / min(values) < _FEW_DECADES:
-                # Decades alone would leave one tick, or none, in view.
-                axes.yaxis.set_major_locator(
-                    matplotlib.ticker.LogLocator(base=10.0, subs=(1.0, 2.0, 5.0))
+            # Decades alone over a few would leave one tick, or none, in view;
+            # over many, every other one (their labels would touch).
+            few = max(values) / min(values) < _FEW_DECADES
+            axes.yaxis.set_major_locator(
+                matplotlib.ticker.LogLocator(
+                    base=10.0,
+                    subs=(1.0, 2.0, 5.0) if few else (1.0,),
+                    numticks=_Y_TICKS + 1,
                 )
+            )
         else:
-            axes.set_yscale("symlog", linthresh=smallest, linscale=0.5)
+            # Zero a decade's height below the smallest value: their labels
+            # apart.
+            axes.set_yscale("symlog", linthresh=smallest, linscale=1.0)
+            axes.yaxis.set_major_locator(
+                matplotlib.ticker.FixedLocator(_symlog_ticks(values))
+            )
         axes.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         label += ", log scale"
     else:
