@@ -144,8 +144,12 @@ def test_observing_a_key_whose_entries_are_taken_is_refused() -> None:
         (lambda tally: tally.inc("frames", "ten"), r"Tally.inc\('frames', n='ten'\)"),
         (lambda tally: tally.set("queue", "full"), r"Tally.set\('queue', 'full'\)"),
         (lambda tally: tally.observe("loss", None), r"Tally.observe\('loss', None\)"),
+        # A number written out is no number: float() would take it.
+        (lambda tally: tally.inc("frames", "1"), r"Tally.inc\('frames', n='1'\)"),
+        (lambda tally: tally.set("queue", "0.5"), r"Tally.set\('queue', '0.5'\)"),
+        (lambda tally: tally.observe("loss", b"1"), r"Tally.observe\('loss', b'1'\)"),
     ],
-    ids=["inc", "set", "observe"],
+    ids=["inc", "set", "observe", "inc text", "set text", "observe bytes"],
 )
 def test_a_value_that_is_not_a_number_is_refused_with_the_call_named(
     write: object, message: str

@@ -258,7 +258,7 @@ class Tally:
             self._nonfinite[key] = self._nonfinite.get(key, 0) + 1
 
     def set(self, key: str, value: SupportsFloat) -> None:
-        """Set the gauge ``key`` to ``value`` (converted with ``float()``).
+        """Set the gauge ``key`` to ``value``, a number (converted with ``float()``; a tensor or a NumPy scalar read with ``item()``; text is refused).
 
         Examples:
             >>> tally = Tally()
@@ -274,7 +274,7 @@ class Tally:
         gauges[key] = number
 
     def observe(self, key: str, value: SupportsFloat) -> None:
-        """Record one observation ``value`` (converted with ``float()``; a tensor or a NumPy scalar read with ``item()``, so that a loss that requires grad is read without a warning) of ``key``.
+        """Record one observation ``value`` of ``key``, a number (converted with ``float()``; a tensor or a NumPy scalar read with ``item()``, so that a loss that requires grad is read without a warning; text is refused).
 
         Examples:
             >>> tally = Tally()
@@ -758,6 +758,8 @@ def _timed_async_generator(
 
 
 def _as_float(value: SupportsFloat, method: str, key: str) -> float:
+    if isinstance(value, (str, bytes)):  # float() would read '1' as a number
+        raise _not_a_number(method, key, value)
     item = getattr(value, "item", None)
     if callable(item):
         # A NumPy scalar, a tensor: item() reads no graph, where float() of a
@@ -775,7 +777,7 @@ def _as_float(value: SupportsFloat, method: str, key: str) -> float:
 def _not_a_number(method: str, key: str, value: object) -> TypeError:
     return TypeError(
         f"Tally.{method}({key!r}, {value!r}): the value must be a real "
-        "number (anything float() accepts)."
+        "number (an int, a float, a NumPy number or a one-element tensor)."
     )
 
 
@@ -791,6 +793,8 @@ def _increment_of(key: str, n: object) -> float:
     # whole where it is (a NumPy integer, an integer tensor), else a float.
     if isinstance(n, int):  # a bool, an int subclass
         return int(n)
+    if isinstance(n, (str, bytes)):  # float() would read '1' as a number
+        raise _bad_increment(key, n)
     item = getattr(n, "item", None)
     if callable(item):  # a NumPy scalar, a tensor (item() reads no graph)
         try:
