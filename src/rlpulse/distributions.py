@@ -421,7 +421,17 @@ class Histogram:
         smallest) to 1 (the largest). Clamped to :attr:`min` and
         :attr:`max` where known, and those where ``q`` is 0 or 1: one
         observation's quantiles are the observation.
+
+        >>> Histogram().quantile(50)
+        Traceback (most recent call last):
+        ...
+        ValueError: Histogram.quantile(q) takes a share from 0 to 1 (0.99 for the 99th percentile), got 50.
         """
+        if not 0 <= q <= 1:  # NaN too
+            raise ValueError(
+                "Histogram.quantile(q) takes a share from 0 to 1 (0.99 for the "
+                f"99th percentile), got {q!r}."
+            )
         count = self.count
         if not count:
             return None
