@@ -1694,10 +1694,17 @@ def _scale(
         axes.yaxis.set_major_locator(
             matplotlib.InViewLocator(nbins=_Y_TICKS, steps=_TICK_STEPS)
         )
-    axes.yaxis.set_major_formatter(
-        matplotlib.ticker.FuncFormatter(lambda value, _: format_number(value))
-    )
+    axes.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_tick_label))
     axes.set_ylabel(label)
+
+
+def _tick_label(value: float, _: object = None) -> str:
+    """A y tick's label: its value as a number is written, the locator's float noise rounded off first (a tick at 1e-05 comes as 9.999999999999999e-06, which format_number, cutting short of a power of ten, writes 9.999e-06).
+
+    >>> _tick_label(9.999999999999999e-06), _tick_label(0.30000000000000004), _tick_label(2500.0)
+    ('1e-05', '0.3', '2500')
+    """
+    return format_number(float(f"{value:.12g}"))
 
 
 def _time_unit(span: float) -> tuple[float, str]:
