@@ -164,6 +164,30 @@ def test_the_version_option_cut_short_prints_no_version(
     assert "rlpulse " not in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("command", ["show", "compare two", "plot", "plot two"])
+def test_a_pattern_that_matches_nothing_beside_one_that_does_is_a_one_line_error(
+    tmp_path: Path, error_line: Callable[[], str], command: str
+) -> None:
+    path = tmp_path / "metrics.db"
+    write_sqlite_run(path, "first", frames=400.0)
+    write_sqlite_run(path, "second", frames=800.0)
+    verb, _, runs = command.partition(" ")
+    arguments = [f"{path}:first"] + ([f"{path}:second"] if runs else [])
+    if verb == "plot":
+        pytest.importorskip("matplotlib")
+        arguments += ["-o", str(tmp_path / "chart.png")]
+    match = ["--match", "collector/frames", "--match", "epsiode"]
+
+    assert main([verb, *arguments, *match]) == 2
+
+    line = error_line()
+    assert "has a metric matching 'epsiode';" in line or (
+        "has no metric matching 'epsiode';" in line
+    )
+    assert "collector/frames'" not in line
+    assert not (tmp_path / "chart.png").exists()
+
+
 @pytest.mark.parametrize("command", ["show", "compare", "plot"])
 def test_a_store_another_process_holds_locked_is_a_one_line_error_saying_so(
     tmp_path: Path,

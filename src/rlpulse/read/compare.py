@@ -35,6 +35,7 @@ from rlpulse.read.match import (
     metrics_there,
     patterns_text,
     select_metrics,
+    unmatched,
 )
 from rlpulse.read.records import DistributionRecord, Record
 from rlpulse.read.span import WHOLE_RUN, Span, Within
@@ -218,12 +219,13 @@ def compare_files(
         for figures in compared
         for name in (*figures.metrics, *figures.distributions)
     }
-    kept = set(select_metrics(names, match))
-    if names and not kept:
+    missing = unmatched(names, match) if names else []
+    if missing:
         raise MatchError(
-            f"no run has a metric matching {patterns_text(match)}; their "
+            f"no run has a metric matching {patterns_text(missing)}; their "
             f"{metrics_there(names)}"
         )
+    kept = set(select_metrics(names, match))
     return [
         dataclasses.replace(
             figures,

@@ -25,6 +25,7 @@ __all__ = [
     "patterns_text",
     "select_metrics",
     "some_names",
+    "unmatched",
 ]
 
 Match: TypeAlias = "str | Sequence[str] | None"
@@ -72,18 +73,35 @@ def select_metrics(names: Iterable[str], match: Match = None) -> list[str]:
 
 
 def matching(names: Iterable[str], match: Match, *, run: str) -> list[str]:
-    """Return :func:`select_metrics` of run ``run``'s metric ``names``; raise :class:`MatchError` when it keeps none of them.
+    """Return :func:`select_metrics` of run ``run``'s metric ``names``; raise :class:`MatchError` when a pattern matches none of them (a typo among several too).
 
     A run without metrics keeps its none without an error.
 
     >>> matching(["c/frames", "b/size"], "c/*", run="r")
     ['c/frames']
+    >>> matching(["c/frames", "b/size"], ["c/*", "sise"], run="r")
+    Traceback (most recent call last):
+    ...
+    rlpulse.read.match.MatchError: run r has no metric matching 'sise'; its metrics are b/size, c/frames
     """
     names = list(names)
-    kept = select_metrics(names, match)
-    if names and not kept:
-        raise MatchError(no_metric_matching(run, match, names))
-    return kept
+    missing = unmatched(names, match) if names else []
+    if missing:
+        raise MatchError(no_metric_matching(run, missing, names))
+    return select_metrics(names, match)
+
+
+def unmatched(names: Iterable[str], match: Match) -> list[str]:
+    """The patterns of ``match`` that match none of ``names``; none without a match.
+
+    >>> unmatched(["c/frames", "b/size"], ["c/*", "epsiode", "size"])
+    ['epsiode']
+    """
+    if match is None:
+        return []
+    names = list(names)
+    patterns = [match] if isinstance(match, str) else list(match)
+    return [p for p in patterns if not any(_matches(name, p) for name in names)]
 
 
 def no_metric_matching(run: str, match: Match, names: Iterable[str]) -> str:

@@ -81,10 +81,12 @@ from rlpulse.naming import (
 )
 from rlpulse.read.match import (
     Match,
+    metrics_there,
     no_metric_matching,
     patterns_text,
     select_metrics,
     some_names,
+    unmatched,
 )
 from rlpulse.read.records import Record
 from rlpulse.read.summary import run_letter, run_name
@@ -440,9 +442,9 @@ def _plot_run(
         raise PlotError(f"run {run} has no records to plot")
     start, end = data.start_wall_time, data.end_wall_time
     names = set(data.kinds)
+    if missing := unmatched(names, match):
+        raise PlotError(no_metric_matching(run, missing, names))
     selected = set(select_metrics(names, match))
-    if not selected:
-        raise PlotError(no_metric_matching(run, match, names))
     time_scale, time_unit = _time_unit(end - start)
     series = _series(data, selected, x, start, time_scale, run)
     if not series:
@@ -562,6 +564,12 @@ def _plot_runs(
                 if metric.watch in judged:
                     line.rank = drawn_rank(line.metric)
                 lines_of.setdefault(metric.watch, []).append(line)
+    every = set().union(*(data.kinds for _, data in loaded))
+    if missing := unmatched(every, match):
+        raise PlotError(
+            f"no run has a metric matching {patterns_text(missing)}; their "
+            f"{metrics_there(every)}"
+        )
     if not lines_of:
         raise PlotError(
             f"no run has a metric matching {patterns_text(match)}"
