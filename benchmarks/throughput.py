@@ -128,9 +128,17 @@ def _payloads_of(metrics: Callable[[Path], int]) -> Callable[[Path], int]:
 
 def _console_lines(directory: Path) -> int:
     # A payload starts a line with its time stamp; lines fitted to the
-    # width go on indented.
+    # width go on indented; an event's line has its mark after the time
+    # stamp (the monitor's stopped, last).
     with open(directory / "console.log", "rb") as stream:
-        return sum(1 for line in stream if not line.startswith(b" "))
+        return sum(
+            1
+            for line in stream
+            if not line.startswith(b" ") and line[9:12] not in _EVENT_MARKS
+        )
+
+
+_EVENT_MARKS = (b"ok ", b"!! ", b"=> ")
 
 
 def _torchrl_csv_lines(directory: Path) -> int:
