@@ -1952,3 +1952,32 @@ def test_a_tallys_count_rated_beside_the_counter_it_counts_with_is_drawn_once() 
     figure = plot_run(records, run="r")
     labels = [line.get_label() for axes in figure.axes for line in axes.get_lines()]
     assert labels == ["updates/s"]
+
+
+def test_runs_drawn_together_draw_each_run_s_lines_as_its_own_chart_does() -> None:
+    # A rate drawn once, a distribution's p50 with its band, per run.
+    def learner(speed: float) -> list[Record]:
+        records = []
+        for second in range(6):
+            at = 100.0 + 2 * second
+            updates = 13.0 + speed * second**2
+            records += [
+                Record(at, None, "learner/updates", updates, Kind.COUNTER),
+                Record(at, None, "learner/update_s_count", updates - 1, Kind.COUNTER),
+                Record(at, None, "learner/update_s_p50", at * speed, Kind.GAUGE),
+                Record(at, None, "learner/update_s_p99", 3 * at * speed, Kind.GAUGE),
+            ]
+        return records
+
+    figure = plot_runs([("a", learner(10.0)), ("b", learner(20.0))])
+    labels = sorted(
+        label for axes in figure.axes for label in axes.get_legend_handles_labels()[1]
+    )
+    assert labels == [
+        "update_s p50–p99 [A]",
+        "update_s p50–p99 [B]",
+        "update_s_p50 [A]",
+        "update_s_p50 [B]",
+        "updates/s [A]",
+        "updates/s [B]",
+    ]

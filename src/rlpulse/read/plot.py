@@ -554,16 +554,26 @@ def _plot_runs(
                 spans_of.setdefault(watch, []).extend(
                     span._replace(run=index) for span in spans
                 )
-        for metric in sorted(series.values(), key=lambda line: line.name):
-            metrics_of.setdefault(metric.watch, set()).add(metric.name)
-            if metric.watch in judged and not is_drawn(metric.key):
-                continue  # its verdict shaded in the run's band instead
-            for line in _lines([metric], series, options.cumulative):
+        letter = run_letter(index)
+        for watch, watch_series in sorted(by_watch.items()):
+            metrics_of.setdefault(watch, set()).update(m.name for m in watch_series)
+            # A verdict's figures but those drawn are shaded in the run's band.
+            drawn = [
+                metric
+                for metric in sorted(watch_series, key=lambda line: line.name)
+                if watch not in judged or is_drawn(metric.key)
+            ]
+            # The watch's lines as one run's chart draws them (a distribution's
+            # band, one line of rates that run alike), each marked with its run.
+            for line in _lines(drawn, series, options.cumulative):
                 line.run, line.metric = index, line.label
-                line.label = f"{line.label} [{run_letter(index)}]"
-                if metric.watch in judged:
+                line.label = f"{line.label} [{letter}]"
+                if line.band is not None:
+                    band_label, lows, highs = line.band
+                    line.band = (f"{band_label} [{letter}]", lows, highs)
+                if watch in judged:
                     line.rank = drawn_rank(line.metric)
-                lines_of.setdefault(metric.watch, []).append(line)
+                lines_of.setdefault(watch, []).append(line)
     every = set().union(*(data.kinds for _, data in loaded))
     if missing := unmatched(every, match):
         raise PlotError(
