@@ -266,6 +266,24 @@ def test_a_counter_without_its_logged_rate_is_drawn_as_its_rate_between_records(
     assert list(collector.get_lines()[0].get_ydata()) == [1000.0] * 9
 
 
+def test_cumulative_totals_asked_for_are_drawn_in_a_full_panel() -> None:
+    # Four counters and six gauges: their rates and the four totals first.
+    records = []
+    for second in range(6):
+        at = 100.0 + 2 * second
+        for index in range(4):
+            value = (index + 1) * 10.0 * second**2
+            records.append(Record(at, None, f"l/c{index}", value, Kind.COUNTER))
+        for index in range(6):
+            value = index + second / (index + 1)
+            records.append(Record(at, None, f"l/g{index}", value, Kind.GAUGE))
+    with pytest.warns(PlotWarning, match="left out"):
+        figure = plot_run(records, run="r", cumulative=True)
+    labels = {line.get_label() for axes in figure.axes for line in axes.get_lines()}
+    assert {"c0", "c1", "c2", "c3"} <= labels
+    assert {"c0/s", "c1/s", "c2/s", "c3/s"} <= labels
+
+
 def test_cumulative_draws_each_counter_itself_beside_its_rate(sqlite_run: Path) -> None:
     from rlpulse import read
 

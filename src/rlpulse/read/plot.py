@@ -1171,7 +1171,9 @@ def _lines(
         if derived is not None:
             lines.append(derived)
         if cumulative or (derived is None and rate not in series):
-            rank = _rank(_CUMULATIVE, key)
+            # Asked for (--cumulative), a total ranks as a gauge's value:
+            # last of a full panel, it would be left out.
+            rank = _rank(_GAUGE if cumulative else _CUMULATIVE, key)
             lines.append(_Line(key, "total", _CUMULATIVE, metric.xs, metric.ys, rank))
     return _without_repeated_rates(lines)
 
