@@ -1972,6 +1972,26 @@ def test_a_tallys_count_rated_beside_the_counter_it_counts_with_is_drawn_once() 
     assert labels == ["updates/s"]
 
 
+def test_runs_past_a_panel_s_lines_are_left_out_whole_saying_to_draw_them_apart() -> (
+    None
+):
+    runs = [
+        (
+            f"seed{seed}",
+            [
+                Record(100.0 + second, None, "e/return_mean", seed + second, Kind.GAUGE)
+                for second in range(5)
+            ],
+        )
+        for seed in range(10)
+    ]
+    with pytest.warns(PlotWarning, match=r"left out 2 runs \(I: seed8, J: seed9\)"):
+        figure = plot_runs(runs)
+    labels = [line.get_label() for axes in figure.axes for line in axes.get_lines()]
+    assert sorted(labels) == [f"return_mean [{letter}]" for letter in "ABCDEFGH"]
+    assert "J: seed9" not in figure.texts[0].get_text().splitlines()[0]
+
+
 def test_runs_drawn_together_draw_each_run_s_lines_as_its_own_chart_does() -> None:
     # A rate drawn once, a distribution's p50 with its band, per run.
     def learner(speed: float) -> list[Record]:

@@ -523,12 +523,26 @@ def _plot_runs(
     for label, data in loaded:
         if not data.records:
             raise PlotError(f"run {label} has no records to plot")
+    notes = []
+    if len(loaded) > MAX_LINES:
+        # A line a run of each metric: past a panel's lines, the later runs
+        # would each be left out of every panel, whatever --match keeps.
+        cut = [
+            f"{run_letter(index)}: {label}"
+            for index, (label, _) in enumerate(loaded)
+            if index >= MAX_LINES
+        ]
+        notes.append(
+            f"left out {plural(len(cut), 'run')} ({', '.join(cut)}): a panel "
+            f"draws at most {MAX_LINES} lines, a run's line of each metric; draw "
+            "the rest in a chart of their own"
+        )
+        loaded = loaded[:MAX_LINES]
     longest = max(data.end_wall_time - data.start_wall_time for _, data in loaded)
     time_scale, time_unit = _time_unit(longest)
     lines_of: dict[str, list[_Line]] = {}
     metrics_of: dict[str, set[str]] = {}
     spans_of: dict[str, list[_Span]] = {}
-    notes = []
     for index, (label, data) in enumerate(loaded):
         names = set(data.kinds)
         start = data.start_wall_time
