@@ -1284,7 +1284,8 @@ def test_an_x_axis_that_is_no_counter_of_the_run_is_a_plot_error_naming_its_coun
         plot_run(records, run="r", x="frames")
     # A gauge goes up and down: the lines over it would fold back.
     with pytest.raises(
-        PlotError, match=r"'buffer/size' is a gauge, .* not a counter.*: c/frames"
+        PlotError,
+        match=r"run r's 'buffer/size' is a gauge, .* not a counter.*: c/frames",
     ):
         plot_run(records, run="r", x="buffer/size")
 

@@ -935,12 +935,12 @@ def _positions(
             else ("it has no counter")
         )
         what = (
-            f"{x!r} is a {kind_of(x)}, which goes up and down, not a counter"
+            f"'s {x!r} is a {kind_of(x)}, which goes up and down, not a counter"
             if finite
-            else f"has no counter {x!r}"
+            else f" has no counter {x!r}"
         )
         raise PlotError(
-            f"run {run} {what} to draw on the x axis; draw it "
+            f"run {run}{what} to draw on the x axis; draw it "
             f"over time, step or a counter (x=, --x): {choices}"
         )
     times = [counter.wall_times[index] for index in finite]
