@@ -70,12 +70,24 @@ def test_list_runs_names_runs_oldest_first(tmp_path: Path) -> None:
     assert list_runs(path) == ["b", "a", "c"]
 
 
-@pytest.mark.parametrize("file_name", ["metrics.csv", "metrics.jsonl"])
-def test_list_runs_refuses_files_that_hold_no_runs(
-    tmp_path: Path, file_name: str
+@pytest.mark.parametrize(
+    ("file_name", "kind"), [("metrics.csv", "CSV"), ("metrics.jsonl", "JSON lines")]
+)
+def test_list_runs_of_a_line_file_says_it_holds_one_run_and_how_to_read_it(
+    tmp_path: Path, file_name: str, kind: str
 ) -> None:
     path = tmp_path / file_name
     write_two_payloads(path, FILE_SINKS[file_name])
+
+    with pytest.raises(
+        RunFileError, match=f"is a {kind} file, which holds one run.*rlpulse.read"
+    ):
+        list_runs(path)
+
+
+def test_list_runs_refuses_a_file_of_another_kind(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text("not metrics\n")
 
     with pytest.raises(RunFileError, match="not an rlpulse SQLite file"):
         list_runs(path)

@@ -909,6 +909,14 @@ def _check_sqlite(path: Path) -> None:
     if not head:
         raise RunFileError(f"{path} is empty: no metrics were written to it")
     if not is_sqlite(head):
+        suffix = path.suffix.lower()
+        lines = "JSON lines" if head.startswith(b"{") or suffix == ".jsonl" else None
+        kind = "CSV" if suffix == ".csv" else lines
+        if kind is not None:
+            raise RunFileError(
+                f"{path} is a {kind} file, which holds one run, named after the "
+                "file: rlpulse.read(path) reads it"
+            )
         raise RunFileError(f"{path} is not an rlpulse SQLite file, so it has no runs")
 
 
