@@ -87,6 +87,19 @@ def _panels(figure: Figure) -> dict[str, Axes]:
     }
 
 
+def _y_labels_in_view(figure: Figure, watch: str) -> tuple[Axes, list[str]]:
+    """Watch ``watch``'s panel's first axis and its y tick labels in view, once drawn."""
+    axes = _panels(figure)[watch]
+    figure.canvas.draw()
+    low, high = axes.get_ylim()
+    labels = [
+        label.get_text()
+        for label in axes.get_yticklabels()
+        if low <= label.get_position()[1] <= high
+    ]
+    return axes, labels
+
+
 def _axes_by_unit(figure: Figure, watch: str) -> dict[str, Axes]:
     """A panel's axes, top to bottom, by their y label (the unit)."""
     return {
@@ -777,15 +790,7 @@ def test_a_log_axis_over_few_decades_is_ticked_at_1_2_and_5_of_each() -> None:
         ),
         run="r",
     )
-    collector = _panels(figure)["collector"]
-    figure.canvas.draw()
-
-    low, high = collector.get_ylim()
-    labels = [
-        label.get_text()
-        for label in collector.get_yticklabels()
-        if low <= label.get_position()[1] <= high
-    ]
+    collector, labels = _y_labels_in_view(figure, "collector")
     # Between 12 and 950 the decades are 100 and, at the axis' ends, maybe
     # 10 and 1000: 2 and 5 of each are ticked too.
     assert collector.get_yscale() == "log"
@@ -819,15 +824,7 @@ def test_a_symmetric_log_axis_over_many_decades_labels_every_few_apart_from_zero
         ),
         run="r",
     )
-    bottleneck = _panels(figure)["bottleneck"]
-    figure.canvas.draw()
-
-    low, high = bottleneck.get_ylim()
-    labels = [
-        label.get_text()
-        for label in bottleneck.get_yticklabels()
-        if low <= label.get_position()[1] <= high
-    ]
+    bottleneck, labels = _y_labels_in_view(figure, "bottleneck")
     # Seven decades: every other one (every one's labels touched), and zero
     # a decade below the smallest.
     assert labels == ["0", "0.001", "0.1", "10", "1000"]
