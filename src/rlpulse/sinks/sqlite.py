@@ -38,14 +38,6 @@ _LOG_BYTES_PER_CHECKPOINT = 2_000_000
 # log to 50 MB between checkpoints.
 _COMMIT_BYTES = 8_192
 _ROW_BYTES = 160
-# On a file system with little room, a checkpoint once the log holds this
-# share of the free space (but not less than the least): a log of 2 MB
-# would fill a nearly full disk, and a full disk keeps the log from being
-# copied in (the database grows as it is), so the store could take nothing
-# more, however little it holds. The free space is looked at again each
-# time the log has grown by the least.
-_FREE_SHARE = 8
-_LEAST_LOG_BYTES_PER_CHECKPOINT = 65_536
 # Passive checkpoints in a row, each copying what the writer added during
 # the one before, before the writer is left to copy the rest itself.
 _CHECKPOINT_TRIES = 3
@@ -470,8 +462,7 @@ class _Checkpointer:
     SQLite does by default, it held the writer (and the sink's queue) up
     for 100 ms and more. Here the writer counts what its commits add to the
     log (:data:`_COMMIT_BYTES` a commit, :data:`_ROW_BYTES` a row); every
-    :data:`_LOG_BYTES_PER_CHECKPOINT` (less on a file system with little
-    room: :data:`_FREE_SHARE`) it wakes this thread, whose passive
+    :data:`_LOG_BYTES_PER_CHECKPOINT` it wakes this thread, whose passive
     checkpoints copy the log without blocking the writer, again while the
     writer added to it meanwhile; a log copied to its end starts afresh at
     the next write. A log that has not started afresh while the writer
@@ -484,10 +475,6 @@ class _Checkpointer:
     def __init__(self, path: Path) -> None:
         self._path = path
         self._bytes = 0
-        # A checkpoint once the log holds this much (_FREE_SHARE), and when
-        # the free space is looked at again.
-        self._at = _LOG_BYTES_PER_CHECKPOINT
-        self._bytes_to_look = 0
         self._wake = threading.Event()
         self._busy = False
         self._log = Path(f"{path}-wal")
@@ -508,13 +495,8 @@ class _Checkpointer:
         if self._restarts_counted != self._restarts_seen:
             self._restarts_counted = self._restarts_seen
             self._bytes_in_log = logged
-        self._bytes_to_look -= logged
-        if self._bytes_to_look <= 0:
-            self._bytes_to_look = _LEAST_LOG_BYTES_PER_CHECKPOINT
-            self._at = self._checkpoint_bytes()
-        at = self._at
-        most_in_log = _CHECKPOINTS_IN_LOG * at
-        if self._bytes < at and self._bytes_in_log < most_in_log:
+        most_in_log = _CHECKPOINTS_IN_LOG * _LOG_BYTES_PER_CHECKPOINT
+        if self._bytes < _LOG_BYTES_PER_CHECKPOINT and self._bytes_in_log < most_in_log:
             return False
         thread = self._thread
         alive = thread is not None and thread.is_alive()  # not in a forked child
@@ -525,7 +507,7 @@ class _Checkpointer:
             # next write starts it afresh.
             self._bytes = self._bytes_in_log = 0
             return True
-        if self._bytes < at:
+        if self._bytes < _LOG_BYTES_PER_CHECKPOINT:
             return False
         self._bytes = 0
         if thread is None or not alive:
@@ -536,17 +518,6 @@ class _Checkpointer:
         self._busy = True
         self._wake.set()
         return False
-
-    def _checkpoint_bytes(self) -> int:
-        """What the log may hold before a checkpoint, given the room left on the store's file system."""
-        try:
-            free = shutil.disk_usage(self._path.parent).free
-        except OSError:
-            return _LOG_BYTES_PER_CHECKPOINT
-        return max(
-            _LEAST_LOG_BYTES_PER_CHECKPOINT,
-            min(_LOG_BYTES_PER_CHECKPOINT, free // _FREE_SHARE),
-        )
 
     def _run(self) -> None:
         connection = sqlite3.connect(self._path, check_same_thread=False)
