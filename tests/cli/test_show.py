@@ -95,6 +95,24 @@ def test_show_run_picks_the_named_run(
     assert table_rows(out)["collector/frames"] == ["400", "0", "400", "100"]
 
 
+def test_a_latest_run_without_records_notes_the_runs_that_have_some(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "metrics.db"
+    write_sqlite_run(path, "first", frames=400.0)
+    write_sqlite_run(path, "second", frames=800.0)
+    SQLiteLogger(path, run="empty").close()  # closed before its first payload
+
+    assert main(["show", str(path)]) == 0
+
+    out, err = capsys.readouterr()
+    assert out.strip() == f"run empty in {path}: no records"
+    assert err == (
+        f"rlpulse: note: empty, the latest run of {path}, holds no records; runs "
+        "that do: first, second (--run NAME shows one, --runs lists them)\n"
+    )
+
+
 def test_show_refuses_a_run_named_twice_or_with_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

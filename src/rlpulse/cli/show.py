@@ -80,6 +80,20 @@ def add(commands: common.Commands) -> None:
     common.add_exact_option(show)
 
 
+def _note_other_runs(path: Path, latest: str) -> None:
+    """Where a SQLite file's latest run holds no records (a logger closed before its first payload), note the runs that may."""
+    if detect_format(Path(path)) != "sqlite":
+        return
+    others = [info.name for info in run_infos(path) if info.records]
+    if others:
+        print(
+            f"rlpulse: note: {latest}, the latest run of {path}, holds no records; "
+            f"runs that do: {', '.join(others[-5:])} (--run NAME shows one, --runs "
+            "lists them)",
+            file=sys.stderr,
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     # FILE:NAME as compare, plot and top take it, or --run NAME.
     path, named = run_argument(str(args.path))
@@ -118,6 +132,8 @@ def run(args: argparse.Namespace) -> int:
     )
     width = terminal_width(sys.stdout)
     print(format_summary(summary, exact=args.exact, width=width))
+    if summary.start_wall_time is None and args.run is None:
+        _note_other_runs(path, summary.run)
     if events := _events_of(path, args.run, summary.within):
         print()
         print(wrapped(events, width))
