@@ -1990,6 +1990,19 @@ def test_runs_past_a_panel_s_lines_are_left_out_whole_saying_to_draw_them_apart(
     assert "J: seed9" not in figure.texts[0].get_text().splitlines()[0]
 
 
+def test_a_run_without_records_drawn_with_others_is_left_out_saying_so() -> None:
+    drawn = [
+        Record(100.0 + second, None, "e/return_mean", second**2, Kind.GAUGE)
+        for second in range(5)
+    ]
+    with pytest.warns(PlotWarning, match=r"left out run B \(empty\): no records"):
+        figure = plot_runs([("a", drawn), ("empty", []), ("c", drawn)])
+    labels = [line.get_label() for axes in figure.axes for line in axes.get_lines()]
+    assert sorted(labels) == ["return_mean [A]", "return_mean [C]"]
+    with pytest.raises(PlotError, match="no run has records to plot: x, y"):
+        plot_runs([("x", []), ("y", [])])
+
+
 def test_runs_drawn_together_draw_each_run_s_lines_as_its_own_chart_does() -> None:
     # A rate drawn once, a distribution's p50 with its band, per run.
     def learner(speed: float) -> list[Record]:

@@ -520,9 +520,9 @@ def _plot_runs(
         return _plot_run(data, run=label, source=None, options=options, sheet=sheet)
     match, x = options.match, options.x
     matplotlib = _matplotlib()
-    for label, data in loaded:
-        if not data.records:
-            raise PlotError(f"run {label} has no records to plot")
+    if not any(data.records for _, data in loaded):
+        labels = ", ".join(label for label, _ in loaded)
+        raise PlotError(f"no run has records to plot: {labels}")
     notes = []
     if len(loaded) > MAX_LINES:
         # A line a run of each metric: past a panel's lines, the later runs
@@ -538,12 +538,17 @@ def _plot_runs(
             "the rest in a chart of their own"
         )
         loaded = loaded[:MAX_LINES]
-    longest = max(data.end_wall_time - data.start_wall_time for _, data in loaded)
+    longest = max(
+        data.end_wall_time - data.start_wall_time for _, data in loaded if data.records
+    )
     time_scale, time_unit = _time_unit(longest)
     lines_of: dict[str, list[_Line]] = {}
     metrics_of: dict[str, set[str]] = {}
     spans_of: dict[str, list[_Span]] = {}
     for index, (label, data) in enumerate(loaded):
+        if not data.records:  # a logger closed before its first payload
+            notes.append(f"left out run {run_letter(index)} ({label}): no records")
+            continue
         names = set(data.kinds)
         start = data.start_wall_time
         selected = set(select_metrics(names, match))
